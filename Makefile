@@ -1,0 +1,32 @@
+# Every target sets up .venv first; nothing needs to be installed but Python 3.11.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[trainer,dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/vtx demo
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: setup
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,8 @@
+"""`vtx local up|down|status|preempt`: manage the embedded local platform."""
+
+from __future__ import annotations
+
+import typer
+
+local_app = typer.Typer(help="Run the Vertex-compatible local platform on this machine.",
+                        no_args_is_help=True)

@@ -1,0 +1,122 @@
+"""StackOutputs: the contract between infra/ (which exports it) and jobs/ (which reads it).
+
+The infra program exports one stack output named ``platform``; everything the launcher needs to
+render and submit a CustomJob against that stack is in it. This module is pure pydantic (no
+pulumi import) so that the CLI stays fast and the contract can be tested on both sides.
+
+Sources, in order of use by ``load_stack``:
+- ``--stack-file FILE.json``: an exported JSON document (``pulumi stack output platform --json``);
+- ``--stack local``: the embedded local platform (``vtx local up``);
+- ``--stack NAME``: ``pulumi stack output platform --json --stack NAME`` when the Pulumi CLI exists.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class StackError(Exception):
+    """A stack's outputs could not be found or do not match the contract."""
+
+
+class Buckets(BaseModel):
+    """Bucket names (not URIs) created by the stack."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data: str
+    checkpoints: str
+    staging: str
+    models: str
+
+
+class StackOutputs(BaseModel):
+    """What a provisioned stack offers to jobs. Field names are the exported JSON keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    project: str
+    project_number: str
+    region: str
+    environment: str
+    trainer_service_account: str
+    launcher_service_account: str
+    buckets: Buckets
+    artifact_registry: str = Field(
+        description="Docker repository host path, e.g. europe-west4-docker.pkg.dev/PROJECT/REPO"
+    )
+    network_attachment: str | None = None
+    network: str | None = None
+    reserved_ip_ranges: list[str] = Field(default_factory=list)
+    tensorboard: str | None = None
+    secrets: dict[str, str] = Field(default_factory=dict)
+    kms_key: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    # Set only by the local platform; None means Google's public endpoints.
+    vertex_endpoint: str | None = None
+    gcs_endpoint: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.vertex_endpoint is not None
+
+
+def parse_stack_outputs(data: object, source: str) -> StackOutputs:
+    """Validate a decoded ``platform`` output, naming the source in any error."""
+    try:
+        return StackOutputs.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise StackError(f"{source} is not a vtx stack output: {problems}") from exc
+
+
+def load_stack_file(path: Path) -> StackOutputs:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise StackError(f"stack file {path} does not exist") from exc
+    except json.JSONDecodeError as exc:
+        raise StackError(f"stack file {path} is not JSON: {exc}") from exc
+    # Accept both the bare output and `pulumi stack output --json` of all outputs.
+    if isinstance(data, dict) and "platform" in data and "project" not in data:
+        data = data["platform"]
+    return parse_stack_outputs(data, str(path))
+
+
+def load_pulumi_stack(stack: str) -> StackOutputs:
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        raise StackError(
+            f"cannot read stack {stack!r}: the Pulumi CLI is not installed. Export the outputs "
+            f"where it is (`pulumi stack output platform --json --stack {stack} > {stack}.json`) "
+            f"and pass --stack-file {stack}.json, or use --stack local."
+        )
+    proc = subprocess.run(
+        [pulumi, "stack", "output", "platform", "--json", "--stack", stack],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise StackError(f"`pulumi stack output platform --stack {stack}` failed: {proc.stderr}")
+    return parse_stack_outputs(json.loads(proc.stdout), f"pulumi stack {stack!r}")
+
+
+def load_stack(stack: str | None, stack_file: Path | None) -> StackOutputs:
+    """Resolve the CLI's ``--stack``/``--stack-file`` options into StackOutputs."""
+    if stack_file is not None:
+        return load_stack_file(stack_file)
+    if stack is None:
+        raise StackError("no stack given: pass --stack NAME, --stack local or --stack-file FILE")
+    if stack == "local":
+        from jobs.local.state import local_stack_outputs
+
+        return local_stack_outputs()
+    return load_pulumi_stack(stack)

@@ -1,0 +1,74 @@
+"""Fixtures shared by every test package: a real GCS emulator server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# The emulator speaks the JSON API only; gcsfs otherwise probes each bucket over gRPC for its
+# type and waits 60 s per probe. Must be set before gcsfs is imported anywhere.
+os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing answered on 127.0.0.1:{port} after {timeout_s} s")
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Start gcp-storage-emulator (in memory) for the session; yield its http://host:port.
+
+    Sets STORAGE_EMULATOR_HOST so google-cloud-storage and gcsfs talk to it."""
+    port = free_port()
+    workdir: Path = tmp_path_factory.mktemp("gcs-emulator")
+    exe = Path(sys.executable).with_name("gcp-storage-emulator")
+    proc = subprocess.Popen(
+        [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "-q"],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    previous = os.environ.get("STORAGE_EMULATOR_HOST")
+    try:
+        wait_for_port(port)
+        os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if previous is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = previous
+
+
+@pytest.fixture
+def gcs_bucket(gcs_emulator: str) -> str:
+    """A fresh, empty bucket in the emulator; returns its name."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project="vtx-test", credentials=AnonymousCredentials())
+    name = f"vtx-test-{free_port()}"
+    client.create_bucket(name)
+    return name
