@@ -1,0 +1,25 @@
+"""Problem: one thing wrong with an input, reported with where it is and what to write instead.
+
+Shared by template validation, job policies, the local control plane's 400 answers and the
+infra config checks' CLI output, so every error in vtx reads the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    """Field path inside the document, dotted (``pools.chief.accelerator_count``)."""
+    message: str
+    """What is wrong."""
+    hint: str | None = None
+    """What to write instead, when there is a clear fix."""
+    source: str | None = None
+    """The file the document came from, when there is one."""
+
+    def __str__(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        text = f"{where}{self.path}: {self.message}"
+        return f"{text} (hint: {self.hint})" if self.hint else text
