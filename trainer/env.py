@@ -1,0 +1,135 @@
+"""What the platform tells the container: topology, output locations and job identity.
+
+`VertexEnv.from_environ()` is the only code in vtx that reads Vertex's variables (`CLUSTER_SPEC`,
+`TF_CONFIG`, `MASTER_ADDR`/`MASTER_PORT`/`WORLD_SIZE`/`RANK`, `AIP_*`, `CLOUD_ML_*`). Vertex counts
+*nodes* (one container per VM) in `WORLD_SIZE`/`RANK`; torchrun later reuses the same names for
+*processes*. Inside a torchrun worker we therefore take the node view from torchrun's own
+`GROUP_RANK`/`LOCAL_WORLD_SIZE` instead, so both callers get the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MASTER_PORT = 29500
+# Pools that run the training processes. Pool 2 is the parameter-server / Reduction Server pool
+# and pool 3 the evaluators: they never join torchrun's rendezvous.
+TRAINING_POOLS = ("workerpool0", "workerpool1")
+TF_CONFIG_POOLS = {"chief": "workerpool0", "master": "workerpool0", "worker": "workerpool1"}
+
+
+@dataclass(frozen=True)
+class VertexEnv:
+    """The container's view of its job. Defaults describe a single node on a laptop."""
+
+    nnodes: int = 1
+    """Number of training nodes (Vertex `WORLD_SIZE`)."""
+    node_rank: int = 0
+    """This node's index (Vertex `RANK`); 0 is the chief (workerpool0)."""
+    master_addr: str = "127.0.0.1"
+    master_port: int = DEFAULT_MASTER_PORT
+    task_type: str = "workerpool0"
+    task_index: int = 0
+    job_id: str | None = None
+    """`CLOUD_ML_JOB_ID`; None outside Vertex."""
+    project_number: str | None = None
+    model_dir: str | None = None
+    """`AIP_MODEL_DIR`: where the exported model goes. None: the config decides."""
+    checkpoint_dir: str | None = None
+    """`AIP_CHECKPOINT_DIR`: where checkpoints go. None: the config decides."""
+    tensorboard_dir: str | None = None
+    """`AIP_TENSORBOARD_LOG_DIR`. None: the config decides."""
+    cluster_spec: Mapping[str, Any] | None = None
+
+    @property
+    def is_chief(self) -> bool:
+        return self.node_rank == 0
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> VertexEnv:
+        env = os.environ if environ is None else environ
+        spec = _parse_cluster_spec(env.get("CLUSTER_SPEC"))
+        task_type, task_index = _task(spec, _parse_json(env.get("TF_CONFIG"), "TF_CONFIG"))
+        nnodes, node_rank = _nodes(env, spec, task_type, task_index)
+        master_addr, master_port = _master(env, spec)
+        return cls(
+            nnodes=nnodes,
+            node_rank=node_rank,
+            master_addr=master_addr,
+            master_port=master_port,
+            task_type=task_type,
+            task_index=task_index,
+            job_id=env.get("CLOUD_ML_JOB_ID") or None,
+            project_number=env.get("CLOUD_ML_PROJECT_ID") or None,
+            model_dir=env.get("AIP_MODEL_DIR") or None,
+            checkpoint_dir=env.get("AIP_CHECKPOINT_DIR") or None,
+            tensorboard_dir=env.get("AIP_TENSORBOARD_LOG_DIR") or None,
+            cluster_spec=spec,
+        )
+
+
+def _parse_json(raw: str | None, name: str) -> dict[str, Any] | None:
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        log.warning("ignoring %s: not JSON (%s)", name, exc)
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _parse_cluster_spec(raw: str | None) -> dict[str, Any] | None:
+    spec = _parse_json(raw, "CLUSTER_SPEC")
+    if spec is not None and isinstance(spec.get("job"), str):
+        # Vertex sometimes sends `job` as a JSON document inside the JSON string.
+        try:
+            spec["job"] = json.loads(spec["job"])
+        except json.JSONDecodeError:
+            log.warning("CLUSTER_SPEC.job is a string that is not JSON; kept as text")
+    return spec
+
+
+def _task(spec: dict[str, Any] | None, tf_config: dict[str, Any] | None) -> tuple[str, int]:
+    for source, mapping in ((spec, None), (tf_config, TF_CONFIG_POOLS)):
+        task = (source or {}).get("task")
+        if isinstance(task, dict) and "type" in task:
+            task_type = str(task["type"])
+            if mapping is not None:
+                task_type = mapping.get(task_type, task_type)
+            return task_type, int(task.get("index", 0))
+    return "workerpool0", 0
+
+
+def _nodes(
+    env: Mapping[str, str], spec: dict[str, Any] | None, task_type: str, task_index: int
+) -> tuple[int, int]:
+    if "TORCHELASTIC_RUN_ID" in env and "GROUP_RANK" in env:
+        # Inside a torchrun worker: WORLD_SIZE/RANK now count processes.
+        nnodes = int(env["WORLD_SIZE"]) // int(env.get("LOCAL_WORLD_SIZE", "1"))
+        return nnodes, int(env["GROUP_RANK"])
+    if "WORLD_SIZE" in env and "RANK" in env:
+        return int(env["WORLD_SIZE"]), int(env["RANK"])
+    cluster = (spec or {}).get("cluster")
+    if isinstance(cluster, dict) and task_type in TRAINING_POOLS:
+        pools = [list(cluster.get(pool) or []) for pool in TRAINING_POOLS]
+        offset = len(pools[0]) if task_type == "workerpool1" else 0
+        return max(1, sum(len(p) for p in pools)), offset + task_index
+    return 1, 0
+
+
+def _master(env: Mapping[str, str], spec: dict[str, Any] | None) -> tuple[str, int]:
+    if env.get("MASTER_ADDR"):
+        return env["MASTER_ADDR"], int(env.get("MASTER_PORT") or DEFAULT_MASTER_PORT)
+    chief = ((spec or {}).get("cluster") or {}).get("workerpool0") or []
+    if chief:
+        # CLUSTER_SPEC's port (2222) belongs to Vertex's TF-era servers; torchrun uses its own.
+        return str(chief[0]).split(":")[0], DEFAULT_MASTER_PORT
+    return "127.0.0.1", DEFAULT_MASTER_PORT
