@@ -1,0 +1,112 @@
+"""The CrossGuard wrappers: same rules, fed the way the Pulumi engine feeds a policy pack.
+
+The PolicyPack constructor starts a gRPC server, so these tests call the policies' validate
+callbacks with hand-built ResourceValidationArgs / StackValidationArgs instead."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyResource,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.policy import _NotApplicableError
+from pulumi_policy.proxy import unknown_checking_proxy
+
+from infra.policy.policies import POLICIES, context, stack_config_environment
+from infra.policy.rules import RULES, UNKNOWN
+
+
+def policy(name: str):
+    return next(p for p in POLICIES if p.name == name)
+
+
+def run_resource_policy(name: str, resource_type: str, props: dict[str, Any], config=None):
+    reported: list[str] = []
+    args = ResourceValidationArgs(
+        resource_type,
+        unknown_checking_proxy(props),
+        urn=f"urn:pulumi:prod::vtx::{resource_type}::r",
+        name="r",
+        opts=None,
+        provider=None,
+        config=config or {"environment": "prod"},
+    )
+    found = policy(name)
+    assert isinstance(found, ResourceValidationPolicy)
+    found.validate(args, lambda message, urn: reported.append(message))
+    return reported
+
+
+def test_policies_mirror_the_rules_with_their_enforcement_levels() -> None:
+    assert [p.name for p in POLICIES] == [r.name for r in RULES]
+    levels = {p.name: p.enforcement_level for p in POLICIES}
+    assert levels["bucket-uniform-access"] is EnforcementLevel.MANDATORY
+    assert levels["labels-present"] is EnforcementLevel.ADVISORY
+    assert isinstance(policy("prod-budget"), StackValidationPolicy)
+
+
+def test_resource_policy_reports_the_violation_with_its_fix() -> None:
+    bucket = {"uniformBucketLevelAccess": False, "publicAccessPrevention": "enforced"}
+    reported = run_resource_policy("bucket-uniform-access", "gcp:storage/bucket:Bucket", bucket)
+    assert len(reported) == 1
+    assert reported[0].startswith("r: uniformBucketLevelAccess is not true")
+    assert "Fix: set uniform_bucket_level_access=True" in reported[0]
+
+
+def test_unknown_preview_values_do_not_stop_a_rule_that_scans_every_property() -> None:
+    member = {"bucket": UNKNOWN, "role": "roles/storage.objectAdmin", "member": UNKNOWN}
+    reported = run_resource_policy(
+        "no-default-compute-identity", "gcp:storage/bucketIAMMember:BucketIAMMember", member
+    )
+    assert reported == []
+
+
+def test_prod_only_policy_is_not_applicable_on_dev() -> None:
+    with pytest.raises(_NotApplicableError) as raised:
+        run_resource_policy(
+            "prod-bucket-cmek", "gcp:storage/bucket:Bucket", {}, config={"environment": "dev"}
+        )
+    assert raised.value.reason == "prod only; this stack is dev"
+
+
+def test_stack_policy_sees_every_resource() -> None:
+    def resource(resource_type: str) -> PolicyResource:
+        return PolicyResource(
+            resource_type, {}, f"urn:{resource_type}", "r", None, None, None, [], {}
+        )
+
+    reported: list[str] = []
+    found = policy("prod-budget")
+    args = StackValidationArgs([resource("gcp:storage/bucket:Bucket")], {"environment": "prod"})
+    found.validate(args, lambda message, urn: reported.append(message))
+    assert reported and "no billing budget" in reported[0]
+    reported.clear()
+    args = StackValidationArgs([resource("gcp:billing/budget:Budget")], {"environment": "prod"})
+    found.validate(args, lambda message, urn: reported.append(message))
+    assert reported == []
+
+
+def test_environment_comes_from_policy_config_then_stack_config_then_stack_name() -> None:
+    stack_config = {
+        "PULUMI_CONFIG": json.dumps({"vtx:platform": json.dumps({"environment": "prod"})})
+    }
+    assert stack_config_environment(stack_config) == "prod"
+    assert stack_config_environment({"PULUMI_STACK": "acme/dev"}) == "dev"
+    assert stack_config_environment({}) is None
+    assert context({"environment": "staging"}, environ=stack_config).environment == "staging"
+    assert context({}, environ=stack_config).environment == "prod"
+
+
+def test_required_labels_are_configurable() -> None:
+    assert context({"required_labels": ["team", "cost-center"]}, environ={}).required_labels == (
+        "team",
+        "cost-center",
+    )
