@@ -1,0 +1,49 @@
+"""Command line of one training process: parse, load the config, train or estimate."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from trainer.config import ConfigError, load_config
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__)
+    parser.add_argument("--config", required=True, help="training YAML (see trainer/examples)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override a config value, e.g. --set data.path=gs://bucket/train.jsonl",
+    )
+    parser.add_argument(
+        "--estimate", action="store_true", help="print sizes and memory; no training"
+    )
+    parser.add_argument(
+        "--accelerator", default="NVIDIA_H100_80GB", help="for --estimate: Vertex accelerator type"
+    )
+    parser.add_argument("--devices", type=int, default=1, help="for --estimate: devices in the job")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.estimate:
+        from trainer.estimate import print_estimate
+
+        print_estimate(cfg, args.accelerator, args.devices)
+        return 0
+    from trainer.env import VertexEnv
+    from trainer.loop import train
+    from trainer.secrets import export_secrets
+
+    export_secrets()
+    return train(cfg, VertexEnv.from_environ())

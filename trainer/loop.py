@@ -1,0 +1,458 @@
+"""The training loop: torch primitives only, one process per device.
+
+    step:  fetch `gradient_accumulation_steps` micro-batches -> all-reduce token counts ->
+           forward/backward (loss normalised by the *global* number of target tokens, so every
+           token weighs the same whatever the packing, padding or rank) -> clip -> AdamW ->
+           all-reduce [loss, stop?, time to save?] -> log / eval / checkpoint
+
+The second all-reduce is what makes preemption collective: SIGTERM reaches one node, every rank
+learns of it at the same step, and all of them write the same checkpoint and exit 143 together.
+A step is always finished, not abandoned: steps here take seconds, and the checkpoint that
+follows must describe a state every rank agrees on. Budget: one step + one blocking save
+inside the 30 s a Spot VM gets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from trainer.checkpoint import Checkpointer
+from trainer.config import TrainConfig
+from trainer.data import (
+    IGNORE,
+    BatchStream,
+    Row,
+    eval_batches,
+    pack_rows,
+    read_records,
+    single_rows,
+    split_train_eval,
+    tokenize_record,
+)
+from trainer.env import VertexEnv
+from trainer.export import export_model
+from trainer.metrics import TensorBoard, Throughput, peak_flops_per_s, setup_logging
+from trainer.model import (
+    build_model,
+    build_tokenizer,
+    count_parameters,
+    flops_per_token,
+    local_rank_from_env,
+)
+from trainer.state import Progress, TrainState
+
+log = logging.getLogger(__name__)
+
+EXIT_PREEMPTED = 143  # 128 + SIGTERM: what a process killed by SIGTERM reports
+# Test/drill hook: rank 0 sends itself SIGTERM right after this optimizer step.
+SIGTERM_AFTER_STEP_ENV = "VTX_FAULT_SIGTERM_AFTER_STEP"
+
+
+@dataclass(frozen=True)
+class Outputs:
+    checkpoint_dir: str
+    model_dir: str
+    tensorboard_dir: str | None
+
+    @classmethod
+    def resolve(cls, cfg: TrainConfig, env: VertexEnv) -> Outputs:
+        base = cfg.output_dir.rstrip("/")
+        return cls(
+            checkpoint_dir=env.checkpoint_dir or f"{base}/checkpoints",
+            model_dir=env.model_dir or f"{base}/model",
+            tensorboard_dir=(env.tensorboard_dir or f"{base}/logs")
+            if "tensorboard" in cfg.report_to
+            else None,
+        )
+
+
+class StopRequest:
+    """SIGTERM sets a flag; the loop turns it into a collective decision at the step's end."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def install(self) -> StopRequest:
+        self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def uninstall(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True  # logging from a signal handler can deadlock; the loop logs
+
+
+# ------------------------------------------------------------------ setup
+
+
+def init_distributed() -> tuple[int, int, torch.device]:
+    """Join torchrun's process group, or make a group of one so every path is the same."""
+    if not dist.is_initialized():
+        if "TORCHELASTIC_RUN_ID" in os.environ:
+            backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend=backend)
+        else:
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank_from_env())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def build_rows(cfg: TrainConfig, tokenizer: Any) -> tuple[list[Row], list[Row]]:
+    examples = [
+        tokenize_record(r, tokenizer, cfg.data)
+        for r in read_records(cfg.data.path, cfg.data.format)
+    ]
+    if cfg.data.eval_path:
+        train = examples
+        evals = [
+            tokenize_record(r, tokenizer, cfg.data)
+            for r in read_records(cfg.data.eval_path, cfg.data.format)
+        ]
+    else:
+        train, evals = split_train_eval(examples, cfg.data.eval_fraction, cfg.seed)
+    rows = pack_rows if cfg.data.packing else (lambda ex, _n: single_rows(ex))
+    return rows(train, cfg.data.max_seq_length), rows(evals, cfg.data.max_seq_length)
+
+
+def wrap_model(
+    model: torch.nn.Module, cfg: TrainConfig, device: torch.device, world_size: int
+) -> torch.nn.Module:
+    model.to(device)
+    if cfg.torch_compile:
+        model.compile()  # in place: parameter names (and so checkpoints) stay unchanged
+    if cfg.fsdp:
+        from torch.distributed.fsdp import fully_shard
+
+        block_names = set(getattr(model, "_no_split_modules", None) or ())
+        for module in model.modules():
+            if type(module).__name__ in block_names:
+                fully_shard(module)
+        return fully_shard(model)
+    if world_size > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+    return model
+
+
+def build_optimizer(
+    model: torch.nn.Module, cfg: TrainConfig, device: torch.device
+) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    # No weight decay on biases and norm gains (1-D), as in HF Trainer and nanoGPT.
+    groups = [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(
+        [g for g in groups if g["params"]],
+        lr=cfg.learning_rate,
+        betas=(cfg.adam_beta1, cfg.adam_beta2),
+        eps=cfg.adam_epsilon,
+        fused=device.type == "cuda",  # one kernel for all params; CPU keeps the foreach path
+    )
+
+
+def total_steps(cfg: TrainConfig, batches_per_epoch: int) -> int:
+    if cfg.max_steps > 0:
+        return cfg.max_steps
+    return max(
+        1, math.floor(cfg.num_train_epochs * batches_per_epoch / cfg.gradient_accumulation_steps)
+    )
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig, steps: int) -> Any:
+    from transformers import get_scheduler
+
+    warmup = cfg.warmup_steps or math.ceil(cfg.warmup_ratio * steps)
+    return get_scheduler(
+        cfg.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=steps
+    )
+
+
+# ------------------------------------------------------------------ step
+
+
+def _autocast(cfg: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
+    if cfg.bf16 and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _sync_gradients(model: torch.nn.Module, last: bool) -> contextlib.AbstractContextManager:
+    """Skip the gradient all-reduce on all but the last micro-batch of a step."""
+    if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
+        model.set_requires_gradient_sync(last)
+        return contextlib.nullcontext()
+    if hasattr(model, "no_sync") and not last:  # DDP
+        return model.no_sync()
+    return contextlib.nullcontext()
+
+
+def loss_sum(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+    """Summed cross-entropy over the batch's target tokens (targets are pre-shifted)."""
+    logits = model(
+        input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False
+    ).logits
+    return F.cross_entropy(
+        logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE, reduction="sum"
+    )
+
+
+def train_step(
+    model: torch.nn.Module,
+    stream: Iterator,
+    optimizer: torch.optim.Optimizer,
+    cfg: TrainConfig,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One optimizer step. Returns (summed loss on this rank, grad norm, global counts
+    [target tokens, real tokens, token slots])."""
+    micro = [next(stream) for _ in range(cfg.gradient_accumulation_steps)]
+    counts = (
+        torch.tensor([[b.n_targets, b.n_tokens, b.n_slots] for b in micro], dtype=torch.float64)
+        .sum(0)
+        .to(device)
+    )
+    dist.all_reduce(counts)
+    # DDP/FSDP average gradients over ranks; scaling by world_size turns that into a sum, and
+    # dividing by the global target count makes the result a per-token mean.
+    scale = dist.get_world_size() / max(counts[0].item(), 1.0)
+    total = torch.zeros((), device=device)
+    for i, batch in enumerate(micro):
+        batch = batch.to(device)
+        with _sync_gradients(model, last=i == len(micro) - 1), _autocast(cfg, device):
+            loss = loss_sum(model, batch)
+        (loss * scale).backward()
+        total += loss.detach()
+    max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+    params = [p for p in model.parameters() if p.requires_grad]
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    if hasattr(grad_norm, "full_tensor"):  # DTensor under FSDP2
+        grad_norm = grad_norm.full_tensor()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total, grad_norm, counts
+
+
+@torch.no_grad()
+def evaluate(
+    model: torch.nn.Module, batches: list[Any], cfg: TrainConfig, device: torch.device
+) -> float:
+    model.eval()
+    totals = torch.zeros(2, dtype=torch.float64, device=device)
+    for batch in batches:
+        batch = batch.to(device)
+        with _autocast(cfg, device):
+            totals[0] += loss_sum(model, batch).double()
+        totals[1] += batch.n_targets
+    model.train()
+    dist.all_reduce(totals)
+    return (totals[0] / totals[1].clamp(min=1)).item()
+
+
+# ------------------------------------------------------------------ run
+
+
+def train(cfg: TrainConfig, env: VertexEnv) -> int:
+    """Train (resuming if a committed checkpoint exists), export; return the exit code."""
+    rank, world_size, device = init_distributed()
+    setup_logging(rank)
+    stop = StopRequest().install()
+    try:
+        return _run(cfg, env, rank, world_size, device, stop)
+    finally:
+        stop.uninstall()
+        dist.destroy_process_group()
+
+
+def _run(
+    cfg: TrainConfig,
+    env: VertexEnv,
+    rank: int,
+    world_size: int,
+    device: torch.device,
+    stop: StopRequest,
+) -> int:
+    outputs = Outputs.resolve(cfg, env)
+    local_rank = local_rank_from_env()
+    tokenizer = build_tokenizer(cfg.model, local_rank)
+    train_rows, eval_rows = build_rows(cfg, tokenizer)
+    stream = BatchStream(
+        train_rows,
+        cfg.per_device_train_batch_size,
+        cfg.seed,
+        rank,
+        world_size,
+        cfg.data.group_by_length,
+        tokenizer.pad_token_id,
+    )
+    evals = eval_batches(
+        eval_rows, cfg.per_device_eval_batch_size, rank, world_size, tokenizer.pad_token_id
+    )
+    base = build_model(cfg.model, cfg.seed, local_rank)
+    n_params, n_trainable = count_parameters(base)
+    fpt = flops_per_token(base, cfg.data.max_seq_length)
+    model = wrap_model(base, cfg, device, world_size)
+    optimizer = build_optimizer(model, cfg, device)
+    steps = total_steps(cfg, stream.batches_per_epoch)
+    scheduler = build_scheduler(optimizer, cfg, steps)
+    progress = Progress()
+    state = {"train": TrainState(model, optimizer, scheduler, stream, progress)}
+
+    checkpointer = Checkpointer(outputs.checkpoint_dir, cfg.save_total_limit, cfg.async_save)
+    resume = checkpointer.latest_step()
+    if resume is not None:
+        checkpointer.load(resume, state)
+        log.info("resumed", extra={"step": progress.step, "checkpoint": outputs.checkpoint_dir})
+    log.info(
+        "training",
+        extra={
+            "step": progress.step,
+            "total_steps": steps,
+            "world_size": world_size,
+            "parameters": n_params,
+            "trainable_parameters": n_trainable,
+            "train_rows": len(train_rows),
+            "batches_per_epoch": stream.batches_per_epoch,
+        },
+    )
+    board = TensorBoard(outputs.tensorboard_dir if rank == 0 else None)
+    peak = peak_flops_per_s(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    meter = Throughput()
+    last_save_s = time.monotonic()
+    fault_step = os.environ.get(SIGTERM_AFTER_STEP_ENV)
+    model.train()
+    try:
+        while progress.step < steps:
+            loss, grad_norm, counts = train_step(model, stream, optimizer, cfg, device)
+            scheduler.step()
+            progress.step += 1
+            progress.tokens_seen += int(counts[1].item())
+            checkpointer.poll()
+            if rank == 0 and fault_step == str(progress.step):
+                os.kill(os.getpid(), signal.SIGTERM)
+            time_due = (
+                bool(cfg.save_every_minutes)
+                and time.monotonic() - last_save_s >= 60 * cfg.save_every_minutes
+            )
+            flags = torch.tensor(
+                [loss.item(), float(stop.requested), float(rank == 0 and time_due)],
+                dtype=torch.float64,
+                device=device,
+            )
+            dist.all_reduce(flags)
+            meter.add(
+                int(counts[1].item()),
+                int(counts[2].item()),
+                flags[0].item() / max(counts[0].item(), 1),
+            )
+            if progress.step % cfg.logging_steps == 0 or progress.step == steps:
+                _log_metrics(
+                    progress.step, meter, scheduler, grad_norm, fpt, peak, world_size, board
+                )
+            stop_early = _maybe_evaluate(model, evals, cfg, device, progress, board)
+            if flags[1] > 0:
+                log.warning(
+                    "stop requested (SIGTERM): checkpointing and exiting",
+                    extra={"step": progress.step},
+                )
+                blocked = checkpointer.save(progress.step, state, blocking=True)
+                log.info(
+                    "checkpoint saved",
+                    extra={"step": progress.step, "blocked_s": round(blocked, 3)},
+                )
+                dist.barrier()
+                return EXIT_PREEMPTED
+            if flags[2] > 0 or (
+                cfg.save_steps and progress.step % cfg.save_steps == 0 and progress.step < steps
+            ):
+                blocked = checkpointer.save(progress.step, state, blocking=False)
+                last_save_s = time.monotonic()
+                log.info(
+                    "checkpoint started",
+                    extra={"step": progress.step, "blocked_s": round(blocked, 3)},
+                )
+            if stop_early:
+                log.info(
+                    "early stopping: eval loss stopped improving", extra={"step": progress.step}
+                )
+                break
+        checkpointer.wait()
+        if progress.step not in checkpointer_steps(checkpointer, rank):
+            checkpointer.save(progress.step, state, blocking=True)
+        export_model(model, tokenizer, cfg, outputs.model_dir, rank)
+        dist.barrier()
+        log.info("done", extra={"step": progress.step, "model_dir": outputs.model_dir})
+        return 0
+    finally:
+        board.close()
+
+
+def checkpointer_steps(checkpointer: Checkpointer, rank: int) -> list[int]:
+    """Collective: committed steps as rank 0 sees them (so every rank takes the same branch)."""
+    found = [checkpointer.committed_steps() if rank == 0 else None]
+    dist.broadcast_object_list(found, src=0)
+    return found[0] or []
+
+
+def _log_metrics(
+    step: int,
+    meter: Throughput,
+    scheduler: Any,
+    grad_norm: torch.Tensor,
+    fpt: float,
+    peak: float | None,
+    world_size: int,
+    board: TensorBoard,
+) -> None:
+    values = meter.report(fpt, peak, world_size)
+    values["lr"] = scheduler.get_last_lr()[0]
+    values["grad_norm"] = float(grad_norm)
+    meter.reset()
+    log.info("train", extra={"step": step, **{k: round(v, 6) for k, v in values.items()}})
+    board.scalars(step, {f"train/{k}": v for k, v in values.items()})
+
+
+def _maybe_evaluate(
+    model: torch.nn.Module,
+    evals: list[Any],
+    cfg: TrainConfig,
+    device: torch.device,
+    progress: Progress,
+    board: TensorBoard,
+) -> bool:
+    """Evaluate when due; True when early stopping says to stop."""
+    if not cfg.eval_steps or progress.step % cfg.eval_steps:
+        return False
+    eval_loss = evaluate(model, evals, cfg, device)
+    log.info("eval", extra={"step": progress.step, "eval_loss": round(eval_loss, 6)})
+    board.scalars(progress.step, {"eval/loss": eval_loss})
+    if eval_loss < progress.best_eval_loss - cfg.early_stopping_threshold:
+        progress.best_eval_loss, progress.evals_without_improvement = eval_loss, 0
+    else:
+        progress.evals_without_improvement += 1
+    patience = cfg.early_stopping_patience
+    return bool(patience) and progress.evals_without_improvement >= patience

@@ -1,0 +1,139 @@
+"""Structured logs, TensorBoard and the MFU estimate.
+
+Logs are one JSON object per line on stdout with `severity` and `message`: Cloud Logging turns
+each into a structured entry (`jsonPayload.step`, `jsonPayload.loss`...) that can be filtered.
+
+TensorBoard events are written to a local directory and copied to `AIP_TENSORBOARD_LOG_DIR`
+after every flush: the event writer appends to its file, and GCS objects cannot be appended to.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# Dense bf16 peak FLOP/s per device, from the vendors' datasheets (no sparsity). T4 and V100
+# have no bf16: their fp16 tensor-core peak is listed, the ceiling of what they can do.
+PEAK_FLOPS_PER_S = {
+    "B200": 2250e12,
+    "H200": 989e12,
+    "H100": 989e12,
+    "A100": 312e12,
+    "L4": 121e12,
+    "V100": 125e12,
+    "T4": 65e12,
+}
+# LogRecord attributes that are not user-provided `extra=` fields.
+_RECORD_FIELDS = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+_SEVERITY = {"WARNING": "WARNING", "ERROR": "ERROR", "CRITICAL": "CRITICAL", "DEBUG": "DEBUG"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One line of JSON per record; `extra=` fields become top-level keys."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "severity": _SEVERITY.get(record.levelname, "INFO"),
+            "message": record.getMessage(),
+            "logger": record.name,
+            "rank": self.rank,
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS})
+        if record.exc_info:
+            entry["message"] += "\n" + self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def setup_logging(rank: int, level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JsonFormatter(rank))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def peak_flops_per_s(device_name: str) -> float | None:
+    """Peak for a CUDA device name such as 'NVIDIA H100 80GB HBM3'; None when unknown (CPU)."""
+    for key in sorted(PEAK_FLOPS_PER_S, key=len, reverse=True):
+        if key in device_name.upper():
+            return PEAK_FLOPS_PER_S[key]
+    return None
+
+
+class TensorBoard:
+    """Scalars to TensorBoard; rank 0 only. A no-op when `log_dir` is None."""
+
+    def __init__(self, log_dir: str | None) -> None:
+        self.remote = log_dir if log_dir and "://" in log_dir else None
+        self.writer = None
+        if log_dir is None:
+            return
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.local = Path(tempfile.mkdtemp(prefix="vtx-tb-")) if self.remote else Path(log_dir)
+        self.writer = SummaryWriter(str(self.local))
+
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        if self.writer is None:
+            return
+        for name, value in values.items():
+            self.writer.add_scalar(name, value, step)
+        self.writer.flush()
+        if self.remote:
+            self._upload()
+
+    def _upload(self) -> None:
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(self.remote)
+        for path in self.local.iterdir():
+            fs.put_file(str(path), f"{root.rstrip('/')}/{path.name}")
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            if self.remote:
+                self._upload()
+
+
+class Throughput:
+    """Tokens and time since the last report."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.start = time.perf_counter()
+        self.tokens = 0
+        self.slots = 0
+        self.loss_sum = 0.0
+        self.loss_count = 0
+
+    def add(self, tokens: int, slots: int, loss: float) -> None:
+        self.tokens += tokens
+        self.slots += slots
+        self.loss_sum += loss
+        self.loss_count += 1
+
+    def report(
+        self, flops_per_token: float, peak: float | None, world_size: int
+    ) -> dict[str, float]:
+        elapsed_s = max(time.perf_counter() - self.start, 1e-9)
+        tokens_per_s = self.tokens / elapsed_s
+        out = {
+            "loss": self.loss_sum / max(self.loss_count, 1),
+            "tokens_per_s": tokens_per_s,
+            "padding_efficiency": self.tokens / max(self.slots, 1),
+        }
+        if peak:
+            out["mfu"] = tokens_per_s * flops_per_token / (peak * world_size)
+        return out

@@ -1,0 +1,121 @@
+"""Tokenizer and model: pretrained from a directory or gs:// prefix, or randomly initialised.
+
+Remote models are copied once per node into a local cache directory (local rank 0 downloads,
+the others wait at a barrier) because `from_pretrained` reads local files only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.config import ModelConfig
+
+log = logging.getLogger(__name__)
+
+
+def is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def localize(path: str, local_rank: int = 0) -> str:
+    """A local directory holding `path`'s files; downloads remote prefixes once per node."""
+    if not is_remote(path):
+        return path
+    import fsspec
+    import torch.distributed as dist
+
+    digest = hashlib.sha256(path.encode()).hexdigest()[:16]
+    target = Path(tempfile.gettempdir()) / "vtx-models" / digest
+    if local_rank == 0 and not (target / ".complete").exists():
+        fs, root = fsspec.core.url_to_fs(path)
+        root = root.rstrip("/")
+        for remote in fs.find(root):
+            local = target / remote[len(root) :].lstrip("/")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            fs.get_file(remote, str(local))
+        (target / ".complete").touch()
+        log.info("copied %s to %s", path, target)
+    if dist.is_initialized():
+        dist.barrier()
+    return str(target)
+
+
+def build_tokenizer(cfg: ModelConfig, local_rank: int = 0) -> Any:
+    from transformers import AutoTokenizer
+
+    source = cfg.tokenizer or cfg.name_or_path
+    assert source is not None  # guaranteed by ModelConfig validation
+    tokenizer = AutoTokenizer.from_pretrained(localize(source, local_rank))
+    if tokenizer.pad_token_id is None:
+        # Padding is never attended to nor learned from (see data.collate), so any id will do.
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def build_model(cfg: ModelConfig, seed: int, local_rank: int = 0) -> torch.nn.Module:
+    """The model in fp32 on CPU; the loop moves it and decides precision."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(seed)  # random init (and LoRA init) identical on every rank and restart
+    if cfg.config is not None:
+        options = dict(cfg.config)
+        hf_config = AutoConfig.for_model(options.pop("model_type"), **options)
+        model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+    else:
+        assert cfg.name_or_path is not None
+        model = AutoModelForCausalLM.from_pretrained(
+            localize(cfg.name_or_path, local_rank), dtype=torch.float32
+        )
+    model.config.use_cache = False  # a cache breaks packed-sequence masking and wastes memory
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if cfg.lora is not None:
+        model = _add_lora(model, cfg)
+    return model
+
+
+def _add_lora(model: torch.nn.Module, cfg: ModelConfig) -> torch.nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    assert cfg.lora is not None
+    lora = LoraConfig(
+        r=cfg.lora.r,
+        lora_alpha=cfg.lora.alpha,
+        lora_dropout=cfg.lora.dropout,
+        target_modules=cfg.lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    if cfg.gradient_checkpointing:
+        # Frozen embeddings produce outputs without grad; checkpointed blocks then see no input
+        # that requires grad and would drop the adapters' gradients.
+        model.enable_input_require_grads()
+    return get_peft_model(model, lora)
+
+
+def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
+    """(all parameters, trainable parameters)."""
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return total, trainable
+
+
+def flops_per_token(model: torch.nn.Module, seq_len: int) -> float:
+    """Training FLOPs per token: 6N for the matmuls (forward + backward) plus attention
+    scores, 12 * layers * hidden * seq_len (PaLM appendix B). Embeddings are excluded from N."""
+    config = getattr(model, "config", None)
+    layers = getattr(config, "num_hidden_layers", 0) or 0
+    hidden = getattr(config, "hidden_size", 0) or 0
+    n = sum(p.numel() for name, p in model.named_parameters() if "embed" not in name)
+    return 6.0 * n + 12.0 * layers * hidden * seq_len
+
+
+def local_rank_from_env() -> int:
+    """torchrun's LOCAL_RANK (0 outside torchrun). Not a Vertex variable: torchrun sets it."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
