@@ -1,0 +1,168 @@
+"""The machine, accelerator, region, limit and price catalog: versioned YAML data next to this file.
+
+Facts live in the data files (each with its source and date); this module only loads and checks
+them, so a new machine type or a new price is a data change, not a code change. Loading is cheap
+(PyYAML + pydantic) and cached: `vtx validate` uses it on its fast path."""
+
+from __future__ import annotations
+
+import difflib
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+CATALOG_DIR = Path(__file__).parent
+QUOTA_PREFIX = "aiplatform.googleapis.com/"
+DEFAULT_CPU_QUOTA_METRIC = f"{QUOTA_PREFIX}custom_model_training_cpus"
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Machine(_Data):
+    name: str = ""
+    family: str
+    vcpus: int
+    memory_gb: float
+    builtin: bool = False
+    """True when the accelerators come with the machine (A2/A3/A4/G2/TPU): count is fixed."""
+    accelerators: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    tpu_topologies: tuple[str, ...] = ()
+    cpu_quota_metric: str = DEFAULT_CPU_QUOTA_METRIC
+
+    @property
+    def is_tpu(self) -> bool:
+        return bool(self.tpu_topologies)
+
+
+class Accelerator(_Data):
+    name: str = ""
+    kind: Literal["gpu", "tpu"]
+    memory_gb: float
+    quota_key: str | None = None
+    """`<gpu>` in custom_model_training_[preemptible_]nvidia_<gpu>_gpus."""
+    quota_metric: str | None = None
+    preemptible_quota_metric: str | None = None
+
+    def metric(self, preemptible: bool) -> str:
+        """The Vertex quota metric this accelerator draws on (Spot/FLEX_START: preemptible)."""
+        explicit = self.preemptible_quota_metric if preemptible else self.quota_metric
+        if explicit:
+            return explicit
+        kind = "preemptible_nvidia" if preemptible else "nvidia"
+        return f"{QUOTA_PREFIX}custom_model_training_{kind}_{self.quota_key}_gpus"
+
+
+class Region(_Data):
+    name: str = ""
+    families: tuple[str, ...]
+    accelerators: tuple[str, ...]
+    reduction_server_image: str
+
+
+class Range(_Data):
+    min: int
+    max: int
+    default: int | None = None
+
+
+class Limits(_Data):
+    as_of: str
+    source: str
+    display_name_max_chars: int
+    env_vars_max: int
+    env_name_max_chars: int
+    boot_disk_size_gb: Range
+    boot_disk_types: tuple[str, ...]
+    timeout_s: Range
+    max_wait_s: Range
+    labels_max: int
+    label_max_chars: int
+
+
+class Price(_Data):
+    usd_per_h: float | None
+    basis: Literal["verified", "derived", "recalled"]
+    note: str | None = None
+
+
+class PriceTable(_Data):
+    name: str
+    region: str
+    currency: str
+    as_of: str
+    source: str
+    spot_estimate_factor: float
+    machines: dict[str, Price]
+    accelerators: dict[str, Price]
+
+
+class Catalog(_Data):
+    machines: dict[str, Machine]
+    accelerators: dict[str, Accelerator]
+    regions: dict[str, Region]
+    limits: Limits
+    price_tables: tuple[PriceTable, ...]
+    sources: dict[str, str]
+    """Data file name -> 'source (as of date)', printed by `vtx catalog`."""
+
+    def price_table(self, region: str | None) -> tuple[PriceTable, bool]:
+        """The table for ``region``, or the first table; the flag says whether it matched."""
+        for table in self.price_tables:
+            if table.region == region:
+                return table, True
+        return self.price_tables[0], False
+
+    def machines_for(self, accelerator: str) -> list[Machine]:
+        return [m for m in self.machines.values() if accelerator in m.accelerators]
+
+
+def closest(name: str, choices: object) -> str | None:
+    """The most similar known name, for 'did you mean' hints."""
+    matches = difflib.get_close_matches(name, [str(c) for c in choices], n=1, cutoff=0.6)  # type: ignore[attr-defined]
+    return matches[0] if matches else None
+
+
+def _read(path: Path) -> dict:
+    data = yaml.safe_load(path.read_text())
+    # `x-...` keys only hold YAML anchors shared by entries.
+    return {k: v for k, v in data.items() if not str(k).startswith("x-")}
+
+
+def _named(entries: dict, model: type[_Data]) -> dict:
+    return {
+        name: model.model_validate({**fields, "name": name}) for name, fields in entries.items()
+    }
+
+
+@cache
+def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
+    machines = _read(directory / "machines.yaml")
+    accelerators = _read(directory / "accelerators.yaml")
+    regions = _read(directory / "regions.yaml")
+    limits = _read(directory / "limits.yaml")
+    tables = [
+        PriceTable.model_validate(_read(p)) for p in sorted((directory / "prices").glob("*.yaml"))
+    ]
+    sources = {
+        name: f"{doc['source']} (as of {doc['as_of']})"
+        for name, doc in [
+            ("machines.yaml", machines),
+            ("accelerators.yaml", accelerators),
+            ("regions.yaml", regions),
+            ("limits.yaml", limits),
+        ]
+    }
+    sources.update({f"prices/{t.name}.yaml": f"{t.source} (as of {t.as_of})" for t in tables})
+    return Catalog(
+        machines=_named(machines["machines"], Machine),
+        accelerators=_named(accelerators["accelerators"], Accelerator),
+        regions=_named(regions["regions"], Region),
+        limits=Limits.model_validate(limits),
+        price_tables=tuple(tables),
+        sources=sources,
+    )

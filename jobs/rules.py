@@ -1,0 +1,566 @@
+"""Validation rules over JobFacts. Each rule is a small function yielding Problems that say
+what is wrong, where, and what to write instead. `RULES` is the ordered registry.
+
+Facts come from the catalog data files (machines, accelerators, regions, limits) and VERTEX.md;
+rules never hard-code a machine or a price."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from jobs.catalog import Catalog, closest
+from jobs.durations import human_duration
+from jobs.facts import JobFacts, PoolFacts
+from jobs.problems import Problem
+
+Rule = Callable[[JobFacts, Catalog], Iterator[Problem]]
+
+STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
+DEPRECATED_STRATEGIES = {"ON_DEMAND": "STANDARD", "LOW_COST": "SPOT"}
+REDUCTION_SERVER_IMAGE = re.compile(
+    r"^(us|europe|asia)-docker\.pkg\.dev/vertex-ai-restricted/training/reductionserver(:[\w.-]+)?$"
+)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
+LABEL_VALUE = re.compile(r"^[a-z0-9_-]*$")
+# Variables Vertex sets itself (VERTEX.md "Environment inside the container"): a template that
+# sets them would hide the platform's values from the trainer.
+RESERVED_ENV = re.compile(
+    r"^(AIP_\w+|CLUSTER_SPEC|TF_CONFIG|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|CLOUD_ML_\w+)$"
+)
+# Env name parts that say "this is a credential". Whole underscore-separated parts only, so
+# TOKENIZERS_PARALLELISM is fine and HF_TOKEN is not.
+CREDENTIAL_PARTS = {
+    "TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "APIKEY", "CREDENTIALS",
+    "CREDENTIAL", "PRIVATE", "AUTH",
+}  # fmt: skip
+CREDENTIAL_PAIRS = {("API", "KEY"), ("ACCESS", "KEY"), ("SECRET", "KEY"), ("PRIVATE", "KEY")}
+# Well-known key formats (prefix + length): Hugging Face, AWS, GitHub, OpenAI/Anthropic,
+# Google API keys, Slack, PEM private keys, service account key JSON.
+KEY_VALUE_PATTERNS = (
+    re.compile(r"\bhf_[A-Za-z0-9]{30,}"),
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    re.compile(r"\b(ghp|gho|ghs)_[A-Za-z0-9]{36}\b|\bgithub_pat_\w{40,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),
+    re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    re.compile(r'"private_key"\s*:'),
+)
+# Our own variable: it carries Secret Manager secret *names* for the trainer (never values).
+VTX_SECRETS_ENV = "VTX_SECRETS"
+
+
+def _secrets_hint(name: str) -> str:
+    secret = name.lower().replace("_", "-")
+    return f"name a Secret Manager secret instead: `secrets: {{{name}: {secret}}}`, not env"
+
+
+def _gpu_pool(pool: PoolFacts, cat: Catalog) -> bool:
+    acc = cat.accelerators.get(pool.accelerator or "")
+    return acc is not None and acc.kind == "gpu" and (pool.accelerator_count or 0) > 0
+
+
+# ---- machines and accelerators ------------------------------------------------------------
+
+
+def machine_type_known(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    for pool in job.pools:
+        if pool.machine is None:
+            yield Problem(pool.path("machine"), "machine type is required", "e.g. n1-standard-4")
+        elif pool.machine not in cat.machines:
+            guess = closest(pool.machine, cat.machines)
+            hint = f"did you mean {guess}?" if guess else "run `vtx catalog` for machine types"
+            yield Problem(pool.path("machine"), f"unknown machine type {pool.machine!r}", hint)
+
+
+def region_known(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    if job.region is not None and job.region not in cat.regions:
+        guess = closest(job.region, cat.regions)
+        hint = f"did you mean {guess}?" if guess else f"one of {', '.join(cat.regions)}"
+        yield Problem(job.path("region"), f"region {job.region!r} is not in the catalog", hint)
+
+
+def machine_offered_in_region(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    region = cat.regions.get(job.region or "")
+    if region is None:
+        return
+    for pool in job.pools:
+        machine = cat.machines.get(pool.machine or "")
+        if machine is not None and machine.family not in region.families:
+            where = [r.name for r in cat.regions.values() if machine.family in r.families]
+            yield Problem(
+                pool.path("machine"),
+                f"{machine.name} ({machine.family}) is not offered for training in {region.name}",
+                f"use a region that has it ({', '.join(where)}) or another machine family",
+            )
+
+
+def accelerator_fits_machine(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    for pool in job.pools:
+        machine = cat.machines.get(pool.machine or "")
+        if pool.accelerator is None:
+            if pool.accelerator_count:
+                yield Problem(
+                    pool.path("accelerator_count"),
+                    "accelerator count given without an accelerator type",
+                    "set the accelerator type too, or remove the count",
+                )
+            elif machine is not None and machine.builtin:
+                (acc, (count,)), *_ = machine.accelerators.items()
+                yield Problem(
+                    pool.path("accelerator"),
+                    f"{machine.name} has built-in accelerators that the job must name",
+                    f"acceleratorType: {acc}, acceleratorCount: {count}",
+                )
+            continue
+        if pool.accelerator not in cat.accelerators:
+            guess = closest(pool.accelerator, cat.accelerators)
+            hint = f"did you mean {guess}?" if guess else "run `vtx catalog` for accelerator types"
+            yield Problem(
+                pool.path("accelerator"), f"unknown accelerator {pool.accelerator!r}", hint
+            )
+            continue
+        if machine is None:
+            continue
+        yield from _accelerator_on_machine(pool, machine.name, cat)
+
+
+def _accelerator_on_machine(pool: PoolFacts, machine_name: str, cat: Catalog) -> Iterator[Problem]:
+    machine = cat.machines[machine_name]
+    acc = pool.accelerator or ""
+    allowed = machine.accelerators.get(acc)
+    if allowed is None:
+        if machine.builtin:
+            builtin = next(iter(machine.accelerators))
+            hint = f"{machine.name} comes with {builtin}; for {acc} use " + _machines_for(acc, cat)
+        elif machine.accelerators:
+            hint = f"{machine.name} takes {', '.join(machine.accelerators)}; for {acc} use "
+            hint += _machines_for(acc, cat)
+        else:
+            hint = f"{machine.name} takes no accelerator; for {acc} use " + _machines_for(acc, cat)
+        yield Problem(pool.path("accelerator"), f"{acc} cannot be attached to {machine.name}", hint)
+        return
+    count = pool.accelerator_count
+    if count not in allowed:
+        if machine.builtin:
+            hint = f"{machine.name} has exactly {allowed[0]}: write accelerator_count: {allowed[0]}"
+            others = [m.name for m in cat.machines_for(acc) if count in m.accelerators[acc]]
+            if others:
+                hint += f", or use {others[0]} for {count}"
+        else:
+            hint = f"allowed counts on {machine.name}: {', '.join(map(str, allowed))}"
+        yield Problem(
+            pool.path("accelerator_count"),
+            f"{count} x {acc} is not a valid count for {machine.name}",
+            hint,
+        )
+
+
+def _machines_for(accelerator: str, cat: Catalog) -> str:
+    names = [m.name for m in cat.machines_for(accelerator)]
+    return ", ".join(names[:4]) + (" ..." if len(names) > 4 else "") if names else "`vtx catalog`"
+
+
+def accelerator_offered_in_region(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    region = cat.regions.get(job.region or "")
+    if region is None:
+        return
+    for pool in job.pools:
+        acc = pool.accelerator
+        if acc in cat.accelerators and acc not in region.accelerators:
+            where = [r.name for r in cat.regions.values() if acc in r.accelerators]
+            yield Problem(
+                pool.path("accelerator"),
+                f"{acc} is not offered for training in {region.name}",
+                f"regions with {acc}: {', '.join(where) or 'none in the catalog'}",
+            )
+
+
+# ---- pools ----------------------------------------------------------------------------------
+
+
+def chief_pool_present(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    if job.pool("chief") is None:
+        yield Problem(
+            job.path("pools"),
+            "the primary (chief) pool is missing: Vertex needs pool 0",
+            "add the chief pool (position 0) with replicas 1",
+        )
+
+
+def chief_single_replica(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    chief = job.pool("chief")
+    if chief is not None and chief.replicas is not None and chief.replicas != 1:
+        yield Problem(
+            chief.path("replicas"),
+            f"the chief pool must have exactly 1 replica, not {chief.replicas}",
+            f"replicas: 1 for the chief, and a workers pool with replicas: {chief.replicas - 1}"
+            if chief.replicas > 1
+            else "replicas: 1",
+        )
+
+
+def replicas_positive(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    for pool in job.pools:
+        if pool.role == "chief":
+            continue
+        if pool.replicas is None or pool.replicas < 1:
+            yield Problem(
+                pool.path("replicas"),
+                f"the {pool.role} pool needs a replica count of at least 1",
+                "set replicas: N (N >= 1), or remove the pool",
+            )
+
+
+def image_present(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    for pool in job.pools:
+        if pool.image is None:
+            yield Problem(
+                pool.path("image"),
+                f"the {pool.role} pool has no container image",
+                "set image: NAME (resolved in the stack's Artifact Registry) or a full image URI",
+            )
+
+
+def reduction_server_rules(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    rs = job.pool("reduction_server")
+    if rs is None:
+        return
+    workers = job.pool("workers")
+    if workers is None:
+        yield Problem(
+            rs.path("pool"),
+            "a Reduction Server pool needs a workers pool: it reduces gradients between nodes",
+            "add pools.workers (GPU machines), or remove the reduction server",
+        )
+    for pool in (job.pool("chief"), workers):
+        if pool is not None and pool.accelerator and not _gpu_pool(pool, cat):
+            yield Problem(
+                pool.path("accelerator"),
+                "a Reduction Server needs GPU chief and workers (it speeds up NCCL all-reduce)",
+                "use GPU machines for the chief and workers, or remove the reduction server",
+            )
+        elif pool is not None and not pool.accelerator:
+            yield Problem(
+                pool.path("machine"),
+                f"a Reduction Server needs GPUs on the {pool.role}, which has none",
+                "add a GPU accelerator to this pool, or remove the reduction server",
+            )
+    if rs.accelerator:
+        yield Problem(
+            rs.path("accelerator"),
+            "Reduction Server replicas run on CPU machines",
+            "remove the accelerator; n1-highcpu-16 is the recommended machine",
+        )
+    if rs.image is not None and not REDUCTION_SERVER_IMAGE.match(rs.image):
+        region = cat.regions.get(job.region or "")
+        image = (
+            region.reduction_server_image
+            if region
+            else "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+        )
+        yield Problem(
+            rs.path("image"),
+            f"the Reduction Server pool must run Google's reduction server image, not {rs.image}",
+            f"image: {image} (or leave it out in a vtx template)",
+        )
+
+
+def tpu_rules(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    for pool in job.pools:
+        machine = cat.machines.get(pool.machine or "")
+        if machine is None:
+            continue
+        if not machine.is_tpu:
+            if pool.tpu_topology:
+                yield Problem(
+                    pool.path("tpu_topology"),
+                    f"tpu topology is only for TPU machines, not {machine.name}",
+                    "remove it",
+                )
+            continue
+        if pool.tpu_topology not in machine.tpu_topologies:
+            yield Problem(
+                pool.path("tpu_topology"),
+                f"{machine.name} needs tpu topology {machine.tpu_topologies[0]}"
+                + (f", not {pool.tpu_topology!r}" if pool.tpu_topology else ""),
+                f"tpu_topology: {machine.tpu_topologies[0]}",
+            )
+        if pool.replicas not in (None, 1):
+            yield Problem(
+                pool.path("replicas"),
+                f"a TPU pool ({machine.name}) runs as one replica",
+                "replicas: 1 (pick a larger slice for more chips)",
+            )
+        if job.strategy == "SPOT":
+            yield Problem(
+                job.path("strategy"),
+                f"Spot is not available for TPU pods ({machine.name})",
+                "use strategy standard or flex_start for TPU jobs",
+            )
+
+
+# ---- scheduling ---------------------------------------------------------------------------
+
+
+def strategy_known(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    if job.strategy is None or job.strategy in STRATEGIES:
+        return
+    if job.strategy in DEPRECATED_STRATEGIES:
+        new = DEPRECATED_STRATEGIES[job.strategy]
+        yield Problem(
+            job.path("strategy"),
+            f"strategy {job.strategy} is deprecated",
+            f"use {new} ({new.lower()} in a vtx template)",
+        )
+    else:
+        yield Problem(
+            job.path("strategy"),
+            f"unknown scheduling strategy {job.strategy!r}",
+            "one of standard, spot, flex_start",
+        )
+
+
+def flex_start_only_fields(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    if job.max_wait_s is not None and job.strategy != "FLEX_START":
+        yield Problem(
+            job.path("max_wait"),
+            "max wait duration only applies to FLEX_START jobs",
+            "set strategy: flex_start, or remove the max wait",
+        )
+
+
+def timeout_bounds(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    limits = cat.limits
+    for fact, value, bounds in (
+        ("timeout", job.timeout_s, limits.timeout_s),
+        ("max_wait", job.max_wait_s, limits.max_wait_s),
+    ):
+        if value is None:
+            continue
+        if not math.isfinite(value) or value < bounds.min or value > bounds.max:
+            yield Problem(
+                job.path(fact),
+                f"{fact} must be between {human_duration(bounds.min)} and "
+                f"{human_duration(bounds.max)}",
+                f"e.g. 24h; the longest allowed is {human_duration(bounds.max)}",
+            )
+
+
+# ---- disks --------------------------------------------------------------------------------
+
+
+def boot_disk_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    limits = cat.limits
+    size = limits.boot_disk_size_gb
+    for pool in job.pools:
+        if pool.boot_disk_type is not None and pool.boot_disk_type not in limits.boot_disk_types:
+            yield Problem(
+                pool.path("boot_disk_type"),
+                f"unknown boot disk type {pool.boot_disk_type!r}",
+                f"one of {', '.join(limits.boot_disk_types)}",
+            )
+        if pool.boot_disk_size_gb is not None and not (
+            size.min <= pool.boot_disk_size_gb <= size.max
+        ):
+            yield Problem(
+                pool.path("boot_disk_size_gb"),
+                f"boot disk size {pool.boot_disk_size_gb} GB is outside {size.min}..{size.max}",
+                f"{size.min} to {size.max} GB; data and checkpoints belong on gs://",
+            )
+
+
+def no_persistent_disk_paths(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    for pool in job.pools:
+        values = [(v, p) for _, v, p in pool.env] + pool.args
+        for value, path in values:
+            if "/mnt/disks/" in value:
+                yield Problem(
+                    path,
+                    "CustomJob has no persistent disk: /mnt/disks/... does not exist",
+                    "write checkpoints to gs:// via AIP_CHECKPOINT_DIR (or /gcs/BUCKET/...)",
+                )
+
+
+# ---- environment ----------------------------------------------------------------------------
+
+
+def env_count(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    limit = cat.limits.env_vars_max
+    for pool in job.pools:
+        if len(pool.env) > limit:
+            yield Problem(
+                pool.path("env"),
+                f"{len(pool.env)} environment variables; Vertex accepts at most {limit}",
+                "move configuration into a config file or args",
+            )
+
+
+def env_names_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    limit = cat.limits.env_name_max_chars
+    for pool in job.pools:
+        for name, _, path in pool.env:
+            if not ENV_NAME.match(name):
+                fixed = re.sub(r"\W", "_", name).upper()
+                yield Problem(path, f"invalid environment variable name {name!r}", f"e.g. {fixed}")
+            elif len(name) > limit:
+                yield Problem(path, f"environment variable name longer than {limit}", "shorten it")
+
+
+def env_names_unique(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    for pool in job.pools:
+        counts = Counter(name for name, _, _ in pool.env)
+        seen: set[str] = set()
+        for name, _, path in pool.env:
+            if counts[name] > 1 and name in seen:
+                yield Problem(path, f"environment variable {name} is set twice", "keep one")
+            seen.add(name)
+        for name in job.secret_env:
+            if name in counts:
+                yield Problem(
+                    f"{job.path('secrets')}.{name}",
+                    f"{name} is both in env and in secrets",
+                    "keep it only in secrets",
+                )
+
+
+def env_not_reserved(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    for pool in job.pools:
+        for name, _, path in pool.env:
+            if RESERVED_ENV.match(name):
+                yield Problem(
+                    path,
+                    f"{name} is set by Vertex itself; setting it hides the platform's value",
+                    "remove it (the stack sets baseOutputDirectory, which sets AIP_*_DIR)",
+                )
+
+
+def _looks_like_credential_name(name: str) -> bool:
+    parts = name.upper().split("_")
+    return bool(CREDENTIAL_PARTS & set(parts)) or any(
+        pair in CREDENTIAL_PAIRS for pair in itertools.pairwise(parts)
+    )
+
+
+def _looks_like_key(value: str) -> bool:
+    if any(p.search(value) for p in KEY_VALUE_PATTERNS):
+        return True
+    # A long random token (API keys without a known prefix). Paths, URIs and hex digests are
+    # excluded: they have '/', ':' or no upper case.
+    token = value.strip()
+    if len(token) < 32 or not re.fullmatch(r"[A-Za-z0-9+=_-]+", token):
+        return False
+    classes = sum(bool(re.search(c, token)) for c in ("[a-z]", "[A-Z]", "[0-9]"))
+    counts = Counter(token)
+    entropy = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
+    return classes == 3 and entropy >= 4.0
+
+
+def no_plaintext_secrets(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    for pool in job.pools:
+        for name, value, path in pool.env:
+            if name == VTX_SECRETS_ENV or not value:
+                continue
+            if name == "GOOGLE_APPLICATION_CREDENTIALS":
+                yield Problem(
+                    path,
+                    "service account key files are not used: the job runs as the stack's "
+                    "trainer service account",
+                    "remove GOOGLE_APPLICATION_CREDENTIALS",
+                )
+            elif _looks_like_credential_name(name):
+                yield Problem(
+                    path, f"{name} looks like a credential in plain text", _secrets_hint(name)
+                )
+            elif _looks_like_key(value):
+                yield Problem(path, f"the value of {name} looks like a key", _secrets_hint(name))
+        for value, path in pool.args:
+            if _looks_like_key(value):
+                yield Problem(
+                    path,
+                    "this argument looks like a key in plain text",
+                    "put the key in Secret Manager, name it under `secrets:` and read the env "
+                    "variable in the trainer",
+                )
+
+
+# ---- metadata -----------------------------------------------------------------------------
+
+
+def display_name_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    limit = cat.limits.display_name_max_chars
+    if not job.display_name:
+        yield Problem(job.path("display_name"), "a name is required", "e.g. llama-lora")
+    elif len(job.display_name) > limit:
+        yield Problem(
+            job.path("display_name"),
+            f"name is {len(job.display_name)} characters; the limit is {limit}",
+            "shorten it",
+        )
+
+
+def labels_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    limits = cat.limits
+    if len(job.labels) > limits.labels_max:
+        yield Problem(job.path("labels"), f"more than {limits.labels_max} labels", "drop some")
+    for key, value in job.labels.items():
+        path = f"{job.path('labels')}.{key}"
+        if not LABEL_KEY.match(key) or len(key) > limits.label_max_chars:
+            fixed = re.sub(r"[^a-z0-9_-]", "-", key.lower())[: limits.label_max_chars]
+            yield Problem(
+                path,
+                f"invalid label key {key!r}: lower case letters, digits, '_' and '-', starting "
+                f"with a letter, at most {limits.label_max_chars} characters",
+                f"e.g. {fixed or 'team'}",
+            )
+        if not LABEL_VALUE.match(value) or len(value) > limits.label_max_chars:
+            fixed = re.sub(r"[^a-z0-9_-]", "-", value.lower())[: limits.label_max_chars]
+            yield Problem(
+                path,
+                f"invalid label value {value!r}: lower case letters, digits, '_' and '-', at most "
+                f"{limits.label_max_chars} characters",
+                f"e.g. {fixed}",
+            )
+
+
+RULES: dict[str, Rule] = {
+    rule.__name__: rule
+    for rule in (
+        display_name_valid,
+        labels_valid,
+        region_known,
+        chief_pool_present,
+        machine_type_known,
+        machine_offered_in_region,
+        accelerator_fits_machine,
+        accelerator_offered_in_region,
+        chief_single_replica,
+        replicas_positive,
+        image_present,
+        reduction_server_rules,
+        tpu_rules,
+        strategy_known,
+        flex_start_only_fields,
+        timeout_bounds,
+        boot_disk_valid,
+        no_persistent_disk_paths,
+        env_count,
+        env_names_valid,
+        env_names_unique,
+        env_not_reserved,
+        no_plaintext_secrets,
+    )
+}
+
+
+def run_rules(job: JobFacts, cat: Catalog, skip: frozenset[str] = frozenset()) -> list[Problem]:
+    problems: list[Problem] = []
+    for name, rule in RULES.items():
+        if name not in skip:
+            problems.extend(rule(job, cat))
+    return problems

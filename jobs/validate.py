@@ -1,0 +1,229 @@
+"""Validation entry points: every problem in a job, reported at once, before anything reaches the
+API. Cheap to import (no aiplatform, pulumi or torch): `vtx validate` and the local control
+plane's 400 answers both run through here.
+
+- ``validate_custom_job(job)``: a REST-form CustomJob dict (camelCase, as the API receives it).
+- ``validate_custom_job_spec(spec)``: a gcloud ``--config`` CustomJobSpec dict.
+- ``validate_template(template)`` / ``validate_template_doc(doc)``: a vtx template.
+- ``validate_document(doc)``: any of the above, format auto-detected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.catalog import Catalog, load_catalog
+from jobs.facts import JobFacts, facts_from_rest_job, facts_from_rest_spec, facts_from_template
+from jobs.problems import Problem
+from jobs.rest_schema import ROOT, message_fields
+from jobs.rules import run_rules
+
+SPEC_MESSAGE = "google.cloud.aiplatform.v1.CustomJobSpec"
+NO_PERSISTENT_DISK = (
+    "CustomJob has no persistent disk: write checkpoints to gs:// via AIP_CHECKPOINT_DIR "
+    "(the stack sets baseOutputDirectory)"
+)
+USE_SPOT = "use scheduling.strategy: SPOT"
+# Fields that tutorials invent, by their name lower-cased without '_' -> what to write instead.
+INVENTED_FIELDS = {
+    "persistentdisksizegb": NO_PERSISTENT_DISK,
+    "persistentdisktype": NO_PERSISTENT_DISK,
+    "persistentdisk": NO_PERSISTENT_DISK,
+    "persistentdisks": NO_PERSISTENT_DISK,
+    "persistentdiskspec": NO_PERSISTENT_DISK,
+    "usespot": USE_SPOT,
+    "spot": USE_SPOT,
+    "preemptible": USE_SPOT,
+    "usepreemptible": USE_SPOT,
+    "region": "the region is the endpoint's (the stack's), not a CustomJob field",
+}
+
+
+def camel_case(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _normalised(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+_KIND_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "bool": (bool,),
+    "number": (int, float, str),
+    "duration": (str,),
+    "timestamp": (str,),
+    "map": (dict,),
+    "message": (dict,),
+    "enum": (str,),
+}
+_KIND_EXAMPLES = {
+    "duration": 'a string such as "86400s"',
+    "map": "a mapping",
+    "message": "a mapping",
+}
+
+
+def _unknown_field(key: str, fields: dict[str, dict], path: str) -> Problem:
+    camel = camel_case(key)
+    if camel != key and camel in fields:
+        return Problem(
+            path,
+            f"snake_case key {key!r}: gcloud's --config YAML and the REST API are camelCase",
+            f"write {camel}",
+        )
+    hint = INVENTED_FIELDS.get(_normalised(key))
+    if hint is None:
+        import difflib
+
+        guess = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+        hint = (
+            f"did you mean {guess[0]}?" if guess else f"known fields: {', '.join(sorted(fields))}"
+        )
+    return Problem(path, f"unknown field {key!r}", hint)
+
+
+def _check_value(value: Any, spec: dict, path: str) -> list[Problem]:
+    kind = spec["kind"]
+    if kind in ("struct", "value"):
+        return []
+    expected = _KIND_TYPES[kind]
+    ok = isinstance(value, expected) and not (kind == "number" and isinstance(value, bool))
+    if kind == "string" and isinstance(value, int | float) and not isinstance(value, bool):
+        ok = False
+    if not ok:
+        example = _KIND_EXAMPLES.get(kind, f"a {kind}")
+        return [Problem(path, f"expected {example}, got {type(value).__name__}")]
+    if kind == "enum" and value not in spec["values"]:
+        values = [v for v in spec["values"] if not v.endswith("_UNSPECIFIED")]
+        upper = str(value).upper()
+        hint = f"write {upper}" if upper in values else f"one of {', '.join(values)}"
+        return [Problem(path, f"invalid value {value!r}", hint)]
+    if kind == "message":
+        return check_rest_fields(value, spec["type"], path)
+    return []
+
+
+def check_rest_fields(doc: Any, message: str = ROOT, path: str = "") -> list[Problem]:
+    """Unknown fields, snake_case keys, wrong shapes and invalid enum values in a REST document,
+    walking the schema generated from the installed protos."""
+    if not isinstance(doc, dict):
+        return [Problem(path or "(top)", f"expected a mapping, got {type(doc).__name__}")]
+    fields = message_fields(message)
+    problems: list[Problem] = []
+    for key, value in doc.items():
+        where = _join(path, str(key))
+        spec = fields.get(key) if isinstance(key, str) else None
+        if spec is None:
+            problems.append(_unknown_field(str(key), fields, where))
+        elif value is None:
+            continue
+        elif spec["repeated"]:
+            if not isinstance(value, list):
+                problems.append(Problem(where, f"expected a list, got {type(value).__name__}"))
+                continue
+            # An empty pool `{}` is how a position is skipped; it has no fields to check.
+            for i, item in enumerate(value):
+                problems.extend(_check_value(item, spec, _join(where, i)))
+        else:
+            problems.extend(_check_value(value, spec, where))
+    return problems
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    """Drop repeats: template-level env is seen once per pool."""
+    return list(dict.fromkeys(problems))
+
+
+def _finish(
+    structural: list[Problem], facts: JobFacts, cat: Catalog, source: str | None
+) -> list[Problem]:
+    # A field the structural check rejected is not judged again by the rules.
+    rejected = {p.path for p in structural}
+    ruled = [p for p in run_rules(facts, cat) if p.path not in rejected]
+    problems = _dedupe(structural + ruled)
+    if source is not None:
+        problems = [Problem(p.path, p.message, p.hint, source) for p in problems]
+    return problems
+
+
+def validate_custom_job(
+    job: Any, region: str | None = None, source: str | None = None
+) -> list[Problem]:
+    """Every problem in a REST-form CustomJob (camelCase: ``displayName``, ``jobSpec``, ...).
+
+    ``region`` (the endpoint's location, when known) enables the regional availability checks."""
+    cat = load_catalog()
+    structural = check_rest_fields(job)
+    if not isinstance(job, dict):
+        return structural
+    if not isinstance(job.get("jobSpec"), dict):
+        structural.append(
+            Problem("jobSpec", "jobSpec is required", "jobSpec: {workerPoolSpecs: [...]}")
+        )
+    elif not job["jobSpec"].get("workerPoolSpecs"):
+        structural.append(
+            Problem("jobSpec.workerPoolSpecs", "at least one worker pool is required", None)
+        )
+    facts = facts_from_rest_job(job)
+    facts.region = region
+    return _finish(structural, facts, cat, source)
+
+
+def validate_custom_job_spec(
+    spec: Any, region: str | None = None, source: str | None = None
+) -> list[Problem]:
+    """Every problem in a gcloud ``--config`` CustomJobSpec (``workerPoolSpecs`` at the top).
+    Its display name comes from the gcloud command line, so none is required here."""
+    cat = load_catalog()
+    structural = check_rest_fields(spec, SPEC_MESSAGE)
+    if not isinstance(spec, dict):
+        return structural
+    if not spec.get("workerPoolSpecs"):
+        structural.append(Problem("workerPoolSpecs", "at least one worker pool is required"))
+    facts = facts_from_rest_spec(spec, display_name="(from the command line)")
+    facts.region = region
+    return _finish(structural, facts, cat, source)
+
+
+def validate_template_doc(
+    doc: Any, region: str | None = None, source: str | None = None
+) -> list[Problem]:
+    """Every problem in a vtx template document (after ``extends`` and ``--set``)."""
+    from jobs.spec import template_structure_problems
+
+    cat = load_catalog()
+    structural = template_structure_problems(doc)
+    if not isinstance(doc, dict):
+        return _with_source(structural, source)
+    facts = facts_from_template(doc, cat)
+    if region is not None and facts.region is None:
+        facts.region = region
+    return _finish(structural, facts, cat, source)
+
+
+def validate_template(template: Any, region: str | None = None) -> list[Problem]:
+    """Every problem in a parsed JobTemplate (``region``: the stack's, if the template has none)."""
+    return validate_template_doc(template.to_document(), region=region)
+
+
+def validate_document(
+    doc: Any, kind: str, region: str | None = None, source: str | None = None
+) -> list[Problem]:
+    """Dispatch on a detected format (see ``jobs.spec.detect_format``)."""
+    if kind == "custom_job":
+        return validate_custom_job(doc, region, source)
+    if kind == "custom_job_spec":
+        return validate_custom_job_spec(doc, region, source)
+    return validate_template_doc(doc, region, source)
+
+
+def _with_source(problems: list[Problem], source: str | None) -> list[Problem]:
+    return [Problem(p.path, p.message, p.hint, source) for p in problems] if source else problems

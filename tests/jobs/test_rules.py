@@ -1,0 +1,177 @@
+"""One test per validation rule: a valid REST CustomJob, one mutation, and proof that the named
+rule (and only it) turns the mutation into a problem at the right path with a hint."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from jobs.catalog import load_catalog
+from jobs.facts import facts_from_rest_job
+from jobs.rules import RULES, run_rules
+from jobs.validate import check_rest_fields, validate_custom_job
+
+POOL0 = "jobSpec.workerPoolSpecs[0]"
+POOL1 = "jobSpec.workerPoolSpecs[1]"
+POOL2 = "jobSpec.workerPoolSpecs[2]"
+RS_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+
+
+def valid_job() -> dict[str, Any]:
+    return {
+        "displayName": "lora-run",
+        "labels": {"team": "ml"},
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {
+                        "machineType": "g2-standard-8",
+                        "acceleratorType": "NVIDIA_L4",
+                        "acceleratorCount": 1,
+                    },
+                    "replicaCount": "1",
+                    "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 200},
+                    "containerSpec": {
+                        "imageUri": "us-central1-docker.pkg.dev/p/r/trainer:v1",
+                        "args": ["--config", "x.yaml"],
+                        "env": [{"name": "TOKENIZERS_PARALLELISM", "value": "false"}],
+                    },
+                }
+            ],
+            "scheduling": {"strategy": "SPOT", "timeout": "86400s"},
+        },
+    }
+
+
+def test_valid_job_has_no_problems() -> None:
+    assert validate_custom_job(valid_job(), region="us-central1") == []
+
+
+def _pool(job: dict, i: int) -> dict:
+    return job["jobSpec"]["workerPoolSpecs"][i]
+
+
+def _add_workers(job: dict, machine: str = "g2-standard-8") -> None:
+    workers = copy.deepcopy(_pool(job, 0))
+    workers["machineSpec"]["machineType"] = machine
+    workers["replicaCount"] = 1
+    job["jobSpec"]["workerPoolSpecs"].append(workers)
+
+
+def _add_rs(job: dict, image: str = RS_IMAGE, machine: str = "n1-highcpu-16") -> None:
+    job["jobSpec"]["workerPoolSpecs"].append(
+        {
+            "machineSpec": {"machineType": machine},
+            "replicaCount": 2,
+            "containerSpec": {"imageUri": image},
+        }
+    )
+
+
+def _set(path: list[str | int], value: Any) -> Callable[[dict], None]:
+    def mutate(job: dict) -> None:
+        node: Any = job
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return mutate
+
+
+def _chain(*mutations: Callable[[dict], None]) -> Callable[[dict], None]:
+    def mutate(job: dict) -> None:
+        for m in mutations:
+            m(job)
+
+    return mutate
+
+
+M0 = ["jobSpec", "workerPoolSpecs", 0, "machineSpec"]
+ENV0 = ["jobSpec", "workerPoolSpecs", 0, "containerSpec", "env"]
+SCHED = ["jobSpec", "scheduling"]
+
+CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
+    # (rule, mutation, path of the problem, a word the message or hint must contain)
+    ("display_name_valid", _set(["displayName"], "x" * 129), "displayName", "128"),
+    ("labels_valid", _set(["labels"], {"Team": "ML"}), "labels.Team", "lower case"),
+    ("machine_type_known", _set([*M0, "machineType"], "g2-standard-7"), f"{POOL0}.machineSpec.machineType", "did you mean"),
+    ("machine_type_known", _set([*M0, "machineType"], None), f"{POOL0}.machineSpec.machineType", "required"),
+    ("accelerator_fits_machine", _set([*M0, "acceleratorType"], "NVIDIA_TESLA_T4"), f"{POOL0}.machineSpec.acceleratorType", "g2-standard-8 comes with NVIDIA_L4"),
+    ("accelerator_fits_machine", _set(M0, {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 8}), f"{POOL0}.machineSpec.acceleratorCount", "1, 2, 4"),
+    ("accelerator_fits_machine", _set(M0, {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 2}), f"{POOL0}.machineSpec.acceleratorCount", "a2-highgpu-2g"),
+    ("accelerator_fits_machine", _set(M0, {"machineType": "a2-highgpu-1g"}), f"{POOL0}.machineSpec.acceleratorType", "NVIDIA_TESLA_A100"),
+    ("accelerator_fits_machine", _set(M0, {"machineType": "n1-standard-4", "acceleratorCount": 1}), f"{POOL0}.machineSpec.acceleratorCount", "accelerator type"),
+    ("chief_pool_present", _set(["jobSpec", "workerPoolSpecs"], [{}, _pool(valid_job(), 0)]), "jobSpec.workerPoolSpecs", "chief"),
+    ("chief_single_replica", _set(["jobSpec", "workerPoolSpecs", 0, "replicaCount"], 3), f"{POOL0}.replicaCount", "replicas: 2"),
+    ("replicas_positive", _chain(_add_workers, _set(["jobSpec", "workerPoolSpecs", 1, "replicaCount"], 0)), f"{POOL1}.replicaCount", "at least 1"),
+    ("image_present", _set(["jobSpec", "workerPoolSpecs", 0, "containerSpec"], {}), f"{POOL0}.containerSpec.imageUri", "image"),
+    ("reduction_server_rules", _chain(lambda j: _pool(j, 0) and j["jobSpec"]["workerPoolSpecs"].append({}), _add_rs), f"{POOL2}", "workers"),
+    ("reduction_server_rules", _chain(_add_workers, _add_rs, _set(["jobSpec", "workerPoolSpecs", 2, "containerSpec", "imageUri"], "trainer")), f"{POOL2}.containerSpec.imageUri", "reductionserver"),
+    ("reduction_server_rules", _chain(_add_workers, _add_rs, _set(["jobSpec", "workerPoolSpecs", 2, "machineSpec"], {"machineType": "g2-standard-4", "acceleratorType": "NVIDIA_L4", "acceleratorCount": 1})), f"{POOL2}.machineSpec.acceleratorType", "CPU"),
+    ("reduction_server_rules", _chain(_set(M0, {"machineType": "n1-standard-8"}), _add_workers, _add_rs), f"{POOL0}.machineSpec.machineType", "GPU"),
+    ("tpu_rules", _set(M0, {"machineType": "ct5lp-hightpu-4t", "acceleratorType": "TPU_V5_LITEPOD", "acceleratorCount": 4}), f"{POOL0}.machineSpec.tpuTopology", "2x2"),
+    ("tpu_rules", _set(M0, {"machineType": "ct5lp-hightpu-4t", "acceleratorType": "TPU_V5_LITEPOD", "acceleratorCount": 4, "tpuTopology": "2x2"}), "jobSpec.scheduling.strategy", "Spot"),
+    ("tpu_rules", _set([*M0, "tpuTopology"], "2x2"), f"{POOL0}.machineSpec.tpuTopology", "only for TPU"),
+    ("strategy_known", _set([*SCHED, "strategy"], "LOW_COST"), "jobSpec.scheduling.strategy", "SPOT"),
+    ("flex_start_only_fields", _set([*SCHED, "maxWaitDuration"], "3600s"), "jobSpec.scheduling.maxWaitDuration", "flex_start"),
+    ("timeout_bounds", _set([*SCHED, "timeout"], "1209600s"), "jobSpec.scheduling.timeout", "7d"),
+    ("boot_disk_valid", _set(["jobSpec", "workerPoolSpecs", 0, "diskSpec", "bootDiskSizeGb"], 50), f"{POOL0}.diskSpec.bootDiskSizeGb", "100"),
+    ("boot_disk_valid", _set(["jobSpec", "workerPoolSpecs", 0, "diskSpec", "bootDiskType"], "local-ssd"), f"{POOL0}.diskSpec.bootDiskType", "pd-ssd"),
+    ("no_persistent_disk_paths", _set(["jobSpec", "workerPoolSpecs", 0, "containerSpec", "args"], ["--out", "/mnt/disks/ckpt"]), f"{POOL0}.containerSpec.args[1]", "AIP_CHECKPOINT_DIR"),
+    ("env_count", _set(ENV0, [{"name": f"V{i}", "value": "1"} for i in range(101)]), f"{POOL0}.containerSpec.env", "100"),
+    ("env_names_valid", _set(ENV0, [{"name": "my-var", "value": "1"}]), f"{POOL0}.containerSpec.env[0]", "MY_VAR"),
+    ("env_names_unique", _set(ENV0, [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]), f"{POOL0}.containerSpec.env[1]", "twice"),
+    ("env_not_reserved", _set(ENV0, [{"name": "AIP_CHECKPOINT_DIR", "value": "gs://b/x"}]), f"{POOL0}.containerSpec.env[0]", "set by Vertex"),
+    ("no_plaintext_secrets", _set(ENV0, [{"name": "WANDB_API_KEY", "value": "abc123"}]), f"{POOL0}.containerSpec.env[0]", "secrets:"),
+    ("no_plaintext_secrets", _set(ENV0, [{"name": "HUB_LOGIN", "value": "hf_" + "a1B2c3D4" * 5}]), f"{POOL0}.containerSpec.env[0]", "looks like a key"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rule", "mutate", "path", "words"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)]
+)
+def test_rule_reports_problem_only_when_enabled(
+    rule: str, mutate: Callable[[dict], None], path: str, words: str
+) -> None:
+    job = valid_job()
+    mutate(job)
+    problems = validate_custom_job(job)
+    found = [p for p in problems if p.path == path]
+    assert found, f"no problem at {path}: {[str(p) for p in problems]}"
+    assert any(words in f"{p.message} {p.hint}" for p in found), [str(p) for p in found]
+    # Without the rule, nothing (neither another rule nor the field check) reports it.
+    facts = facts_from_rest_job(job)
+    others = run_rules(facts, load_catalog(), skip=frozenset({rule})) + check_rest_fields(job)
+    assert not [p for p in others if p.path == path and words in f"{p.message} {p.hint}"]
+
+
+def test_every_rule_has_a_test() -> None:
+    assert {c[0] for c in CASES} | {"region_known", "machine_offered_in_region",
+                                   "accelerator_offered_in_region"} == set(RULES)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rule", "region", "mutate", "path"),
+    [
+        ("region_known", "us-centrall1", lambda j: None, "region"),
+        ("machine_offered_in_region", "europe-west1", _set(M0, {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 1}), f"{POOL0}.machineSpec.machineType"),
+        ("accelerator_offered_in_region", "us-west1", lambda j: None, None),
+        ("accelerator_offered_in_region", "us-west1", _set(M0, {"machineType": "a2-ultragpu-1g", "acceleratorType": "NVIDIA_A100_80GB", "acceleratorCount": 1}), f"{POOL0}.machineSpec.acceleratorType"),
+    ],
+)  # fmt: skip
+def test_regional_rules(rule: str, region: str, mutate: Callable, path: str | None) -> None:
+    job = valid_job()
+    mutate(job)
+    facts = facts_from_rest_job(job)
+    facts.region = region
+    facts.paths["region"] = "region"
+    with_rule = {p.path for p in run_rules(facts, load_catalog())}
+    without = {p.path for p in run_rules(facts, load_catalog(), skip=frozenset({rule}))}
+    if path is None:  # L4 is offered in us-west1: no problem either way
+        assert with_rule == without
+    else:
+        assert path in with_rule
+        assert path not in without
