@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the rule table reads best one case per line)
 """One test per validation rule: a valid REST CustomJob, one mutation, and proof that the named
 rule (and only it) turns the mutation into a problem at the right path with a hint."""
 
