@@ -9,8 +9,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from jobs.local.state import PlatformState
+    from jobs.stack import StackOutputs
 
 # The emulator speaks the JSON API only; gcsfs otherwise probes each bucket over gRPC for its
 # type and waits 60 s per probe. Must be set before gcsfs is imported anywhere.
@@ -72,3 +77,43 @@ def gcs_bucket(gcs_emulator: str) -> str:
     name = f"vtx-test-{free_port()}"
     client.create_bucket(name)
     return name
+
+
+@pytest.fixture(scope="session")
+def local_platform_state(
+    gcs_emulator: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PlatformState]:
+    """The local platform (control plane + executor) for the session, on a free port, with a
+    tmp data dir, using the session's GCS emulator. Sets VTX_LOCAL_DIR so that
+    `--stack local` / `local_stack_outputs()` find it. A 5 s grace period keeps stop paths
+    quick (Vertex's is 30 s)."""
+    from jobs.local.platform import ExecutorOptions, start_platform, stop_platform
+
+    data_dir = tmp_path_factory.mktemp("vtx-local")
+    repo = Path(__file__).resolve().parent.parent
+    state = start_platform(
+        data_dir,
+        cwd=repo,
+        vertex_port=free_port(),
+        gcs_endpoint=gcs_emulator,
+        options=ExecutorOptions(grace_s=5.0, max_replicas=8),
+    )
+    previous = os.environ.get("VTX_LOCAL_DIR")
+    os.environ["VTX_LOCAL_DIR"] = str(data_dir)
+    try:
+        yield state
+    finally:
+        stop_platform(data_dir)
+        if previous is None:
+            os.environ.pop("VTX_LOCAL_DIR", None)
+        else:
+            os.environ["VTX_LOCAL_DIR"] = previous
+
+
+@pytest.fixture(scope="session")
+def local_platform(local_platform_state: PlatformState) -> StackOutputs:
+    """StackOutputs of the running local platform: `vertex_endpoint`, `gcs_endpoint`, buckets
+    (vtx-local-data, -checkpoints, -staging, -models), project vtx-local, us-central1."""
+    from jobs.local.state import stack_outputs_for
+
+    return stack_outputs_for(local_platform_state)

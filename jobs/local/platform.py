@@ -1,0 +1,354 @@
+"""Start, inspect and stop the local platform's two background processes.
+
+The GCS emulator (gcp-storage-emulator from PyPI) and the control plane (`python -m
+jobs.local.server`) each run in their own session so that closing the terminal does not kill
+them, and so that replicas (in sessions of their own) survive a control-plane crash and can be
+re-attached. Used by `vtx local up|down|status`, `vtx demo` and the test fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from jobs.local.state import (
+    LOCAL_BUCKETS,
+    LOCAL_PROJECT,
+    LOCAL_PROJECT_NUMBER,
+    PlatformState,
+    read_state,
+    state_path,
+    write_state,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_VERTEX_PORT = 8470
+DEFAULT_GCS_PORT = 8471
+STARTUP_TIMEOUT_S = 30.0
+# The control plane stops running replicas on shutdown (SIGTERM, grace, SIGKILL): wait for that.
+SHUTDOWN_TIMEOUT_S = 60.0
+
+
+class PlatformError(Exception):
+    """Something the user can fix about starting or stopping the local platform."""
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """Knobs of the local executor, passed to the control plane on start."""
+
+    max_replicas: int = 8
+    """Replicas that may run at once; a job needing more is refused, others wait QUEUED."""
+    grace_s: float = 30.0
+    """SIGTERM-to-SIGKILL delay on cancel, timeout and preemption (a Spot VM gets 30 s)."""
+    chaos_per_hour: float = 0.0
+    """Random preemptions per replica-hour of Spot jobs (0: none); labels can override."""
+    chaos_seed: int = 0
+
+
+def _alive(pid: int | None, create_time: float | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(proc.create_time() - create_time) < 0.5
+    except psutil.NoSuchProcess:
+        return False
+
+
+def server_alive(state: PlatformState) -> bool:
+    return _alive(state.server_pid, state.server_create_time)
+
+
+def gcs_alive(state: PlatformState) -> bool:
+    # An emulator we did not start (gcs_pid None) is someone else's to keep alive.
+    return state.gcs_pid is None or _alive(state.gcs_pid, state.gcs_create_time)
+
+
+def running_state(data_dir: Path) -> PlatformState | None:
+    """The state of a platform whose processes are all alive, else None."""
+    state = read_state(data_dir)
+    if state is None or not (server_alive(state) and gcs_alive(state)):
+        return None
+    return state
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _check_port(port: int, option: str) -> None:
+    if not port_free(port):
+        raise PlatformError(
+            f"port {port} on 127.0.0.1 is already in use by another program; "
+            f"pick another one with {option} N (or stop that program)"
+        )
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status < 500
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500
+    except OSError:
+        return False
+
+
+def _wait_until_answers(url: str, proc: subprocess.Popen[bytes], name: str, log_path: Path):
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise PlatformError(
+                f"the {name} exited during start-up (code {proc.returncode}); "
+                f"last lines of {log_path}:\n{_tail(log_path)}"
+            )
+        if _http_ok(url):
+            return
+        time.sleep(0.1)
+    raise PlatformError(f"the {name} did not answer on {url} within {STARTUP_TIMEOUT_S:.0f} s")
+
+
+def _spawn(cmd: list[str], log_path: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as out:
+        return subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def create_buckets(gcs_endpoint: str) -> None:
+    """Create the local stack's buckets (idempotent).
+
+    Plain JSON-API calls: the emulator speaks exactly this, and it spares `vtx local up` the
+    import of google-cloud-storage."""
+    for name in LOCAL_BUCKETS.model_dump().values():
+        request = urllib.request.Request(
+            f"{gcs_endpoint}/storage/v1/b?project={LOCAL_PROJECT}",
+            data=json.dumps({"name": name}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            urllib.request.urlopen(request, timeout=10).close()
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:  # 409: the bucket exists already (a restart on the same dir)
+                raise PlatformError(f"could not create bucket {name}: HTTP {exc.code}") from exc
+
+
+def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    exe = Path(sys.executable).with_name("gcp-storage-emulator")
+    gcs_dir = data_dir / "gcs"
+    gcs_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [str(exe), "start", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--project-number", LOCAL_PROJECT_NUMBER, "-q"]
+    # The emulator keeps objects under ./.cloudstorage of its working directory.
+    return _spawn(cmd, data_dir / "gcs.log", gcs_dir)
+
+
+def _start_server(
+    data_dir: Path, cwd: Path, port: int, gcs_endpoint: str, options: ExecutorOptions
+) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "jobs.local.server", "--data-dir", str(data_dir.resolve())]
+    cmd += ["--port", str(port), "--gcs-endpoint", gcs_endpoint, "--cwd", str(cwd)]
+    cmd += ["--max-replicas", str(options.max_replicas), "--grace-s", str(options.grace_s)]
+    cmd += [
+        "--chaos-per-hour",
+        str(options.chaos_per_hour),
+        "--chaos-seed",
+        str(options.chaos_seed),
+    ]
+    env = dict(os.environ)
+    # Replicas need the checkout importable even when vtx is not installed in editable mode.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
+    with (data_dir / "server.log").open("ab") as out:
+        return subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def clear_stale(data_dir: Path) -> str | None:
+    """Remove a state file whose processes are gone; say what was done, or None if nothing."""
+    state = read_state(data_dir)
+    if state is None:
+        return None
+    server_up, gcs_up = server_alive(state), gcs_alive(state)
+    if server_up and gcs_up:
+        return None
+    leftovers = [(state.server_pid, "control plane")] if server_up else []
+    if gcs_up and state.gcs_pid is not None:
+        leftovers.append((state.gcs_pid, "GCS emulator"))
+    for pid, _name in leftovers:
+        _terminate(pid)
+    state_path(data_dir).unlink(missing_ok=True)
+    stopped = "; stopped the surviving " + ", ".join(n for _, n in leftovers) if leftovers else ""
+    return (
+        f"found a stale state file in {data_dir} (a platform that is no longer running){stopped}; "
+        f"removed it"
+    )
+
+
+def start_platform(
+    data_dir: Path,
+    cwd: Path,
+    vertex_port: int = DEFAULT_VERTEX_PORT,
+    gcs_port: int = DEFAULT_GCS_PORT,
+    gcs_endpoint: str | None = None,
+    options: ExecutorOptions | None = None,
+) -> PlatformState:
+    """Start the emulator (unless ``gcs_endpoint`` names one already running) and the control
+    plane, create the buckets, record the state, and return once both answer."""
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if running_state(data_dir) is not None:
+        raise PlatformError(
+            f"the local platform is already running from {data_dir}; "
+            f"see `vtx local status`, or stop it with `vtx local down`"
+        )
+    _check_port(vertex_port, "--port")
+    gcs_proc = None
+    if gcs_endpoint is None:
+        _check_port(gcs_port, "--gcs-port")
+        gcs_proc = _start_gcs(data_dir, gcs_port)
+        gcs_endpoint = f"http://127.0.0.1:{gcs_port}"
+    else:
+        gcs_port = int(gcs_endpoint.rsplit(":", 1)[1])
+    server = None
+    try:
+        if gcs_proc is not None:
+            _wait_until_answers(
+                f"{gcs_endpoint}/storage/v1/b?project={LOCAL_PROJECT}",
+                gcs_proc,
+                "GCS emulator",
+                data_dir / "gcs.log",
+            )
+        create_buckets(gcs_endpoint)
+        server = _start_server(
+            data_dir, cwd, vertex_port, gcs_endpoint, options or ExecutorOptions()
+        )
+        url = f"http://127.0.0.1:{vertex_port}/vtx/health"
+        _wait_until_answers(url, server, "control plane", data_dir / "server.log")
+    except BaseException:
+        for proc in (server, gcs_proc):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        raise
+    state = PlatformState(
+        data_dir=str(data_dir),
+        cwd=str(cwd.resolve()),
+        vertex_port=vertex_port,
+        gcs_port=gcs_port,
+        server_pid=server.pid,
+        server_create_time=psutil.Process(server.pid).create_time(),
+        gcs_pid=gcs_proc.pid if gcs_proc else None,
+        gcs_create_time=psutil.Process(gcs_proc.pid).create_time() if gcs_proc else None,
+    )
+    write_state(state)
+    return state
+
+
+def _terminate(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGTERM, wait, then SIGKILL one process (ours, identified by the caller)."""
+    try:
+        proc = psutil.Process(pid)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    except psutil.NoSuchProcess:
+        return
+
+
+def stop_platform(data_dir: Path) -> PlatformState:
+    """Stop a running platform (its control plane stops running replicas first)."""
+    data_dir = data_dir.resolve()
+    stale = clear_stale(data_dir)
+    state = read_state(data_dir)
+    if state is None:
+        detail = f" ({stale})" if stale else ""
+        raise PlatformError(
+            f"nothing to stop: no local platform is running from {data_dir}{detail}"
+        )
+    _terminate(state.server_pid, SHUTDOWN_TIMEOUT_S)
+    if state.gcs_pid is not None:
+        _terminate(state.gcs_pid)
+    state_path(data_dir).unlink(missing_ok=True)
+    return state
+
+
+def crash_server(state: PlatformState) -> None:
+    """SIGKILL the control plane, as a crash would (tests and drills): replicas live on."""
+    try:
+        proc = psutil.Process(state.server_pid)
+        proc.kill()
+        proc.wait(timeout=10)
+    except psutil.NoSuchProcess:
+        return
+
+
+def restart_server(state: PlatformState, options: ExecutorOptions | None = None) -> PlatformState:
+    """Start the control plane again on the same data dir and port (after a crash)."""
+    data_dir = Path(state.data_dir)
+    server = _start_server(
+        data_dir,
+        Path(state.cwd),
+        state.vertex_port,
+        state.gcs_endpoint,
+        options or ExecutorOptions(),
+    )
+    url = f"http://127.0.0.1:{state.vertex_port}/vtx/health"
+    _wait_until_answers(url, server, "control plane", data_dir / "server.log")
+    new = state.model_copy(
+        update={
+            "server_pid": server.pid,
+            "server_create_time": psutil.Process(server.pid).create_time(),
+        }
+    )
+    write_state(new)
+    return new

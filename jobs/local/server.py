@@ -1,0 +1,353 @@
+"""The local control plane: Vertex AI JobService v1 (custom jobs) over REST, FastAPI + uvicorn.
+
+Serves what ``aiplatform_v1.JobServiceClient(transport="rest")`` sends (see
+``aiplatform_v1/services/job_service/transports/rest_base.py``): create, get, list, cancel and
+delete under ``/v1/projects/{p}/locations/{l}/customJobs``. Bodies are parsed and emitted with
+protobuf's own json_format against the real ``CustomJob`` message, so unknown fields are
+rejected exactly as the proto defines them and enums come back as ints when the client asks
+(``$alt=json;enum-encoding=int``). Plus two vtx endpoints: ``/vtx/logs`` and
+``/vtx/jobs/{id}:preempt``.
+
+Run by `vtx local up` as ``python -m jobs.local.server --data-dir D --port P ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from jobs.local.executor import Executor, ExecutorError
+from jobs.local.filters import FilterError, parse_filter
+from jobs.local.state import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, LOCAL_REGION
+from jobs.local.store import Store
+
+log = logging.getLogger(__name__)
+
+HTTP_STATUS = {
+    400: "INVALID_ARGUMENT",
+    404: "NOT_FOUND",
+    405: "UNIMPLEMENTED",
+    429: "RESOURCE_EXHAUSTED",
+}
+DEFAULT_PAGE_SIZE = 100
+MAX_LOG_ENTRIES = 1000
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    data_dir: Path
+    cwd: Path
+    gcs_endpoint: str
+    max_replicas: int = 8
+    grace_s: float = 30.0
+    chaos_per_hour: float = 0.0
+    chaos_seed: int = 0
+
+
+class ApiError(Exception):
+    def __init__(self, http_code: int, message: str, status: str | None = None) -> None:
+        super().__init__(message)
+        self.http_code = http_code
+        self.message = message
+        self.status = status or HTTP_STATUS.get(http_code, "UNKNOWN")
+
+
+def error_body(http_code: int, message: str, status: str) -> dict[str, Any]:
+    """Google's JSON error shape, which google.api_core turns into the right exception."""
+    return {"error": {"code": http_code, "message": message, "status": status}}
+
+
+# -- proto conversion ----------------------------------------------------------------------------
+
+
+def parse_custom_job(body: bytes) -> dict:
+    """Request body -> REST-form dict (camelCase, enum names), through the real proto."""
+    from google.cloud.aiplatform_v1 import CustomJob
+    from google.protobuf import json_format
+
+    message = CustomJob.pb(CustomJob())
+    try:
+        json_format.Parse(body or b"{}", message, ignore_unknown_fields=False)
+    except json_format.ParseError as exc:
+        raise ApiError(400, f"Invalid JSON payload received. {exc}") from exc
+    return json_format.MessageToDict(message)
+
+
+def render_custom_job(job: dict, int_enums: bool) -> str:
+    from google.cloud.aiplatform_v1 import CustomJob
+    from google.protobuf import json_format
+
+    message = CustomJob.pb(CustomJob())
+    json_format.ParseDict(job, message)
+    return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
+
+
+def wants_int_enums(request: Request) -> bool:
+    return "enum-encoding=int" in request.query_params.get("$alt", "")
+
+
+# -- validation ----------------------------------------------------------------------------------
+
+
+def _validation_problems(job: dict) -> list[str]:
+    """Our template rules (jobs.validate, imported lazily: it belongs to the launcher)."""
+    try:
+        from jobs.validate import validate_custom_job
+    except ImportError:
+        log.warning("jobs.validate is not available: only the proto and executor checks apply")
+        return []
+    return [str(p) for p in validate_custom_job(job)]
+
+
+def _executor_problems(job: dict) -> list[str]:
+    """What the local executor itself needs to run a job, whatever the templates allow."""
+    problems = []
+    pools = job.get("jobSpec", {}).get("workerPoolSpecs", [])
+    if not pools or not pools[0]:
+        problems.append("jobSpec.workerPoolSpecs[0]: the primary pool is required")
+    for i, pool in enumerate(pools):
+        if (
+            pool
+            and not pool.get("containerSpec", {}).get("command")
+            and not pool.get("pythonPackageSpec")
+        ):
+            problems.append(
+                f"jobSpec.workerPoolSpecs[{i}].containerSpec.command: required locally, where "
+                f"no container runtime can supply the image's ENTRYPOINT; set command "
+                f"(e.g. [python, -m, trainer.launch])"
+            )
+    return problems
+
+
+# -- the app -------------------------------------------------------------------------------------
+
+
+def create_app(settings: ServerSettings) -> FastAPI:
+    store = Store(settings.data_dir / "jobs.sqlite")
+    executor = Executor(
+        store,
+        data_dir=settings.data_dir,
+        cwd=settings.cwd,
+        gcs_endpoint=settings.gcs_endpoint,
+        project_number=LOCAL_PROJECT_NUMBER,
+        max_replicas=settings.max_replicas,
+        grace_s=settings.grace_s,
+        chaos_per_hour=settings.chaos_per_hour,
+        chaos_seed=settings.chaos_seed,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        executor.start()
+        yield
+        executor.shutdown()
+        store.close()
+
+    app = FastAPI(title="vtx local control plane", lifespan=lifespan)
+    app.state.executor = executor
+    app.state.store = store
+    _add_error_handlers(app)
+    _add_job_routes(app, executor, store)
+    _add_vtx_routes(app, executor, store)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(error_body(exc.http_code, exc.message, exc.status), exc.http_code)
+
+    @app.exception_handler(ExecutorError)
+    async def _executor_error(_request: Request, exc: ExecutorError) -> JSONResponse:
+        return JSONResponse(error_body(exc.http_code, exc.message, exc.status), exc.http_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(error_body(400, str(exc), "INVALID_ARGUMENT"), 400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        status = HTTP_STATUS.get(exc.status_code, "UNKNOWN")
+        return JSONResponse(error_body(exc.status_code, message, status), exc.status_code)
+
+
+def _parent(project: str, location: str) -> str:
+    if project not in (LOCAL_PROJECT, LOCAL_PROJECT_NUMBER):
+        raise ApiError(
+            404,
+            f"project {project!r} is not served here: the local platform's project is "
+            f"{LOCAL_PROJECT} (number {LOCAL_PROJECT_NUMBER})",
+        )
+    if location != LOCAL_REGION:
+        raise ApiError(
+            400, f"location {location!r} is not served here: the local platform runs {LOCAL_REGION}"
+        )
+    return f"projects/{LOCAL_PROJECT_NUMBER}/locations/{location}"
+
+
+def _new_job_id(store: Store) -> str:
+    """A 19-digit numeric id, like Vertex's."""
+    while True:
+        job_id = str(10**18 + secrets.randbelow(9 * 10**18))
+        if store.get_job(job_id) is None:
+            return job_id
+
+
+def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
+    base = "/v1/projects/{project}/locations/{location}/customJobs"
+
+    def get_or_404(project: str, location: str, job_id: str) -> dict:
+        parent = _parent(project, location)
+        job = store.get_job(job_id)
+        if job is None:
+            raise ApiError(404, f"CustomJob {parent}/customJobs/{job_id} does not exist")
+        return job
+
+    def job_response(request: Request, job: dict) -> Response:
+        return Response(
+            render_custom_job(job, wants_int_enums(request)), media_type="application/json"
+        )
+
+    @app.post(base)
+    async def create_custom_job(request: Request, project: str, location: str) -> Response:
+        parent = _parent(project, location)
+        job = parse_custom_job(await request.body())
+        problems = _executor_problems(job) + _validation_problems(job)
+        if problems:
+            raise ApiError(400, "; ".join(problems))
+        for output_only in ("state", "createTime", "startTime", "endTime", "updateTime", "error"):
+            job.pop(output_only, None)
+        job["name"] = f"{parent}/customJobs/{_new_job_id(store)}"
+        return job_response(request, executor.submit(job))
+
+    @app.get(base + "/{job_id}")
+    def get_custom_job(request: Request, project: str, location: str, job_id: str) -> Response:
+        return job_response(request, get_or_404(project, location, job_id))
+
+    @app.get(base)
+    def list_custom_jobs(
+        request: Request,
+        project: str,
+        location: str,
+        filter: str = "",
+        pageSize: int = DEFAULT_PAGE_SIZE,
+        pageToken: str = "",
+    ) -> Response:
+        _parent(project, location)
+        try:
+            matches = parse_filter(filter)
+        except FilterError as exc:
+            raise ApiError(400, str(exc)) from exc
+        if pageToken and not pageToken.isdigit():
+            raise ApiError(400, f"invalid pageToken {pageToken!r}")
+        start = int(pageToken or 0)
+        size = pageSize if pageSize > 0 else DEFAULT_PAGE_SIZE
+        jobs = [job for job in store.list_jobs() if matches(job)]
+        page = jobs[start : start + size]
+        int_enums = wants_int_enums(request)
+        parts = [render_custom_job(job, int_enums) for job in page]
+        body = '{"customJobs": [' + ",".join(parts) + "]"
+        if start + size < len(jobs):
+            body += f', "nextPageToken": "{start + size}"'
+        return Response(body + "}", media_type="application/json")
+
+    @app.post(base + "/{job_id}:cancel")
+    def cancel_custom_job(project: str, location: str, job_id: str) -> dict:
+        get_or_404(project, location, job_id)
+        executor.cancel(job_id)
+        return {}
+
+    @app.delete(base + "/{job_id}")
+    def delete_custom_job(project: str, location: str, job_id: str) -> dict:
+        job = get_or_404(project, location, job_id)
+        executor.delete(job_id)
+        # Deletion is immediate here: a long-running operation that is already done.
+        return {
+            "name": f"{job['name']}/operations/{secrets.randbelow(10**18)}",
+            "done": True,
+            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
+        }
+
+
+def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
+    @app.get("/vtx/health")
+    def health() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/vtx/logs")
+    def logs(run_id: str | None = None, job: str | None = None, cursor: int = 0) -> dict:
+        """Log entries after ``cursor`` for every job of a run (or one job), oldest first."""
+        if (run_id is None) == (job is None):
+            raise ApiError(400, "pass exactly one of run_id=RUN or job=projects/.../customJobs/ID")
+        job_id = job.rsplit("/", 1)[-1] if job else None
+        entries = store.read_logs(
+            run_id=run_id, job_id=job_id, cursor=cursor, limit=MAX_LOG_ENTRIES
+        )
+        prefix = f"projects/{LOCAL_PROJECT_NUMBER}/locations/{LOCAL_REGION}/customJobs/"
+        return {
+            "entries": [
+                {
+                    "timestamp": e.ts,
+                    "job": prefix + e.job_id,
+                    "replica": e.replica,
+                    "attempt": e.attempt,
+                    "message": e.message,
+                }
+                for e in entries
+            ],
+            "cursor": entries[-1].seq if entries else cursor,
+        }
+
+    @app.post("/vtx/jobs/{job_id}:preempt")
+    async def preempt(request: Request, job_id: str) -> Response:
+        body = json.loads(await request.body() or b"{}")
+        try:
+            job = executor.preempt(job_id, body.get("replica"))
+        except KeyError as exc:
+            raise ApiError(404, f"no job {job_id}") from exc
+        return Response(render_custom_job(job, False), media_type="application/json")
+
+
+def main() -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="vtx local control plane")
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--cwd", type=Path, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--gcs-endpoint", required=True)
+    parser.add_argument("--max-replicas", type=int, default=8)
+    parser.add_argument("--grace-s", type=float, default=30.0)
+    parser.add_argument("--chaos-per-hour", type=float, default=0.0)
+    parser.add_argument("--chaos-seed", type=int, default=0)
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = ServerSettings(
+        data_dir=args.data_dir,
+        cwd=args.cwd,
+        gcs_endpoint=args.gcs_endpoint,
+        max_replicas=args.max_replicas,
+        grace_s=args.grace_s,
+        chaos_per_hour=args.chaos_per_hour,
+        chaos_seed=args.chaos_seed,
+    )
+    uvicorn.run(create_app(settings), host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

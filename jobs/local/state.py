@@ -1,0 +1,118 @@
+"""Where the local platform lives on disk and what it looks like to jobs.
+
+`vtx local up` writes ``state.json`` into the data directory (ports, pids, the working directory
+replicas run in); every other command reads it back. ``local_stack_outputs()`` turns it into the
+same StackOutputs a Pulumi stack exports, so `--stack local` needs no special case downstream.
+This module stays cheap to import: `vtx --help` loads it through jobs.stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from jobs.stack import Buckets, StackError, StackOutputs
+
+# The local stack's fixed identity. The project number is what Vertex puts into resource names
+# and CLOUD_ML_PROJECT_ID; any 12-digit number does, this one is easy to recognise in logs.
+LOCAL_PROJECT = "vtx-local"
+LOCAL_PROJECT_NUMBER = "424242424242"
+LOCAL_REGION = "us-central1"
+LOCAL_BUCKETS = Buckets(
+    data="vtx-local-data",
+    checkpoints="vtx-local-checkpoints",
+    staging="vtx-local-staging",
+    models="vtx-local-models",
+)
+STATE_FILE = "state.json"
+DEFAULT_DIR = Path(".vtx") / "local"
+
+
+class PlatformState(BaseModel):
+    """What `vtx local up` started, persisted so later commands can find and stop it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data_dir: str
+    cwd: str
+    """Directory replicas run in: where `vtx local up` was started (the checkout)."""
+    vertex_port: int
+    gcs_port: int
+    server_pid: int
+    server_create_time: float
+    """psutil create time, to tell our process from a later one that reused the pid."""
+    gcs_pid: int | None = None
+    """None when the platform reuses an emulator it did not start (tests)."""
+    gcs_create_time: float | None = None
+
+    @property
+    def vertex_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.vertex_port}"
+
+    @property
+    def gcs_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.gcs_port}"
+
+
+def default_data_dir() -> Path:
+    """``$VTX_LOCAL_DIR`` if set, else ``.vtx/local`` under the current directory."""
+    env = os.environ.get("VTX_LOCAL_DIR")
+    return Path(env) if env else DEFAULT_DIR
+
+
+def state_path(data_dir: Path) -> Path:
+    return data_dir / STATE_FILE
+
+
+def read_state(data_dir: Path) -> PlatformState | None:
+    """The recorded state, or None when no platform was started from this data dir."""
+    path = state_path(data_dir)
+    try:
+        return PlatformState.model_validate_json(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (ValidationError, json.JSONDecodeError) as exc:
+        raise StackError(
+            f"{path} is not a vtx local state file ({exc.__class__.__name__}); "
+            f"stop any leftover processes and delete it"
+        ) from exc
+
+
+def write_state(state: PlatformState) -> None:
+    path = state_path(Path(state.data_dir))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(state.model_dump_json(indent=2))
+    tmp.replace(path)
+
+
+def stack_outputs_for(state: PlatformState) -> StackOutputs:
+    return StackOutputs(
+        project=LOCAL_PROJECT,
+        project_number=LOCAL_PROJECT_NUMBER,
+        region=LOCAL_REGION,
+        environment="local",
+        trainer_service_account=f"vtx-trainer@{LOCAL_PROJECT}.iam.gserviceaccount.com",
+        launcher_service_account=f"vtx-launcher@{LOCAL_PROJECT}.iam.gserviceaccount.com",
+        buckets=LOCAL_BUCKETS,
+        artifact_registry=f"local-docker.pkg.dev/{LOCAL_PROJECT}/vtx",
+        vertex_endpoint=state.vertex_endpoint,
+        gcs_endpoint=state.gcs_endpoint,
+    )
+
+
+def local_stack_outputs(data_dir: Path | None = None) -> StackOutputs:
+    """StackOutputs of the running local platform; StackError when it is not up."""
+    from jobs.local.platform import running_state
+
+    directory = data_dir or default_data_dir()
+    state = running_state(directory)
+    if state is None:
+        raise StackError(
+            f"the local platform is not running (no live platform in {directory}): "
+            f"run `vtx local up` first"
+            + ("" if os.environ.get("VTX_LOCAL_DIR") else ", or set VTX_LOCAL_DIR to its data dir")
+        )
+    return stack_outputs_for(state)

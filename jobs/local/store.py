@@ -1,0 +1,156 @@
+"""SQLite persistence of the control plane: job records, executor runtime state, log entries.
+
+Jobs are stored as their REST form (camelCase JSON, enum names) next to the executor's runtime
+record (pids, attempts, timers), so a restarted control plane can re-attach to running
+replicas. Log lines are copied from per-replica files into one table whose row id is the
+cursor `vtx logs` pages with.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    run_id TEXT,
+    state TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    runtime TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_run ON jobs(run_id);
+CREATE TABLE IF NOT EXISTS log_entries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    run_id TEXT,
+    replica TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    ts TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS logs_run ON log_entries(run_id, seq);
+CREATE INDEX IF NOT EXISTS logs_job ON log_entries(job_id, seq);
+CREATE TABLE IF NOT EXISTS log_offsets (
+    path TEXT PRIMARY KEY,
+    offset INTEGER NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    seq: int
+    job_id: str
+    replica: str
+    attempt: int
+    ts: str
+    message: str
+
+
+class Store:
+    """One connection shared by the executor thread and the request handlers, under a lock:
+    SQLite serialises writers anyway, and the traffic is a few writes per second."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def put_job(self, job_id: str, resource: dict, runtime: dict) -> None:
+        run_id = resource.get("labels", {}).get("vtx-run-id")
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO jobs(id, run_id, state, resource, runtime) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (job_id, run_id, resource["state"], json.dumps(resource), json.dumps(runtime)),
+            )
+
+    def get_job(self, job_id: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute("SELECT resource FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def get_runtime(self, job_id: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute("SELECT runtime FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def list_jobs(self) -> list[dict]:
+        """Every job, newest first (as Vertex lists them)."""
+        with self._lock:
+            rows = self._db.execute("SELECT resource FROM jobs ORDER BY rowid DESC").fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def active_jobs(self, states: tuple[str, ...]) -> list[tuple[dict, dict]]:
+        marks = ",".join("?" * len(states))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT resource, runtime FROM jobs WHERE state IN ({marks}) ORDER BY rowid",
+                states,
+            ).fetchall()
+        return [(json.loads(a), json.loads(b)) for a, b in rows]
+
+    def delete_job(self, job_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
+    def job_ids_of_run(self, run_id: str) -> list[str]:
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM jobs WHERE run_id = ?", (run_id,)).fetchall()
+        return [r[0] for r in rows]
+
+    # -- logs -------------------------------------------------------------------------------
+
+    def log_offset(self, path: str) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT offset FROM log_offsets WHERE path = ?", (path,)
+            ).fetchone()
+        return row[0] if row else 0
+
+    def add_log_lines(
+        self,
+        path: str | None,
+        offset: int,
+        job_id: str,
+        run_id: str | None,
+        replica: str,
+        attempt: int,
+        lines: list[tuple[str, str]],
+    ) -> None:
+        """Append (timestamp, message) lines and move the file's offset (if the lines came from
+        a file), in one transaction."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "INSERT INTO log_entries(job_id, run_id, replica, attempt, ts, message) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(job_id, run_id, replica, attempt, ts, msg) for ts, msg in lines],
+            )
+            if path is not None:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO log_offsets(path, offset) VALUES (?, ?)", (path, offset)
+                )
+            self._db.execute("COMMIT")
+
+    def read_logs(
+        self, *, run_id: str | None, job_id: str | None, cursor: int, limit: int
+    ) -> list[LogEntry]:
+        column, value = ("run_id", run_id) if run_id is not None else ("job_id", job_id)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, job_id, replica, attempt, ts, message FROM log_entries "
+                f"WHERE {column} = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (value, cursor, limit),
+            ).fetchall()
+        return [LogEntry(*row) for row in rows]

@@ -1,0 +1,92 @@
+"""Small builders for the local platform tests: REST-form jobs whose replicas are one-line
+Python programs, and a client pointed at the session's control plane."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from typing import Any
+
+from jobs.local.state import LOCAL_PROJECT, LOCAL_REGION
+
+PARENT = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"
+TERMINAL = {4, 5, 7}  # SUCCEEDED, FAILED, CANCELLED
+
+
+def client(endpoint: str):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.JobServiceClient(
+        transport="rest",
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": endpoint},
+    )
+
+
+def pool(code: str, replicas: int = 1, env: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"image_uri": "local/test:1", "command": ["python", "-c", code]}
+    if env:
+        spec["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    return {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": replicas,
+        "container_spec": spec,
+    }
+
+
+def custom_job(name: str, *pools: dict[str, Any], labels=None, scheduling=None, base=None):
+    from google.cloud import aiplatform_v1
+
+    spec: dict[str, Any] = {"worker_pool_specs": list(pools)}
+    if scheduling:
+        spec["scheduling"] = scheduling
+    if base:
+        spec["base_output_directory"] = {"output_uri_prefix": base}
+    return aiplatform_v1.CustomJob(display_name=name, job_spec=spec, labels=labels or {})
+
+
+def wait_terminal(jobs_client, name: str, timeout_s: float = 60.0):
+    """Poll until the job is terminal (the deadline only guards against a hung test)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job = jobs_client.get_custom_job(name=name)
+        if job.state in TERMINAL or time.monotonic() > deadline:
+            return job
+        time.sleep(0.2)
+
+
+def wait_for(predicate, timeout_s: float = 60.0, interval_s: float = 0.2):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError("condition not met before the test's deadline")
+
+
+def logs(endpoint: str, **query: str | int) -> dict:
+    params = "&".join(f"{k}={v}" for k, v in query.items())
+    with urllib.request.urlopen(f"{endpoint}/vtx/logs?{params}") as resp:
+        return json.load(resp)
+
+
+def replica_output(endpoint: str, job_name: str, replica: str) -> list[str]:
+    entries = logs(endpoint, job=job_name)["entries"]
+    return [e["message"] for e in entries if e["replica"] == replica]
+
+
+def post(endpoint: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        endpoint + path,
+        data=json.dumps(body or {}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
