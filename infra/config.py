@@ -1,0 +1,457 @@
+"""The stack configuration: ``gcp:project``, ``gcp:region`` and the structured ``vtx:platform``.
+
+Everything the program declares is decided by these values, and all of them are checked here,
+before any resource exists, so that a typo fails with its key path and what to write instead
+instead of half-way through ``pulumi up``. Two layers:
+
+- per-field checks in the pydantic models (syntax, ranges, known accelerators, private CIDRs
+  outside Vertex's reserved 172.16.0.0/16);
+- cross-field checks in :func:`_cross_checks` (mode-specific ranges, overlaps between ranges,
+  what a prod stack must have, duplicate quota requests).
+
+This module has no pulumi import: tests and ``vtx review`` validate configs without the engine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from jobs.problems import Problem
+
+QUOTA_CATALOG = Path(__file__).parent / "data" / "vertex_gpu_quotas.yaml"
+# Vertex AI training reserves this range for its own networking (VERTEX.md): a peered or
+# attached range inside it would collide with the job's VMs.
+VERTEX_RESERVED = ipaddress.IPv4Network("172.16.0.0/16")
+PROD_ENVIRONMENTS = frozenset({"prod"})
+REFERENCE = "infra/README.md (vtx:platform reference)"
+
+
+class ConfigError(Exception):
+    """The stack configuration is invalid; ``problems`` says where and what to write instead."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid stack configuration ({len(problems)} problem(s)):\n{lines}")
+
+
+class HintedValueError(ValueError):
+    """A field check failure that carries what to write instead."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+# --- field types ------------------------------------------------------------------------------
+
+
+def _cidr(value: str) -> str:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise HintedValueError(
+            f"{value!r} is not an IPv4 CIDR range ({exc})",
+            "write the network address and prefix length, e.g. 10.10.0.0/20",
+        ) from exc
+    if not isinstance(net, ipaddress.IPv4Network):
+        raise HintedValueError(f"{value!r} is IPv6", "use an IPv4 range such as 10.10.0.0/20")
+    if not net.is_private:
+        raise HintedValueError(
+            f"{value} is not a private (RFC 1918) range", "use a range inside 10.0.0.0/8"
+        )
+    if net.overlaps(VERTEX_RESERVED):
+        raise HintedValueError(
+            f"{value} overlaps 172.16.0.0/16, which Vertex AI training reserves",
+            "pick a range outside 172.16.0.0/16, e.g. inside 10.0.0.0/8",
+        )
+    return str(net)
+
+
+def _pattern(regex: str, what: str, example: str):
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise HintedValueError(f"{value!r} is not a valid {what}", f"e.g. {example}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _known_accelerator(value: str) -> str:
+    known = sorted(quota_catalog()["accelerators"])
+    if value not in known:
+        raise HintedValueError(
+            f"unknown accelerator {value!r}",
+            f"one of {', '.join(known)} (the list lives in {QUOTA_CATALOG.name})",
+        )
+    return value
+
+
+def _label_map(labels: dict[str, str]) -> dict[str, str]:
+    key_re, value_re = re.compile(r"[a-z][a-z0-9_-]{0,62}"), re.compile(r"[a-z0-9_-]{0,63}")
+    for key, value in labels.items():
+        if not key_re.fullmatch(key):
+            raise HintedValueError(
+                f"label key {key!r} is invalid",
+                "lowercase letters, digits, '_' or '-', starting with a letter, ≤ 63 chars",
+            )
+        if not value_re.fullmatch(value):
+            raise HintedValueError(
+                f"label {key}={value!r} has an invalid value",
+                "lowercase letters, digits, '_' or '-', ≤ 63 chars",
+            )
+    return labels
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+ProjectId = Annotated[
+    str, _pattern(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", "GCP project id", "acme-ml-dev")
+]
+Region = Annotated[str, _pattern(r"[a-z]+-[a-z]+[0-9]+", "GCP region", "europe-west4")]
+Email = Annotated[str, _pattern(r"[^@\s]+@[^@\s]+\.[a-z]{2,}", "email address", "ml@acme.com")]
+# Service account ids are 6-30 chars and we append "-launcher" (9), hence ≤ 21 for the prefix.
+Prefix = Annotated[
+    str, _pattern(r"[a-z][a-z0-9-]{1,19}[a-z0-9]", "resource name prefix", "acme-vtx-dev")
+]
+SecretName = Annotated[str, _pattern(r"[A-Za-z0-9_-]{1,255}", "secret id", "hf-token")]
+Accelerator = Annotated[str, AfterValidator(_known_accelerator)]
+Labels = Annotated[dict[str, str], AfterValidator(_label_map)]
+
+
+class _Model(BaseModel):
+    # Unknown keys are typos until proven otherwise.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- the vtx:platform object -----------------------------------------------------------------
+
+
+class NetworkConfig(_Model):
+    """How Vertex jobs reach the project's private network."""
+
+    mode: Literal["psc-interface", "peering"] = "psc-interface"
+    """psc-interface (recommended: a network attachment) or peering (private services access)."""
+    subnet_cidr: Cidr
+    """The training subnet (private Google access on)."""
+    psc_subnet_cidr: Cidr | None = None
+    """psc-interface only: the network attachment's subnet; /28 is enough."""
+    peering_cidr: Cidr | None = None
+    """peering only: the range reserved for Vertex (private services access), /16 to /24."""
+    flow_logs: bool = False
+    """VPC flow logs on the training subnet (cost: log volume; prod wants them for audits)."""
+    flow_logs_sampling: float = Field(default=0.5, gt=0, le=1)
+    """Fraction of flows logged when flow_logs is on."""
+    host_project: ProjectId | None = None
+    """Shared VPC host project: the network is declared there and this project attached to it."""
+
+
+class StorageConfig(_Model):
+    """The four buckets (data, checkpoints, staging, models)."""
+
+    location: str | None = None
+    """Bucket location; default: the stack's gcp:region (same region as the jobs: no egress)."""
+    soft_delete_days: int = 7
+    """How long deleted objects stay restorable: 0 (off) or 7..90 days."""
+    noncurrent_version_days: int = Field(default=7, ge=1, le=3650)
+    """Checkpoints/models keep old object versions this many days, then delete them."""
+    staging_ttl_days: int = Field(default=7, ge=1, le=3650)
+    """Staging objects (packages, rendered specs) expire after this many days."""
+
+
+class RegistryConfig(_Model):
+    """The Docker repository holding the trainer image."""
+
+    repository: Annotated[
+        str, _pattern(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?", "repository id", "trainer")
+    ] = "trainer"
+    """Repository id (the prefix is prepended)."""
+    keep_recent: int = Field(default=10, ge=1, le=1000)
+    """Cleanup keeps this many most recent versions whatever their age."""
+    delete_untagged_after_days: int = Field(default=7, ge=1, le=3650)
+    """Cleanup deletes untagged versions older than this."""
+    immutable_tags: bool = False
+    """A pushed tag cannot be moved (required in prod: a job's image cannot change under it)."""
+    vulnerability_scanning: bool = True
+    """Scan pushed images (enables containerscanning.googleapis.com)."""
+
+
+class QuotaRequest(_Model):
+    """One Vertex custom-training GPU quota to request with a Cloud Quotas QuotaPreference."""
+
+    accelerator: Accelerator
+    """Vertex accelerator type, e.g. NVIDIA_L4 (see infra/data/vertex_gpu_quotas.yaml)."""
+    count: int = Field(ge=0, le=100_000)
+    """GPUs wanted in that region."""
+    spot: bool = False
+    """True: the preemptible metric (SPOT and FLEX_START jobs); false: on-demand."""
+    region: Region | None = None
+    """Region of the quota; default: the stack's gcp:region."""
+    quota_id: (
+        Annotated[
+            str, _pattern(r"[A-Za-z0-9-]{3,128}", "quota id", "CustomModelTrainingNvidiaL4Gpus...")
+        ]
+        | None
+    ) = None
+    """Explicit Cloud Quotas id, overriding the (unconfirmed) catalog entry."""
+
+
+class BudgetConfig(_Model):
+    """A monthly billing budget scoped to this project, with e-mail threshold alerts."""
+
+    billing_account: Annotated[
+        str,
+        _pattern(r"[0-9A-F]{6}(-[0-9A-F]{6}){2}", "billing account id", "0A1B2C-3D4E5F-6A7B8C"),
+    ]
+    monthly_amount: int = Field(gt=0)
+    """Whole currency units per calendar month."""
+    currency: Annotated[str, _pattern(r"[A-Z]{3}", "ISO 4217 currency code", "USD")] = "USD"
+    """Must be the billing account's currency."""
+    thresholds: list[Annotated[float, Field(gt=0, le=10)]] = Field(
+        default_factory=lambda: [0.5, 0.9, 1.0], min_length=1
+    )
+    """Fractions of the amount that alert on current spend."""
+    forecast_threshold: float | None = Field(default=1.0, gt=0, le=10)
+    """Fraction of the amount that alerts on forecasted spend; null for none."""
+
+
+class CiConfig(_Model):
+    """A GitHub Actions identity (Workload Identity Federation) allowed to act as the launcher."""
+
+    github_repository: Annotated[
+        str, _pattern(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", "GitHub owner/repository", "acme/vtx")
+    ]
+    branch: Annotated[str, _pattern(r"[A-Za-z0-9_./-]+", "branch name", "main")] | None = None
+    """When set, only workflows on this branch may impersonate the launcher."""
+
+
+class PlatformConfig(_Model):
+    """The ``vtx:platform`` object. Secure defaults; prod rules in :func:`_cross_checks`."""
+
+    environment: Annotated[str, _pattern(r"[a-z][a-z0-9-]{1,15}", "environment name", "dev")]
+    """Environment name, exported as StackOutputs.environment and as a label."""
+    prefix: Prefix
+    """Prepended to every resource name (buckets are global: make it unique to your org)."""
+    labels: Labels = Field(default_factory=dict)
+    """Extra labels on every labelled resource (app/environment/managed-by are always set)."""
+    network: NetworkConfig
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    registry: RegistryConfig = Field(default_factory=RegistryConfig)
+    quotas: list[QuotaRequest] = Field(default_factory=list)
+    quota_contact_email: Email | None = None
+    """Who Google contacts about quota requests."""
+    secrets: list[SecretName] = Field(default_factory=list)
+    """Secret Manager secret ids to create (values are added out of band with gcloud)."""
+    secret_locations: list[Region] = Field(default_factory=list)
+    """Pin secret replicas to these regions; empty: automatic replication."""
+    tensorboard: bool = True
+    """Create a Vertex TensorBoard instance for the jobs' logs."""
+    cmek: bool = False
+    """Encrypt buckets, the registry and TensorBoard with a Cloud KMS key (required in prod)."""
+    kms_rotation_days: int = Field(default=90, ge=1, le=36500)
+    """Rotation period of the CMEK key."""
+    budget: BudgetConfig | None = None
+    ci: CiConfig | None = None
+
+    @property
+    def is_prod(self) -> bool:
+        return self.environment in PROD_ENVIRONMENTS
+
+    def common_labels(self) -> dict[str, str]:
+        """Labels on every labelled resource and in the stack output."""
+        return {"app": "vtx", "environment": self.environment, "managed-by": "pulumi"} | dict(
+            self.labels
+        )
+
+
+class StackConfig(_Model):
+    """The whole stack configuration: provider settings plus ``vtx:platform``."""
+
+    project: ProjectId
+    region: Region
+    platform: PlatformConfig
+
+    @property
+    def bucket_location(self) -> str:
+        return (self.platform.storage.location or self.region).upper()
+
+
+# --- the quota catalog ------------------------------------------------------------------------
+
+
+@cache
+def quota_catalog() -> dict[str, Any]:
+    """The accelerator → metric → quota id table (infra/data/vertex_gpu_quotas.yaml)."""
+    return yaml.safe_load(QUOTA_CATALOG.read_text())
+
+
+# --- loading and error reporting ----------------------------------------------------------------
+
+# Where each StackConfig field lives in Pulumi.<stack>.yaml.
+_CONFIG_KEYS = {"project": "gcp:project", "region": "gcp:region", "platform": "vtx:platform"}
+
+
+def load_stack_config(values: Mapping[str, Any], source: str) -> StackConfig:
+    """Validate raw Pulumi config values (``gcp:project``, ``gcp:region``, ``vtx:platform``).
+
+    ``source`` names the file in messages. Raises :class:`ConfigError` listing every problem.
+    """
+    raw = {field: values.get(key) for field, key in _CONFIG_KEYS.items() if key in values}
+    try:
+        config = StackConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError([_problem(err, source) for err in exc.errors()]) from None
+    problems = [
+        Problem(path, message, hint, source) for path, message, hint in _cross_checks(config)
+    ]
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def read_stack_file(path: Path) -> dict[str, Any]:
+    """The ``config:`` mapping of a ``Pulumi.<stack>.yaml`` file, secure values included as-is."""
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError([Problem("(file)", "does not exist", None, str(path))]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([Problem("(file)", f"is not YAML: {exc}", None, str(path))]) from None
+    config = document.get("config") if isinstance(document, dict) else None
+    if not isinstance(config, dict):
+        raise ConfigError(
+            [Problem("config", "missing", "a top-level `config:` mapping", str(path))]
+        )
+    return config
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    if not loc:
+        return "(top)"
+    head, *rest = loc
+    path = _CONFIG_KEYS.get(str(head), str(head))
+    for part in rest:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _problem(err: Any, source: str) -> Problem:
+    loc = tuple(err["loc"])
+    error = (err.get("ctx") or {}).get("error")
+    if isinstance(error, HintedValueError):
+        return Problem(_dotted(loc), str(error), error.hint, source)
+    if err["type"] == "extra_forbidden":
+        known = ", ".join(_known_keys(loc[:-1]))
+        return Problem(_dotted(loc), "unknown key", f"one of: {known} (see {REFERENCE})", source)
+    if err["type"] == "missing":
+        return Problem(_dotted(loc), "required key is missing", f"see {REFERENCE}", source)
+    return Problem(_dotted(loc), f"{err['msg']} (got {err.get('input')!r})", None, source)
+
+
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """Field names of the model found at ``loc`` (for 'unknown key' hints)."""
+    model: Any = StackConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        annotation = model.model_fields[str(part)].annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        for candidate in candidates:
+            inner = getattr(candidate, "__args__", (candidate,))
+            found = [
+                c for c in (candidate, *inner) if isinstance(c, type) and issubclass(c, BaseModel)
+            ]
+            if found:
+                model = found[0]
+                break
+    return list(model.model_fields)
+
+
+def _cross_checks(config: StackConfig) -> Iterator[tuple[str, str, str | None]]:
+    """(key path, problem, hint) for rules that involve more than one field."""
+    platform = config.platform
+    yield from _network_checks(platform.network)
+    yield from _storage_checks(platform.storage)
+    yield from _quota_checks(platform, config.region)
+    if len(set(platform.secrets)) != len(platform.secrets):
+        yield "vtx:platform.secrets", "lists a secret twice", "list each secret id once"
+    if platform.is_prod:
+        if not platform.cmek:
+            yield (
+                "vtx:platform.cmek",
+                f"environment {platform.environment!r} must encrypt with customer-managed keys",
+                "set cmek: true",
+            )
+        if not platform.registry.immutable_tags:
+            yield (
+                "vtx:platform.registry.immutable_tags",
+                "prod images must be immutable: a job's image must not change under it",
+                "set registry.immutable_tags: true",
+            )
+
+
+def _network_checks(network: NetworkConfig) -> Iterator[tuple[str, str, str | None]]:
+    base = "vtx:platform.network"
+    psc, peering = network.psc_subnet_cidr, network.peering_cidr
+    if network.mode == "psc-interface":
+        if psc is None:
+            yield f"{base}.psc_subnet_cidr", "required in mode psc-interface", "e.g. 10.11.0.0/28"
+        elif ipaddress.ip_network(psc).prefixlen > 28:
+            yield f"{base}.psc_subnet_cidr", f"{psc} is smaller than /28", "use a /28 or larger"
+        if peering is not None:
+            yield f"{base}.peering_cidr", "only used in mode peering", "remove it"
+    else:
+        if peering is None:
+            yield f"{base}.peering_cidr", "required in mode peering", "e.g. 10.20.0.0/16"
+        elif not 16 <= ipaddress.ip_network(peering).prefixlen <= 24:
+            yield f"{base}.peering_cidr", f"{peering} must be /16 to /24", "e.g. 10.20.0.0/16"
+        if psc is not None:
+            yield f"{base}.psc_subnet_cidr", "only used in mode psc-interface", "remove it"
+    ranges = {"subnet_cidr": network.subnet_cidr, "psc_subnet_cidr": psc, "peering_cidr": peering}
+    named = [(k, ipaddress.ip_network(v)) for k, v in ranges.items() if v is not None]
+    for i, (name_a, net_a) in enumerate(named):
+        for name_b, net_b in named[i + 1 :]:
+            if net_a.overlaps(net_b):
+                yield (
+                    f"{base}.{name_b}",
+                    f"{net_b} overlaps {name_a} ({net_a})",
+                    "give each range its own block",
+                )
+
+
+def _storage_checks(storage: StorageConfig) -> Iterator[tuple[str, str, str | None]]:
+    days = storage.soft_delete_days
+    if days != 0 and not 7 <= days <= 90:
+        yield (
+            "vtx:platform.storage.soft_delete_days",
+            f"{days} is outside what Cloud Storage accepts",
+            "0 (off) or 7..90",
+        )
+
+
+def _quota_checks(platform: PlatformConfig, region: str) -> Iterator[tuple[str, str, str | None]]:
+    seen: dict[tuple[str, bool, str], int] = {}
+    for index, request in enumerate(platform.quotas):
+        key = (request.accelerator, request.spot, request.region or region)
+        if key in seen:
+            yield (
+                f"vtx:platform.quotas[{index}]",
+                f"same accelerator, spot and region as quotas[{seen[key]}]",
+                "merge the two requests into one count",
+            )
+        seen.setdefault(key, index)
+    if platform.quotas and platform.quota_contact_email is None:
+        yield (
+            "vtx:platform.quota_contact_email",
+            "required when quotas are requested (Google contacts this address about them)",
+            "e.g. ml-platform@acme.com",
+        )

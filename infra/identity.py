@@ -1,0 +1,188 @@
+"""Identities: the service agents Vertex acts as, and our two service accounts.
+
+Least privilege, exactly:
+- ``trainer`` (the jobs' runtime account): ``roles/logging.logWriter`` on the project, and, when
+  TensorBoard is on, a custom role holding only TensorBoard read/write permissions. Its bucket and
+  secret roles are granted on each bucket and secret by those components, never project-wide.
+- ``launcher`` (who submits jobs): ``roles/aiplatform.user`` on the project and
+  ``roles/iam.serviceAccountUser`` on the trainer account only (so it can run jobs as the trainer
+  and as nothing else).
+- No keys: CI reaches the launcher through Workload Identity Federation (``ci.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+# TensorBoard instances have no resource-level IAM in the provider, and the predefined role that
+# can write to them (aiplatform.user) can also create jobs. So: a custom role with only this.
+# The *.write permissions are checked against the Vertex REST reference; the others follow the
+# same naming scheme (create/get/list/update per resource) and are UNCONFIRMED one by one.
+TENSORBOARD_WRITER_PERMISSIONS = (
+    "aiplatform.tensorboards.get",
+    "aiplatform.tensorboardExperiments.create",
+    "aiplatform.tensorboardExperiments.get",
+    "aiplatform.tensorboardExperiments.list",
+    "aiplatform.tensorboardExperiments.update",
+    "aiplatform.tensorboardExperiments.write",
+    "aiplatform.tensorboardRuns.create",
+    "aiplatform.tensorboardRuns.get",
+    "aiplatform.tensorboardRuns.list",
+    "aiplatform.tensorboardRuns.update",
+    "aiplatform.tensorboardRuns.write",
+    "aiplatform.tensorboardTimeSeries.create",
+    "aiplatform.tensorboardTimeSeries.get",
+    "aiplatform.tensorboardTimeSeries.list",
+    "aiplatform.tensorboardTimeSeries.update",
+    "aiplatform.tensorboardTimeSeries.batchRead",
+)
+
+
+def sa_member(email: pulumi.Input[str]) -> pulumi.Output[str]:
+    return pulumi.Output.concat("serviceAccount:", email)
+
+
+@dataclass(frozen=True)
+class ServiceAgentsArgs:
+    project: str
+    project_number: pulumi.Input[str]
+    aiplatform_api: list[pulumi.Resource]
+    """Enablement of aiplatform.googleapis.com: the agents exist only once it is on."""
+    artifactregistry_api: list[pulumi.Resource] | None = None
+    """Set (CMEK only) to also resolve the Artifact Registry and Cloud Storage agents."""
+
+
+class ServiceAgents(pulumi.ComponentResource):
+    """Vertex's two service agents, as IAM members.
+
+    ``projects.ServiceIdentity`` creates (or returns) the primary AI Platform agent. The custom
+    code agent (-cc), which runs the job containers when no service account is given, is not
+    returned by that API: its address is built from the project number (VERTEX.md).
+    """
+
+    aiplatform: pulumi.Output[str]
+    custom_code: pulumi.Output[str]
+    artifactregistry: pulumi.Output[str] | None = None
+    storage: pulumi.Output[str] | None = None
+
+    def __init__(
+        self, name: str, args: ServiceAgentsArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("vtx:platform:ServiceAgents", name, None, opts)
+        identity = gcp.projects.ServiceIdentity(
+            f"{name}-aiplatform",
+            project=args.project,
+            service="aiplatform.googleapis.com",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.aiplatform_api),
+        )
+        self.identity = identity
+        self.aiplatform = identity.member
+        self.custom_code = pulumi.Output.from_input(args.project_number).apply(
+            lambda number: (
+                f"serviceAccount:service-{number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
+            )
+        )
+        if args.artifactregistry_api is not None:
+            registry = gcp.projects.ServiceIdentity(
+                f"{name}-artifactregistry",
+                project=args.project,
+                service="artifactregistry.googleapis.com",
+                opts=pulumi.ResourceOptions(parent=self, depends_on=args.artifactregistry_api),
+            )
+            self.artifactregistry = registry.member
+            # Cloud Storage's agent is not a ServiceIdentity: the storage API returns it.
+            self.storage = gcp.storage.get_project_service_account_output(
+                project=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
+            ).member
+        self.register_outputs({"aiplatform": self.aiplatform, "custom_code": self.custom_code})
+
+
+@dataclass(frozen=True)
+class IdentityArgs:
+    project: str
+    prefix: str
+    tensorboard: bool
+    iam_api: list[pulumi.Resource]
+
+
+class Identity(pulumi.ComponentResource):
+    """The ``trainer`` and ``launcher`` service accounts and their project-level grants."""
+
+    trainer: gcp.serviceaccount.Account
+    launcher: gcp.serviceaccount.Account
+    grants: list[pulumi.Resource]
+
+    def __init__(self, name: str, args: IdentityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("vtx:platform:Identity", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, depends_on=args.iam_api)
+        self.trainer = gcp.serviceaccount.Account(
+            f"{name}-trainer",
+            project=args.project,
+            account_id=f"{args.prefix}-trainer",
+            display_name="vtx trainer: runtime identity of Vertex training jobs",
+            opts=child,
+        )
+        self.launcher = gcp.serviceaccount.Account(
+            f"{name}-launcher",
+            project=args.project,
+            account_id=f"{args.prefix}-launcher",
+            display_name="vtx launcher: submits training jobs that run as the trainer",
+            opts=child,
+        )
+        trainer = sa_member(self.trainer.email)
+        launcher = sa_member(self.launcher.email)
+        own = pulumi.ResourceOptions(parent=self)
+        self.grants = [
+            gcp.projects.IAMMember(
+                f"{name}-trainer-log-writer",
+                project=args.project,
+                role="roles/logging.logWriter",
+                member=trainer,
+                opts=own,
+            ),
+            gcp.projects.IAMMember(
+                f"{name}-launcher-aiplatform-user",
+                project=args.project,
+                role="roles/aiplatform.user",
+                member=launcher,
+                opts=own,
+            ),
+            gcp.serviceaccount.IAMMember(
+                f"{name}-launcher-acts-as-trainer",
+                service_account_id=self.trainer.name,
+                role="roles/iam.serviceAccountUser",
+                member=launcher,
+                opts=own,
+            ),
+        ]
+        if args.tensorboard:
+            role = gcp.projects.IAMCustomRole(
+                f"{name}-tensorboard-writer",
+                project=args.project,
+                role_id=f"{args.prefix.replace('-', '_')}_tensorboard_writer",
+                title="vtx TensorBoard writer",
+                description="Write experiments, runs and time series to Vertex TensorBoard",
+                permissions=list(TENSORBOARD_WRITER_PERMISSIONS),
+                opts=own,
+            )
+            self.grants.append(
+                gcp.projects.IAMMember(
+                    f"{name}-trainer-tensorboard-writer",
+                    project=args.project,
+                    role=role.name,
+                    member=trainer,
+                    opts=own,
+                )
+            )
+        self.register_outputs({"trainer": self.trainer.email, "launcher": self.launcher.email})
+
+    @property
+    def trainer_member(self) -> pulumi.Output[str]:
+        return sa_member(self.trainer.email)
+
+    @property
+    def launcher_member(self) -> pulumi.Output[str]:
+        return sa_member(self.launcher.email)
