@@ -1,11 +1,158 @@
-"""`vtx local up|down|status|preempt` and `vtx demo`: the embedded local platform."""
+"""`vtx local up|down|status|preempt` and `vtx demo`: the embedded local platform.
+
+Cheap to import (loaded by `vtx --help`): the platform modules are imported in the commands."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import typer
+from rich.console import Console
 
 local_app = typer.Typer(
     help="Run the Vertex-compatible local platform on this machine.", no_args_is_help=True
 )
 # Merged into the top-level app: holds `vtx demo`.
 demo_app = typer.Typer()
+
+console = Console()
+err_console = Console(stderr=True)
+
+DataDirOption = typer.Option(
+    None,
+    "--data-dir",
+    help="Where jobs, logs and objects live [default: $VTX_LOCAL_DIR or .vtx/local]",
+)
+
+
+def _fail(message: str) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(1)
+
+
+def _data_dir(data_dir: Path | None) -> Path:
+    from jobs.local.state import default_data_dir
+
+    return data_dir or default_data_dir()
+
+
+@local_app.command("up")
+def up(
+    data_dir: Path | None = DataDirOption,
+    port: int = typer.Option(8470, help="Control plane port on 127.0.0.1."),
+    gcs_port: int = typer.Option(8471, help="GCS emulator port on 127.0.0.1."),
+    max_replicas: int = typer.Option(8, help="Replicas that may run at once."),
+    grace_s: float = typer.Option(30.0, help="SIGTERM-to-SIGKILL delay (a Spot VM gets 30 s)."),
+    chaos: float = typer.Option(
+        0.0, help="Random preemptions per replica-hour for Spot jobs (label vtx-chaos-per-hour)."
+    ),
+    chaos_seed: int = typer.Option(0, help="Seed of the chaos schedule (label vtx-chaos-seed)."),
+) -> None:
+    """Start the GCS emulator and the control plane in the background."""
+    from jobs.local.platform import ExecutorOptions, PlatformError, clear_stale, start_platform
+    from jobs.stack import StackError
+
+    directory = _data_dir(data_dir)
+    try:
+        stale = clear_stale(directory)
+        if stale:
+            err_console.print(f"[yellow]note:[/yellow] {stale}")
+        options = ExecutorOptions(
+            max_replicas=max_replicas, grace_s=grace_s, chaos_per_hour=chaos, chaos_seed=chaos_seed
+        )
+        state = start_platform(directory, Path.cwd(), port, gcs_port, options=options)
+    except (PlatformError, StackError) as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"[green]local platform up[/green] (data in {state.data_dir})")
+    console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
+    console.print(f"  GCS endpoint        {state.gcs_endpoint}")
+    console.print("  use it with         --stack local   (stop with `vtx local down`)")
+
+
+@local_app.command("down")
+def down(data_dir: Path | None = DataDirOption) -> None:
+    """Stop the local platform (running replicas are stopped and their jobs fail)."""
+    from jobs.local.platform import PlatformError, stop_platform
+    from jobs.stack import StackError
+
+    try:
+        state = stop_platform(_data_dir(data_dir))
+    except (PlatformError, StackError) as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"local platform stopped (data kept in {state.data_dir})")
+
+
+@local_app.command("status")
+def status(
+    data_dir: Path | None = DataDirOption,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show whether the local platform runs and where."""
+    from jobs.local.platform import running_state
+    from jobs.local.state import read_state
+    from jobs.stack import StackError
+
+    directory = _data_dir(data_dir)
+    try:
+        state = running_state(directory)
+        stale = state is None and read_state(directory) is not None
+    except StackError as exc:
+        raise _fail(str(exc)) from None
+    info: dict[str, object] = {"running": state is not None, "data_dir": str(directory.resolve())}
+    if state is not None:
+        info |= {
+            "vertex_endpoint": state.vertex_endpoint,
+            "gcs_endpoint": state.gcs_endpoint,
+            "cwd": state.cwd,
+            "server_pid": state.server_pid,
+            "gcs_pid": state.gcs_pid,
+        }
+    if as_json:
+        console.print_json(json.dumps(info))
+    elif state is None:
+        note = " (a stale state file is left; `vtx local up` cleans it)" if stale else ""
+        console.print(f"local platform not running in {info['data_dir']}{note}")
+    else:
+        console.print(f"local platform running (data in {info['data_dir']})")
+        console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
+        console.print(f"  GCS endpoint        {state.gcs_endpoint}")
+    if state is None:
+        raise typer.Exit(1)
+
+
+@local_app.command("preempt")
+def preempt(
+    job: str = typer.Argument(..., help="Job id or resource name."),
+    replica: str | None = typer.Option(
+        None, help="Replica to preempt, e.g. workerpool1-0 [default: the last one]."
+    ),
+    data_dir: Path | None = DataDirOption,
+) -> None:
+    """Deliver a Spot preemption to one replica: SIGTERM, grace, SIGKILL, then restart."""
+    from jobs.local.client import LocalApiError, preempt_replica
+    from jobs.local.state import local_stack_outputs
+    from jobs.stack import StackError
+
+    try:
+        stack = local_stack_outputs(_data_dir(data_dir) if data_dir else None)
+        target = preempt_replica(stack.vertex_endpoint or "", job, replica)
+    except (StackError, LocalApiError) as exc:
+        raise _fail(str(exc)) from None
+    console.print(
+        f"preempting {target} of job {job.rsplit('/', 1)[-1]} (SIGTERM; SIGKILL after grace)"
+    )
+
+
+@demo_app.command("demo")
+def demo(
+    data_dir: Path | None = DataDirOption,
+    keep_up: bool = typer.Option(False, help="Leave a platform this command started running."),
+) -> None:
+    """The whole path offline: platform, stack preview, a 2-replica LoRA job, a preemption."""
+    from jobs.local.demo import DemoError, run_demo
+
+    try:
+        run_demo(_data_dir(data_dir), console=console, keep_up=keep_up)
+    except DemoError as exc:
+        raise _fail(str(exc)) from None

@@ -229,8 +229,9 @@ class Executor:
                 self._set_state(job, rt, CANCELLING)
             return job
 
-    def preempt(self, job_id: str, replica: str | None) -> dict:
-        """Deliver what a Spot VM gets: SIGTERM now, SIGKILL after the grace period."""
+    def preempt(self, job_id: str, replica: str | None) -> str:
+        """Deliver what a Spot VM gets: SIGTERM now, SIGKILL after the grace period. Without a
+        replica name, the last replica (the highest pool's) is hit. Returns its name."""
         with self._lock:
             entry = self._jobs.get(job_id)
             if entry is None or entry[0]["state"] != RUNNING or entry[1].stopping:
@@ -259,7 +260,7 @@ class Executor:
                     f"replica {target} is not running ({found[0].status})",
                 )
             self._preempt(job, rt, found[0], "requested")
-            return job
+            return target
 
     def delete(self, job_id: str) -> None:
         with self._lock:

@@ -312,13 +312,13 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         }
 
     @app.post("/vtx/jobs/{job_id}:preempt")
-    async def preempt(request: Request, job_id: str) -> Response:
+    async def preempt(request: Request, job_id: str) -> dict:
         body = json.loads(await request.body() or b"{}")
         try:
-            job = executor.preempt(job_id, body.get("replica"))
+            replica = executor.preempt(job_id, body.get("replica"))
         except KeyError as exc:
             raise ApiError(404, f"no job {job_id}") from exc
-        return Response(render_custom_job(job, False), media_type="application/json")
+        return {"job": job_id, "replica": replica}
 
 
 def main() -> None:

@@ -1,0 +1,47 @@
+"""Calls to the control plane's vtx-only endpoints (preemption, logs). JobService calls go
+through the real aiplatform client instead; these two have no Google counterpart."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+
+
+class LocalApiError(Exception):
+    """The control plane refused a request or could not be reached."""
+
+
+def _call(url: str, body: dict | None = None) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url,
+        data=data,
+        headers={"Content-Type": "application/json"},
+        method="POST" if data else "GET",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return json.load(resp)
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.load(exc)["error"]["message"]
+        except (ValueError, KeyError):
+            message = f"HTTP {exc.code}"
+        raise LocalApiError(message) from exc
+    except OSError as exc:
+        raise LocalApiError(f"cannot reach the local control plane at {url}: {exc}") from exc
+
+
+def preempt_replica(endpoint: str, job: str, replica: str | None = None) -> str:
+    """Preempt one replica of a running job; returns the replica's name."""
+    job_id = job.rsplit("/", 1)[-1]
+    answer = _call(f"{endpoint}/vtx/jobs/{job_id}:preempt", {"replica": replica} if replica else {})
+    return answer["replica"]
+
+
+def read_logs(endpoint: str, *, run_id: str | None = None, job: str | None = None, cursor: int = 0):
+    """One page of log entries after ``cursor``: ``{"entries": [...], "cursor": N}``."""
+    query = {"cursor": cursor} | ({"run_id": run_id} if run_id else {"job": job})
+    return _call(f"{endpoint}/vtx/logs?{urllib.parse.urlencode(query)}")
