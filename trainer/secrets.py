@@ -59,5 +59,7 @@ def export_secrets(environ: MutableMapping[str, str] | None = None) -> list[str]
     for name, secret in refs.items():
         response = client.access_secret_version(name=resource_name(secret, project))
         env[name] = response.payload.data.decode("utf-8")
+    # Child processes (torchrun workers) inherit the values and must not fetch them again.
+    env.pop(SECRETS_ENV, None)
     log.info("secrets exported", extra={"variables": sorted(refs)})
     return sorted(refs)

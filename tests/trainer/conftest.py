@@ -1,0 +1,83 @@
+"""Tiny, fast configurations for trainer tests: a 2-layer, 32-wide Llama on the shipped data."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "trainer" / "examples"
+TOKENIZER = EXAMPLES / "tokenizer"
+DATASET = EXAMPLES / "data" / "tiny.jsonl"
+
+TINY_LLAMA = {
+    "model_type": "llama",
+    "vocab_size": 1024,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 256,
+    "tie_word_embeddings": True,
+}
+
+
+def tiny_config(data_path: str, output_dir: str, **overrides: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "model": {"config": dict(TINY_LLAMA), "tokenizer": str(TOKENIZER)},
+        "data": {"path": data_path, "max_seq_length": 128, "packing": True},
+        "output_dir": output_dir,
+        "learning_rate": 3e-3,
+        "warmup_steps": 2,
+        "lr_scheduler_type": "cosine",
+        "weight_decay": 0.01,
+        "per_device_train_batch_size": 2,
+        "max_steps": 8,
+        "logging_steps": 1,
+        "save_steps": 4,
+        "save_total_limit": 2,
+        "report_to": [],
+        "seed": 7,
+    }
+    for key, value in overrides.items():
+        target = cfg
+        *parents, leaf = key.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = value
+    return cfg
+
+
+@pytest.fixture
+def small_dataset(tmp_path: Path) -> Path:
+    """The first 40 shipped rows: ~8 packed rows of 128 tokens, so an epoch is a few steps."""
+    rows = DATASET.read_text().splitlines()[:40]
+    path = tmp_path / "small.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[..., Path]:
+    def write(cfg: dict[str, Any], name: str = "config.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(cfg))
+        return path
+
+    return write
+
+
+def read_json_lines(text: str) -> list[dict[str, Any]]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out

@@ -1,0 +1,90 @@
+"""Container entrypoint: `python -m trainer.launch --config CONFIG.yaml [--set k=v ...]`.
+
+Turns Vertex's node-level environment into a torchrun invocation (one process per GPU, or one
+gloo process on CPU) and runs torchrun's agent in this process, so that its outcome can be
+mapped to the exit code the platform should see:
+
+- every worker finished: 0;
+- SIGTERM (preemption): the workers checkpoint and exit 143; torchrun's agent, which also gets
+  the signal, waits up to `SHUTDOWN_TIMEOUT_S` for them before SIGKILL. We exit 143 too, as a
+  process killed by SIGTERM would; the platform's retry then resumes from the checkpoint.
+- a peer node was preempted: our workers stop at the same step (the stop flag is all-reduced)
+  and exit 143; torchrun reports that as a child failure, which we map back to 143.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from trainer.env import VertexEnv
+from trainer.metrics import setup_logging
+from trainer.secrets import export_secrets
+
+log = logging.getLogger(__name__)
+
+EXIT_PREEMPTED = 143
+# A Spot VM gets 30 s between SIGTERM and power-off: the agent must not kill its workers sooner.
+SHUTDOWN_TIMEOUT_S = 30
+
+
+def torchrun_argv(env: VertexEnv, nproc_per_node: int, trainer_args: list[str]) -> list[str]:
+    return [
+        f"--nnodes={env.nnodes}",
+        f"--node_rank={env.node_rank}",
+        f"--master_addr={env.master_addr}",
+        f"--master_port={env.master_port}",
+        f"--nproc_per_node={nproc_per_node}",
+        "--max_restarts=0",  # restarts come from the platform, which reschedules the node
+        f"--shutdown_timeout={SHUTDOWN_TIMEOUT_S}",
+        "--module",
+        "trainer",
+        *trainer_args,
+    ]
+
+
+def devices_per_node() -> int:
+    import torch
+
+    return torch.cuda.device_count() or 1
+
+
+def exit_code_for(exitcodes: list[int]) -> int:
+    """143 when every failed worker stopped for a preemption, else the first failure's code."""
+    if exitcodes and all(code in (EXIT_PREEMPTED, -15) for code in exitcodes):
+        return EXIT_PREEMPTED
+    return next((code for code in exitcodes if code > 0), 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    trainer_args = sys.argv[1:] if argv is None else argv
+    env = VertexEnv.from_environ()
+    setup_logging(env.node_rank)
+    export_secrets()  # children inherit the values; VTX_SECRETS is dropped so they don't refetch
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    argv_ = torchrun_argv(env, devices_per_node(), trainer_args)
+    log.info(
+        "launching torchrun",
+        extra={"node_rank": env.node_rank, "nnodes": env.nnodes, "torchrun_args": argv_},
+    )
+    try:
+        run(parse_args(argv_))
+    except ChildFailedError as exc:
+        code = exit_code_for([f.exitcode for f in exc.failures.values()])
+        log.log(
+            logging.WARNING if code == EXIT_PREEMPTED else logging.ERROR,
+            "workers stopped",
+            extra={"exit_code": code},
+        )
+        return code
+    except SignalException as exc:
+        log.warning("terminated by %s after the workers checkpointed", exc.sigval.name)
+        return EXIT_PREEMPTED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
