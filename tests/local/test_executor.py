@@ -1,0 +1,180 @@
+"""Vertex's job semantics on local processes: concurrency, failures, timeouts, cancel with
+SIGKILL escalation, and restarts after a preemption (one worker or the whole job)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from local_helpers import (
+    PARENT,
+    client,
+    custom_job,
+    logs,
+    pool,
+    post,
+    replica_output,
+    wait_for,
+    wait_terminal,
+)
+
+from jobs.stack import StackOutputs
+
+SLEEP = "import time; print('up', flush=True); time.sleep(600)"
+
+
+def _service_lines(endpoint: str, job_name: str) -> list[str]:
+    return replica_output(endpoint, job_name, "service")
+
+
+def test_twenty_concurrent_jobs_are_all_accounted_for(local_platform: StackOutputs) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    label = {"vtx-run-id": "twenty"}
+
+    def submit(i: int) -> str:
+        job = custom_job(f"c{i}", pool(f"print('job {i}')"), labels=label)
+        return jobs.create_custom_job(parent=PARENT, custom_job=job).name
+
+    with ThreadPoolExecutor(max_workers=20) as pool_:
+        names = list(pool_.map(submit, range(20)))
+
+    assert len(set(names)) == 20
+    finished = [wait_terminal(jobs, name, timeout_s=120) for name in names]
+    assert [j.state for j in finished] == [4] * 20
+    for i, name in enumerate(names):
+        assert replica_output(local_platform.vertex_endpoint, name, "workerpool0-0") == [f"job {i}"]
+    listed = jobs.list_custom_jobs(
+        request={"parent": PARENT, "filter": 'labels.vtx-run-id="twenty"'}
+    )
+    assert {j.name for j in listed} == set(names)
+    # One run id covers all twenty jobs' logs.
+    entries = logs(local_platform.vertex_endpoint, run_id="twenty")["entries"]
+    assert {e["job"] for e in entries if e["replica"] == "workerpool0-0"} == set(names)
+
+
+def test_worker_exiting_nonzero_fails_the_job_and_stops_the_primary(
+    local_platform: StackOutputs,
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    job = jobs.create_custom_job(
+        parent=PARENT, custom_job=custom_job("fail", pool(SLEEP), pool("exit(3)"))
+    )
+    done = wait_terminal(jobs, job.name)
+    assert done.state == 5  # FAILED
+    assert "workerpool1-0 exited with a non-zero status of 3" in done.error.message
+    service = _service_lines(local_platform.vertex_endpoint, job.name)
+    assert "workerpool0-0 exited with code 143" in service  # stopped by SIGTERM
+
+
+def test_timeout_fails_the_job(local_platform: StackOutputs) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    job = jobs.create_custom_job(
+        parent=PARENT, custom_job=custom_job("slow", pool(SLEEP), scheduling={"timeout": "1s"})
+    )
+    done = wait_terminal(jobs, job.name)
+    assert done.state == 5
+    assert done.error.code == 4  # DEADLINE_EXCEEDED
+    assert "timeout" in done.error.message
+
+
+def test_cancel_escalates_to_sigkill_when_sigterm_is_ignored(local_platform: StackOutputs) -> None:
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('up', flush=True); time.sleep(600)"
+    )
+    jobs = client(local_platform.vertex_endpoint)
+    job = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("stubborn", pool(stubborn)))
+    wait_for(lambda: replica_output(local_platform.vertex_endpoint, job.name, "workerpool0-0"))
+    jobs.cancel_custom_job(name=job.name)
+    assert jobs.get_custom_job(name=job.name).state in (6, 7)  # CANCELLING, then CANCELLED
+    done = wait_terminal(jobs, job.name)
+    assert done.state == 7
+    service = _service_lines(local_platform.vertex_endpoint, job.name)
+    assert "workerpool0-0 still running after grace: SIGKILL" in service
+    assert "workerpool0-0 exited with code 137" in service
+
+
+# A two-replica program that behaves like the trainer under preemption: the replica that gets
+# SIGTERM raises a stop flag and exits 143; the other sees the flag and exits 143 as well
+# (the collective stop). Restarted, the primary finishes and the worker waits to be stopped.
+COLLECTIVE_STOP = """
+import json, os, pathlib, signal, sys, time
+drill = pathlib.Path(os.environ["DRILL_DIR"])
+me = json.loads(os.environ["CLUSTER_SPEC"])["task"]["type"]
+starts = drill / f"{me}.starts"
+previous = starts.read_text().count("x") if starts.exists() else 0
+starts.write_text("x" * (previous + 1))
+if previous:
+    if me == "workerpool0":
+        print("resumed and finished", flush=True)
+        sys.exit(0)
+    time.sleep(600)
+stop = drill / "stop"
+def on_term(*_):
+    stop.write_text("stop")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+while not stop.exists():
+    time.sleep(0.05)
+sys.exit(143)
+"""
+
+
+@pytest.mark.parametrize("whole_job", [False, True], ids=["worker-restart", "job-restart"])
+def test_preemption_restarts_and_collective_exits_do_not_fail_the_job(
+    local_platform: StackOutputs, tmp_path: Path, whole_job: bool
+) -> None:
+    endpoint = local_platform.vertex_endpoint
+    jobs = client(endpoint)
+    env = {"DRILL_DIR": str(tmp_path)}
+    job = jobs.create_custom_job(
+        parent=PARENT,
+        custom_job=custom_job(
+            "drill",
+            pool(COLLECTIVE_STOP, env=env),
+            pool(COLLECTIVE_STOP, env=env),
+            scheduling={"strategy": "SPOT", "restart_job_on_worker_restart": whole_job},
+        ),
+    )
+    wait_for(
+        lambda: (
+            len(logs(endpoint, job=job.name)["entries"]) >= 2
+            and all(
+                replica_output(endpoint, job.name, r) for r in ("workerpool0-0", "workerpool1-0")
+            )
+        )
+    )
+    status, answer = post(
+        endpoint, f"/vtx/jobs/{job.name.rsplit('/', 1)[1]}:preempt", {"replica": "workerpool1-0"}
+    )
+    assert (status, answer["replica"]) == (200, "workerpool1-0")
+
+    done = wait_terminal(jobs, job.name)
+    assert done.state == 4, done.error
+    assert (tmp_path / "workerpool0.starts").read_text() == "xx"
+    assert (tmp_path / "workerpool1.starts").read_text() == "xx"
+    service = _service_lines(endpoint, job.name)
+    expected = "restarting every replica" if whole_job else "restarting it"
+    # Whichever replica's exit is seen first names the loss; both belong to the preemption.
+    assert any(line.endswith(f"lost; {expected}") for line in service)
+    assert not any("non-zero" in line for line in service)
+    assert replica_output(endpoint, job.name, "workerpool0-0")[-1] == "resumed and finished"
+    attempts = {
+        e["attempt"]
+        for e in logs(endpoint, job=job.name)["entries"]
+        if e["replica"] == "workerpool0-0"
+    }
+    assert attempts == {0, 1}
+
+
+def test_preempting_a_job_that_is_not_running_is_refused(local_platform: StackOutputs) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    job = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("quick", pool("pass")))
+    wait_terminal(jobs, job.name)
+    status, answer = post(
+        local_platform.vertex_endpoint, f"/vtx/jobs/{job.name.rsplit('/', 1)[1]}:preempt"
+    )
+    assert status == 400
+    assert "is not running" in answer["error"]["message"]
