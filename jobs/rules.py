@@ -57,7 +57,7 @@ VTX_SECRETS_ENV = "VTX_SECRETS"
 
 def _secrets_hint(name: str) -> str:
     secret = name.lower().replace("_", "-")
-    return f"name a Secret Manager secret instead: `secrets: {{{name}: {secret}}}`, not env"
+    return f"`secrets: {{{name}: {secret}}}` (a Secret Manager secret name), not env"
 
 
 def _gpu_pool(pool: PoolFacts, cat: Catalog) -> bool:

@@ -227,3 +227,24 @@ def validate_document(
 
 def _with_source(problems: list[Problem], source: str | None) -> list[Problem]:
     return [Problem(p.path, p.message, p.hint, source) for p in problems] if source else problems
+
+
+def validate_compiled(
+    template: Any, stack: Any, run_id: str, source: str, policy: bool = True
+) -> tuple[dict | None, list[Problem]]:
+    """Compile ``template`` for ``stack`` (REST dict, no aiplatform import) and return it with
+    every reason not to submit it: what the stack cannot give, the API rules on the compiled
+    job, and (``policy``) the organisation's job policies."""
+    from jobs.compile import CompileError, custom_job_dict
+
+    try:
+        job = custom_job_dict(template, stack, run_id)
+    except CompileError as exc:
+        return None, _with_source(exc.problems, source)
+    region = None if stack.is_local else stack.region
+    problems = validate_custom_job(job, region=region, source=f"{source} (compiled)")
+    if policy:
+        from jobs.policies import check_job_policies
+
+        problems += _with_source(check_job_policies(job, stack), f"{source} (policy)")
+    return job, problems

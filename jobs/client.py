@@ -1,0 +1,215 @@
+"""Submitting and tracking CustomJobs with the real `google-cloud-aiplatform` JobServiceClient.
+
+- GCP stacks: the regional endpoint ``{region}-aiplatform.googleapis.com`` with default
+  credentials (google-auth refreshes expired tokens itself).
+- The local platform (``stack.vertex_endpoint`` set): the REST transport against
+  ``http://127.0.0.1:PORT`` with anonymous credentials; the transport keeps an explicit
+  ``http://`` scheme (see ``_BaseJobServiceRestTransport.__init__`` in the installed sources).
+
+Failures are kept apart the way SkyPilot does: transient ones (503, 429 while polling, a lapsed
+token) are retried with exponential backoff by ``google.api_core.retry.Retry``; everything else
+becomes a ``VertexError`` whose message says what to do. aiplatform is imported lazily."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from jobs.compile import LABEL_RUN_ID
+from jobs.stack import StackOutputs
+
+if TYPE_CHECKING:
+    from google.api_core.retry import Retry
+    from google.cloud import aiplatform_v1
+
+log = logging.getLogger(__name__)
+
+TERMINAL_STATES = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
+QUOTA_METRIC = re.compile(r"aiplatform\.googleapis\.com/[a-z0-9_]+")
+
+
+class VertexError(Exception):
+    """An API failure explained: what happened and what to do."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Retry schedule for transient errors (seconds); tests shrink it."""
+
+    initial_s: float = 1.0
+    maximum_s: float = 30.0
+    multiplier: float = 2.0
+    deadline_s: float = 300.0
+
+
+def parent(stack: StackOutputs) -> str:
+    return f"projects/{stack.project}/locations/{stack.region}"
+
+
+def make_client(stack: StackOutputs) -> aiplatform_v1.JobServiceClient:
+    from google.cloud import aiplatform_v1
+
+    if stack.vertex_endpoint:
+        from google.auth.credentials import AnonymousCredentials
+
+        return aiplatform_v1.JobServiceClient(
+            transport="rest",
+            credentials=AnonymousCredentials(),
+            client_options={"api_endpoint": stack.vertex_endpoint},
+        )
+    return aiplatform_v1.JobServiceClient(
+        client_options={"api_endpoint": f"{stack.region}-aiplatform.googleapis.com"}
+    )
+
+
+def _retry(backoff: Backoff, *, polling: bool) -> Retry:
+    from google.api_core import exceptions, retry
+
+    transient: tuple[type[Exception], ...] = (exceptions.ServiceUnavailable,)
+    if polling:
+        # Reads are safe to repeat: rate limits (429), gateway timeouts and a token that lapsed
+        # between refreshes (401) all pass on their own.
+        transient += (
+            exceptions.TooManyRequests,
+            exceptions.ResourceExhausted,
+            exceptions.DeadlineExceeded,
+            exceptions.GatewayTimeout,
+            exceptions.Unauthenticated,
+        )
+
+    def on_error(exc: Exception) -> None:
+        log.warning("transient Vertex error, retrying: %s", exc)
+
+    return retry.Retry(
+        predicate=retry.if_exception_type(*transient),
+        initial=backoff.initial_s,
+        maximum=backoff.maximum_s,
+        multiplier=backoff.multiplier,
+        timeout=backoff.deadline_s,
+        on_error=on_error,
+    )
+
+
+def quota_message(exc: Exception, stack: StackOutputs, needed: dict[str, int] | None) -> str:
+    """A 429 on create: name the metric and point at the stack's quota config."""
+    metrics = sorted(set(QUOTA_METRIC.findall(str(exc))))
+    if not metrics and needed:
+        metrics = sorted(m for m in needed if "gpus" in m or "tpu" in m) or sorted(needed)
+    wanted = ", ".join(
+        f"{m} (this job needs {needed[m]})" if needed and m in needed else m for m in metrics
+    )
+    return (
+        f"quota exceeded in {stack.region}: {wanted or 'unknown metric'}. "
+        f"Raise it in the stack's quota config (vtx:platform quotas in Pulumi.{stack.environment}"
+        f".yaml, then `pulumi up`), or pick a smaller or Spot configuration "
+        f"(`--set scheduling.strategy=spot` uses the preemptible quota). Vertex said: {exc}"
+    )
+
+
+def explain(
+    exc: Exception, stack: StackOutputs, needed: dict[str, int] | None = None
+) -> VertexError:
+    from google.api_core import exceptions
+
+    if isinstance(exc, exceptions.ResourceExhausted | exceptions.TooManyRequests):
+        return VertexError(quota_message(exc, stack, needed))
+    if isinstance(exc, exceptions.PermissionDenied):
+        return VertexError(
+            f"permission denied in {stack.project}: the submitter needs roles/aiplatform.user and "
+            f"roles/iam.serviceAccountUser on {stack.trainer_service_account}. Vertex said: {exc}"
+        )
+    if isinstance(exc, exceptions.Unauthenticated):
+        return VertexError(
+            f"not authenticated: run `gcloud auth application-default login`. Vertex said: {exc}"
+        )
+    if isinstance(exc, exceptions.InvalidArgument):
+        return VertexError(
+            f"Vertex rejected the job: {exc}. `vtx validate` did not catch this: please report it "
+            "with the output of `vtx render --format json`."
+        )
+    if isinstance(exc, exceptions.NotFound):
+        return VertexError(f"not found: {exc}")
+    if isinstance(exc, exceptions.ServiceUnavailable | exceptions.RetryError):
+        return VertexError(f"Vertex stayed unavailable after retries: {exc}. Try again later.")
+    return VertexError(f"Vertex API error: {exc}")
+
+
+class Vertex:
+    """The JobService calls vtx makes, with retries and explained errors."""
+
+    def __init__(
+        self,
+        stack: StackOutputs,
+        client: aiplatform_v1.JobServiceClient | None = None,
+        backoff: Backoff = Backoff(),
+    ) -> None:
+        self.stack = stack
+        self.client = client or make_client(stack)
+        self.backoff = backoff
+
+    def _call(self, method: str, needed: dict[str, int] | None = None, **kwargs: Any) -> Any:
+        from google.api_core import exceptions
+
+        polling = method != "create_custom_job"
+        try:
+            return getattr(self.client, method)(
+                **kwargs, retry=_retry(self.backoff, polling=polling)
+            )
+        except exceptions.GoogleAPICallError as exc:
+            raise explain(exc, self.stack, needed) from exc
+        except exceptions.RetryError as exc:
+            raise explain(exc, self.stack, needed) from exc
+
+    def create(
+        self, job: aiplatform_v1.CustomJob, needed: dict[str, int] | None = None
+    ) -> aiplatform_v1.CustomJob:
+        return self._call("create_custom_job", needed, parent=parent(self.stack), custom_job=job)
+
+    def get(self, name: str) -> aiplatform_v1.CustomJob:
+        return self._call("get_custom_job", name=name)
+
+    def cancel(self, name: str) -> None:
+        self._call("cancel_custom_job", name=name)
+
+    def list(self, run_id: str | None = None) -> list[aiplatform_v1.CustomJob]:
+        """Jobs vtx launched in this stack (newest first), optionally one run's attempts.
+
+        The filter also runs client-side: a server that ignores ``filter`` still gives the right
+        answer."""
+        from google.cloud import aiplatform_v1
+
+        wanted = f'labels.{LABEL_RUN_ID}="{run_id}"' if run_id else f"labels.{LABEL_RUN_ID}:*"
+        request = aiplatform_v1.ListCustomJobsRequest(parent=parent(self.stack), filter=wanted)
+        pager = self._call("list_custom_jobs", request=request)
+        jobs = [
+            j
+            for j in _pages(pager)
+            if LABEL_RUN_ID in j.labels and (run_id is None or j.labels[LABEL_RUN_ID] == run_id)
+        ]
+        return sorted(jobs, key=lambda j: j.create_time, reverse=True)
+
+    def resolve(self, ref: str) -> aiplatform_v1.CustomJob:
+        """A job by full resource name, numeric id, or run id (its newest attempt)."""
+        if ref.startswith("projects/"):
+            return self.get(ref)
+        if ref.isdigit():
+            return self.get(f"{parent(self.stack)}/customJobs/{ref}")
+        attempts = self.list(run_id=ref)
+        if not attempts:
+            raise VertexError(f"no job with run id {ref!r} in {parent(self.stack)}: see `vtx list`")
+        return attempts[0]
+
+
+def _pages(pager: Any) -> Iterator[Any]:
+    yield from pager
+
+
+def state_name(job: aiplatform_v1.CustomJob) -> str:
+    return job.state.name if hasattr(job.state, "name") else str(job.state)
+
+
+def is_terminal(job: aiplatform_v1.CustomJob) -> bool:
+    return state_name(job) in TERMINAL_STATES

@@ -1,0 +1,240 @@
+"""Template + StackOutputs + run id -> CustomJob.
+
+``custom_job_dict`` builds the REST form (camelCase) with plain Python, so policies and
+``vtx validate --policy`` can read it without importing aiplatform; ``compile_job`` turns it into
+a real ``aiplatform_v1.CustomJob`` with ``CustomJob.from_json``, which rejects any field the API
+does not know (so a typo in this module cannot reach the API either).
+
+What the stack decides (never the template): the service account, the network attachment or
+peering network, ``baseOutputDirectory = gs://<checkpoints>/runs/<run-id>/``, TensorBoard, the
+KMS key, the registry images resolve against, and web access (off in prod)."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets as random
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from jobs.catalog import load_catalog
+from jobs.durations import format_duration_s
+from jobs.facts import builtin_accelerator, reduction_server_image
+from jobs.problems import Problem
+from jobs.rules import VTX_SECRETS_ENV
+from jobs.spec import JobTemplate, Pool
+from jobs.stack import StackOutputs
+
+if TYPE_CHECKING:
+    from google.cloud import aiplatform_v1
+
+LABEL_RUN_ID = "vtx-run-id"
+LABEL_TEMPLATE = "vtx-template"
+LABEL_ENVIRONMENT = "vtx-environment"
+RUN_ID_ENV = "VTX_RUN_ID"
+RUN_ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+PROD_ENVIRONMENTS = ("prod", "production")
+
+
+class CompileError(Exception):
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def new_run_id(template_name: str, now: datetime | None = None) -> str:
+    """``<name>-<UTC yyyymmdd-hhmmss>-<4 hex>``: sortable, unique, a valid label value."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return f"{template_name[:40]}-{stamp}-{random.token_hex(2)}"
+
+
+def output_prefix(stack: StackOutputs, run_id: str) -> str:
+    """Where every attempt of a run reads and writes: checkpoints, model, logs."""
+    return f"gs://{stack.buckets.checkpoints}/runs/{run_id}/"
+
+
+def resolve_image(image: str, stack: StackOutputs) -> str:
+    """A bare name (``trainer``, ``trainer:v3``, ``trainer@sha256:...``) lives in the stack's
+    Artifact Registry; anything with a registry host (a '.' or ':' before the first '/') is a
+    full URI and is kept as is. An untagged name gets ``:latest``."""
+    first = image.split("/", 1)[0]
+    if "/" in image and ("." in first or ":" in first or first == "localhost"):
+        return image
+    if "@" not in image and ":" not in image.rsplit("/", 1)[-1]:
+        image = f"{image}:latest"
+    return f"{stack.artifact_registry.rstrip('/')}/{image}"
+
+
+def secret_resource(name: str, stack: StackOutputs) -> str:
+    """A secret name -> the version the trainer reads. The stack's ``secrets`` map names to
+    resources; an unknown name is taken as a secret in the stack's project."""
+    resource = stack.secrets.get(name, f"projects/{stack.project}/secrets/{name}")
+    return resource if "/versions/" in resource else f"{resource}/versions/latest"
+
+
+def stack_problems(template: JobTemplate, stack: StackOutputs) -> list[Problem]:
+    """What the template asks for that this stack cannot give."""
+    problems = []
+    if template.region and template.region != stack.region and not stack.is_local:
+        problems.append(
+            Problem(
+                "region",
+                f"the template asks for {template.region} but stack {stack.project} is in "
+                f"{stack.region} (its network, buckets and registry are regional)",
+                f"region: {stack.region}, or launch against a stack in {template.region}",
+            )
+        )
+    if template.web_access and stack.environment in PROD_ENVIRONMENTS:
+        problems.append(
+            Problem(
+                "web_access",
+                "interactive shells into replicas are off in prod",
+                "web_access: false (use a dev stack to debug)",
+            )
+        )
+    if stack.secrets:
+        for env_name, secret in template.secrets.items():
+            if secret not in stack.secrets:
+                problems.append(
+                    Problem(
+                        f"secrets.{env_name}",
+                        f"secret {secret!r} is not one the stack created",
+                        f"one of {', '.join(sorted(stack.secrets))} (add others in the stack "
+                        "config so the trainer account may read them)",
+                    )
+                )
+    return problems
+
+
+def _machine_spec(pool: Pool) -> dict[str, Any]:
+    spec: dict[str, Any] = {"machineType": pool.machine}
+    accelerator, count = pool.accelerator, pool.accelerator_count
+    builtin = builtin_accelerator(load_catalog(), pool.machine)
+    if accelerator is None and builtin is not None and count is None:
+        accelerator, count = builtin
+    if accelerator is not None:
+        spec["acceleratorType"] = accelerator
+        spec["acceleratorCount"] = count if count is not None else (builtin[1] if builtin else 1)
+    if pool.tpu_topology:
+        spec["tpuTopology"] = pool.tpu_topology
+    return spec
+
+
+def _env(template: JobTemplate, pool: Pool, stack: StackOutputs, run_id: str) -> list[dict]:
+    env = {**template.env, **pool.env}
+    if template.secrets:
+        # Names only: the trainer resolves values at run time with its own identity.
+        resolved = {name: secret_resource(s, stack) for name, s in template.secrets.items()}
+        env[VTX_SECRETS_ENV] = json.dumps(resolved, sort_keys=True)
+    env[RUN_ID_ENV] = run_id
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def _pool_spec(
+    role: str, pool: Pool, template: JobTemplate, stack: StackOutputs, run_id: str
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "machineSpec": _machine_spec(pool),
+        "replicaCount": str(pool.replicas),
+        "diskSpec": {"bootDiskType": pool.boot_disk.type, "bootDiskSizeGb": pool.boot_disk.size_gb},
+    }
+    if role == "reduction_server":
+        image = pool.image or reduction_server_image(load_catalog(), stack.region)
+        spec["containerSpec"] = {"imageUri": image}
+        return spec
+    image = pool.image or template.image
+    if image is None:
+        raise CompileError([Problem(f"pools.{role}.image", "no image", "set image: NAME")])
+    container: dict[str, Any] = {"imageUri": resolve_image(image, stack)}
+    command = pool.command if pool.command is not None else template.command
+    args = pool.args if pool.args is not None else template.args
+    if command:
+        container["command"] = list(command)
+    if args:
+        container["args"] = list(args)
+    container["env"] = _env(template, pool, stack, run_id)
+    spec["containerSpec"] = container
+    return spec
+
+
+def _scheduling(template: JobTemplate) -> dict[str, Any]:
+    s = template.scheduling
+    out: dict[str, Any] = {"strategy": s.strategy.upper()}
+    if s.timeout_s is not None:
+        out["timeout"] = format_duration_s(s.timeout_s)
+    if s.max_wait_s is not None:
+        out["maxWaitDuration"] = format_duration_s(s.max_wait_s)
+    if s.restart_job_on_worker_restart:
+        out["restartJobOnWorkerRestart"] = True
+    if s.disable_retries:
+        out["disableRetries"] = True
+    return out
+
+
+def _labels(template: JobTemplate, stack: StackOutputs, run_id: str) -> dict[str, str]:
+    return {
+        **stack.labels,
+        **template.labels,
+        LABEL_RUN_ID: run_id,
+        LABEL_TEMPLATE: template.name,
+        LABEL_ENVIRONMENT: re.sub(r"[^a-z0-9_-]", "-", stack.environment.lower())[:63],
+    }
+
+
+def custom_job_dict(template: JobTemplate, stack: StackOutputs, run_id: str) -> dict[str, Any]:
+    """The CustomJob in REST form (camelCase), ready for ``CustomJob.from_json``."""
+    if not RUN_ID_PATTERN.match(run_id):
+        raise CompileError(
+            [Problem("--run-id", f"invalid run id {run_id!r}", "lower case, digits, '-'")]
+        )
+    problems = stack_problems(template, stack)
+    if problems:
+        raise CompileError(problems)
+    pools = dict(template.pools.by_role())
+    specs = [
+        _pool_spec(role, pools[role], template, stack, run_id) if role in pools else {}
+        for role in ("chief", "workers", "reduction_server", "evaluator")
+    ]
+    while specs and not specs[-1]:
+        specs.pop()  # trailing empty positions are not sent
+    job_spec: dict[str, Any] = {
+        "workerPoolSpecs": specs,
+        "scheduling": _scheduling(template),
+        "serviceAccount": stack.trainer_service_account,
+        "baseOutputDirectory": {"outputUriPrefix": output_prefix(stack, run_id)},
+        "enableWebAccess": template.web_access and stack.environment not in PROD_ENVIRONMENTS,
+    }
+    if stack.network_attachment:
+        job_spec["pscInterfaceConfig"] = {"networkAttachment": stack.network_attachment}
+    elif stack.network:
+        job_spec["network"] = stack.network
+        if stack.reserved_ip_ranges:
+            job_spec["reservedIpRanges"] = list(stack.reserved_ip_ranges)
+    if stack.tensorboard:
+        job_spec["tensorboard"] = stack.tensorboard
+    job: dict[str, Any] = {
+        "displayName": run_id,
+        "jobSpec": job_spec,
+        "labels": _labels(template, stack, run_id),
+    }
+    if stack.kms_key:
+        job["encryptionSpec"] = {"kmsKeyName": stack.kms_key}
+    return job
+
+
+def to_custom_job(job: dict[str, Any]) -> aiplatform_v1.CustomJob:
+    """The REST dict as a real proto; unknown fields raise (``ignore_unknown_fields=False``)."""
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.CustomJob.from_json(json.dumps(job), ignore_unknown_fields=False)
+
+
+def compile_job(template: JobTemplate, stack: StackOutputs, run_id: str) -> aiplatform_v1.CustomJob:
+    return to_custom_job(custom_job_dict(template, stack, run_id))
+
+
+def job_to_rest(job: aiplatform_v1.CustomJob) -> dict[str, Any]:
+    """A CustomJob proto as its REST dict (camelCase, int64 as strings, durations as "Ns")."""
+    from google.cloud import aiplatform_v1
+
+    return json.loads(aiplatform_v1.CustomJob.to_json(job, indent=None))

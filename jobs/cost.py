@@ -1,0 +1,142 @@
+"""Cost and quota of a template: $/h per pool and in total, on-demand vs Spot, the cost at the
+timeout cap, and the Vertex quota the job needs per metric and region.
+
+Prices come from a dated table in `jobs/catalog/prices/`; every estimate names the table and
+says which figures are verified, derived, recalled or missing. Spot is an estimate unless the
+table has a Spot price (see the table's header)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from jobs.catalog import Catalog, PriceTable, load_catalog
+from jobs.facts import builtin_accelerator
+from jobs.spec import JobTemplate, Pool
+
+DEFAULT_TIMEOUT_S = 7 * 24 * 3600  # Vertex's default Scheduling.timeout
+PREEMPTIBLE_STRATEGIES = ("spot", "flex_start")
+
+
+@dataclass
+class PoolCost:
+    role: str
+    machine: str
+    accelerator: str | None
+    accelerator_count: int
+    replicas: int
+    on_demand_usd_per_h: float
+    """All replicas of the pool; missing prices count as 0 and are listed in ``missing``."""
+    spot_usd_per_h: float
+    bases: set[str] = field(default_factory=set)
+
+
+@dataclass
+class CostEstimate:
+    table: PriceTable
+    table_matches_region: bool
+    region: str
+    strategy: str
+    timeout_s: float
+    pools: list[PoolCost]
+    quota: dict[str, int]
+    """Quota metric -> units needed (GPUs, TPU chips or vCPUs), all in ``region``."""
+    missing: list[str]
+    """Machine or accelerator names the table has no price for."""
+
+    @property
+    def on_demand_usd_per_h(self) -> float:
+        return sum(p.on_demand_usd_per_h for p in self.pools)
+
+    @property
+    def spot_usd_per_h(self) -> float:
+        return sum(p.spot_usd_per_h for p in self.pools)
+
+    @property
+    def usd_per_h(self) -> float:
+        """What this job pays per hour with its strategy (Spot is an estimate)."""
+        return self.spot_usd_per_h if self.strategy == "spot" else self.on_demand_usd_per_h
+
+    @property
+    def usd_at_timeout(self) -> float:
+        return self.usd_per_h * self.timeout_s / 3600
+
+    @property
+    def bases(self) -> set[str]:
+        return set().union(*(p.bases for p in self.pools)) if self.pools else set()
+
+
+def _accelerator(pool: Pool, cat: Catalog) -> tuple[str | None, int]:
+    builtin = builtin_accelerator(cat, pool.machine)
+    if pool.accelerator is None and builtin is not None:
+        return builtin
+    if pool.accelerator is None:
+        return None, 0
+    return pool.accelerator, pool.accelerator_count or (builtin[1] if builtin else 1)
+
+
+def _pool_cost(
+    role: str, pool: Pool, table: PriceTable, cat: Catalog, missing: list[str]
+) -> PoolCost:
+    accelerator, count = _accelerator(pool, cat)
+    bases: set[str] = set()
+    vm_usd = 0.0
+    machine_price = table.machines.get(pool.machine)
+    if machine_price is None or machine_price.usd_per_h is None:
+        missing.append(pool.machine)
+    else:
+        vm_usd += machine_price.usd_per_h
+        bases.add(machine_price.basis)
+    if accelerator is not None:
+        acc_price = table.accelerators.get(accelerator)
+        if acc_price is None or acc_price.usd_per_h is None:
+            missing.append(accelerator)
+        else:
+            vm_usd += acc_price.usd_per_h * count
+            bases.add(acc_price.basis)
+    on_demand = vm_usd * pool.replicas
+    return PoolCost(
+        role=role,
+        machine=pool.machine,
+        accelerator=accelerator,
+        accelerator_count=count,
+        replicas=pool.replicas,
+        on_demand_usd_per_h=on_demand,
+        spot_usd_per_h=on_demand * table.spot_estimate_factor,
+        bases=bases,
+    )
+
+
+def quota_needed(template: JobTemplate, cat: Catalog) -> dict[str, int]:
+    """Quota metric -> units, for every pool at full size (Vertex checks it when the job starts)."""
+    preemptible = template.scheduling.strategy in PREEMPTIBLE_STRATEGIES
+    needed: dict[str, int] = defaultdict(int)
+    for _, pool in template.pools.by_role():
+        machine = cat.machines.get(pool.machine)
+        if machine is None:
+            continue
+        needed[machine.cpu_quota_metric] += machine.vcpus * pool.replicas
+        accelerator, count = _accelerator(pool, cat)
+        acc = cat.accelerators.get(accelerator or "")
+        if acc is not None:
+            needed[acc.metric(preemptible)] += count * pool.replicas
+    return dict(needed)
+
+
+def estimate(template: JobTemplate, region: str | None = None) -> CostEstimate:
+    """Cost of ``template`` in ``region`` (the template's, else the given stack region)."""
+    cat = load_catalog()
+    region = template.region or region or cat.price_tables[0].region
+    table, matches = cat.price_table(region)
+    missing: list[str] = []
+    pools = [_pool_cost(role, p, table, cat, missing) for role, p in template.pools.by_role()]
+    return CostEstimate(
+        table=table,
+        table_matches_region=matches,
+        region=region,
+        strategy=template.scheduling.strategy,
+        timeout_s=template.scheduling.timeout_s or DEFAULT_TIMEOUT_S,
+        pools=pools,
+        quota=quota_needed(template, cat),
+        missing=sorted(set(missing)),
+    )

@@ -1,0 +1,187 @@
+"""gcloud's formats in and out: a CustomJobSpec (``gcloud ai custom-jobs create --config``) or a
+whole CustomJob (REST form) become vtx templates (``vtx import``), and a compiled job becomes
+the CustomJobSpec YAML gcloud accepts (``vtx render --format yaml``).
+
+What a stack provides (service account, network, output directory, TensorBoard, encryption) is
+not part of a template: import drops it and says so, compile puts the stack's values back."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs.facts import ROLES
+from jobs.problems import Problem
+from jobs.rules import REDUCTION_SERVER_IMAGE, VTX_SECRETS_ENV
+from jobs.spec import CUSTOM_JOB, NAME_PATTERN, JobTemplate, TemplateError
+
+STACK_FIELDS = {
+    "serviceAccount": "the stack's trainer service account",
+    "network": "the stack's network",
+    "reservedIpRanges": "the stack's network",
+    "pscInterfaceConfig": "the stack's network attachment",
+    "baseOutputDirectory": "gs://<checkpoints bucket>/runs/<run id>/",
+    "tensorboard": "the stack's TensorBoard",
+    "encryptionSpec": "the stack's KMS key",
+}
+VTX_LABELS = ("vtx-run-id", "vtx-template", "vtx-environment")
+
+
+@dataclass
+class Imported:
+    template: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    """What was dropped or changed, for the user to read."""
+
+
+def template_name(text: str) -> str:
+    """A valid template name from a display name or file stem (``My Job_v2`` -> ``my-job-v2``)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    name = name if name[:1].isalpha() else f"job-{name}"
+    return name[:40].rstrip("-") or "job"
+
+
+def _pool_from_rest(spec: dict, role: str, notes: list[str]) -> dict[str, Any]:
+    machine = spec.get("machineSpec") or {}
+    disk = spec.get("diskSpec") or {}
+    container = spec.get("containerSpec") or {}
+    pool: dict[str, Any] = {"machine": machine.get("machineType")}
+    accelerator = machine.get("acceleratorType")
+    if accelerator and accelerator != "ACCELERATOR_TYPE_UNSPECIFIED":
+        pool["accelerator"] = accelerator
+        pool["accelerator_count"] = int(machine.get("acceleratorCount", 1))
+    if machine.get("tpuTopology"):
+        pool["tpu_topology"] = machine["tpuTopology"]
+    pool["replicas"] = int(spec.get("replicaCount", 1))
+    if disk:
+        pool["boot_disk"] = {
+            "type": disk.get("bootDiskType", "pd-ssd"),
+            "size_gb": int(disk.get("bootDiskSizeGb", 100)),
+        }
+    image = container.get("imageUri")
+    if role == "reduction_server" and image and REDUCTION_SERVER_IMAGE.match(image):
+        notes.append("reduction server image left to the template default (same image)")
+    elif image:
+        pool["image"] = image
+    for key in ("command", "args"):
+        if container.get(key):
+            pool[key] = list(container[key])
+    env = {e["name"]: str(e.get("value", "")) for e in container.get("env") or []}
+    if env:
+        pool["env"] = env
+    for key in ("nfsMounts", "lustreMounts"):
+        if spec.get(key):
+            notes.append(f"{role}: {key} dropped (vtx templates do not support them yet)")
+    return pool
+
+
+def _hoist(pools: dict[str, dict], template: dict[str, Any]) -> None:
+    """Move image/command/args/env shared by every non-reduction pool to the template level."""
+    members = [p for role, p in pools.items() if role != "reduction_server"]
+    for key in ("image", "command", "args", "env"):
+        values = [p.get(key) for p in members]
+        if values and values[0] is not None and all(v == values[0] for v in values):
+            template[key] = values[0]
+            for p in members:
+                p.pop(key, None)
+
+
+def _secrets_from_env(template: dict[str, Any], notes: list[str]) -> None:
+    env = template.get("env") or {}
+    raw = env.pop(VTX_SECRETS_ENV, None)
+    env.pop("VTX_RUN_ID", None)
+    if raw is None:
+        return
+    try:
+        secrets = json.loads(raw)
+    except json.JSONDecodeError:
+        notes.append(f"{VTX_SECRETS_ENV} was not JSON; dropped")
+        return
+    # Back to secret names: the last path segment of projects/P/secrets/NAME/versions/V.
+    template["secrets"] = {
+        name: re.sub(r"^projects/[^/]+/secrets/([^/]+)(/versions/.*)?$", r"\1", str(ref))
+        for name, ref in secrets.items()
+    }
+
+
+def import_spec(spec: dict, name: str, labels: dict | None = None) -> Imported:
+    """A CustomJobSpec (camelCase dict, already checked) as a template document."""
+    notes: list[str] = []
+    template: dict[str, Any] = {"name": name}
+    pools: dict[str, dict] = {}
+    for i, pool_spec in enumerate((spec.get("workerPoolSpecs") or [])[: len(ROLES)]):
+        if pool_spec:
+            if "pythonPackageSpec" in pool_spec:
+                raise TemplateError(
+                    [
+                        Problem(
+                            f"workerPoolSpecs[{i}].pythonPackageSpec",
+                            "vtx templates run containers; python packages cannot be imported",
+                            "build an image with the package and use containerSpec.imageUri",
+                        )
+                    ]
+                )
+            pools[ROLES[i]] = _pool_from_rest(pool_spec, ROLES[i], notes)
+    _hoist(pools, template)
+    _secrets_from_env(template, notes)
+    if template.get("env") == {}:
+        template.pop("env")
+    template["pools"] = pools
+    scheduling = spec.get("scheduling") or {}
+    out: dict[str, Any] = {}
+    if scheduling.get("strategy") not in (None, "STRATEGY_UNSPECIFIED"):
+        out["strategy"] = scheduling["strategy"].lower()
+    for rest_key, key in (
+        ("timeout", "timeout"),
+        ("maxWaitDuration", "max_wait"),
+        ("restartJobOnWorkerRestart", "restart_job_on_worker_restart"),
+        ("disableRetries", "disable_retries"),
+    ):
+        if scheduling.get(rest_key) not in (None, False):
+            out[key] = scheduling[rest_key]
+    if out:
+        template["scheduling"] = out
+    if spec.get("enableWebAccess"):
+        template["web_access"] = True
+    user_labels = {k: v for k, v in (labels or {}).items() if k not in VTX_LABELS}
+    if user_labels:
+        template["labels"] = user_labels
+    for key, provider in STACK_FIELDS.items():
+        if key in spec:
+            notes.append(f"{key} dropped: the stack provides it ({provider})")
+    return Imported(template, notes)
+
+
+def import_document(doc: dict, kind: str, source: str) -> Imported:
+    """A gcloud document (spec or whole job) as a template; raises TemplateError when invalid."""
+    from jobs.validate import SPEC_MESSAGE, check_rest_fields
+
+    problems = (
+        check_rest_fields(doc) if kind == CUSTOM_JOB else check_rest_fields(doc, SPEC_MESSAGE)
+    )
+    if problems:
+        raise TemplateError([Problem(p.path, p.message, p.hint, source) for p in problems])
+    if kind == CUSTOM_JOB:
+        raw_name = doc.get("displayName") or Path(source).stem
+        name = template_name(raw_name)
+        imported = import_spec(doc.get("jobSpec") or {}, name, doc.get("labels"))
+        if "encryptionSpec" in doc:
+            imported.notes.append("encryptionSpec dropped: the stack provides its KMS key")
+    else:
+        name = template_name(Path(source).stem)
+        imported = import_spec(doc, name)
+    if not re.match(NAME_PATTERN, name):  # template_name guarantees it; keep the contract visible
+        raise TemplateError([Problem("name", f"cannot derive a template name from {name!r}")])
+    return imported
+
+
+def template_from_gcloud(doc: dict, kind: str, source: str) -> JobTemplate:
+    return JobTemplate.from_document(import_document(doc, kind, source).template, source)
+
+
+def spec_for_gcloud(job_dict: dict) -> dict:
+    """The CustomJobSpec part of a REST CustomJob dict: what ``--config`` takes."""
+    return job_dict["jobSpec"]

@@ -1,0 +1,193 @@
+"""What `vtx launch|status|list|logs|cancel` do, apart from argument parsing.
+
+A launch is: validate the template, compile it for the stack, check the compiled job again (API
+rules and organisation policies), print the plan (pools, machines, $/h, quota), confirm, submit
+with the real JobServiceClient, print the job name and run id, and optionally follow the run's
+logs to a terminal state. Functions return the exit code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from jobs.client import Backoff, Vertex, VertexError, is_terminal, state_name
+from jobs.compile import LABEL_RUN_ID, new_run_id, output_prefix, to_custom_job
+from jobs.cost import estimate
+from jobs.logs import CloudLoggingSource, LocalLogSource, LogSource, stream
+from jobs.present import print_cost, print_problems
+from jobs.spec import JobTemplate
+from jobs.stack import StackOutputs
+from jobs.validate import validate_compiled
+
+SUCCEEDED = "JOB_STATE_SUCCEEDED"
+
+
+def print_plan(console: Console, template: JobTemplate, stack: StackOutputs, run_id: str) -> None:
+    where = "local platform" if stack.is_local else f"{stack.project} ({stack.region})"
+    console.print(
+        f"[bold]Plan[/bold]: {template.name} on stack {stack.environment}: {where}", highlight=False
+    )
+    console.print(f"run id: {run_id}\noutputs: {output_prefix(stack, run_id)}", highlight=False)
+    print_cost(console, estimate(template, stack.region), "pools")
+
+
+def launch_job(
+    console: Console,
+    template: JobTemplate,
+    stack: StackOutputs,
+    source: str,
+    *,
+    run_id: str | None = None,
+    yes: bool = False,
+    dry_run: bool = False,
+    follow: bool = False,
+    vertex: Vertex | None = None,
+    confirm: Callable[[str], bool] = lambda q: typer.confirm(q, default=False),
+    poll_s: float = 5.0,
+) -> int:
+    run_id = run_id or new_run_id(template.name)
+    job, problems = validate_compiled(template, stack, source=source, run_id=run_id)
+    if problems or job is None:
+        print_problems(console, problems)
+        return 1
+    print_plan(console, template, stack, run_id)
+    if dry_run:
+        console.print("dry run: nothing submitted")
+        return 0
+    if not yes and not confirm("Submit this job?"):
+        console.print("not submitted")
+        return 1
+    vertex = vertex or Vertex(stack)
+    try:
+        created = vertex.create(to_custom_job(job), needed=estimate(template, stack.region).quota)
+    except VertexError as exc:
+        console.print(f"[red]not submitted:[/red] {exc}", highlight=False)
+        return 1
+    console.print(f"submitted [bold]{created.name}[/bold]", highlight=False)
+    console.print(f"run id: [bold]{run_id}[/bold]", highlight=False)
+    console.print(f"follow: vtx logs {run_id} --follow --stack ...", style="dim", highlight=False)
+    if follow:
+        return follow_run(console, vertex, run_id, poll_s)
+    return 0
+
+
+def log_source(vertex: Vertex, run_id: str) -> LogSource:
+    stack = vertex.stack
+    if stack.vertex_endpoint:
+        return LocalLogSource(stack.vertex_endpoint, run_id)
+
+    def attempts() -> list[tuple[str, int]]:
+        jobs = sorted(vertex.list(run_id), key=lambda j: j.create_time)
+        return [(j.name, n) for n, j in enumerate(jobs)]
+
+    return CloudLoggingSource(stack.project, attempts)
+
+
+def _run_done(vertex: Vertex, run_id: str) -> bool:
+    attempts = vertex.list(run_id)
+    return bool(attempts) and is_terminal(attempts[0])
+
+
+def follow_run(console: Console, vertex: Vertex, run_id: str, poll_s: float = 5.0) -> int:
+    """Stream every attempt's logs until the newest attempt ends; exit 0 only on success."""
+    source = log_source(vertex, run_id)
+    for entry in stream(source, lambda: _run_done(vertex, run_id), follow=True, poll_s=poll_s):
+        console.print(entry.line(), markup=False, highlight=False)
+    final = vertex.list(run_id)[0]
+    state = state_name(final)
+    console.print(f"{final.name}: {state}", highlight=False)
+    if state == SUCCEEDED:
+        console.print(f"outputs: {final.job_spec.base_output_directory.output_uri_prefix}")
+    elif final.error.message:
+        console.print(f"error: {final.error.message}", markup=False)
+    return 0 if state == SUCCEEDED else 1
+
+
+def _vertex(stack: StackOutputs | None, backoff: Backoff | None = None) -> Vertex:
+    assert stack is not None
+    return Vertex(stack, backoff=backoff or Backoff())
+
+
+def show_status(
+    console: Console, stack: StackOutputs | None, ref: str, vertex: Vertex | None = None
+) -> int:
+    vertex = vertex or _vertex(stack)
+    try:
+        job = vertex.resolve(ref)
+    except VertexError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
+    table = Table(show_header=False)
+    table.add_row("job", job.name)
+    table.add_row("run id", job.labels.get(LABEL_RUN_ID, "-"))
+    table.add_row("state", state_name(job))
+    table.add_row("created", str(job.create_time))
+    table.add_row("outputs", job.job_spec.base_output_directory.output_uri_prefix or "-")
+    if job.error.message:
+        table.add_row("error", job.error.message)
+    console.print(table)
+    return 0
+
+
+def show_list(
+    console: Console, stack: StackOutputs | None, run_id: str | None, vertex: Vertex | None = None
+) -> int:
+    vertex = vertex or _vertex(stack)
+    try:
+        jobs = vertex.list(run_id)
+    except VertexError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
+    table = Table(title="vtx jobs", title_justify="left")
+    for column in ("run id", "job", "state", "created"):
+        table.add_column(column)
+    for job in jobs:
+        table.add_row(
+            job.labels.get(LABEL_RUN_ID, "-"),
+            job.name.rsplit("/", 1)[-1],
+            state_name(job).removeprefix("JOB_STATE_"),
+            str(job.create_time)[:19],
+        )
+    console.print(table)
+    return 0
+
+
+def show_logs(
+    console: Console,
+    stack: StackOutputs | None,
+    ref: str,
+    follow: bool,
+    vertex: Vertex | None = None,
+    poll_s: float = 5.0,
+) -> int:
+    vertex = vertex or _vertex(stack)
+    try:
+        run_id = vertex.resolve(ref).labels.get(LABEL_RUN_ID, ref)
+        if follow:
+            return follow_run(console, vertex, run_id, poll_s)
+        for entry in stream(log_source(vertex, run_id), lambda: True, follow=False):
+            console.print(entry.line(), markup=False, highlight=False)
+    except VertexError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
+    return 0
+
+
+def cancel_run(
+    console: Console, stack: StackOutputs | None, ref: str, vertex: Vertex | None = None
+) -> int:
+    vertex = vertex or _vertex(stack)
+    try:
+        job = vertex.resolve(ref)
+        if is_terminal(job):
+            console.print(f"{job.name} already ended: {state_name(job)}", highlight=False)
+            return 0
+        vertex.cancel(job.name)
+    except VertexError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
+    console.print(f"cancel requested for {job.name}", highlight=False)
+    return 0
