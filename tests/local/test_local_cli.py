@@ -1,0 +1,92 @@
+"""`vtx local up|down|status`: the happy path and every misuse gives a message, no traceback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from jobs.cli import app
+from jobs.local.platform import free_port
+from jobs.local.state import PlatformState, write_state
+
+
+@pytest.fixture
+def vtx(tmp_path: Path):
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        result = runner.invoke(app, ["local", *args, "--data-dir", str(tmp_path / "local")])
+        assert "Traceback" not in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        return result
+
+    yield invoke
+    invoke("down")  # whatever a failed assertion left running
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())  # rich wraps long lines
+
+
+def test_up_status_down_and_their_misuses(vtx) -> None:
+    ports = ["--port", str(free_port()), "--gcs-port", str(free_port())]
+    assert vtx("down").exit_code == 1
+    first = vtx("up", *ports)
+    assert first.exit_code == 0, first.output
+    again = vtx("up", *ports)
+    assert again.exit_code == 1
+    assert "already running" in _flat(again.output)
+
+    status = vtx("status", "--json")
+    assert status.exit_code == 0
+    info = json.loads(status.output)
+    assert info["running"] is True
+    assert info["vertex_endpoint"].startswith("http://127.0.0.1:")
+    assert info["gcs_endpoint"].startswith("http://127.0.0.1:")
+    assert info["data_dir"].endswith("local")
+
+    assert vtx("down").exit_code == 0
+    gone = vtx("down")
+    assert gone.exit_code == 1
+    assert "nothing to stop" in _flat(gone.output)
+    assert json.loads(vtx("status", "--json").output)["running"] is False
+
+
+def test_port_in_use_is_named(vtx) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = vtx("up", "--port", str(port), "--gcs-port", str(free_port()))
+    assert result.exit_code == 1
+    assert f"port {port} on 127.0.0.1 is already in use" in _flat(result.output)
+
+
+def test_stale_state_file_is_reported_and_cleared(vtx, tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    data_dir = tmp_path / "local"
+    data_dir.mkdir()
+    write_state(
+        PlatformState(
+            data_dir=str(data_dir),
+            cwd=str(tmp_path),
+            vertex_port=free_port(),
+            gcs_port=free_port(),
+            server_pid=dead.pid,
+            server_create_time=0.0,
+        )
+    )
+    status = vtx("status")
+    assert status.exit_code == 1
+    assert "stale state file" in _flat(status.output)
+    down = vtx("down")
+    assert down.exit_code == 1
+    assert "stale state file" in _flat(down.output)
+    assert not (data_dir / "state.json").exists()

@@ -1,0 +1,86 @@
+"""A control-plane crash loses nothing: running replicas are re-attached, replicas that ended
+while it was down are accounted for by their recorded exit, and a replica whose machine
+vanished is restarted as Vertex restarts a lost worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from local_helpers import PARENT, client, custom_job, pool, replica_output, wait_for, wait_terminal
+
+from jobs.local.platform import (
+    ExecutorOptions,
+    crash_server,
+    free_port,
+    restart_server,
+    start_platform,
+    stop_platform,
+)
+from jobs.local.store import Store
+
+WAIT_FOR_FILE = """
+import os, pathlib, time
+print("waiting", flush=True)
+while not pathlib.Path(os.environ["GO"]).exists():
+    time.sleep(0.05)
+print("finished", flush=True)
+"""
+COUNT_STARTS = """
+import os, pathlib, sys, time
+starts = pathlib.Path(os.environ["STARTS"])
+n = len(starts.read_text()) if starts.exists() else 0
+starts.write_text("x" * (n + 1))
+print(f"start {n}", flush=True)
+if n:
+    sys.exit(0)
+time.sleep(600)
+"""
+
+
+def test_control_plane_crash_and_restart_loses_no_job(gcs_emulator: str, tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    options = ExecutorOptions(grace_s=5.0)
+    data_dir = tmp_path / "platform"
+    state = start_platform(
+        data_dir, repo, vertex_port=free_port(), gcs_endpoint=gcs_emulator, options=options
+    )
+    try:
+        jobs = client(state.vertex_endpoint)
+
+        def submit(name: str, code: str, **env: str) -> str:
+            job = custom_job(name, pool(code, env=env))
+            return jobs.create_custom_job(parent=PARENT, custom_job=job).name
+
+        done_before = submit("before", "print('early')")
+        wait_terminal(jobs, done_before)
+        survives = submit("survives", WAIT_FOR_FILE, GO=str(tmp_path / "go-survives"))
+        ends_while_down = submit("ends", WAIT_FOR_FILE, GO=str(tmp_path / "go-ends"))
+        lost = submit("lost", COUNT_STARTS, STARTS=str(tmp_path / "starts"))
+        for name in (survives, ends_while_down, lost):
+            wait_for(lambda name=name: replica_output(state.vertex_endpoint, name, "workerpool0-0"))
+
+        crash_server(state)
+        (tmp_path / "go-ends").write_text("go")
+        # The "machine" of `lost` disappears: its runner and command die without a record.
+        runtime = Store(data_dir / "jobs.sqlite").get_runtime(lost.rsplit("/", 1)[1])
+        assert runtime is not None
+        os.killpg(runtime["replicas"][0]["pid"], signal.SIGKILL)
+        state = restart_server(state, options)
+
+        assert jobs.get_custom_job(name=done_before).state == 4
+        assert jobs.get_custom_job(name=survives).state == 3  # still RUNNING, re-attached
+        assert wait_terminal(jobs, ends_while_down).state == 4
+        assert replica_output(state.vertex_endpoint, ends_while_down, "workerpool0-0") == [
+            "waiting",
+            "finished",
+        ]
+        assert wait_terminal(jobs, lost).state == 4
+        assert (tmp_path / "starts").read_text() == "xx"
+        service = replica_output(state.vertex_endpoint, lost, "service")
+        assert "workerpool0-0 was lost (no exit recorded)" in service
+        (tmp_path / "go-survives").write_text("go")
+        assert wait_terminal(jobs, survives).state == 4
+    finally:
+        stop_platform(data_dir)
