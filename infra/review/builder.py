@@ -1,0 +1,305 @@
+"""Build the review report: the sections a platform reviewer reads before ``pulumi up``.
+
+Every section is derived from the resources' inputs (what will be asked of GCP), never from
+mock outputs, so a report built offline and one built from a real preview agree. Secret values
+never enter the report: secrets are listed by name and resource inputs are not copied wholesale.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.policy.evaluate import PolicySubject, Verdict, evaluate
+from infra.policy.iam import grants_of
+from infra.policy.rules import UNKNOWN, RuleContext
+from infra.review.diagram import display_name, mermaid
+from infra.review.sources import ReviewResource, ReviewSource
+
+COMPUTED = "(computed)"
+
+
+@dataclass(frozen=True)
+class TypeCount:
+    component: str
+    type: str
+    count: int
+
+
+@dataclass(frozen=True)
+class IamRow:
+    principal: str
+    role: str
+    resource_kind: str
+    resource: str
+    project_wide: bool
+    declared_by: str
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    policy: str
+    status: str
+    mandatory: bool
+    description: str
+    violations: list[str]
+    note: str = ""
+
+
+@dataclass
+class Report:
+    stack: str
+    environment: str | None
+    origin: str
+    resources: list[dict[str, str]]
+    counts: list[TypeCount]
+    network: dict[str, Any]
+    iam: list[IamRow]
+    buckets: list[dict[str, Any]]
+    quotas: list[dict[str, Any]]
+    secrets: list[dict[str, Any]]
+    policy: list[PolicyRow]
+    diagram: str
+    platform: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def mandatory_failures(self) -> int:
+        return sum(len(p.violations) for p in self.policy if p.mandatory and p.status == "fail")
+
+
+def shown(value: object) -> str:
+    """A value as a reviewer should read it; engine unknowns become ``(computed)``."""
+    if value is None:
+        return "-"
+    if value == UNKNOWN:
+        return COMPUTED
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _of_type(resources: Sequence[ReviewResource], *types: str) -> list[ReviewResource]:
+    return [r for r in resources if r.type in types]
+
+
+def _cloud(resources: Sequence[ReviewResource]) -> list[ReviewResource]:
+    return [r for r in resources if r.custom and not r.type.startswith("pulumi:")]
+
+
+def counts(resources: Sequence[ReviewResource]) -> list[TypeCount]:
+    tally = Counter((r.component, r.type) for r in _cloud(resources))
+    return [TypeCount(c, t, n) for (c, t), n in sorted(tally.items())]
+
+
+def network_section(resources: Sequence[ReviewResource], platform: Mapping[str, Any]) -> dict:
+    attachments = _of_type(resources, "gcp:compute/networkAttachment:NetworkAttachment")
+    peerings = _of_type(resources, "gcp:servicenetworking/connection:Connection")
+    mode = "psc-interface" if attachments else "peering" if peerings else "none"
+    subnets = [
+        {
+            "name": display_name(r),
+            "cidr": shown(r.inputs.get("ipCidrRange")),
+            "purpose": shown(r.inputs.get("purpose") or "PRIVATE"),
+            "private_google_access": shown(r.inputs.get("privateIpGoogleAccess") is True),
+            "flow_logs": shown(isinstance(r.inputs.get("logConfig"), Mapping)),
+        }
+        for r in _of_type(resources, "gcp:compute/subnetwork:Subnetwork")
+    ]
+    ranges = [
+        {
+            "name": display_name(r),
+            "cidr": f"{shown(r.inputs.get('address'))}/{shown(r.inputs.get('prefixLength'))}",
+            "purpose": shown(r.inputs.get("purpose")),
+        }
+        for r in _of_type(resources, "gcp:compute/globalAddress:GlobalAddress")
+    ]
+    nats = [
+        {
+            "name": display_name(r),
+            "ip_allocation": shown(r.inputs.get("natIpAllocateOption")),
+            "ranges": shown(r.inputs.get("sourceSubnetworkIpRangesToNat")),
+        }
+        for r in _of_type(resources, "gcp:compute/routerNat:RouterNat")
+    ]
+    firewalls = [
+        {
+            "name": display_name(r),
+            "direction": shown(r.inputs.get("direction") or "INGRESS"),
+            "action": "deny" if r.inputs.get("denies") else "allow",
+            "sources": ", ".join(shown(s) for s in r.inputs.get("sourceRanges") or []) or "-",
+            "priority": shown(r.inputs.get("priority")),
+        }
+        for r in _of_type(resources, "gcp:compute/firewall:Firewall")
+    ]
+    return {
+        "mode": mode,
+        "networks": [display_name(r) for r in _of_type(resources, "gcp:compute/network:Network")],
+        "subnets": subnets,
+        "nat": nats,
+        "attachment": [
+            {
+                "name": display_name(r),
+                "connection_preference": shown(r.inputs.get("connectionPreference")),
+                "exported_as": shown(platform.get("network_attachment")),
+            }
+            for r in attachments
+        ],
+        "peering_ranges": ranges,
+        "firewall": firewalls,
+        "shared_vpc_host": shown(
+            next(
+                (
+                    r.inputs.get("hostProject")
+                    for r in _of_type(
+                        resources, "gcp:compute/sharedVPCServiceProject:SharedVPCServiceProject"
+                    )
+                ),
+                None,
+            )
+        ),
+    }
+
+
+def iam_matrix(resources: Sequence[ReviewResource]) -> list[IamRow]:
+    rows = {
+        IamRow(
+            principal=shown(grant.principal),
+            role=shown(grant.role),
+            resource_kind="project" if grant.project_wide else grant.scope_kind,
+            resource=shown(grant.scope),
+            project_wide=grant.project_wide,
+            declared_by=r.name,
+        )
+        for r in resources
+        for grant in grants_of(r.type, r.inputs)
+    }
+    return sorted(rows, key=lambda row: (row.principal, row.role, row.resource))
+
+
+def _days(seconds: object) -> str:
+    try:
+        return f"{float(str(seconds).rstrip('s')) / 86400:g} d"
+    except ValueError:
+        return shown(seconds)
+
+
+def _lifecycle(rules: object) -> str:
+    if not isinstance(rules, Sequence):
+        return "-"
+    parts = []
+    for rule in rules:
+        if not isinstance(rule, Mapping):
+            continue
+        action = (rule.get("action") or {}).get("type", "?")
+        condition = ", ".join(f"{k}={shown(v)}" for k, v in (rule.get("condition") or {}).items())
+        parts.append(f"{action} if {condition}" if condition else str(action))
+    return "; ".join(parts) or "-"
+
+
+def buckets_section(resources: Sequence[ReviewResource]) -> list[dict[str, Any]]:
+    rows = []
+    for r in _of_type(resources, "gcp:storage/bucket:Bucket"):
+        i = r.inputs
+        soft_delete = (i.get("softDeletePolicy") or {}).get("retentionDurationSeconds")
+        retention = (i.get("retentionPolicy") or {}).get("retentionPeriod")
+        rows.append(
+            {
+                "name": shown(i.get("name") or r.name),
+                "location": shown(i.get("location")),
+                "uniform_access": shown(i.get("uniformBucketLevelAccess") is True),
+                "public_access_prevention": shown(i.get("publicAccessPrevention")),
+                "versioning": shown((i.get("versioning") or {}).get("enabled") is True),
+                "soft_delete": _days(soft_delete) if soft_delete is not None else "-",
+                "retention": _days(retention) if retention is not None else "-",
+                "lifecycle": _lifecycle(i.get("lifecycleRules")),
+                "cmek": shown((i.get("encryption") or {}).get("defaultKmsKeyName")),
+            }
+        )
+    return rows
+
+
+def quotas_section(resources: Sequence[ReviewResource]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": r.name,
+            "service": shown(r.inputs.get("service")),
+            "quota_id": shown(r.inputs.get("quotaId")),
+            "region": shown((r.inputs.get("dimensions") or {}).get("region")),
+            "preferred_value": shown((r.inputs.get("quotaConfig") or {}).get("preferredValue")),
+        }
+        for r in _of_type(resources, "gcp:cloudquota/sQuotaPreference:SQuotaPreference")
+    ]
+
+
+def secrets_section(resources: Sequence[ReviewResource]) -> list[dict[str, Any]]:
+    """Secret names and where they replicate; values are never read, even if a version exists."""
+    versions = Counter(
+        shown(r.inputs.get("secret"))
+        for r in _of_type(resources, "gcp:secretmanager/secretVersion:SecretVersion")
+    )
+    rows = []
+    for r in _of_type(resources, "gcp:secretmanager/secret:Secret"):
+        replication = r.inputs.get("replication") or {}
+        if isinstance(replication.get("userManaged"), Mapping):
+            replicas = replication["userManaged"].get("replicas") or []
+            where = ", ".join(shown(rep.get("location")) for rep in replicas)
+        else:
+            where = "automatic"
+        secret_id = shown(r.inputs.get("secretId") or r.name)
+        rows.append(
+            {
+                "secret_id": secret_id,
+                "replication": where,
+                "versions_in_state": versions.get(secret_id, 0),
+            }
+        )
+    return rows
+
+
+def policy_section(verdicts: Sequence[Verdict]) -> list[PolicyRow]:
+    return [
+        PolicyRow(
+            policy=v.rule.name,
+            status=v.status,
+            mandatory=v.rule.mandatory,
+            description=v.rule.description,
+            violations=[
+                f"{violation.resource or 'stack'}: {violation.message}"
+                for violation in v.violations
+            ],
+            note=v.note,
+        )
+        for v in verdicts
+    ]
+
+
+def policy_subjects(resources: Sequence[ReviewResource]) -> list[PolicySubject]:
+    return [PolicySubject(r.type, r.name, r.urn, r.inputs, r.outputs) for r in resources]
+
+
+def build_report(source: ReviewSource) -> Report:
+    resources = source.resources
+    verdicts = evaluate(policy_subjects(resources), RuleContext(environment=source.environment))
+    iam = iam_matrix(resources)
+    return Report(
+        stack=source.stack,
+        environment=source.environment,
+        origin=source.origin,
+        resources=[
+            {"urn": r.urn, "type": r.type, "name": r.name, "component": r.component, "op": r.op}
+            for r in _cloud(resources)
+        ],
+        counts=counts(resources),
+        network=network_section(resources, source.platform),
+        iam=iam,
+        buckets=buckets_section(resources),
+        quotas=quotas_section(resources),
+        secrets=secrets_section(resources),
+        policy=policy_section(verdicts),
+        diagram=mermaid(resources, iam),
+        platform=source.platform,
+    )

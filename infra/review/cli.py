@@ -1,0 +1,93 @@
+"""`vtx review --stack dev|prod [--against prod] [--preview-json FILE] [--format md|html|json]`.
+
+Cheap to import (the CLI loads it for `vtx --help`): the infra program, Pulumi and pulumi-gcp are
+only imported when a review actually runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+logger = logging.getLogger(__name__)
+
+review_app = typer.Typer()
+
+
+class Format(StrEnum):
+    md = "md"
+    html = "html"
+    json = "json"
+
+
+def render_review(
+    stack: str,
+    against: str | None = None,
+    preview_json: Path | None = None,
+    fmt: Format = Format.md,
+) -> tuple[str, int]:
+    """The rendered report and the exit code (1 when a mandatory policy is violated)."""
+    from infra.review.builder import build_report
+    from infra.review.diff import diff_stacks
+    from infra.review.render_html import to_html
+    from infra.review.render_json import to_json
+    from infra.review.render_markdown import to_markdown
+    from infra.review.sources import from_offline, from_preview_json
+
+    source = from_preview_json(preview_json, stack) if preview_json else from_offline(stack)
+    report = build_report(source)
+    diff = None
+    failures = report.mandatory_failures
+    if against is not None:
+        other = from_offline(against)
+        other_report = build_report(other)
+        diff = diff_stacks(source, other, report, other_report)
+        failures += other_report.mandatory_failures
+    renderer = {Format.md: to_markdown, Format.html: to_html, Format.json: to_json}[fmt]
+    return renderer(report, diff), 1 if failures else 0
+
+
+@review_app.command("review")
+def review(
+    stack: str = typer.Option(..., "--stack", help="stack to review (reads Pulumi.<stack>.yaml)"),
+    against: str | None = typer.Option(
+        None, "--against", help="second stack to compare with, e.g. prod"
+    ),
+    preview_json: Path | None = typer.Option(
+        None,
+        "--preview-json",
+        help="review a real `pulumi preview --json` output instead of running offline",
+        exists=True,
+        dir_okay=False,
+    ),
+    fmt: Format = typer.Option(Format.md, "--format", help="md (PR comment), html or json"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="write here, not stdout"),
+) -> None:
+    """Review what a stack creates: resources, network, IAM, buckets, quotas, secrets, policies."""
+    from infra.review.sources import ReviewSourceError
+
+    console = Console(stderr=True)
+    try:
+        text, code = render_review(stack, against, preview_json, fmt)
+    except ReviewSourceError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    except Exception as exc:
+        # infra.offline.OfflineError: the program itself failed (bad config...); its message
+        # names the stack file and the key.
+        if type(exc).__name__ != "OfflineError":
+            raise
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        console.print(f"review written to {output}")
+    if code:
+        console.print("[red]mandatory policy violations: see the Policies section[/red]")
+    raise typer.Exit(code)

@@ -1,0 +1,296 @@
+"""`vtx review`: the offline review of dev and prod, and the review of a `pulumi preview --json`."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from infra.review.builder import Report, build_report
+from infra.review.cli import Format, render_review, review_app
+from infra.review.render_html import to_html
+from infra.review.render_json import to_data
+from infra.review.render_markdown import to_markdown
+from infra.review.sources import ReviewSource, ReviewSourceError, from_offline, from_preview_json
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PREVIEW = FIXTURES / "preview-dev.json"
+SECTIONS = (
+    "## Resources",
+    "## Network",
+    "## IAM",
+    "## Buckets",
+    "## Quotas requested",
+    "## Secrets (names only)",
+    "## Policies",
+    "## Diagram",
+    "```mermaid\nflowchart LR",
+)
+
+
+@pytest.fixture(scope="module")
+def offline() -> dict[str, tuple[ReviewSource, Report]]:
+    """Each stack run once under mocks for the whole module (about 2 s a stack)."""
+    runs = {}
+    for stack in ("dev", "prod"):
+        source = from_offline(stack)
+        runs[stack] = (source, build_report(source))
+    return runs
+
+
+def cli() -> typer.Typer:
+    """The review command registered the way jobs/cli.py registers it."""
+    app = typer.Typer()
+    app.command("noop")(lambda: None)
+    app.add_typer(review_app)
+    return app
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_offline_review_has_every_section(offline, stack: str) -> None:
+    _, report = offline[stack]
+    text = to_markdown(report)
+    for section in SECTIONS:
+        assert section in text, f"{section!r} missing from the {stack} review"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_offline_review_describes_what_the_stack_exports(offline, stack: str) -> None:
+    source, report = offline[stack]
+    platform = source.platform
+    assert report.environment == platform["environment"] == stack
+    bucket_names = {b["name"] for b in report.buckets}
+    assert bucket_names == set(platform["buckets"].values())
+    assert all(b["uniform_access"] == "yes" for b in report.buckets)
+    assert {s["secret_id"] for s in report.secrets} == set(platform["secrets"])
+    trainer = f"serviceAccount:{platform['trainer_service_account']}"
+    trainer_targets = {row.resource for row in report.iam if row.principal == trainer}
+    assert platform["buckets"]["checkpoints"] in trainer_targets
+    assert report.quotas and all(q["service"] == "aiplatform.googleapis.com" for q in report.quotas)
+
+
+def test_network_section_follows_each_stacks_mode(offline) -> None:
+    dev, prod = offline["dev"][1].network, offline["prod"][1].network
+    assert dev["mode"] == "peering" and dev["peering_ranges"] and not dev["attachment"]
+    assert prod["mode"] == "psc-interface" and prod["attachment"]
+    assert prod["attachment"][0]["exported_as"] == offline["prod"][0].platform["network_attachment"]
+
+
+def test_dev_stack_passes_every_mandatory_policy(offline) -> None:
+    _, report = offline["dev"]
+    failing = [p for p in report.policy if p.mandatory and p.status == "fail"]
+    assert failing == [], failing
+    skipped = {p.policy for p in report.policy if p.status == "skipped"}
+    assert skipped == {p.policy for p in report.policy if p.policy.startswith("prod-")}
+
+
+def test_prod_review_applies_the_prod_rules(offline) -> None:
+    _, report = offline["prod"]
+    verdicts = {p.policy: p.status for p in report.policy}
+    assert verdicts["prod-bucket-cmek"] == "pass"
+    assert verdicts["prod-registry-immutable-tags"] == "pass"
+    assert verdicts["prod-budget"] == "pass"
+    assert "skipped" not in verdicts.values()
+
+
+def test_secret_values_never_reach_the_report(offline) -> None:
+    for _, report in offline.values():
+        for text in (to_markdown(report), to_html(report), json.dumps(to_data(report))):
+            assert "offline-dummy-secret" not in text
+            assert "secretData" not in text
+        assert all(s["versions_in_state"] == 0 for s in report.secrets)
+
+
+def test_against_shows_what_differs_between_dev_and_prod(offline) -> None:
+    text, _ = render_review("dev", against="prod")
+    diff = text[text.index("## dev vs prod") :]
+    assert "| network | mode | peering | psc-interface |" in diff
+    assert "gcp:billing/budget:Budget | 0 | 1 |" in diff
+    assert "immutableTags" in diff
+    # The environment name and project number are blanked: not every resource differs.
+    assert "storage-data | labels" in diff
+    assert "Bucket storage-data | name" not in diff
+
+
+def test_cli_writes_json_and_exits_with_the_policy_verdict(tmp_path: Path, offline) -> None:
+    out = tmp_path / "dev.json"
+    result = CliRunner().invoke(
+        cli(), ["review", "--stack", "dev", "--format", "json", "-o", str(out)]
+    )
+    data = json.loads(out.read_text())
+    assert {
+        "resources",
+        "iam",
+        "policy",
+        "network",
+        "buckets",
+        "quotas",
+        "secrets",
+        "diagram",
+    } <= set(data)
+    assert result.exit_code == (1 if data["mandatory_violations"] else 0)
+    assert result.exit_code == 0, result.output
+
+
+# --- pulumi preview --json ------------------------------------------------------------------
+
+
+def test_preview_json_renders_the_same_sections() -> None:
+    report = build_report(from_preview_json(PREVIEW, "dev"))
+    text = to_markdown(report)
+    for section in SECTIONS:
+        assert section in text
+    assert report.environment == "dev"
+    assert report.network["mode"] == "peering"
+    assert {c.component for c in report.counts} == {
+        "identity",
+        "network",
+        "quotas",
+        "registry",
+        "secrets",
+        "storage",
+    }
+    assert [b["name"] for b in report.buckets] == [
+        "acme-vtx-dev-checkpoints",
+        "acme-vtx-dev-staging",
+    ]
+    assert report.mandatory_failures == 0
+
+
+def _node_id(diagram: str, label: str) -> str:
+    """The Mermaid id of the node whose label is exactly ``label``."""
+    for line in diagram.splitlines():
+        if f'"{label}"' in line and "-->" not in line:
+            return line.strip().split('"', 1)[0].rstrip("[({/>")
+    raise AssertionError(f"no node {label!r} in\n{diagram}")
+
+
+def test_preview_json_diagram_draws_grants_between_stack_resources() -> None:
+    diagram = build_report(from_preview_json(PREVIEW, "dev")).diagram
+    trainer = _node_id(diagram, "service account: acme-vtx-dev-trainer")
+    launcher = _node_id(diagram, "service account: acme-vtx-dev-launcher")
+    bucket = _node_id(diagram, "bucket: acme-vtx-dev-checkpoints")
+    secret = _node_id(diagram, "secret: hf-token")
+    edges = {line.strip() for line in diagram.splitlines() if "-->" in line}
+    assert f'{trainer} -->|"storage.objectAdmin"| {bucket}' in edges
+    assert f'{trainer} -->|"secretmanager.secretAccessor"| {secret}' in edges
+    assert f'{launcher} -->|"iam.serviceAccountUser"| {trainer}' in edges
+    assert f'{launcher} -->|"aiplatform.user"| project' in edges
+
+
+def test_preview_with_public_bucket_grant_fails_the_review(tmp_path: Path) -> None:
+    digest = json.loads(PREVIEW.read_text())
+    step = copy.deepcopy(
+        next(s for s in digest["steps"] if s["urn"].endswith("checkpoints-trainer"))
+    )
+    step["urn"] = step["newState"]["urn"] = step["urn"].replace("checkpoints-trainer", "public")
+    step["newState"]["inputs"]["member"] = "allUsers"
+    digest["steps"].append(step)
+    path = tmp_path / "preview.json"
+    path.write_text(json.dumps(digest))
+    result = CliRunner().invoke(cli(), ["review", "--stack", "dev", "--preview-json", str(path)])
+    assert result.exit_code == 1
+    assert "no-public-principals | mandatory | fail" in result.output
+    assert "grants roles/storage.objectViewer to allUsers" not in result.output
+    assert (
+        "grants roles/storage.objectAdmin to allUsers on bucket acme-vtx-dev-checkpoints"
+        in result.output
+    )
+
+
+def test_deleted_resources_are_not_reviewed(tmp_path: Path) -> None:
+    digest = json.loads(PREVIEW.read_text())
+    for step in digest["steps"]:
+        if step["urn"].endswith("::staging"):
+            step["op"] = "delete"
+            step["oldState"] = step.pop("newState")
+    path = tmp_path / "preview.json"
+    path.write_text(json.dumps(digest))
+    report = build_report(from_preview_json(path, "dev"))
+    assert [b["name"] for b in report.buckets] == ["acme-vtx-dev-checkpoints"]
+
+
+def test_preview_file_without_steps_is_refused_with_the_command_to_make_one(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"config": {}}))
+    with pytest.raises(ReviewSourceError, match=r"pulumi preview --json --stack dev"):
+        from_preview_json(path, "dev")
+    result = CliRunner().invoke(cli(), ["review", "--stack", "dev", "--preview-json", str(path)])
+    assert result.exit_code == 2
+
+
+def test_json_format_has_resources_iam_and_policy_keys() -> None:
+    text, code = render_review("dev", preview_json=PREVIEW, fmt=Format.json)
+    data = json.loads(text)
+    assert code == 0
+    assert len(data["resources"]) == 19  # custom resources in the fixture
+    assert {"principal", "role", "resource_kind", "resource"} <= set(data["iam"][0])
+    assert {p["policy"] for p in data["policy"]} >= {"no-public-principals", "prod-budget"}
+
+
+# --- HTML ------------------------------------------------------------------------------------
+
+
+class _Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href") and value:
+                self.external.append(value)
+
+
+def test_html_report_is_one_self_contained_page() -> None:
+    text, _ = render_review("dev", preview_json=PREVIEW, fmt=Format.html)
+    parser = _Collector()
+    parser.feed(text)
+    assert parser.external == []
+    assert "script" not in parser.tags and "link" not in parser.tags
+    assert parser.tags.count("table") >= 7
+    for heading in ("Resources", "Network", "IAM", "Buckets", "Quotas requested", "Policies"):
+        assert f"<h2>{heading}" in text
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="no /usr/bin/chromium here")
+def test_html_report_renders_in_headless_chromium_without_console_errors(tmp_path: Path) -> None:
+    page = tmp_path / "review.html"
+    page.write_text(render_review("dev", preview_json=PREVIEW, fmt=Format.html)[0])
+    proc = subprocess.run(
+        [
+            "/usr/bin/chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Policies" in proc.stdout
+    assert "CONSOLE" not in proc.stderr and "Uncaught" not in proc.stderr
+
+
+def test_review_cli_module_is_cheap_to_import() -> None:
+    code = (
+        "import sys, infra.review.cli; "
+        "heavy = [m for m in ('pulumi', 'pulumi_gcp', 'infra.offline') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
