@@ -39,6 +39,9 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a field: key.path=value (YAML value). Repeatable."),
 ]
+PollOpt = Annotated[
+    float, typer.Option("--poll-s", hidden=True, help="Seconds between polls when following.")
+]
 StackOpt = Annotated[str | None, typer.Option("--stack", help="Stack name (Pulumi), or `local`.")]
 StackFileOpt = Annotated[
     Path | None, typer.Option("--stack-file", help="Exported `platform` stack output JSON.")
@@ -270,6 +273,7 @@ def launch(
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Resubmit an existing run (same output prefix).")
     ] = None,
+    poll_s: PollOpt = 5.0,
 ) -> None:
     """Plan, confirm and submit a job; print its name and run id."""
     from jobs.launch import launch_job
@@ -286,6 +290,7 @@ def launch(
         yes=yes,
         dry_run=dry_run,
         follow=follow,
+        poll_s=poll_s,
     )
     raise typer.Exit(code)
 
@@ -321,11 +326,13 @@ def logs(
     stack: StackOpt = None,
     stack_file: StackFileOpt = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Until the run ends.")] = False,
+    poll_s: PollOpt = 5.0,
 ) -> None:
     """Logs of a run across all its attempts."""
     from jobs.launch import show_logs
 
-    raise typer.Exit(show_logs(_console(), _load_stack(stack, stack_file), ref, follow))
+    outputs = _load_stack(stack, stack_file)
+    raise typer.Exit(show_logs(_console(), outputs, ref, follow, poll_s=poll_s))
 
 
 @app.command()

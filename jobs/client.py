@@ -125,7 +125,7 @@ def explain(
         return VertexError(
             f"not authenticated: run `gcloud auth application-default login`. Vertex said: {exc}"
         )
-    if isinstance(exc, exceptions.InvalidArgument):
+    if isinstance(exc, exceptions.BadRequest):  # InvalidArgument and FailedPrecondition too
         return VertexError(
             f"Vertex rejected the job: {exc}. `vtx validate` did not catch this: please report it "
             "with the output of `vtx render --format json`."

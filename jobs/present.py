@@ -64,7 +64,7 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
 
 def quota_table(estimate: CostEstimate) -> Table:
     table = Table(title=f"Quota needed in {estimate.region}", title_justify="left")
-    table.add_column("metric")
+    table.add_column("metric", no_wrap=True)
     table.add_column("units", justify="right")
     for metric, units in sorted(estimate.quota.items()):
         table.add_row(metric, str(units))
