@@ -146,10 +146,12 @@ def test_server_side_rejection_becomes_an_actionable_error(local_platform: Stack
 
     # Bypass vtx's own validation: the control plane answers 400, the client raises
     # InvalidArgument, and vtx says what happened.
-    job = aiplatform_v1.CustomJob(
-        display_name="x",
-        job_spec={"worker_pool_specs": [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1, "container_spec": {"image_uri": "img"}}]},
-    )  # fmt: skip
+    pool = {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": 1,
+        "container_spec": {"image_uri": "img"},
+    }
+    job = aiplatform_v1.CustomJob(display_name="x", job_spec={"worker_pool_specs": [pool]})
     with pytest.raises(VertexError, match="rejected the job"):
         Vertex(local_platform).create(job)
 
