@@ -294,3 +294,76 @@ def test_review_cli_module_is_cheap_to_import() -> None:
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _engine_violations(resources, environment: str) -> set[tuple[str, str]]:
+    """(policy, resource name) pairs the CrossGuard policies report, fed as the engine would."""
+    from pulumi_policy import (
+        PolicyResource,
+        ResourceValidationArgs,
+        ResourceValidationPolicy,
+        StackValidationArgs,
+    )
+    from pulumi_policy.policy import _NotApplicableError
+    from pulumi_policy.proxy import unknown_checking_proxy
+
+    from infra.policy.policies import POLICIES
+
+    config = {"environment": environment}
+    found: set[tuple[str, str]] = set()
+    for policy in POLICIES:
+        try:
+            if isinstance(policy, ResourceValidationPolicy):
+                for r in resources:
+                    props = unknown_checking_proxy(dict(r.inputs))
+                    args = ResourceValidationArgs(r.type, props, r.urn, r.name, None, None, config)
+                    reported: list[str] = []
+                    policy.validate(args, lambda message, urn, out=reported: out.append(message))
+                    if reported:
+                        found.add((policy.name, r.name))
+            else:
+                stack = [
+                    PolicyResource(r.type, r.outputs, r.urn, r.name, None, None, None, [], {})
+                    for r in resources
+                ]
+                reported = []
+                policy.validate(
+                    StackValidationArgs(stack, config),
+                    lambda message, urn, out=reported: out.append(message),
+                )
+                if reported:
+                    found.add((policy.name, "stack"))
+        except _NotApplicableError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_crossguard_policies_agree_with_the_offline_verdicts(offline, stack: str) -> None:
+    """The pack `pulumi preview --policy-pack infra/policy` loads finds what the review finds,
+    on the real stack plus two resources that must be refused."""
+    from infra.policy.evaluate import PolicySubject, evaluate
+    from infra.policy.rules import RuleContext
+    from infra.review.sources import ReviewResource
+
+    source, _ = offline[stack]
+    planted = [
+        ReviewResource(
+            "urn:planted:public",
+            "gcp:storage/bucketIAMMember:BucketIAMMember",
+            "public",
+            {"bucket": "b", "role": "roles/storage.objectViewer", "member": "allUsers"},
+            {},
+            "x",
+        ),
+        ReviewResource("urn:planted:key", "gcp:serviceaccount/key:Key", "key", {}, {}, "x"),
+    ]
+    resources = [*source.resources, *planted]
+    subjects = [PolicySubject(r.type, r.name, r.urn, r.inputs, r.outputs) for r in resources]
+    offline_found = {
+        (v.policy, v.resource.split(" ", 1)[1] if v.resource else "stack")
+        for verdict in evaluate(subjects, RuleContext(environment=stack))
+        for v in verdict.violations
+    }
+    assert {("no-public-principals", "public"), ("no-service-account-keys", "key")} <= offline_found
+    assert _engine_violations(resources, stack) == offline_found
