@@ -206,11 +206,12 @@ _MESSAGES = {
 def _loc_path(loc: Sequence[Any]) -> str:
     path = ""
     for part in loc:
-        path = (
-            f"{path}[{part}]"
-            if isinstance(part, int)
-            else (f"{path}.{part}" if path else str(part))
-        )
+        if isinstance(part, int):
+            path = f"{path}[{part}]"
+        elif part == "" or "." in str(part):
+            path = f"{path}[{part!r}]"  # keep the path readable for odd keys
+        else:
+            path = f"{path}.{part}" if path else str(part)
     return path or "(top)"
 
 

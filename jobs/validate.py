@@ -51,6 +51,8 @@ def _normalised(name: str) -> str:
 def _join(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
+    if key == "" or "." in key:
+        return f"{path}[{key!r}]"  # keep the path readable for odd keys
     return f"{path}.{key}" if path else str(key)
 
 

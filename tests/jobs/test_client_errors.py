@@ -1,0 +1,133 @@
+"""API failures through the real JobServiceClient: transient ones are retried, quota errors are
+explained. The server here is a minimal FastAPI app started in-test that *injects* the failures
+(429 quota, 503) the local control plane never produces; it records every request it gets."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from jobs.client import Backoff, Vertex, VertexError
+from jobs.stack import Buckets, StackOutputs
+from tests.conftest import free_port, wait_for_port
+
+JOB_NAME = "projects/p/locations/us-central1/customJobs/7"
+QUOTA_MESSAGE = (
+    "The following quota metrics exceed quota limits: "
+    "aiplatform.googleapis.com/custom_model_training_nvidia_l4_gpus"
+)
+FAST = Backoff(initial_s=0.01, maximum_s=0.02, multiplier=1.5, deadline_s=5.0)
+
+
+@dataclass
+class Faults:
+    """Status codes to answer, in order, before answering normally; and what was received."""
+
+    get: list[int] = field(default_factory=list)
+    create: list[int] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)
+
+
+def _error(code: int) -> JSONResponse:
+    status = {429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}[code]
+    message = QUOTA_MESSAGE if code == 429 else "backend unavailable"
+    return JSONResponse({"error": {"code": code, "message": message, "status": status}}, code)
+
+
+def make_app(faults: Faults) -> FastAPI:
+    app = FastAPI()
+
+    @app.get("/v1/projects/{p}/locations/{l}/customJobs/{job_id}")
+    def get_job(p: str, l: str, job_id: str) -> JSONResponse:  # noqa: E741
+        faults.seen.append("GET")
+        if faults.get:
+            return _error(faults.get.pop(0))
+        return JSONResponse({"name": JOB_NAME, "displayName": "x", "state": "JOB_STATE_RUNNING"})
+
+    @app.post("/v1/projects/{p}/locations/{l}/customJobs")
+    def create_job(p: str, l: str) -> JSONResponse:  # noqa: E741
+        faults.seen.append("POST")
+        if faults.create:
+            return _error(faults.create.pop(0))
+        return JSONResponse({"name": JOB_NAME, "displayName": "x", "state": "JOB_STATE_PENDING"})
+
+    return app
+
+
+@pytest.fixture
+def faults() -> Iterator[tuple[Faults, StackOutputs]]:
+    import uvicorn
+
+    state = Faults()
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(make_app(state), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for_port(port)
+        stack = StackOutputs(
+            project="p",
+            project_number="1",
+            region="us-central1",
+            environment="dev",
+            trainer_service_account="t@p.iam.gserviceaccount.com",
+            launcher_service_account="l@p.iam.gserviceaccount.com",
+            buckets=Buckets(data="d", checkpoints="c", staging="s", models="m"),
+            artifact_registry="us-central1-docker.pkg.dev/p/r",
+            vertex_endpoint=f"http://127.0.0.1:{port}",
+        )
+        yield state, stack
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def _job():
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.CustomJob(display_name="x")
+
+
+def test_polling_retries_503_and_429_then_succeeds(faults: tuple[Faults, StackOutputs]) -> None:
+    state, stack = faults
+    state.get = [503, 429, 503]
+    job = Vertex(stack, backoff=FAST).get(JOB_NAME)
+    assert job.name == JOB_NAME
+    assert state.seen == ["GET"] * 4
+
+
+def test_create_retries_503(faults: tuple[Faults, StackOutputs]) -> None:
+    state, stack = faults
+    state.create = [503]
+    assert Vertex(stack, backoff=FAST).create(_job()).name == JOB_NAME
+    assert state.seen == ["POST", "POST"]
+
+
+def test_quota_429_on_create_names_metric_and_stack_config_without_retrying(
+    faults: tuple[Faults, StackOutputs],
+) -> None:
+    state, stack = faults
+    state.create = [429, 429, 429]
+    needed = {"aiplatform.googleapis.com/custom_model_training_nvidia_l4_gpus": 8}
+    with pytest.raises(VertexError) as err:
+        Vertex(stack, backoff=FAST).create(_job(), needed=needed)
+    message = str(err.value)
+    assert "custom_model_training_nvidia_l4_gpus (this job needs 8)" in message
+    assert "Pulumi.dev.yaml" in message and "quota" in message
+    assert state.seen == ["POST"]  # a quota error is not transient on create
+
+
+def test_persistent_503_gives_up_with_a_message(faults: tuple[Faults, StackOutputs]) -> None:
+    state, stack = faults
+    state.get = [503] * 10_000
+    short = Backoff(initial_s=0.01, maximum_s=0.02, multiplier=1.5, deadline_s=0.3)
+    with pytest.raises(VertexError, match="unavailable after retries"):
+        Vertex(stack, backoff=short).get(JOB_NAME)
+    assert len(state.seen) > 1

@@ -1,0 +1,213 @@
+"""Templates: pydantic structure, `extends:`, `--set`, format detection, and fuzzing (arbitrary
+YAML gives problems, never a traceback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobs.spec import (
+    CUSTOM_JOB,
+    CUSTOM_JOB_SPEC,
+    TEMPLATE,
+    JobTemplate,
+    TemplateError,
+    apply_overrides,
+    detect_format,
+    load_document,
+    load_template,
+)
+from jobs.validate import validate_document, validate_template_doc
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
+
+BASE = {
+    "name": "base",
+    "image": "trainer",
+    "command": ["python", "-m", "trainer.launch"],
+    "env": {"A": "1", "B": "2"},
+    "pools": {"chief": {"machine": "n1-standard-4"}},
+    "labels": {"team": "ml"},
+}
+
+
+def write(path: Path, doc: object) -> Path:
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize("path", sorted(TEMPLATES.glob("*.yaml")), ids=lambda p: p.name)
+def test_example_templates_are_valid_in_their_region(path: Path) -> None:
+    template = load_template(path)
+    assert validate_document(template.to_document(), TEMPLATE, region="us-central1") == []
+
+
+def test_extends_merges_mappings_and_replaces_lists(tmp_path: Path) -> None:
+    write(tmp_path / "base.yaml", BASE)
+    child = write(
+        tmp_path / "child.yaml",
+        {
+            "extends": "base.yaml",
+            "name": "child",
+            "command": ["python", "train.py"],
+            "env": {"B": "3", "C": "4"},
+            "pools": {"chief": {"machine": "n1-standard-8"}},
+        },
+    )
+    template = load_template(child)
+    assert template.name == "child"
+    assert template.command == ["python", "train.py"]
+    assert template.env == {"A": "1", "B": "3", "C": "4"}
+    assert template.pools.chief.machine == "n1-standard-8"
+    assert template.labels == {"team": "ml"}
+
+
+def test_extends_cycle_and_missing_parent_are_problems(tmp_path: Path) -> None:
+    write(tmp_path / "a.yaml", {**BASE, "extends": "b.yaml"})
+    write(tmp_path / "b.yaml", {**BASE, "extends": "a.yaml"})
+    document = load_document(tmp_path / "a.yaml")
+    assert [p.path for p in document.problems] == ["extends"]
+    assert "cycle" in document.problems[0].message
+    write(tmp_path / "c.yaml", {**BASE, "extends": "nope.yaml"})
+    assert "does not exist" in load_document(tmp_path / "c.yaml").problems[0].message
+
+
+def test_set_overrides_parse_yaml_values_and_create_paths(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.yaml", BASE)
+    template = load_template(
+        path,
+        [
+            "pools.chief.replicas=1",
+            "pools.workers.machine=n1-standard-4",
+            "pools.workers.replicas=3",
+            "command.1=-u",
+            "scheduling.strategy=SPOT",
+            "env.FLAG=true",
+        ],
+    )
+    assert template.pools.workers is not None and template.pools.workers.replicas == 3
+    assert template.command == ["python", "-u", "trainer.launch"]
+    assert template.scheduling.strategy == "spot"
+    assert template.env["FLAG"] == "true"
+
+
+def test_bad_overrides_are_problems_not_exceptions() -> None:
+    doc, problems = apply_overrides(BASE, ["novalue", "command.9=x", "name.x=1"], "t.yaml")
+    assert doc == BASE
+    assert [p.path for p in problems] == ["--set novalue", "--set command.9=x", "--set name.x=1"]
+
+
+@pytest.mark.parametrize(
+    ("key", "hint"),
+    [
+        ("persistent_disk_size_gb", "no persistent disk"),
+        ("use_spot", "scheduling.strategy: spot"),
+        ("machine_type", "write machine"),
+        ("gpus", "accelerator_count"),
+    ],
+)
+def test_invented_pool_fields_get_a_hint(key: str, hint: str) -> None:
+    doc = {**BASE, "pools": {"chief": {"machine": "n1-standard-4", key: 1}}}
+    problems = validate_template_doc(doc)
+    assert [p.path for p in problems] == [f"pools.chief.{key}"]
+    assert hint in (problems[0].hint or "")
+
+
+def test_all_structural_and_rule_problems_are_reported_together() -> None:
+    doc = {
+        **BASE,
+        "name": "Bad Name",
+        "env": {"HF_TOKEN": "x", "my-var": "1"},
+        "pools": {"chief": {"machine": "n1-standard-4", "replicas": 2, "useSpot": True}},
+        "scheduling": {"timeout": "forever", "strategy": "cheap"},
+    }
+    paths = {p.path for p in validate_template_doc(doc)}
+    assert {
+        "name",
+        "env.HF_TOKEN",
+        "env.my-var",
+        "pools.chief.replicas",
+        "pools.chief.useSpot",
+        "scheduling.timeout",
+        "scheduling.strategy",
+    } <= paths
+
+
+def test_load_template_raises_with_every_structural_problem(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.yaml", {"name": "t", "pools": {}, "extra": 1})
+    with pytest.raises(TemplateError) as err:
+        load_template(path)
+    assert {p.path for p in err.value.problems} == {"pools.chief", "extra"}
+    assert all(p.source == str(path) for p in err.value.problems)
+
+
+def test_env_scalars_become_strings_and_strategy_is_case_insensitive() -> None:
+    template = JobTemplate.model_validate(
+        {**BASE, "env": {"N": 3, "F": False}, "scheduling": {"strategy": "FLEX_START"}}
+    )
+    assert template.env == {"N": "3", "F": "false"}
+    assert template.scheduling.strategy == "flex_start"
+
+
+@pytest.mark.parametrize(
+    ("doc", "kind"),
+    [
+        (BASE, TEMPLATE),
+        ({"workerPoolSpecs": []}, CUSTOM_JOB_SPEC),
+        ({"worker_pool_specs": []}, CUSTOM_JOB_SPEC),
+        ({"displayName": "x", "jobSpec": {}}, CUSTOM_JOB),
+        ([1, 2], TEMPLATE),
+    ],
+)
+def test_format_is_detected(doc: object, kind: str) -> None:
+    assert detect_format(doc) == kind
+
+
+def test_invalid_yaml_reports_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\npools: [\n")
+    problems = load_document(path).problems
+    assert problems and problems[0].path.startswith("line ")
+
+
+# ---- fuzzing ------------------------------------------------------------------------------
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=12)
+)
+keys = st.sampled_from(
+    ["name", "pools", "chief", "workers", "reduction_server", "machine", "accelerator",
+     "accelerator_count", "replicas", "env", "secrets", "scheduling", "strategy", "timeout",
+     "max_wait", "image", "args", "labels", "boot_disk", "size_gb", "region", "tpu_topology",
+     "workerPoolSpecs", "machineSpec", "jobSpec", "displayName", "containerSpec", "replicaCount",
+     "diskSpec", "env", "value", "x"]
+) | st.text(max_size=8)  # fmt: skip
+documents = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=6),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(documents)
+def test_any_document_gives_problems_never_a_traceback(doc: object) -> None:
+    for problem in validate_document(doc, detect_format(doc), region="us-central1"):
+        assert problem.path and problem.message
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=200))
+def test_any_file_text_gives_problems_never_a_traceback(text: str) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "t.yaml"
+        path.write_text(text)
+        document = load_document(path, ["pools.chief.replicas=2"])
+        if not document.problems:
+            validate_document(document.doc, document.kind, source=str(path))
