@@ -55,7 +55,7 @@ def render_review(
 def review(
     stack: str = typer.Option(..., "--stack", help="stack to review (reads Pulumi.<stack>.yaml)"),
     against: str | None = typer.Option(
-        None, "--against", help="second stack to compare with, e.g. prod"
+        None, "--against", help="second stack to compare with, e.g. prod (run offline)"
     ),
     preview_json: Path | None = typer.Option(
         None,
@@ -68,19 +68,17 @@ def review(
     output: Path | None = typer.Option(None, "--output", "-o", help="write here, not stdout"),
 ) -> None:
     """Review what a stack creates: resources, network, IAM, buckets, quotas, secrets, policies."""
+    # Cheap (no pulumi): infra.offline imports Pulumi only inside run_offline.
+    from infra.config import ConfigError
+    from infra.offline import OfflineError
     from infra.review.sources import ReviewSourceError
 
     console = Console(stderr=True)
     try:
         text, code = render_review(stack, against, preview_json, fmt)
-    except ReviewSourceError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from exc
-    except Exception as exc:
-        # infra.offline.OfflineError: the program itself failed (bad config...); its message
-        # names the stack file and the key.
-        if type(exc).__name__ != "OfflineError":
-            raise
+    except (ReviewSourceError, ConfigError, OfflineError) as exc:
+        # ConfigError / OfflineError: the stack file is invalid or the program failed; their
+        # messages name the file and the key at fault.
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from exc
     if output is None:

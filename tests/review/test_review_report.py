@@ -367,3 +367,9 @@ def test_crossguard_policies_agree_with_the_offline_verdicts(offline, stack: str
     }
     assert {("no-public-principals", "public"), ("no-service-account-keys", "key")} <= offline_found
     assert _engine_violations(resources, stack) == offline_found
+
+
+def test_unknown_stack_is_reported_with_the_missing_file() -> None:
+    result = CliRunner().invoke(cli(), ["review", "--stack", "nosuch"])
+    assert result.exit_code == 2
+    assert "Pulumi.nosuch.yaml" in result.output
