@@ -1,8 +1,9 @@
 """The review as one self-contained HTML page: inline CSS, no script, no external resource.
 
 Without a script the Mermaid diagram cannot be drawn in the page (its renderer is a JavaScript
-library we would have to inline); the page shows the Mermaid source, which the Markdown report
-renders on GitHub, next to the same graph as component cards and an access table.
+library we would have to inline); the page shows the resources as one card per component, and
+the Mermaid source (which the Markdown report renders on GitHub) in a fold. Who may do what is
+the IAM section's table.
 """
 
 from __future__ import annotations
