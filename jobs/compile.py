@@ -202,8 +202,9 @@ def custom_job_dict(template: JobTemplate, stack: StackOutputs, run_id: str) -> 
         "scheduling": _scheduling(template),
         "serviceAccount": stack.trainer_service_account,
         "baseOutputDirectory": {"outputUriPrefix": output_prefix(stack, run_id)},
-        "enableWebAccess": template.web_access and stack.environment not in PROD_ENVIRONMENTS,
     }
+    if template.web_access and stack.environment not in PROD_ENVIRONMENTS:
+        job_spec["enableWebAccess"] = True  # stack_problems refused it in prod already
     if stack.network_attachment:
         job_spec["pscInterfaceConfig"] = {"networkAttachment": stack.network_attachment}
     elif stack.network:

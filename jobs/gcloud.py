@@ -165,7 +165,9 @@ def import_document(doc: dict, kind: str, source: str) -> Imported:
     if problems:
         raise TemplateError([Problem(p.path, p.message, p.hint, source) for p in problems])
     if kind == CUSTOM_JOB:
-        raw_name = doc.get("displayName") or Path(source).stem
+        # A job vtx rendered names its template in a label; its display name is the run id.
+        labels = doc.get("labels") or {}
+        raw_name = labels.get("vtx-template") or doc.get("displayName") or Path(source).stem
         name = template_name(raw_name)
         imported = import_spec(doc.get("jobSpec") or {}, name, doc.get("labels"))
         if "encryptionSpec" in doc:
