@@ -125,8 +125,13 @@ def test_unknown_secret_region_mismatch_and_prod_web_access_are_problems(
 
 def test_web_access_only_outside_prod(stack: StackOutputs) -> None:
     template = JobTemplate.model_validate(
-        {"name": "t", "image": "trainer", "web_access": True, "pools": {"chief": {"machine": "n1-standard-4"}}}
-    )  # fmt: skip
+        {
+            "name": "t",
+            "image": "trainer",
+            "web_access": True,
+            "pools": {"chief": {"machine": "n1-standard-4"}},
+        }
+    )
     assert custom_job_dict(template, stack, RUN_ID)["jobSpec"]["enableWebAccess"] is True
 
 

@@ -99,7 +99,9 @@ def test_import_a_hand_written_gcloud_spec(tmp_path: Path) -> None:
         },
         "scheduling": {"strategy": "spot", "timeout": "7200s"},
     }
-    assert imported.notes == ["serviceAccount dropped: the stack provides it (the stack's trainer service account)"]  # fmt: skip
+    assert imported.notes == [
+        "serviceAccount dropped: the stack provides it (the stack's trainer service account)"
+    ]
 
 
 def test_snake_case_and_invented_fields_in_gcloud_yaml_get_hints() -> None:

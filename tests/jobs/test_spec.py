@@ -180,12 +180,41 @@ scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=12)
 )
 keys = st.sampled_from(
-    ["name", "pools", "chief", "workers", "reduction_server", "machine", "accelerator",
-     "accelerator_count", "replicas", "env", "secrets", "scheduling", "strategy", "timeout",
-     "max_wait", "image", "args", "labels", "boot_disk", "size_gb", "region", "tpu_topology",
-     "workerPoolSpecs", "machineSpec", "jobSpec", "displayName", "containerSpec", "replicaCount",
-     "diskSpec", "env", "value", "x"]
-) | st.text(max_size=8)  # fmt: skip
+    [
+        "name",
+        "pools",
+        "chief",
+        "workers",
+        "reduction_server",
+        "machine",
+        "accelerator",
+        "accelerator_count",
+        "replicas",
+        "env",
+        "secrets",
+        "scheduling",
+        "strategy",
+        "timeout",
+        "max_wait",
+        "image",
+        "args",
+        "labels",
+        "boot_disk",
+        "size_gb",
+        "region",
+        "tpu_topology",
+        "workerPoolSpecs",
+        "machineSpec",
+        "jobSpec",
+        "displayName",
+        "containerSpec",
+        "replicaCount",
+        "diskSpec",
+        "env",
+        "value",
+        "x",
+    ]
+) | st.text(max_size=8)
 documents = st.recursive(
     scalars,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=6),

@@ -56,9 +56,17 @@ def test_launch_follow_prints_job_run_id_logs_and_final_state(
 ) -> None:
     template = write_template(tmp_path, "hello", "print('hello from vtx')")
     code, out = vtx(
-        "launch", str(template), "--stack", "local", "-y", "--follow", "--run-id",
-        "hello-run-1", "--poll-s", "0.2",
-    )  # fmt: skip
+        "launch",
+        str(template),
+        "--stack",
+        "local",
+        "-y",
+        "--follow",
+        "--run-id",
+        "hello-run-1",
+        "--poll-s",
+        "0.2",
+    )
     assert code == 0, out
     assert "submitted projects/" in out and "/customJobs/" in out
     assert "run id: hello-run-1" in out
@@ -99,9 +107,18 @@ def test_invalid_template_is_rejected_before_the_api(
 ) -> None:
     template = write_template(tmp_path, "bad", "print('never')")
     code, out = vtx(
-        "launch", str(template), "--stack", "local", "-y", "--run-id", "bad-1",
-        "--set", "pools.chief.replicas=2", "--set", "env.API_TOKEN=plain",
-    )  # fmt: skip
+        "launch",
+        str(template),
+        "--stack",
+        "local",
+        "-y",
+        "--run-id",
+        "bad-1",
+        "--set",
+        "pools.chief.replicas=2",
+        "--set",
+        "env.API_TOKEN=plain",
+    )
     assert code == 1
     assert "pools.chief.replicas" in out and "env.API_TOKEN" in out
     assert Vertex(local_platform).list("bad-1") == []
