@@ -1,0 +1,235 @@
+"""The `vtx` commands through typer's CliRunner (no API calls here; see test_submission.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from jobs.catalog import load_catalog
+from jobs.cli import app
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+TEMPLATES = REPO / "jobs" / "templates"
+STACK = HERE / "data" / "stack-dev.json"
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def vtx(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_validate_accepts_every_example_template() -> None:
+    code, out = vtx("validate", *map(str, sorted(TEMPLATES.glob("*.yaml"))))
+    assert code == 0, out
+    assert out.count("✓") == 3
+
+
+def test_validate_reports_every_problem_with_path_and_fix_then_exits_1(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "bad",
+                "image": "trainer",
+                "env": {"HF_TOKEN": "hf_abc"},
+                "pools": {
+                    "chief": {
+                        "machine": "n1-standard-8",
+                        "accelerator": "NVIDIA_TESLA_T4",
+                        "accelerator_count": 8,
+                        "persistent_disk_size_gb": 500,
+                    }
+                },
+            }
+        )
+    )
+    code, out = vtx("validate", str(path))
+    assert code == 1
+    assert f"{path}: pools.chief.persistent_disk_size_gb" in out
+    assert f"{path}: pools.chief.accelerator_count" in out and "1, 2, 4" in out
+    assert f"{path}: env.HF_TOKEN" in out and "secrets: {HF_TOKEN: hf-token}" in out
+    assert out.count("write instead:") == 3
+
+
+def test_validate_reads_gcloud_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "workerPoolSpecs": [
+                    {
+                        "machineSpec": {
+                            "machineType": "a2-highgpu-1g",
+                            "acceleratorType": "NVIDIA_TESLA_A100",
+                            "acceleratorCount": 2,
+                        },
+                        "replicaCount": 1,
+                        "containerSpec": {"imageUri": "img"},
+                    }
+                ]
+            }
+        )
+    )
+    code, out = vtx("validate", str(path))
+    assert code == 1
+    assert "workerPoolSpecs[0].machineSpec.acceleratorCount" in out and "a2-highgpu-2g" in out
+
+
+def test_validate_with_stack_and_policy_checks_the_compiled_job() -> None:
+    template = str(TEMPLATES / "smoke-cpu.yaml")
+    code, out = vtx("validate", template, "--stack-file", str(STACK), "--policy")
+    assert code == 0, out
+    # dev stacks cap timeouts (policy), although Vertex itself would accept 5 days
+    code, out = vtx(
+        "validate",
+        template,
+        "--stack-file",
+        str(STACK),
+        "--policy",
+        "--set",
+        "scheduling.timeout=5d",
+    )
+    assert code == 1
+    assert "(policy)" in out and "scheduling.timeout" in out
+
+
+def test_validate_region_from_stack(tmp_path: Path) -> None:
+    stack = json.loads(STACK.read_text()) | {"region": "europe-west1"}
+    stack_file = tmp_path / "eu.json"
+    stack_file.write_text(json.dumps(stack))
+    code, out = vtx(
+        "validate", str(TEMPLATES / "a100x16-fsdp.yaml"), "--stack-file", str(stack_file)
+    )
+    assert code == 1
+    assert "not offered for training in europe-west1" in out
+
+
+def test_cost_prints_pools_totals_spot_timeout_quota_and_table() -> None:
+    code, out = vtx("cost", str(TEMPLATES / "l4-spot-lora.yaml"))
+    assert code == 0, out
+    table = load_catalog().price_table("us-central1")[0]
+    on_demand = (
+        table.machines["g2-standard-8"].usd_per_h + table.accelerators["NVIDIA_L4"].usd_per_h
+    )
+    spot = on_demand * table.spot_estimate_factor
+    assert f"${on_demand:,.2f}" in out and f"${spot:,.2f}" in out
+    assert f"at its timeout cap (1d): ${spot * 24:,.2f}" in out
+    assert "custom_model_training_preemptible_nvidia_l4_gpus" in out
+    assert table.name in out
+
+
+def test_render_yaml_is_a_gcloud_config_and_json_a_custom_job(tmp_path: Path) -> None:
+    from google.cloud import aiplatform_v1
+
+    template = str(TEMPLATES / "smoke-cpu.yaml")
+    code, out = vtx("render", template, "--stack-file", str(STACK), "--run-id", "smoke-1")
+    assert code == 0, out
+    assert out.startswith("# CustomJobSpec for: gcloud ai custom-jobs create")
+    spec = yaml.safe_load(out)
+    assert set(spec) >= {"workerPoolSpecs", "scheduling", "serviceAccount", "baseOutputDirectory"}
+    out_file = tmp_path / "job.json"
+    code, out = vtx(
+        "render",
+        template,
+        "--stack-file",
+        str(STACK),
+        "--format",
+        "json",
+        "--run-id",
+        "smoke-1",
+        "-o",
+        str(out_file),
+    )
+    assert code == 0, out
+    job = aiplatform_v1.CustomJob.from_json(out_file.read_text(), ignore_unknown_fields=False)
+    assert job.labels["vtx-run-id"] == "smoke-1"
+
+
+def test_render_needs_a_stack() -> None:
+    code, out = vtx("render", str(TEMPLATES / "smoke-cpu.yaml"))
+    assert code == 2 and "no stack given" in out
+
+
+def test_import_prints_a_template_that_validates(tmp_path: Path) -> None:
+    spec = tmp_path / "tutorial.yaml"
+    spec.write_text(
+        "workerPoolSpecs:\n"
+        "  - machineSpec: {machineType: g2-standard-8, acceleratorType: NVIDIA_L4, acceleratorCount: 1}\n"
+        "    replicaCount: 1\n"
+        "    containerSpec: {imageUri: us-docker.pkg.dev/p/r/img:1}\n"
+        "scheduling: {strategy: SPOT}\n"
+    )
+    out_file = tmp_path / "tutorial-template.yaml"
+    code, out = vtx("import", str(spec), "-o", str(out_file))
+    assert code == 0, out
+    assert yaml.safe_load(out_file.read_text())["pools"]["chief"]["machine"] == "g2-standard-8"
+    code, out = vtx("validate", str(out_file))
+    assert code == 0, out
+
+
+def test_import_refuses_a_vtx_template() -> None:
+    code, out = vtx("import", str(TEMPLATES / "smoke-cpu.yaml"))
+    assert code == 1 and "already a vtx template" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((), "NVIDIA_H100_80GB"),
+        (("--accelerator", "NVIDIA_L4"), "g2-standard-96: 8"),
+        (("--machines", "--region", "europe-west1"), "g2-standard-8"),
+    ],
+)
+def test_catalog_lists_accelerators_machines_and_sources(
+    args: tuple[str, ...], expected: str
+) -> None:
+    code, out = vtx("catalog", *args)
+    assert code == 0, out
+    assert expected in out
+    assert "prices/vertex-training-us-central1-2026-09.yaml" in out
+
+
+def test_catalog_region_filter_excludes_machines_not_offered() -> None:
+    code, out = vtx("catalog", "--machines", "--region", "europe-west1")
+    assert code == 0 and "a2-highgpu-1g" not in out
+
+
+def test_catalog_unknown_accelerator_is_an_error() -> None:
+    code, out = vtx("catalog", "--accelerator", "NVIDIA_K80")
+    assert code == 2 and "unknown accelerator" in out
+
+
+HEAVY = ("google.cloud.aiplatform", "google.cloud.aiplatform_v1", "pulumi", "torch", "transformers")
+PROBE = """
+import sys
+from jobs.cli import app
+sys.argv = ["vtx", *sys.argv[1:]]
+try:
+    app()
+except SystemExit:
+    pass
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("pulumi", "torch", "transformers")
+               or m.startswith("google.cloud.aiplatform"))
+print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["validate", str(TEMPLATES / "l4-spot-lora.yaml")], ["validate", "--help"]],
+    ids=["help", "validate", "validate-help"],
+)
+def test_help_and_validate_import_no_heavy_library(args: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    heavy_line = [line for line in proc.stderr.splitlines() if line.startswith("HEAVY:")]
+    assert heavy_line == ["HEAVY:"], proc.stderr
