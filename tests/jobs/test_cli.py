@@ -162,7 +162,8 @@ def test_import_prints_a_template_that_validates(tmp_path: Path) -> None:
     spec = tmp_path / "tutorial.yaml"
     spec.write_text(
         "workerPoolSpecs:\n"
-        "  - machineSpec: {machineType: g2-standard-8, acceleratorType: NVIDIA_L4, acceleratorCount: 1}\n"
+        "  - machineSpec:\n"
+        "      {machineType: g2-standard-8, acceleratorType: NVIDIA_L4, acceleratorCount: 1}\n"
         "    replicaCount: 1\n"
         "    containerSpec: {imageUri: us-docker.pkg.dev/p/r/img:1}\n"
         "scheduling: {strategy: SPOT}\n"
