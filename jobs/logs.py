@@ -85,11 +85,16 @@ class CloudLoggingSource:
     called on every fetch so a resubmission's logs join the stream."""
 
     def __init__(
-        self, project: str, jobs: Callable[[], list[tuple[str, int]]], session: Any = None
+        self,
+        project: str,
+        jobs: Callable[[], list[tuple[str, int]]],
+        session: Any = None,
+        api_url: str = LOGGING_API,
     ) -> None:
         self.project = project
         self.jobs = jobs
         self._session = session
+        self.api_url = api_url
 
     @property
     def session(self) -> Any:
@@ -115,7 +120,7 @@ class CloudLoggingSource:
         }
         entries: list[LogEntry] = []
         while True:
-            response = self.session.post(LOGGING_API, json=body, timeout=30)
+            response = self.session.post(self.api_url, json=body, timeout=30)
             response.raise_for_status()
             page = response.json()
             for raw in page.get("entries", []):

@@ -1,0 +1,70 @@
+"""The catalog data files agree with each other, with VERTEX.md and with the installed protos."""
+
+from __future__ import annotations
+
+import json
+
+from jobs.catalog import load_catalog
+from jobs.rest_schema import SCHEMA_PATH, generate_schema, message_fields
+
+
+def test_rest_schema_file_matches_the_installed_protos() -> None:
+    # Regenerate with `python -m jobs.rest_schema` after upgrading google-cloud-aiplatform.
+    assert json.loads(SCHEMA_PATH.read_text()) == json.loads(json.dumps(generate_schema()))
+
+
+def test_every_catalog_accelerator_is_a_valid_api_enum_value() -> None:
+    api_values = set(
+        message_fields("google.cloud.aiplatform.v1.MachineSpec")["acceleratorType"]["values"]
+    )
+    assert set(load_catalog().accelerators) <= api_values
+
+
+def test_machines_regions_and_prices_only_name_known_things() -> None:
+    cat = load_catalog()
+    families = {m.family for m in cat.machines.values()}
+    for machine in cat.machines.values():
+        assert set(machine.accelerators) <= set(cat.accelerators), machine.name
+        assert all(counts for counts in machine.accelerators.values()), machine.name
+        if machine.builtin:
+            assert len(machine.accelerators) == 1 and all(
+                len(c) == 1 for c in machine.accelerators.values()
+            ), machine.name
+    for region in cat.regions.values():
+        assert set(region.families) <= families, region.name
+        assert set(region.accelerators) <= set(cat.accelerators), region.name
+    for table in cat.price_tables:
+        assert set(table.machines) <= set(cat.machines), table.name
+        assert set(table.accelerators) <= set(cat.accelerators), table.name
+        assert table.as_of and table.source.startswith("https://")
+
+
+def test_vertex_md_count_rules_hold() -> None:
+    cat = load_catalog()
+    t4_counts = [
+        c for m in cat.machines_for("NVIDIA_TESLA_T4") for c in m.accelerators["NVIDIA_TESLA_T4"]
+    ]
+    assert max(t4_counts) == 4  # T4 never exceeds 4 per VM
+    assert cat.machines["a2-highgpu-1g"].accelerators == {"NVIDIA_TESLA_A100": (1,)}
+    assert cat.machines["a2-megagpu-16g"].accelerators == {"NVIDIA_TESLA_A100": (16,)}
+    assert cat.machines["g2-standard-48"].accelerators == {"NVIDIA_L4": (4,)}
+    assert cat.machines["n1-standard-32"].accelerators["NVIDIA_TESLA_V100"] == (4, 8)
+    assert cat.machines["n1-highmem-64"].accelerators["NVIDIA_TESLA_T4"] == (4,)
+
+
+def test_quota_metrics_follow_vertex_naming() -> None:
+    l4 = load_catalog().accelerators["NVIDIA_L4"]
+    assert (
+        l4.metric(preemptible=False)
+        == "aiplatform.googleapis.com/custom_model_training_nvidia_l4_gpus"
+    )
+    assert l4.metric(preemptible=True) == (
+        "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_l4_gpus"
+    )
+
+
+def test_the_verified_prices_match_vertex_md() -> None:
+    table, _ = load_catalog().price_table("us-central1")
+    assert table.machines["n1-standard-4"].usd_per_h == 0.2185
+    assert table.machines["n1-standard-4"].basis == "verified"
+    assert table.accelerators["NVIDIA_H100_80GB"].usd_per_h == 9.80

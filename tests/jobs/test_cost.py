@@ -1,0 +1,57 @@
+"""Cost and quota estimates from the price table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.catalog import load_catalog
+from jobs.cost import estimate
+from jobs.spec import JobTemplate, load_template
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
+
+
+def test_multi_pool_cost_adds_machines_accelerators_and_replicas() -> None:
+    table, _ = load_catalog().price_table("us-central1")
+    result = estimate(load_template(TEMPLATES / "a100x16-fsdp.yaml"), "us-central1")
+    node = (
+        table.machines["a2-ultragpu-8g"].usd_per_h
+        + 8 * table.accelerators["NVIDIA_A100_80GB"].usd_per_h
+    )
+    reduction = 4 * table.machines["n1-highcpu-16"].usd_per_h
+    assert [p.role for p in result.pools] == ["chief", "workers", "reduction_server"]
+    assert result.on_demand_usd_per_h == pytest.approx(2 * node + reduction)
+    assert result.usd_per_h == result.on_demand_usd_per_h  # strategy: standard
+    assert result.usd_at_timeout == pytest.approx(result.usd_per_h * 72)
+    assert result.quota == {
+        "aiplatform.googleapis.com/custom_model_training_cpus": 96 * 2 + 16 * 4,
+        "aiplatform.googleapis.com/custom_model_training_nvidia_a100_80gb_gpus": 16,
+    }
+    assert result.missing == [] and result.table_matches_region
+
+
+def test_spot_jobs_use_the_preemptible_quota_and_spot_estimate() -> None:
+    result = estimate(load_template(TEMPLATES / "l4-spot-lora.yaml"), "us-central1")
+    assert result.usd_per_h == pytest.approx(
+        result.on_demand_usd_per_h * result.table.spot_estimate_factor
+    )
+    assert (
+        "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_l4_gpus" in result.quota
+    )
+
+
+def test_missing_prices_and_other_regions_are_reported_not_guessed() -> None:
+    template = JobTemplate.model_validate(
+        {
+            "name": "h200",
+            "image": "t",
+            "region": "europe-west4",
+            "pools": {"chief": {"machine": "a3-ultragpu-8g"}},
+        }
+    )
+    result = estimate(template)
+    assert not result.table_matches_region and result.region == "europe-west4"
+    assert result.missing == ["NVIDIA_H200_141GB", "a3-ultragpu-8g"]
+    assert result.on_demand_usd_per_h == 0
