@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -186,7 +185,7 @@ class Vertex:
         pager = self._call("list_custom_jobs", request=request)
         jobs = [
             j
-            for j in _pages(pager)
+            for j in pager  # the pager fetches further pages itself
             if LABEL_RUN_ID in j.labels and (run_id is None or j.labels[LABEL_RUN_ID] == run_id)
         ]
         return sorted(jobs, key=lambda j: j.create_time, reverse=True)
@@ -201,10 +200,6 @@ class Vertex:
         if not attempts:
             raise VertexError(f"no job with run id {ref!r} in {parent(self.stack)}: see `vtx list`")
         return attempts[0]
-
-
-def _pages(pager: Any) -> Iterator[Any]:
-    yield from pager
 
 
 def state_name(job: aiplatform_v1.CustomJob) -> str:

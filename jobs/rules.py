@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 from jobs.catalog import Catalog, closest
 from jobs.durations import human_duration
-from jobs.facts import JobFacts, PoolFacts
+from jobs.facts import JobFacts, PoolFacts, reduction_server_image
 from jobs.problems import Problem
 
 Rule = Callable[[JobFacts, Catalog], Iterator[Problem]]
@@ -258,12 +258,7 @@ def reduction_server_rules(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             "remove the accelerator; n1-highcpu-16 is the recommended machine",
         )
     if rs.image is not None and not REDUCTION_SERVER_IMAGE.match(rs.image):
-        region = cat.regions.get(job.region or "")
-        image = (
-            region.reduction_server_image
-            if region
-            else "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
-        )
+        image = reduction_server_image(cat, job.region)
         yield Problem(
             rs.path("image"),
             f"the Reduction Server pool must run Google's reduction server image, not {rs.image}",

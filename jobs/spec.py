@@ -143,10 +143,8 @@ class JobTemplate(_Strict):
     """Interactive shell into replicas; always off in prod stacks."""
 
     def to_document(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {
-            "name": self.name,
-            "pools": self.pools.model_dump(mode="json", exclude_none=True),
-        }
+        """The template as a plain document (what validation and ``--set`` work on)."""
+        return self.model_dump(mode="json", exclude_none=True)
 
     @classmethod
     def from_document(cls, doc: Any, source: str | None = None) -> JobTemplate:
