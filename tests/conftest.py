@@ -80,13 +80,12 @@ def gcs_bucket(gcs_emulator: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def local_platform_state(
-    gcs_emulator: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[PlatformState]:
-    """The local platform (control plane + executor) for the session, on a free port, with a
-    tmp data dir, using the session's GCS emulator. Sets VTX_LOCAL_DIR so that
-    `--stack local` / `local_stack_outputs()` find it. A 5 s grace period keeps stop paths
-    quick (Vertex's is 30 s)."""
+def local_platform_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformState]:
+    """The local platform for the session, as `vtx local up` starts it (its own GCS emulator,
+    with the buckets, and the control plane) on free ports with a tmp data dir. Sets
+    VTX_LOCAL_DIR so that `--stack local` / `local_stack_outputs()` find it. Its emulator is
+    not the `gcs_emulator` fixture's: talk to it through `gcs_endpoint`. A 5 s grace period
+    keeps stop paths quick (Vertex's is 30 s)."""
     from jobs.local.platform import ExecutorOptions, start_platform, stop_platform
 
     data_dir = tmp_path_factory.mktemp("vtx-local")
@@ -95,7 +94,7 @@ def local_platform_state(
         data_dir,
         cwd=repo,
         vertex_port=free_port(),
-        gcs_endpoint=gcs_emulator,
+        gcs_port=free_port(),
         options=ExecutorOptions(grace_s=5.0, max_replicas=8),
     )
     previous = os.environ.get("VTX_LOCAL_DIR")

@@ -174,10 +174,11 @@ def create_buckets(gcs_endpoint: str) -> None:
 
 
 def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    exe = Path(sys.executable).with_name("gcp-storage-emulator")
     gcs_dir = data_dir / "gcs"
     gcs_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [str(exe), "start", "--host", "127.0.0.1", "--port", str(port)]
+    # gcp-storage-emulator with objects.move added (see jobs/local/gcs_emulator.py).
+    cmd = [sys.executable, "-m", "jobs.local.gcs_emulator", "start"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--project-number", LOCAL_PROJECT_NUMBER, "-q"]
     # The emulator keeps objects under ./.cloudstorage of its working directory.
     return _spawn(cmd, data_dir / "gcs.log", gcs_dir)
