@@ -62,12 +62,23 @@ def launch_job(
         return 1
     vertex = vertex or Vertex(stack)
     try:
+        attempts = vertex.list(run_id)
+        live = [j for j in attempts if not is_terminal(j)]
+        if live:
+            # Two attempts of one run would write the same checkpoint prefix at once.
+            console.print(
+                f"[red]not submitted:[/red] run {run_id} is still active as {live[0].name} "
+                f"({state_name(live[0])}): `vtx cancel {run_id}` first, or wait for it to end",
+                highlight=False,
+            )
+            return 1
         created = vertex.create(to_custom_job(job), needed=estimate(template, stack.region).quota)
     except VertexError as exc:
         console.print(f"[red]not submitted:[/red] {exc}", highlight=False)
         return 1
     console.print(f"submitted [bold]{created.name}[/bold]", highlight=False)
-    console.print(f"run id: [bold]{run_id}[/bold]", highlight=False)
+    resumed = f" (attempt {len(attempts) + 1}: resumes from its checkpoints)" if attempts else ""
+    console.print(f"run id: [bold]{run_id}[/bold]{resumed}", highlight=False)
     console.print(f"follow: vtx logs {run_id} --follow --stack ...", style="dim", highlight=False)
     if follow:
         return follow_run(console, vertex, run_id, poll_s)
@@ -100,7 +111,8 @@ def follow_run(console: Console, vertex: Vertex, run_id: str, poll_s: float = 5.
     state = state_name(final)
     console.print(f"{final.name}: {state}", highlight=False)
     if state == SUCCEEDED:
-        console.print(f"outputs: {final.job_spec.base_output_directory.output_uri_prefix}")
+        prefix = final.job_spec.base_output_directory.output_uri_prefix
+        console.print(f"outputs: {prefix}\nmodel: {prefix}model/", highlight=False)
     elif final.error.message:
         console.print(f"error: {final.error.message}", markup=False)
     return 0 if state == SUCCEEDED else 1
@@ -121,8 +133,13 @@ def show_status(
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1
     table = Table(show_header=False)
+    table.add_column("field")
+    table.add_column("value", no_wrap=True)
+    run_id = job.labels.get(LABEL_RUN_ID)
     table.add_row("job", job.name)
-    table.add_row("run id", job.labels.get(LABEL_RUN_ID, "-"))
+    table.add_row("run id", run_id or "-")
+    if run_id:
+        table.add_row("attempts", str(len(vertex.list(run_id))))
     table.add_row("state", state_name(job))
     table.add_row("created", str(job.create_time))
     table.add_row("outputs", job.job_spec.base_output_directory.output_uri_prefix or "-")
@@ -143,7 +160,7 @@ def show_list(
         return 1
     table = Table(title="vtx jobs", title_justify="left")
     for column in ("run id", "job", "state", "created"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column in ("run id", "job"))
     for job in jobs:
         table.add_row(
             job.labels.get(LABEL_RUN_ID, "-"),

@@ -128,11 +128,12 @@ def test_resubmission_reuses_run_id_and_output_prefix(
     local_platform: StackOutputs, tmp_path: Path
 ) -> None:
     template = write_template(tmp_path, "again", "print('attempt')")
-    for _ in range(2):
+    vertex = Vertex(local_platform)
+    for attempt in (1, 2):
         code, out = vtx("launch", str(template), "--stack", "local", "-y", "--run-id", "again-1")
         assert code == 0, out
-    vertex = Vertex(local_platform)
-    wait_terminal(vertex, "again-1")
+        assert ("attempt 2" in out) == (attempt == 2)
+        wait_terminal(vertex, "again-1")
     attempts = vertex.list("again-1")
     assert len(attempts) == 2
     prefixes = {j.job_spec.base_output_directory.output_uri_prefix for j in attempts}
@@ -151,6 +152,10 @@ def test_status_list_and_cancel_a_running_job(local_platform: StackOutputs, tmp_
     assert code == 0, out
     code, out = vtx("list", "--stack", "local")
     assert code == 0 and "sleeper-1" in out
+    # A second attempt while the first runs would share its checkpoints: refused.
+    code, out = vtx("launch", str(template), "--stack", "local", "-y", "--run-id", "sleeper-1")
+    assert code == 1 and "still active" in out
+    assert len(Vertex(local_platform).list("sleeper-1")) == 1
     code, out = vtx("cancel", "sleeper-1", "--stack", "local")
     assert code == 0 and "cancel requested" in out, out
     assert wait_terminal(Vertex(local_platform), "sleeper-1") == "JOB_STATE_CANCELLED"
