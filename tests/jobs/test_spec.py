@@ -240,3 +240,51 @@ def test_any_file_text_gives_problems_never_a_traceback(text: str) -> None:
         document = load_document(path, ["pools.chief.replicas=2"])
         if not document.problems:
             validate_document(document.doc, document.kind, source=str(path))
+
+
+# ---- template-form specifics of the rules -------------------------------------------------
+
+
+def test_secret_also_set_in_env_is_reported_once_at_both_places() -> None:
+    doc = {**BASE, "env": {"HF_TOKEN": "x"}, "secrets": {"HF_TOKEN": "hf-token"}}
+    problems = {p.path: p for p in validate_template_doc(doc)}
+    assert "both in env and in secrets" in problems["secrets.HF_TOKEN"].message
+    assert "secrets: {HF_TOKEN: hf-token}" in (problems["env.HF_TOKEN"].hint or "")
+
+
+def test_template_reduction_server_defaults_to_googles_image_for_the_region() -> None:
+    doc = {
+        **BASE,
+        "region": "europe-west4",
+        "pools": {
+            "chief": {"machine": "g2-standard-8"},
+            "workers": {"machine": "g2-standard-8", "replicas": 1},
+            "reduction_server": {"machine": "n1-highcpu-16", "replicas": 2},
+        },
+    }
+    assert validate_template_doc(doc) == []
+    doc["pools"]["reduction_server"]["image"] = "trainer"
+    problems = validate_template_doc(doc)
+    assert [p.path for p in problems] == ["pools.reduction_server.image"]
+    assert "europe-docker.pkg.dev/vertex-ai-restricted" in (problems[0].hint or "")
+
+
+def test_template_level_env_problems_are_not_repeated_per_pool() -> None:
+    doc = {
+        **BASE,
+        "env": {f"V{i}": "1" for i in range(101)},
+        "pools": {"chief": {"machine": "n1-standard-4"}, "workers": {"machine": "n1-standard-4"}},
+    }
+    problems = validate_template_doc(doc)
+    assert [p.path for p in problems] == ["env"]
+
+
+def test_validate_template_uses_the_stack_region_when_the_template_has_none() -> None:
+    from jobs.validate import validate_template
+
+    template = JobTemplate.model_validate(
+        {**BASE, "pools": {"chief": {"machine": "a2-highgpu-1g"}}}
+    )
+    assert validate_template(template) == []
+    problems = validate_template(template, region="europe-west1")
+    assert [p.path for p in problems] == ["pools.chief.machine", "pools.chief.accelerator"]
