@@ -10,9 +10,11 @@ plane's 400 answers both run through here.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jobs.catalog import Catalog, load_catalog
+from jobs.durations import format_duration_s, parse_duration_s
 from jobs.facts import JobFacts, facts_from_rest_job, facts_from_rest_spec, facts_from_template
 from jobs.problems import Problem
 from jobs.rest_schema import ROOT, message_fields
@@ -67,10 +69,18 @@ _KIND_TYPES: dict[str, tuple[type, ...]] = {
     "enum": (str,),
 }
 _KIND_EXAMPLES = {
-    "duration": 'a string such as "86400s"',
+    "string": "a string",
+    "bool": "true or false",
+    "number": "a number",
+    "duration": 'a duration in seconds such as "86400s"',
+    "timestamp": "an RFC 3339 time",
     "map": "a mapping",
     "message": "a mapping",
+    "enum": "a value name",
 }
+# Protobuf JSON durations are seconds with an 's' suffix; int64 may travel as a string.
+_PROTO_DURATION = re.compile(r"^-?\d+(\.\d{1,9})?s$")
+_INT_STRING = re.compile(r"^-?\d+$")
 
 
 def _unknown_field(key: str, fields: dict[str, dict], path: str) -> Problem:
@@ -100,9 +110,14 @@ def _check_value(value: Any, spec: dict, path: str) -> list[Problem]:
     ok = isinstance(value, expected) and not (kind == "number" and isinstance(value, bool))
     if kind == "string" and isinstance(value, int | float) and not isinstance(value, bool):
         ok = False
+    if kind == "number" and isinstance(value, str) and not _INT_STRING.match(value):
+        ok = False
     if not ok:
-        example = _KIND_EXAMPLES.get(kind, f"a {kind}")
-        return [Problem(path, f"expected {example}, got {type(value).__name__}")]
+        return [Problem(path, f"expected {_KIND_EXAMPLES[kind]}, got {value!r}")]
+    if kind == "duration" and not _PROTO_DURATION.match(value):
+        seconds = parse_duration_s(value)
+        hint = f"write {format_duration_s(seconds)}" if seconds is not None else 'e.g. "86400s"'
+        return [Problem(path, f"invalid duration {value!r}: the API takes seconds", hint)]
     if kind == "enum" and value not in spec["values"]:
         values = [v for v in spec["values"] if not v.endswith("_UNSPECIFIED")]
         upper = str(value).upper()

@@ -148,3 +148,19 @@ def test_python_package_pools_cannot_be_imported() -> None:
 )
 def test_template_names_from_display_names(text: str, name: str) -> None:
     assert template_name(text) == name
+
+
+def test_gcloud_durations_and_counts_must_be_in_api_form() -> None:
+    spec = {
+        "workerPoolSpecs": [
+            {
+                "machineSpec": {"machineType": "n1-standard-4"},
+                "replicaCount": "two",
+                "containerSpec": {"imageUri": "img"},
+            }
+        ],
+        "scheduling": {"timeout": "24h"},
+    }
+    problems = {p.path: p for p in validate_custom_job_spec(spec)}
+    assert set(problems) == {"workerPoolSpecs[0].replicaCount", "scheduling.timeout"}
+    assert problems["scheduling.timeout"].hint == "write 86400s"
