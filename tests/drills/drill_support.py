@@ -1,0 +1,150 @@
+"""What every drill shares: a tiny training run, ways to run it, and how to compare outcomes.
+
+The drills judge "nothing was lost" by the strongest test available on CPU: the final weights
+of a disturbed run are bit-identical to those of an undisturbed run of the same config.
+The model is a 2-layer, 32-wide Llama on the first 40 shipped chat rows (about 4 packed batches
+per epoch), so a 24-step run crosses several epoch boundaries and takes about a second.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "trainer" / "examples"
+TOKENIZER = EXAMPLES / "tokenizer"
+DATASET = EXAMPLES / "data" / "tiny.jsonl"
+DRILL_ROWS = 40
+
+TINY_LLAMA = {
+    "model_type": "llama",
+    "vocab_size": 1024,  # the shipped tokenizer's vocabulary
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 256,
+    "tie_word_embeddings": True,
+}
+
+
+def write_small_dataset(directory: Path) -> Path:
+    """The first DRILL_ROWS shipped rows as a JSONL file in `directory`."""
+    rows = DATASET.read_text().splitlines()[:DRILL_ROWS]
+    path = directory / "small.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def drill_config(data_path: str, output_dir: str, **overrides: Any) -> dict[str, Any]:
+    """A complete trainer config (as a dict); dotted keys in `overrides` reach nested ones."""
+    cfg: dict[str, Any] = {
+        "model": {"config": copy.deepcopy(TINY_LLAMA), "tokenizer": str(TOKENIZER)},
+        "data": {"path": data_path, "max_seq_length": 128, "packing": True},
+        "output_dir": output_dir,
+        "learning_rate": 3e-3,
+        "warmup_steps": 2,
+        "lr_scheduler_type": "cosine",
+        "weight_decay": 0.01,
+        "per_device_train_batch_size": 2,
+        "max_steps": 24,
+        "logging_steps": 100,
+        "save_steps": 4,
+        "save_total_limit": 2,
+        "report_to": [],
+        "seed": 11,
+    }
+    for key, value in overrides.items():
+        target = cfg
+        *parents, leaf = key.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = value
+    return cfg
+
+
+def run_in_process(cfg: dict[str, Any], environ: dict[str, str] | None = None) -> int:
+    """Train in this process (no interpreter start-up: a tiny run takes about a second)."""
+    from trainer.config import parse_config
+    from trainer.env import VertexEnv
+    from trainer.loop import train
+
+    return train(parse_config(cfg), VertexEnv.from_environ(environ or {}))
+
+
+def final_weights(model_dir: str) -> dict[str, Any]:
+    """The exported safetensors of a run, from a local directory or a gs:// prefix."""
+    import fsspec
+    from safetensors.torch import load
+
+    with fsspec.open(f"{model_dir.rstrip('/')}/model.safetensors", "rb") as f:
+        return load(f.read())
+
+
+def assert_bit_identical(expected: dict[str, Any], actual: dict[str, Any]) -> None:
+    import torch
+
+    assert expected.keys() == actual.keys()
+    differing = [key for key in expected if not torch.equal(expected[key], actual[key])]
+    assert not differing, f"parameters differ from the undisturbed run: {differing}"
+
+
+def committed_steps(checkpoint_dir: Path) -> list[int]:
+    """Steps with a commit marker in a local checkpoint directory, ascending."""
+    from trainer.checkpoint import MARKER, STEP_PREFIX
+
+    return sorted(
+        int(p.parent.name.removeprefix(STEP_PREFIX)) for p in checkpoint_dir.glob(f"*/{MARKER}")
+    )
+
+
+def json_logs(text: str) -> list[dict[str, Any]]:
+    """The trainer's one-line JSON log records in `text` (other lines are skipped)."""
+    records = []
+    for line in io.StringIO(text):
+        if line.startswith("{"):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def resumed_from(log_text: str) -> int | None:
+    """The step a run resumed from, read from its `resumed` log record; None if it did not."""
+    for record in json_logs(log_text):
+        if record.get("message") == "resumed":
+            return int(record["step"])
+    return None
+
+
+def checkpoint_tensors(step_dir: Path, scratch: Path) -> dict[str, Any]:
+    """Model and optimizer tensors of one local DCP checkpoint, by flattened key.
+
+    Per-rank entries (data position, RNG) are left out: the data position is checked through
+    the resume step and the final weights, and nothing in training draws from them by chance."""
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    target = scratch / f"{step_dir.name}.pt"
+    dcp_to_torch_save(str(step_dir), str(target))
+    state = torch.load(target, weights_only=False)["train"]
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}.{key}", value)
+        elif isinstance(node, torch.Tensor):
+            flat[prefix] = node
+
+    walk("model", state["model"])
+    walk("optimizer", state["optimizer"])
+    if not any(key.startswith("optimizer.") for key in flat):
+        raise AssertionError(f"{step_dir}: no optimizer tensors found; the layout changed")
+    return flat
