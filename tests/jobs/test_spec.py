@@ -288,3 +288,18 @@ def test_validate_template_uses_the_stack_region_when_the_template_has_none() ->
     assert validate_template(template) == []
     problems = validate_template(template, region="europe-west1")
     assert [p.path for p in problems] == ["pools.chief.machine", "pools.chief.accelerator"]
+
+
+def test_readme_examples_are_valid(tmp_path: Path) -> None:
+    import re
+
+    readme = (TEMPLATES / "README.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", readme, re.S)
+    assert len(blocks) == 2
+    reference, extending = (yaml.safe_load(b) for b in blocks)
+    assert validate_template_doc(reference, region="us-central1") == []
+    path = write(
+        tmp_path / "child.yaml", {**extending, "extends": str(TEMPLATES / "l4-spot-lora.yaml")}
+    )
+    template = load_template(path)
+    assert template.scheduling.timeout == "3d" and template.pools.chief.machine == "g2-standard-8"
