@@ -92,19 +92,32 @@ def _retry(backoff: Backoff, *, polling: bool) -> Retry:
     )
 
 
+def _quota_entry(metric: str, units: int | None) -> str | None:
+    """The stack config entry that requests ``metric`` (infra's vtx:platform ``quotas`` list)."""
+    from jobs.catalog import load_catalog
+
+    for acc in load_catalog().accelerators.values():
+        for spot in (False, True):
+            if acc.quota_key and acc.metric(spot) == metric:
+                count = f"count: {units}" if units else "count: N"
+                return f"{{accelerator: {acc.name}, {count}, spot: {str(spot).lower()}}}"
+    return None
+
+
 def quota_message(exc: Exception, stack: StackOutputs, needed: dict[str, int] | None) -> str:
     """A 429 on create: name the metric and point at the stack's quota config."""
+    needed = needed or {}
     metrics = sorted(set(QUOTA_METRIC.findall(str(exc))))
-    if not metrics and needed:
+    if not metrics:
         metrics = sorted(m for m in needed if "gpus" in m or "tpu" in m) or sorted(needed)
-    wanted = ", ".join(
-        f"{m} (this job needs {needed[m]})" if needed and m in needed else m for m in metrics
-    )
+    wanted = ", ".join(f"{m} (this job needs {needed[m]})" if m in needed else m for m in metrics)
+    entries = [e for m in metrics if (e := _quota_entry(m, needed.get(m)))]
+    where = f"Pulumi.{stack.environment}.yaml under vtx:platform quotas"
+    fix = f"add {'; '.join(entries)} to {where}" if entries else f"raise it in {where}"
     return (
-        f"quota exceeded in {stack.region}: {wanted or 'unknown metric'}. "
-        f"Raise it in the stack's quota config (vtx:platform quotas in Pulumi.{stack.environment}"
-        f".yaml, then `pulumi up`), or pick a smaller or Spot configuration "
-        f"(`--set scheduling.strategy=spot` uses the preemptible quota). Vertex said: {exc}"
+        f"quota exceeded in {stack.region}: {wanted or 'unknown metric'}. To fix: {fix}, then "
+        "`pulumi up` (Cloud Quotas may take a while to grant it); or pick a smaller machine, or "
+        f"`--set scheduling.strategy=spot` to use the preemptible quota. Vertex said: {exc}"
     )
 
 

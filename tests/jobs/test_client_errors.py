@@ -120,7 +120,7 @@ def test_quota_429_on_create_names_metric_and_stack_config_without_retrying(
         Vertex(stack, backoff=FAST).create(_job(), needed=needed)
     message = str(err.value)
     assert "custom_model_training_nvidia_l4_gpus (this job needs 8)" in message
-    assert "Pulumi.dev.yaml" in message and "quota" in message
+    assert "add {accelerator: NVIDIA_L4, count: 8, spot: false} to Pulumi.dev.yaml" in message
     assert state.seen == ["POST"]  # a quota error is not transient on create
 
 
