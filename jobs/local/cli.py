@@ -153,6 +153,8 @@ def demo(
     from jobs.local.demo import DemoError, run_demo
 
     try:
-        run_demo(_data_dir(data_dir), console=console, keep_up=keep_up)
+        result = run_demo(_data_dir(data_dir), console=console, keep_up=keep_up)
     except DemoError as exc:
         raise _fail(str(exc)) from None
+    if result.state != "JOB_STATE_SUCCEEDED":
+        raise _fail(f"the demo job ended {result.state}: see the logs above")
