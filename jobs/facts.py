@@ -18,6 +18,15 @@ from jobs.durations import parse_duration_s
 
 ROLES = ("chief", "workers", "reduction_server", "evaluator")
 """Pool roles in Vertex's worker pool order (position 0..3)."""
+REST_KEYS = {
+    "accelerator": "acceleratorType",
+    "accelerator_count": "acceleratorCount",
+    "replicas": "replicaCount",
+    "tpu_topology": "tpuTopology",
+    "strategy": "strategy",
+    "max_wait": "maxWaitDuration",
+    "image": "imageUri",
+}
 
 
 @dataclass
@@ -55,9 +64,18 @@ class JobFacts:
     labels: dict[str, str] = field(default_factory=dict)
     secret_env: dict[str, str] = field(default_factory=dict)
     """Template ``secrets:`` (env name -> secret name): names only, never values."""
+    rest: bool = False
+    """True for REST/gcloud documents: hints then use camelCase keys and enum names."""
 
     def path(self, fact: str) -> str:
         return self.paths[fact]
+
+    def key(self, fact: str) -> str:
+        """How the user writes a field in this document's form (for hints)."""
+        return REST_KEYS.get(fact, fact) if self.rest else fact
+
+    def strategy_value(self, strategy: str) -> str:
+        return strategy if self.rest else strategy.lower()
 
     def pool(self, role: str) -> PoolFacts | None:
         return next((p for p in self.pools if p.role == role), None)
@@ -147,6 +165,7 @@ def facts_from_rest_spec(spec: dict, prefix: str = "", display_name: Any = None)
     dot = f"{prefix}." if prefix else ""
     scheduling = _dict(spec.get("scheduling"))
     facts = JobFacts(
+        rest=True,
         paths={
             "display_name": "displayName",
             "pools": f"{dot}workerPoolSpecs",

@@ -115,7 +115,7 @@ def accelerator_fits_machine(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
                 yield Problem(
                     pool.path("accelerator"),
                     f"{machine.name} has built-in accelerators that the job must name",
-                    f"acceleratorType: {acc}, acceleratorCount: {count}",
+                    f"{job.key('accelerator')}: {acc}, {job.key('accelerator_count')}: {count}",
                 )
             continue
         if pool.accelerator not in cat.accelerators:
@@ -127,10 +127,12 @@ def accelerator_fits_machine(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             continue
         if machine is None:
             continue
-        yield from _accelerator_on_machine(pool, machine.name, cat)
+        yield from _accelerator_on_machine(job, pool, machine.name, cat)
 
 
-def _accelerator_on_machine(pool: PoolFacts, machine_name: str, cat: Catalog) -> Iterator[Problem]:
+def _accelerator_on_machine(
+    job: JobFacts, pool: PoolFacts, machine_name: str, cat: Catalog
+) -> Iterator[Problem]:
     machine = cat.machines[machine_name]
     acc = pool.accelerator or ""
     allowed = machine.accelerators.get(acc)
@@ -148,7 +150,8 @@ def _accelerator_on_machine(pool: PoolFacts, machine_name: str, cat: Catalog) ->
     count = pool.accelerator_count
     if count not in allowed:
         if machine.builtin:
-            hint = f"{machine.name} has exactly {allowed[0]}: write accelerator_count: {allowed[0]}"
+            key = job.key("accelerator_count")
+            hint = f"{machine.name} has exactly {allowed[0]}: write {key}: {allowed[0]}"
             others = [m.name for m in cat.machines_for(acc) if count in m.accelerators[acc]]
             if others:
                 hint += f", or use {others[0]} for {count}"
@@ -199,9 +202,10 @@ def chief_single_replica(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
         yield Problem(
             chief.path("replicas"),
             f"the chief pool must have exactly 1 replica, not {chief.replicas}",
-            f"replicas: 1 for the chief, and a workers pool with replicas: {chief.replicas - 1}"
+            f"{job.key('replicas')}: 1 for the chief, and a workers pool with "
+            f"{job.key('replicas')}: {chief.replicas - 1}"
             if chief.replicas > 1
-            else "replicas: 1",
+            else f"{job.key('replicas')}: 1",
         )
 
 
@@ -213,7 +217,7 @@ def replicas_positive(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             yield Problem(
                 pool.path("replicas"),
                 f"the {pool.role} pool needs a replica count of at least 1",
-                "set replicas: N (N >= 1), or remove the pool",
+                f"{job.key('replicas')}: N (N >= 1), or remove the pool",
             )
 
 
@@ -223,7 +227,9 @@ def image_present(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             yield Problem(
                 pool.path("image"),
                 f"the {pool.role} pool has no container image",
-                "set image: NAME (resolved in the stack's Artifact Registry) or a full image URI",
+                f"{job.key('image')}: a full image URI"
+                if job.rest
+                else "image: NAME (in the stack's Artifact Registry) or a full image URI",
             )
 
 
@@ -262,7 +268,7 @@ def reduction_server_rules(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
         yield Problem(
             rs.path("image"),
             f"the Reduction Server pool must run Google's reduction server image, not {rs.image}",
-            f"image: {image} (or leave it out in a vtx template)",
+            f"{job.key('image')}: {image}" + ("" if job.rest else " (or leave image out)"),
         )
 
 
@@ -284,19 +290,20 @@ def tpu_rules(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
                 pool.path("tpu_topology"),
                 f"{machine.name} needs tpu topology {machine.tpu_topologies[0]}"
                 + (f", not {pool.tpu_topology!r}" if pool.tpu_topology else ""),
-                f"tpu_topology: {machine.tpu_topologies[0]}",
+                f"{job.key('tpu_topology')}: {machine.tpu_topologies[0]}",
             )
         if pool.replicas not in (None, 1):
             yield Problem(
                 pool.path("replicas"),
                 f"a TPU pool ({machine.name}) runs as one replica",
-                "replicas: 1 (pick a larger slice for more chips)",
+                f"{job.key('replicas')}: 1 (pick a larger slice for more chips)",
             )
         if job.strategy == "SPOT":
             yield Problem(
                 job.path("strategy"),
                 f"Spot is not available for TPU pods ({machine.name})",
-                "use strategy standard or flex_start for TPU jobs",
+                f"strategy: {job.strategy_value('STANDARD')} or "
+                f"{job.strategy_value('FLEX_START')} for TPU jobs",
             )
 
 
@@ -311,13 +318,13 @@ def strategy_known(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
         yield Problem(
             job.path("strategy"),
             f"strategy {job.strategy} is deprecated",
-            f"use {new} ({new.lower()} in a vtx template)",
+            f"strategy: {job.strategy_value(new)}",
         )
     else:
         yield Problem(
             job.path("strategy"),
             f"unknown scheduling strategy {job.strategy!r}",
-            "one of standard, spot, flex_start",
+            "one of " + ", ".join(job.strategy_value(s) for s in STRATEGIES),
         )
 
 
@@ -326,7 +333,7 @@ def flex_start_only_fields(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
         yield Problem(
             job.path("max_wait"),
             "max wait duration only applies to FLEX_START jobs",
-            "set strategy: flex_start, or remove the max wait",
+            f"set strategy: {job.strategy_value('FLEX_START')}, or remove the max wait",
         )
 
 

@@ -106,7 +106,7 @@ CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     ("accelerator_fits_machine", _set(M0, {"machineType": "a2-highgpu-1g"}), f"{POOL0}.machineSpec.acceleratorType", "NVIDIA_TESLA_A100"),
     ("accelerator_fits_machine", _set(M0, {"machineType": "n1-standard-4", "acceleratorCount": 1}), f"{POOL0}.machineSpec.acceleratorCount", "accelerator type"),
     ("chief_pool_present", _set(["jobSpec", "workerPoolSpecs"], [{}, _pool(valid_job(), 0)]), "jobSpec.workerPoolSpecs", "chief"),
-    ("chief_single_replica", _set(["jobSpec", "workerPoolSpecs", 0, "replicaCount"], 3), f"{POOL0}.replicaCount", "replicas: 2"),
+    ("chief_single_replica", _set(["jobSpec", "workerPoolSpecs", 0, "replicaCount"], 3), f"{POOL0}.replicaCount", "replicaCount: 2"),
     ("replicas_positive", _chain(_add_workers, _set(["jobSpec", "workerPoolSpecs", 1, "replicaCount"], 0)), f"{POOL1}.replicaCount", "at least 1"),
     ("image_present", _set(["jobSpec", "workerPoolSpecs", 0, "containerSpec"], {}), f"{POOL0}.containerSpec.imageUri", "image"),
     ("reduction_server_rules", _chain(lambda j: _pool(j, 0) and j["jobSpec"]["workerPoolSpecs"].append({}), _add_rs), f"{POOL2}", "workers"),
