@@ -117,7 +117,7 @@ CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     ("tpu_rules", _set(M0, {"machineType": "ct5lp-hightpu-4t", "acceleratorType": "TPU_V5_LITEPOD", "acceleratorCount": 4, "tpuTopology": "2x2"}), "jobSpec.scheduling.strategy", "Spot"),
     ("tpu_rules", _set([*M0, "tpuTopology"], "2x2"), f"{POOL0}.machineSpec.tpuTopology", "only for TPU"),
     ("strategy_known", _set([*SCHED, "strategy"], "LOW_COST"), "jobSpec.scheduling.strategy", "SPOT"),
-    ("flex_start_only_fields", _set([*SCHED, "maxWaitDuration"], "3600s"), "jobSpec.scheduling.maxWaitDuration", "flex_start"),
+    ("flex_start_only_fields", _set([*SCHED, "maxWaitDuration"], "3600s"), "jobSpec.scheduling.maxWaitDuration", "FLEX_START"),
     ("timeout_bounds", _set([*SCHED, "timeout"], "1209600s"), "jobSpec.scheduling.timeout", "7d"),
     ("boot_disk_valid", _set(["jobSpec", "workerPoolSpecs", 0, "diskSpec", "bootDiskSizeGb"], 50), f"{POOL0}.diskSpec.bootDiskSizeGb", "100"),
     ("boot_disk_valid", _set(["jobSpec", "workerPoolSpecs", 0, "diskSpec", "bootDiskType"], "local-ssd"), f"{POOL0}.diskSpec.bootDiskType", "pd-ssd"),
