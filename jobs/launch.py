@@ -16,7 +16,7 @@ from rich.table import Table
 from jobs.client import Backoff, Vertex, VertexError, is_terminal, state_name
 from jobs.compile import LABEL_RUN_ID, new_run_id, output_prefix, to_custom_job
 from jobs.cost import estimate
-from jobs.logs import CloudLoggingSource, LocalLogSource, LogSource, stream
+from jobs.logs import CloudLoggingSource, LocalLogSource, LogsError, LogSource, stream
 from jobs.present import print_cost, print_problems
 from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs
@@ -103,10 +103,19 @@ def _run_done(vertex: Vertex, run_id: str) -> bool:
 
 
 def follow_run(console: Console, vertex: Vertex, run_id: str, poll_s: float = 5.0) -> int:
-    """Stream every attempt's logs until the newest attempt ends; exit 0 only on success."""
+    """Stream every attempt's logs until the newest attempt ends; exit 0 only on success.
+    Following is only watching: Ctrl-C or a lost connection leaves the job running."""
     source = log_source(vertex, run_id)
-    for entry in stream(source, lambda: _run_done(vertex, run_id), follow=True, poll_s=poll_s):
-        console.print(entry.line(), markup=False, highlight=False)
+    try:
+        for entry in stream(source, lambda: _run_done(vertex, run_id), follow=True, poll_s=poll_s):
+            console.print(entry.line(), markup=False, highlight=False)
+    except KeyboardInterrupt:
+        console.print(f"stopped following; the run goes on (`vtx cancel {run_id}` stops it)")
+        return 130
+    except (VertexError, LogsError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"the run goes on: `vtx logs {run_id} --follow` to resume watching")
+        return 1
     final = vertex.list(run_id)[0]
     state = state_name(final)
     console.print(f"{final.name}: {state}", highlight=False)
@@ -187,7 +196,7 @@ def show_logs(
             return follow_run(console, vertex, run_id, poll_s)
         for entry in stream(log_source(vertex, run_id), lambda: True, follow=False):
             console.print(entry.line(), markup=False, highlight=False)
-    except VertexError as exc:
+    except (VertexError, LogsError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1
     return 0

@@ -18,6 +18,10 @@ from typing import Any, Protocol
 LOGGING_API = "https://logging.googleapis.com/v2/entries:list"
 
 
+class LogsError(Exception):
+    """Logs could not be read (the message says from where and why)."""
+
+
 @dataclass(frozen=True)
 class LogEntry:
     timestamp: str
@@ -47,13 +51,19 @@ class LocalLogSource:
     def fetch(self, cursor: Any) -> tuple[list[LogEntry], Any]:
         import requests
 
-        response = requests.get(
-            self.url,
-            params={"run_id": self.run_id, "cursor": cursor or 0},
-            timeout=self.timeout_s,
-        )
-        response.raise_for_status()
-        body = response.json()
+        try:
+            response = requests.get(
+                self.url,
+                params={"run_id": self.run_id, "cursor": cursor or 0},
+                timeout=self.timeout_s,
+            )
+            response.raise_for_status()
+            body = response.json()
+        except requests.RequestException as exc:
+            raise LogsError(
+                f"cannot read logs from the local platform at {self.url}: {exc} "
+                "(is it up? `vtx local status`)"
+            ) from exc
         entries = [
             LogEntry(
                 timestamp=str(e.get("timestamp", "")),
@@ -70,7 +80,7 @@ class LocalLogSource:
 def cloud_logging_filter(job_ids: list[str], after: str | None = None) -> str:
     ids = " OR ".join(f'resource.labels.job_id="{j}"' for j in job_ids)
     query = f'resource.type="ml_job" AND ({ids})'
-    return f'{query} AND timestamp>"{after}"' if after else query
+    return f'{query} AND timestamp>="{after}"' if after else query
 
 
 def _message(entry: dict) -> str:
@@ -109,34 +119,53 @@ class CloudLoggingSource:
         return self._session
 
     def fetch(self, cursor: Any) -> tuple[list[LogEntry], Any]:
+        """``cursor`` is (last timestamp, insertIds seen at it): the next query asks for
+        ``timestamp>=`` that time and drops the ids already shown, so entries sharing a
+        timestamp across two fetches are neither lost nor repeated."""
         attempts = {name.rsplit("/", 1)[-1]: (name, n) for name, n in self.jobs()}
         if not attempts:
             return [], cursor
+        after, seen = cursor if cursor else (None, frozenset())
         body: dict[str, Any] = {
             "resourceNames": [f"projects/{self.project}"],
-            "filter": cloud_logging_filter(sorted(attempts), cursor),
+            "filter": cloud_logging_filter(sorted(attempts), after),
             "orderBy": "timestamp asc",
             "pageSize": 1000,
         }
-        entries: list[LogEntry] = []
+        raw_entries: list[dict] = []
         while True:
-            response = self.session.post(self.api_url, json=body, timeout=30)
-            response.raise_for_status()
-            page = response.json()
-            for raw in page.get("entries", []):
-                job_id = raw.get("resource", {}).get("labels", {}).get("job_id", "")
-                name, attempt = attempts.get(job_id, (job_id, 0))
-                labels = raw.get("labels", {})
-                replica = labels.get("ml.googleapis.com/task_name") or raw.get("resource", {}).get(
-                    "labels", {}
-                ).get("task_name", "")
-                entries.append(
-                    LogEntry(str(raw.get("timestamp", "")), name, replica, attempt, _message(raw))
-                )
+            page = self._post(body)
+            raw_entries += [e for e in page.get("entries", []) if e.get("insertId") not in seen]
             if not page.get("nextPageToken"):
                 break
             body["pageToken"] = page["nextPageToken"]
-        return entries, (entries[-1].timestamp if entries else cursor)
+        entries = [self._entry(raw, attempts) for raw in raw_entries]
+        if not entries:
+            return [], cursor
+        last = entries[-1].timestamp
+        ids = {e.get("insertId") for e in raw_entries if str(e.get("timestamp", "")) == last}
+        if last == after:
+            ids |= seen
+        return entries, (last, frozenset(ids))
+
+    def _post(self, body: dict[str, Any]) -> dict:
+        import requests
+
+        try:
+            response = self.session.post(self.api_url, json=body, timeout=30)
+            response.raise_for_status()
+            return response.json()
+        except requests.RequestException as exc:
+            raise LogsError(f"Cloud Logging query failed: {exc}") from exc
+
+    @staticmethod
+    def _entry(raw: dict, attempts: dict[str, tuple[str, int]]) -> LogEntry:
+        resource_labels = raw.get("resource", {}).get("labels", {})
+        name, attempt = attempts.get(resource_labels.get("job_id", ""), ("", 0))
+        replica = raw.get("labels", {}).get("ml.googleapis.com/task_name") or resource_labels.get(
+            "task_name", ""
+        )
+        return LogEntry(str(raw.get("timestamp", "")), name, replica, attempt, _message(raw))
 
 
 def stream(
