@@ -377,6 +377,14 @@ def apply_overrides(doc: Any, overrides: Iterable[str], source: str) -> tuple[An
     return doc, problems
 
 
+def normalise_gcloud_spec(spec: Any) -> Any:
+    """gcloud's --config accepts one pool written as a mapping (Google's own examples do);
+    the API wants a list."""
+    if isinstance(spec, dict) and isinstance(spec.get("workerPoolSpecs"), dict):
+        return {**spec, "workerPoolSpecs": [spec["workerPoolSpecs"]]}
+    return spec
+
+
 def load_document(path: Path, overrides: Iterable[str] = ()) -> Document:
     """Read a job file in any supported format; problems are collected, never raised."""
     source = str(path)
@@ -386,6 +394,8 @@ def load_document(path: Path, overrides: Iterable[str] = ()) -> Document:
     kind = detect_format(doc)
     if kind == TEMPLATE:
         doc, problems = resolve_extends(doc, path)
+    elif kind == CUSTOM_JOB_SPEC:
+        doc = normalise_gcloud_spec(doc)
     doc, override_problems = apply_overrides(doc, overrides, source)
     return Document(source, kind, doc, problems + override_problems)
 

@@ -199,7 +199,10 @@ def validate_custom_job_spec(
 ) -> list[Problem]:
     """Every problem in a gcloud ``--config`` CustomJobSpec (``workerPoolSpecs`` at the top).
     Its display name comes from the gcloud command line, so none is required here."""
+    from jobs.spec import normalise_gcloud_spec
+
     cat = load_catalog()
+    spec = normalise_gcloud_spec(spec)
     structural = check_rest_fields(spec, SPEC_MESSAGE)
     if not isinstance(spec, dict):
         return structural

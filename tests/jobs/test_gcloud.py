@@ -164,3 +164,16 @@ def test_gcloud_durations_and_counts_must_be_in_api_form() -> None:
     problems = {p.path: p for p in validate_custom_job_spec(spec)}
     assert set(problems) == {"workerPoolSpecs[0].replicaCount", "scheduling.timeout"}
     assert problems["scheduling.timeout"].hint == "write 86400s"
+
+
+def test_a_single_pool_written_as_a_mapping_is_accepted_like_gcloud_does(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "workerPoolSpecs:\n"
+        "  machineSpec: {machineType: n1-standard-4}\n"
+        "  replicaCount: 1\n"
+        "  containerSpec: {imageUri: us-docker.pkg.dev/p/r/img:1}\n"
+    )
+    document = load_document(path)
+    assert validate_custom_job_spec(document.doc) == []
+    assert load_template(path).pools.chief.machine == "n1-standard-4"
