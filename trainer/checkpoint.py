@@ -34,7 +34,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
+from torch.distributed.checkpoint._fsspec_filesystem import FileSystem, FsspecReader, FsspecWriter
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,26 @@ def _fs(root: str) -> tuple[Any, str]:
     import fsspec
 
     return fsspec.core.url_to_fs(root)
+
+
+class _CopyRenameFileSystem(FileSystem):
+    """DCP's fsspec backend, renaming by copy + delete.
+
+    DCP renames one small file per save (`.metadata.tmp` -> `.metadata`). gcsfs first tries
+    GCS's `moveTo` API and falls back to copy + delete only after its retries, ~30 s later, on
+    any server that lacks it (GCS-compatible servers, the GCS emulator). Our commit marker, not
+    the rename, is what makes a checkpoint visible, so plain copy + delete is all we need."""
+
+    def rename(self, path: str | os.PathLike, new_path: str | os.PathLike) -> None:
+        self.fs.copy(os.fspath(path), os.fspath(new_path))
+        self.fs.rm(os.fspath(path))
+
+
+class CheckpointWriter(FsspecWriter):
+    def __init__(self, path: str, **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        self.fs = _CopyRenameFileSystem()
+        self.path = self.fs.init_path(path)
 
 
 @dataclass
@@ -110,7 +130,7 @@ class Checkpointer:
         and commits on a later `poll()`/`wait()`. A new save first waits for the previous one."""
         start = time.perf_counter()
         self.wait()
-        writer = FsspecWriter(step_dir(self.root, step), sync_files=not self._remote)
+        writer = CheckpointWriter(step_dir(self.root, step), sync_files=not self._remote)
         if blocking or not self.async_save:
             dcp.save(state, storage_writer=writer)
             self._commit(step)

@@ -47,6 +47,9 @@ class TrainState(Stateful):
         # Frozen weights (a LoRA base) are rebuilt from their source (pretrained files or the
         # seeded init), so checkpoints hold only what training changes.
         self.options = StateDictOptions(ignore_frozen_params=True)
+        # Loading is non-strict only about those frozen weights: DCP itself fails on any
+        # trainable key the checkpoint lacks, since the load template lists them all.
+        self.load_options = StateDictOptions(ignore_frozen_params=True, strict=False)
 
     def state_dict(self) -> dict[str, Any]:
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer, options=self.options)
@@ -71,7 +74,7 @@ class TrainState(Stateful):
             self.optimizer,
             model_state_dict=state["model"],
             optim_state_dict=state["optimizer"],
-            options=self.options,
+            options=self.load_options,
         )
         self.scheduler.load_state_dict(state["scheduler"])
         self.progress.__dict__.update(state["progress"])

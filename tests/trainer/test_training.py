@@ -1,0 +1,160 @@
+"""End-to-end runs in this process (fast: no interpreter start-up), on tiny models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.trainer.conftest import read_json_lines, tiny_config
+from trainer.checkpoint import Checkpointer, step_dir
+from trainer.config import parse_config
+from trainer.env import VertexEnv
+from trainer.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV, train
+
+
+def run(cfg: dict[str, Any], environ: dict[str, str] | None = None) -> int:
+    return train(parse_config(cfg), VertexEnv.from_environ(environ or {}))
+
+
+def weights(model_dir: str | Path, name: str = "model.safetensors") -> dict[str, torch.Tensor]:
+    return load_file(str(Path(model_dir) / name))
+
+
+def assert_identical(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), f"{key} differs"
+
+
+def test_loss_decreases_on_the_example_data(tmp_path, capsys):
+    cfg = tiny_config(
+        str(Path(__file__).parents[2] / "trainer/examples/data/tiny.jsonl"),
+        str(tmp_path),
+        max_steps=30,
+        save_steps=None,
+        learning_rate=1e-2,
+    )
+    assert run(cfg) == 0
+    losses = [
+        e["loss"] for e in read_json_lines(capsys.readouterr().out) if e.get("message") == "train"
+    ]
+    assert len(losses) == 30
+    assert sum(losses[-5:]) / 5 < 0.75 * losses[0]
+    assert (tmp_path / "model" / "model.safetensors").exists()
+    assert (tmp_path / "model" / "tokenizer.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("stop_after", "accumulation"),
+    [
+        (3, 1),  # inside the first epoch (4 batches per epoch)
+        (3, 3),  # step 3 ends mid-epoch 2: the stop and the resume straddle an epoch boundary
+    ],
+)
+def test_resume_after_sigterm_is_bit_identical(
+    tmp_path, small_dataset, monkeypatch, stop_after, accumulation
+):
+    common = {"max_steps": 8, "gradient_accumulation_steps": accumulation, "save_steps": 2}
+    straight = tiny_config(str(small_dataset), str(tmp_path / "straight"), **common)
+    assert run(straight) == 0
+
+    interrupted = tiny_config(str(small_dataset), str(tmp_path / "interrupted"), **common)
+    monkeypatch.setenv(SIGTERM_AFTER_STEP_ENV, str(stop_after))
+    assert run(interrupted) == EXIT_PREEMPTED
+    monkeypatch.delenv(SIGTERM_AFTER_STEP_ENV)
+    assert not (tmp_path / "interrupted" / "model").exists()
+    committed = sorted(
+        p.parent.name for p in (tmp_path / "interrupted" / "checkpoints").glob("*/COMMITTED")
+    )
+    assert committed[-1] == f"step-{stop_after:09d}"
+
+    assert run(interrupted) == 0
+    assert_identical(
+        weights(tmp_path / "straight" / "model"), weights(tmp_path / "interrupted" / "model")
+    )
+
+
+def test_lora_resume_is_bit_identical_and_exports_adapter_and_merged(
+    tmp_path, small_dataset, monkeypatch
+):
+    lora = {
+        "model.lora": {"r": 4, "alpha": 8, "merge_on_export": True},
+        "max_steps": 6,
+        "save_steps": None,
+    }
+    straight = tiny_config(str(small_dataset), str(tmp_path / "a"), **lora)
+    assert run(straight) == 0
+    resumed = tiny_config(str(small_dataset), str(tmp_path / "b"), **lora)
+    monkeypatch.setenv(SIGTERM_AFTER_STEP_ENV, "2")
+    assert run(resumed) == EXIT_PREEMPTED
+    monkeypatch.delenv(SIGTERM_AFTER_STEP_ENV)
+    assert run(resumed) == 0
+    adapter = "adapter_model.safetensors"
+    assert_identical(
+        weights(tmp_path / "a" / "model", adapter), weights(tmp_path / "b" / "model", adapter)
+    )
+    assert (tmp_path / "b" / "model" / "adapter_config.json").exists()
+    merged = weights(tmp_path / "b" / "model" / "merged")
+    assert not any("lora" in key for key in merged)
+
+
+def test_checkpoints_go_to_gcs_and_resume_from_there(
+    tmp_path, small_dataset, gcs_bucket, monkeypatch
+):
+    import gcsfs
+
+    root = f"gs://{gcs_bucket}/runs/r1"
+    environ = {
+        "AIP_CHECKPOINT_DIR": f"{root}/checkpoints/",
+        "AIP_MODEL_DIR": f"{root}/model/",
+        "AIP_TENSORBOARD_LOG_DIR": f"{root}/logs/",
+    }
+    cfg = tiny_config(
+        f"gs://{gcs_bucket}/data/small.jsonl",
+        str(tmp_path / "unused"),
+        max_steps=6,
+        save_steps=2,
+        save_total_limit=1,
+        report_to=["tensorboard"],
+    )
+    fs = gcsfs.GCSFileSystem(token="anon")
+    fs.put_file(str(small_dataset), f"{gcs_bucket}/data/small.jsonl")
+
+    monkeypatch.setenv(SIGTERM_AFTER_STEP_ENV, "5")
+    assert run(cfg, environ) == EXIT_PREEMPTED
+    monkeypatch.delenv(SIGTERM_AFTER_STEP_ENV)
+    fs.invalidate_cache()
+    markers = sorted(fs.glob(f"{gcs_bucket}/runs/r1/checkpoints/*/COMMITTED"))
+    assert [m.split("/")[-2] for m in markers] == [
+        "step-000000005"
+    ]  # save_total_limit=1 pruned 2 and 4
+
+    assert run(cfg, environ) == 0
+    fs.invalidate_cache()
+    assert fs.exists(f"{gcs_bucket}/runs/r1/model/model.safetensors")
+    assert fs.glob(f"{gcs_bucket}/runs/r1/logs/events.out.tfevents.*")
+    assert not (tmp_path / "unused").exists()
+
+
+def test_half_written_checkpoint_is_ignored_and_removed(tmp_path, small_dataset):
+    cfg = tiny_config(str(small_dataset), str(tmp_path), max_steps=4, save_steps=2)
+    assert run(cfg) == 0
+    ckpts = tmp_path / "checkpoints"
+    # Simulate a crash mid-write of a later step: data present, no marker.
+    partial = Path(step_dir(str(ckpts), 9))
+    partial.mkdir()
+    (partial / "__0_0.distcp").write_bytes(b"truncated")
+    resumed = tiny_config(str(small_dataset), str(tmp_path), max_steps=6, save_steps=2)
+    assert run(resumed) == 0
+    assert not partial.exists()
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert Checkpointer(str(ckpts), keep=2, async_save=False).committed_steps() == [4, 6]
+    finally:
+        dist.destroy_process_group()
