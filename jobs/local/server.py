@@ -101,14 +101,12 @@ def wants_int_enums(request: Request) -> bool:
 # -- validation ----------------------------------------------------------------------------------
 
 
-def _validation_problems(job: dict) -> list[str]:
-    """Our template rules (jobs.validate, imported lazily: it belongs to the launcher)."""
-    try:
-        from jobs.validate import validate_custom_job
-    except ImportError:
-        log.warning("jobs.validate is not available: only the proto and executor checks apply")
-        return []
-    return [str(p) for p in validate_custom_job(job)]
+def _validation_problems(job: dict, location: str) -> list[str]:
+    """vtx's own rules for CustomJobs (machines, accelerators, pools, env, secrets...), the
+    same that `vtx validate` applies: jobs.validate, imported lazily (it loads the catalog)."""
+    from jobs.validate import validate_custom_job
+
+    return [str(p) for p in validate_custom_job(job, region=location)]
 
 
 def _executor_problems(job: dict) -> list[str]:
@@ -225,7 +223,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
     async def create_custom_job(request: Request, project: str, location: str) -> Response:
         parent = _parent(project, location)
         job = parse_custom_job(await request.body())
-        problems = _executor_problems(job) + _validation_problems(job)
+        problems = _executor_problems(job) + _validation_problems(job, location)
         if problems:
             raise ApiError(400, "; ".join(problems))
         for output_only in ("state", "createTime", "startTime", "endTime", "updateTime", "error"):
@@ -252,16 +250,18 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         except FilterError as exc:
             raise ApiError(400, str(exc)) from exc
         if pageToken and not pageToken.isdigit():
-            raise ApiError(400, f"invalid pageToken {pageToken!r}")
-        start = int(pageToken or 0)
+            raise ApiError(400, f"invalid pageToken {pageToken!r}: pass the nextPageToken given")
         size = pageSize if pageSize > 0 else DEFAULT_PAGE_SIZE
-        jobs = [job for job in store.list_jobs() if matches(job)]
-        page = jobs[start : start + size]
+        # The token is the creation position of the last job returned: jobs created while a
+        # client pages cannot shift what it has not seen yet.
+        before = int(pageToken) if pageToken else None
+        matching = [(pos, job) for pos, job in store.list_jobs(before) if matches(job)]
+        page = matching[:size]
         int_enums = wants_int_enums(request)
-        parts = [render_custom_job(job, int_enums) for job in page]
+        parts = [render_custom_job(job, int_enums) for _, job in page]
         body = '{"customJobs": [' + ",".join(parts) + "]"
-        if start + size < len(jobs):
-            body += f', "nextPageToken": "{start + size}"'
+        if len(matching) > size:
+            body += f', "nextPageToken": "{page[-1][0]}"'
         return Response(body + "}", media_type="application/json")
 
     @app.post(base + "/{job_id}:cancel")

@@ -69,9 +69,12 @@ class Store:
     def put_job(self, job_id: str, resource: dict, runtime: dict) -> None:
         run_id = resource.get("labels", {}).get("vtx-run-id")
         with self._lock:
+            # An upsert, not INSERT OR REPLACE: REPLACE deletes the row and gives it a new rowid,
+            # and rowid is the creation order that listing and its page tokens rely on.
             self._db.execute(
-                "INSERT OR REPLACE INTO jobs(id, run_id, state, resource, runtime) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO jobs(id, run_id, state, resource, runtime) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET run_id = excluded.run_id, state = excluded.state, "
+                "resource = excluded.resource, runtime = excluded.runtime",
                 (job_id, run_id, resource["state"], json.dumps(resource), json.dumps(runtime)),
             )
 
@@ -85,11 +88,15 @@ class Store:
             row = self._db.execute("SELECT runtime FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return json.loads(row[0]) if row else None
 
-    def list_jobs(self) -> list[dict]:
-        """Every job, newest first (as Vertex lists them)."""
+    def list_jobs(self, before: int | None = None) -> list[tuple[int, dict]]:
+        """(position, job) for every job created before ``position`` (all if None), newest
+        first as Vertex lists them. Positions only grow, so they make stable page tokens."""
         with self._lock:
-            rows = self._db.execute("SELECT resource FROM jobs ORDER BY rowid DESC").fetchall()
-        return [json.loads(r[0]) for r in rows]
+            rows = self._db.execute(
+                "SELECT rowid, resource FROM jobs WHERE rowid < ? ORDER BY rowid DESC",
+                (before if before is not None else 2**62,),
+            ).fetchall()
+        return [(r[0], json.loads(r[1])) for r in rows]
 
     def active_jobs(self, states: tuple[str, ...]) -> list[tuple[dict, dict]]:
         marks = ",".join("?" * len(states))

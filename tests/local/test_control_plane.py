@@ -143,3 +143,35 @@ def test_unknown_job_is_404(local_platform: StackOutputs) -> None:
     jobs = client(local_platform.vertex_endpoint)
     with pytest.raises(exceptions.NotFound):
         jobs.get_custom_job(name=f"{PARENT}/customJobs/123")
+
+
+def test_invalid_spec_gets_the_message_of_our_validation(local_platform: StackOutputs) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    spec = pool("pass")
+    spec["machine_spec"] = {
+        "machine_type": "a2-highgpu-1g",
+        "accelerator_type": "NVIDIA_TESLA_T4",
+        "accelerator_count": 1,
+    }
+    with pytest.raises(exceptions.BadRequest) as info:
+        jobs.create_custom_job(parent=PARENT, custom_job=custom_job("t4-on-a2", spec))
+    message = info.value.message
+    assert "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType" in message
+    assert "cannot be attached to a2-highgpu-1g" in message
+
+
+def test_job_waits_queued_while_the_replica_cap_is_taken(local_platform: StackOutputs) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    big = jobs.create_custom_job(
+        parent=PARENT,
+        custom_job=custom_job(
+            "big", pool("import time; time.sleep(600)"), pool("import time; time.sleep(600)", 7)
+        ),
+    )
+    wait_for(lambda: jobs.get_custom_job(name=big.name).state == 3)
+    small = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("small", pool("pass")))
+    # The executor ticks several times per second: a job that could start would have.
+    wait_for(lambda: len(replica_output(local_platform.vertex_endpoint, big.name, "service")) >= 9)
+    assert jobs.get_custom_job(name=small.name).state == 1  # QUEUED: all 8 replicas are busy
+    jobs.cancel_custom_job(name=big.name)
+    assert wait_terminal(jobs, small.name).state == 4

@@ -178,3 +178,61 @@ def test_preempting_a_job_that_is_not_running_is_refused(local_platform: StackOu
     )
     assert status == 400
     assert "is not running" in answer["error"]["message"]
+
+
+RESTARTS_THEN_SUCCEEDS = """
+import os, pathlib, sys, time
+starts = pathlib.Path(os.environ["STARTS"])
+n = len(starts.read_text()) if starts.exists() else 0
+starts.write_text("x" * (n + 1))
+print(f"start {n}", flush=True)
+if n:
+    sys.exit(0)
+time.sleep(600)
+"""
+
+
+def test_seeded_chaos_preempts_a_spot_job_which_then_restarts(
+    local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    job = jobs.create_custom_job(
+        parent=PARENT,
+        custom_job=custom_job(
+            "chaos",
+            pool(RESTARTS_THEN_SUCCEEDS, env={"STARTS": str(tmp_path / "starts")}),
+            scheduling={"strategy": "SPOT"},
+            labels={"vtx-chaos-per-hour": "3600", "vtx-chaos-seed": "1"},
+        ),
+    )
+    done = wait_terminal(jobs, job.name)
+    assert done.state == 4, done.error
+    service = _service_lines(local_platform.vertex_endpoint, job.name)
+    assert any(line.startswith("preempting workerpool0-0 (chaos)") for line in service)
+    assert len((tmp_path / "starts").read_text()) >= 2
+
+
+def test_vtx_local_preempt_hits_the_named_replica(local_platform: StackOutputs) -> None:
+    from typer.testing import CliRunner
+
+    from jobs.cli import app
+
+    jobs = client(local_platform.vertex_endpoint)
+    job = jobs.create_custom_job(
+        parent=PARENT, custom_job=custom_job("cli-preempt", pool(SLEEP), pool(SLEEP))
+    )
+    wait_for(lambda: replica_output(local_platform.vertex_endpoint, job.name, "workerpool1-0"))
+    result = CliRunner().invoke(app, ["local", "preempt", job.name, "--replica", "workerpool1-0"])
+    assert result.exit_code == 0, result.output
+    assert "preempting workerpool1-0" in result.output
+    wrong = CliRunner().invoke(app, ["local", "preempt", job.name, "--replica", "workerpool9-0"])
+    assert wrong.exit_code == 1
+    assert "no replica 'workerpool9-0'" in " ".join(wrong.output.split())
+    wait_for(
+        lambda: (
+            "workerpool1-0 lost; restarting it"
+            in _service_lines(local_platform.vertex_endpoint, job.name)
+        )
+    )
+    jobs.cancel_custom_job(name=job.name)
+    assert wait_terminal(jobs, job.name).state == 7
