@@ -172,9 +172,10 @@ def _scheduling(template: JobTemplate) -> dict[str, Any]:
 
 
 def _labels(template: JobTemplate, stack: StackOutputs, run_id: str) -> dict[str, str]:
+    # The platform team's labels (billing, ownership) win over a template's.
     return {
-        **stack.labels,
         **template.labels,
+        **stack.labels,
         LABEL_RUN_ID: run_id,
         LABEL_TEMPLATE: template.name,
         LABEL_ENVIRONMENT: re.sub(r"[^a-z0-9_-]", "-", stack.environment.lower())[:63],

@@ -25,12 +25,27 @@ from jobs.validate import validate_compiled
 SUCCEEDED = "JOB_STATE_SUCCEEDED"
 
 
-def print_plan(console: Console, template: JobTemplate, stack: StackOutputs, run_id: str) -> None:
+def print_plan(
+    console: Console, template: JobTemplate, stack: StackOutputs, run_id: str, job: dict
+) -> None:
+    """What will run, where, as whom, and at what cost: everything a reviewer needs."""
+    spec = job["jobSpec"]
     where = "local platform" if stack.is_local else f"{stack.project} ({stack.region})"
+    images = sorted({p["containerSpec"]["imageUri"] for p in spec["workerPoolSpecs"] if p})
+    network = spec.get("pscInterfaceConfig", {}).get("networkAttachment") or spec.get("network")
     console.print(
         f"[bold]Plan[/bold]: {template.name} on stack {stack.environment}: {where}", highlight=False
     )
-    console.print(f"run id: {run_id}\noutputs: {output_prefix(stack, run_id)}", highlight=False)
+    lines = {
+        "run id": run_id,
+        "outputs": output_prefix(stack, run_id),
+        "images": ", ".join(images),
+        "runs as": spec["serviceAccount"],
+        "network": network or "Google-managed (no VPC)",
+        "scheduling": ", ".join(f"{k}={v}" for k, v in spec["scheduling"].items()),
+    }
+    for key, value in lines.items():
+        console.print(f"{key:>10}: {value}", highlight=False)
     print_cost(console, estimate(template, stack.region), "pools")
 
 
@@ -53,7 +68,7 @@ def launch_job(
     if problems or job is None:
         print_problems(console, problems)
         return 1
-    print_plan(console, template, stack, run_id)
+    print_plan(console, template, stack, run_id, job)
     if dry_run:
         console.print("dry run: nothing submitted")
         return 0

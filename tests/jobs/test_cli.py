@@ -32,6 +32,12 @@ def test_validate_accepts_every_example_template() -> None:
     assert out.count("✓") == 3
 
 
+def test_every_example_template_passes_the_dev_stack_policies() -> None:
+    templates = map(str, sorted(TEMPLATES.glob("*.yaml")))
+    code, out = vtx("validate", *templates, "--stack-file", str(STACK), "--policy")
+    assert code == 0, out
+
+
 def test_validate_reports_every_problem_with_path_and_fix_then_exits_1(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(

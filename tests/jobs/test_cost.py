@@ -24,7 +24,7 @@ def test_multi_pool_cost_adds_machines_accelerators_and_replicas() -> None:
     assert [p.role for p in result.pools] == ["chief", "workers", "reduction_server"]
     assert result.on_demand_usd_per_h == pytest.approx(2 * node + reduction)
     assert result.usd_per_h == result.on_demand_usd_per_h  # strategy: standard
-    assert result.usd_at_timeout == pytest.approx(result.usd_per_h * 72)
+    assert result.usd_at_timeout == pytest.approx(result.usd_per_h * 48)
     assert result.quota == {
         "aiplatform.googleapis.com/custom_model_training_cpus": 96 * 2 + 16 * 4,
         "aiplatform.googleapis.com/custom_model_training_nvidia_a100_80gb_gpus": 16,
