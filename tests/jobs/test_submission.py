@@ -77,6 +77,11 @@ def test_launch_follow_prints_job_run_id_logs_and_final_state(
     assert job.labels["vtx-environment"] == "local"
     prefix = job.job_spec.base_output_directory.output_uri_prefix
     assert prefix == "gs://vtx-local-checkpoints/runs/hello-run-1/"
+    # Following an ended run prints its logs and its final state, by run id or by job name.
+    for ref in ("hello-run-1", job.name):
+        code, out = vtx("logs", ref, "--stack", "local", "--follow", "--poll-s", "0.2")
+        assert code == 0, out
+        assert "hello from vtx" in out and "JOB_STATE_SUCCEEDED" in out
 
 
 def test_dry_run_prints_plan_and_submits_nothing(
