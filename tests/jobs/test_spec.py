@@ -303,3 +303,11 @@ def test_readme_examples_are_valid(tmp_path: Path) -> None:
     )
     template = load_template(path)
     assert template.scheduling.timeout == "3d" and template.pools.chief.machine == "g2-standard-8"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=30), max_size=4))
+def test_any_set_override_gives_problems_never_a_traceback(overrides: list[str]) -> None:
+    doc, problems = apply_overrides(BASE, overrides, "t.yaml")
+    validate_document(doc, detect_format(doc))
+    assert all(p.path.startswith("--set ") for p in problems)
