@@ -15,6 +15,7 @@ mapped to the exit code the platform should see:
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 
 from trainer.env import VertexEnv
@@ -51,9 +52,11 @@ def devices_per_node() -> int:
 
 def exit_code_for(exitcodes: list[int]) -> int:
     """143 when every failed worker stopped for a preemption, else the first failure's code."""
-    if exitcodes and all(code in (EXIT_PREEMPTED, -15) for code in exitcodes):
+    preempted = (EXIT_PREEMPTED, -signal.SIGTERM)
+    if exitcodes and all(code in preempted for code in exitcodes):
         return EXIT_PREEMPTED
-    return next((code for code in exitcodes if code > 0), 1)
+    # A worker killed by another signal reports it negated; the platform wants a positive code.
+    return next((code for code in exitcodes if code > 0 and code not in preempted), 1)
 
 
 def main(argv: list[str] | None = None) -> int:

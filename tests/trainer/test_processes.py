@@ -1,0 +1,186 @@
+"""Real processes: the container entrypoint on two 'nodes' over gloo, SIGTERM and SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from tests.conftest import free_port
+from tests.trainer.conftest import DATASET, EXAMPLES, read_json_lines, tiny_config
+from trainer.checkpoint import KILL_BEFORE_COMMIT_ENV
+from trainer.config import parse_config
+from trainer.env import VertexEnv
+from trainer.launch import EXIT_PREEMPTED, exit_code_for, torchrun_argv
+from trainer.loop import train
+
+REPO = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 120
+
+
+class Replica:
+    """One replica as the local platform runs it: its own process group, Vertex's env."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.reached = threading.Event()
+        self.watch_step: int | None = None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if (
+                self.watch_step is not None
+                and f'"step": {self.watch_step},' in line
+                and '"train"' in line
+            ):
+                self.reached.set()
+
+    def wait(self) -> int:
+        try:
+            code = self.proc.wait(timeout=TIMEOUT_S)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self._reader.join(timeout=10)
+        return code
+
+    def events(self) -> list[dict[str, Any]]:
+        return read_json_lines("".join(self.lines))
+
+    def output(self) -> str:
+        return "".join(self.lines)[-4000:]
+
+
+def test_torchrun_gets_vertex_node_topology():
+    env = VertexEnv(nnodes=2, node_rank=1, master_addr="workerpool0-0", master_port=29400)
+    argv = torchrun_argv(env, 8, ["--config", "c.yaml"])
+    assert argv[:5] == [
+        "--nnodes=2",
+        "--node_rank=1",
+        "--master_addr=workerpool0-0",
+        "--master_port=29400",
+        "--nproc_per_node=8",
+    ]
+    assert argv[-4:] == ["--module", "trainer", "--config", "c.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("codes", "expected"), [([143], 143), ([143, -15], 143), ([143, 1], 1), ([-9], 1), ([2], 2)]
+)
+def test_exit_code_is_143_only_when_every_worker_stopped_for_preemption(codes, expected):
+    assert exit_code_for(codes) == expected
+
+
+@pytest.mark.slow
+def test_two_nodes_stop_together_on_one_preemption_and_resume_from_gcs(gcs_bucket):
+    import gcsfs
+
+    fs = gcsfs.GCSFileSystem(token="anon")
+    fs.put_file(str(DATASET), f"{gcs_bucket}/examples/tiny.jsonl")
+    run = f"gs://{gcs_bucket}/runs/demo"
+    base_env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": "2",
+        "AIP_CHECKPOINT_DIR": f"{run}/checkpoints/",
+        "AIP_MODEL_DIR": f"{run}/model/",
+        "AIP_TENSORBOARD_LOG_DIR": f"{run}/logs/",
+        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+        "OMP_NUM_THREADS": "1",
+    }
+    args = [
+        "-m", "trainer.launch",
+        "--config", str(EXAMPLES / "tiny-lora.yaml"),
+        "--set", f"data.path=gs://{gcs_bucket}/examples/tiny.jsonl",
+        "--set", "max_steps=150",
+        "--set", "logging_steps=1",
+        "--set", "eval_steps=50",
+    ]  # fmt: skip
+
+    def start_job() -> list[Replica]:
+        return [Replica(args, {**base_env, "RANK": str(rank)}) for rank in range(2)]
+
+    chief, worker = start_job()
+    worker.watch_step = 3
+    assert worker.reached.wait(TIMEOUT_S), worker.output()
+    os.killpg(worker.proc.pid, signal.SIGTERM)  # what a preemption of that replica does
+    assert worker.wait() == EXIT_PREEMPTED, worker.output()
+    assert chief.wait() == EXIT_PREEMPTED, chief.output()
+
+    stops = {
+        e["rank"]: e["step"]
+        for r in (chief, worker)
+        for e in r.events()
+        if e["message"].startswith("stop requested")
+    }
+    assert stops[0] == stops[1], "both ranks must stop at the same step"
+    stop_step = stops[0]
+    assert stop_step < 150
+    fs.invalidate_cache()
+    assert fs.exists(f"{gcs_bucket}/runs/demo/checkpoints/step-{stop_step:09d}/COMMITTED")
+
+    chief, worker = start_job()
+    assert chief.wait() == 0, chief.output()
+    assert worker.wait() == 0, worker.output()
+    resumed = [e for e in chief.events() if e["message"] == "resumed"]
+    assert resumed and resumed[0]["step"] == stop_step
+    fs.invalidate_cache()
+    assert fs.exists(f"{gcs_bucket}/runs/demo/model/adapter_model.safetensors")
+    assert fs.exists(f"{gcs_bucket}/runs/demo/model/merged/model.safetensors")
+
+
+@pytest.mark.slow
+def test_process_killed_while_committing_resumes_from_previous_checkpoint(tmp_path, small_dataset):
+    common = {"max_steps": 8, "save_steps": 2, "async_save": False}
+    straight = tiny_config(str(small_dataset), str(tmp_path / "straight"), **common)
+    assert train(parse_config(straight), VertexEnv()) == 0
+
+    config = tmp_path / "killed.yaml"
+    config.write_text(
+        yaml.safe_dump(tiny_config(str(small_dataset), str(tmp_path / "killed"), **common))
+    )
+    command = [sys.executable, "-m", "trainer", "--config", str(config)]
+    env = {**os.environ, KILL_BEFORE_COMMIT_ENV: "4"}
+    first = subprocess.run(
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert first.returncode == -signal.SIGKILL, first.stdout[-3000:] + first.stderr[-3000:]
+    checkpoints = tmp_path / "killed" / "checkpoints"
+    assert (checkpoints / "step-000000002" / "COMMITTED").exists()
+    assert (checkpoints / "step-000000004").exists() and not (
+        checkpoints / "step-000000004" / "COMMITTED"
+    ).exists()
+
+    env.pop(KILL_BEFORE_COMMIT_ENV)
+    second = subprocess.run(
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    resumed = [e for e in read_json_lines(second.stdout) if e.get("message") == "resumed"]
+    assert resumed[0]["step"] == 2
+    a = load_file(str(tmp_path / "straight" / "model" / "model.safetensors"))
+    b = load_file(str(tmp_path / "killed" / "model" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
