@@ -1,0 +1,130 @@
+"""Drill: the local control plane is SIGKILLed three times while a real training job runs.
+
+Jobs are submitted through the real aiplatform_v1 REST client between crashes: a training job
+(the trainer, reading data from and checkpointing to the emulated GCS), quick jobs and a
+failing one. Crash times are seeded. After every restart each job submitted so far must still
+be listed, and in the end every job reaches the terminal state its code deserves; the training
+job's model is in its output directory.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from drill_support import REPO, drill_config, write_small_dataset
+
+from jobs.local.platform import (
+    ExecutorOptions,
+    crash_server,
+    free_port,
+    restart_server,
+    start_platform,
+    stop_platform,
+)
+from jobs.local.state import LOCAL_BUCKETS, LOCAL_PROJECT, LOCAL_REGION
+
+SEED = 31337
+PARENT = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"
+LABELS = {"drill": "control-plane"}
+RUNNING, SUCCEEDED, FAILED = 3, 4, 5
+TERMINAL = {SUCCEEDED, FAILED, 7}
+
+
+def _client(endpoint: str) -> Any:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.JobServiceClient(
+        transport="rest",
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": endpoint},
+    )
+
+
+def _job(name: str, argv: list[str], base: str | None = None) -> Any:
+    from google.cloud import aiplatform_v1
+
+    spec: dict[str, Any] = {
+        "worker_pool_specs": [
+            {
+                "machine_spec": {"machine_type": "n1-standard-4"},
+                "replica_count": 1,
+                "container_spec": {"image_uri": "local/drill:1", "command": argv},
+            }
+        ]
+    }
+    if base:
+        spec["base_output_directory"] = {"output_uri_prefix": base}
+    return aiplatform_v1.CustomJob(display_name=name, job_spec=spec, labels=LABELS)
+
+
+def _listed(jobs: Any) -> set[str]:
+    pager = jobs.list_custom_jobs(
+        request={"parent": PARENT, "filter": 'labels.drill="control-plane"'}
+    )
+    return {j.name for j in pager}
+
+
+def _wait_terminal(jobs: Any, name: str, timeout_s: float = 240.0) -> Any:
+    deadline = time.monotonic() + timeout_s  # guards against a hung test, asserts nothing
+    while True:
+        job = jobs.get_custom_job(name=name)
+        if job.state in TERMINAL or time.monotonic() > deadline:
+            return job
+        time.sleep(0.25)
+
+
+def test_control_plane_crashes_lose_no_job_and_jobs_finish(gcs_emulator: str, tmp_path: Path):
+    import gcsfs
+
+    rng = random.Random(SEED)
+    options = ExecutorOptions(grace_s=5.0)
+    data_dir = tmp_path / "platform"
+    state = start_platform(
+        data_dir, REPO, vertex_port=free_port(), gcs_endpoint=gcs_emulator, options=options
+    )
+    try:
+        dataset = write_small_dataset(tmp_path)
+        data_uri = f"gs://{LOCAL_BUCKETS.data}/drills/control-plane/small.jsonl"
+        gcsfs.GCSFileSystem(token="anon").put_file(str(dataset), data_uri.removeprefix("gs://"))
+        config = tmp_path / "train.yaml"
+        config.write_text(yaml.safe_dump(drill_config(data_uri, str(tmp_path / "unused"))))
+        base = f"gs://{LOCAL_BUCKETS.checkpoints}/runs/drill-control-plane"
+
+        jobs = _client(state.vertex_endpoint)
+        submitted: dict[str, int] = {}  # name -> the terminal state it must reach
+
+        def submit(name: str, argv: list[str], expected: int, base: str | None = None) -> str:
+            job = jobs.create_custom_job(parent=PARENT, custom_job=_job(name, argv, base))
+            submitted[job.name] = expected
+            return job.name
+
+        train = submit(
+            "drill-train", ["python", "-m", "trainer", "--config", str(config)], SUCCEEDED, base
+        )
+        train_state_at_crash = []
+        for crash in range(3):
+            submit(f"quick-{crash}", ["python", "-c", f"print('quick {crash}')"], SUCCEEDED)
+            submit(f"broken-{crash}", ["python", "-c", "raise SystemExit(3)"], FAILED)
+            time.sleep(rng.uniform(0.5, 4.0))
+            train_state_at_crash.append(jobs.get_custom_job(name=train).state)
+            crash_server(state)
+            time.sleep(rng.uniform(0.0, 2.0))  # replicas keep running (and may end) meanwhile
+            state = restart_server(state, options)
+            jobs = _client(state.vertex_endpoint)
+            assert _listed(jobs) == set(submitted), f"after crash {crash}"
+
+        assert RUNNING in train_state_at_crash, "no crash hit the training job while it ran"
+        outcomes = {name: _wait_terminal(jobs, name) for name in submitted}
+        wrong = {n: j.state for n, j in outcomes.items() if j.state != submitted[n]}
+        assert not wrong, {n: (s, outcomes[n].error.message) for n, s in wrong.items()}
+        assert _listed(jobs) == set(submitted)
+        fs = gcsfs.GCSFileSystem(token="anon")
+        fs.invalidate_cache()
+        assert fs.exists(f"{base.removeprefix('gs://')}/model/model.safetensors"), train
+    finally:
+        stop_platform(data_dir)
