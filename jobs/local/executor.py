@@ -47,6 +47,7 @@ WORKER_RESTART_LIMIT = 5
 JOB_RETRY_LIMIT = 3
 CRASH_EXIT_CODES = frozenset({134, 139})
 SIGKILL_EXIT_CODE = 137
+SIGTERM_EXIT_CODE = 143
 
 QUEUED, PENDING, RUNNING = "JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING"
 SUCCEEDED, FAILED = "JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"
@@ -392,8 +393,11 @@ class Executor:
         try:
             return int(json.loads(Path(replica.exit_path or "").read_text())["exit_code"])
         except (FileNotFoundError, ValueError, KeyError):
-            # The runner died with the command: SIGKILL from us, or a lost "machine".
-            return SIGKILL_EXIT_CODE if replica.killed else None
+            # The runner died without a record: our SIGKILL, our SIGTERM arriving before its
+            # handler was installed (a replica stopped while starting), or a lost "machine".
+            if replica.killed:
+                return SIGKILL_EXIT_CODE
+            return SIGTERM_EXIT_CODE if replica.term_at is not None else None
 
     def _on_exit(self, job: dict, rt: Runtime, replica: Replica, code: int | None) -> None:
         if rt.stopping:

@@ -97,7 +97,7 @@ def test_cancel_escalates_to_sigkill_when_sigterm_is_ignored(local_platform: Sta
 
 # A two-replica program that behaves like the trainer under preemption: the replica that gets
 # SIGTERM raises a stop flag and exits 143; the other sees the flag and exits 143 as well
-# (the collective stop). Restarted, the primary finishes and the worker waits to be stopped.
+# (the collective stop). Restarted, the primary waits for the worker's restart, then finishes.
 COLLECTIVE_STOP = """
 import json, os, pathlib, signal, sys, time
 drill = pathlib.Path(os.environ["DRILL_DIR"])
@@ -107,6 +107,9 @@ previous = starts.read_text().count("x") if starts.exists() else 0
 starts.write_text("x" * (previous + 1))
 if previous:
     if me == "workerpool0":
+        worker = drill / "workerpool1.starts"
+        while worker.read_text().count("x") < 2:  # finish only once the worker is back
+            time.sleep(0.05)
         print("resumed and finished", flush=True)
         sys.exit(0)
     time.sleep(600)
