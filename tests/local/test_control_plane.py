@@ -175,3 +175,36 @@ def test_job_waits_queued_while_the_replica_cap_is_taken(local_platform: StackOu
     assert jobs.get_custom_job(name=small.name).state == 1  # QUEUED: all 8 replicas are busy
     jobs.cancel_custom_job(name=big.name)
     assert wait_terminal(jobs, small.name).state == 4
+
+
+def test_enums_are_ints_only_when_the_client_asks(local_platform: StackOutputs) -> None:
+    import urllib.request
+
+    jobs = client(local_platform.vertex_endpoint)
+    job = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("enums", pool("pass")))
+    wait_terminal(jobs, job.name)
+    url = f"{local_platform.vertex_endpoint}/v1/{job.name}"
+    with urllib.request.urlopen(url + "?%24alt=json%3Benum-encoding%3Dint") as resp:
+        assert json.load(resp)["state"] == 4
+    with urllib.request.urlopen(url) as resp:
+        assert json.load(resp)["state"] == "JOB_STATE_SUCCEEDED"
+
+
+def test_log_cursor_pages_without_gaps_or_repeats(local_platform: StackOutputs) -> None:
+    from local_helpers import logs
+
+    jobs = client(local_platform.vertex_endpoint)
+    code = "for i in range(2500): print(i)"
+    job = jobs.create_custom_job(
+        parent=PARENT, custom_job=custom_job("chatty", pool(code), labels={"vtx-run-id": "chatty"})
+    )
+    wait_terminal(jobs, job.name)
+    seen, cursor = [], 0
+    while True:
+        page = logs(local_platform.vertex_endpoint, run_id="chatty", cursor=cursor)
+        if not page["entries"]:
+            break
+        seen += [e["message"] for e in page["entries"] if e["replica"] == "workerpool0-0"]
+        cursor = page["cursor"]
+    assert seen == [str(i) for i in range(2500)]
+    assert logs(local_platform.vertex_endpoint, run_id="chatty", cursor=cursor)["cursor"] == cursor

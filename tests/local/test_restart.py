@@ -8,6 +8,7 @@ import os
 import signal
 from pathlib import Path
 
+import psutil
 from local_helpers import PARENT, client, custom_job, pool, replica_output, wait_for, wait_terminal
 
 from jobs.local.platform import (
@@ -84,3 +85,31 @@ def test_control_plane_crash_and_restart_loses_no_job(gcs_emulator: str, tmp_pat
         assert wait_terminal(jobs, survives).state == 4
     finally:
         stop_platform(data_dir)
+
+
+def test_down_stops_running_replicas_and_fails_their_jobs(
+    gcs_emulator: str, tmp_path: Path
+) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    data_dir = tmp_path / "platform"
+    state = start_platform(
+        data_dir,
+        repo,
+        vertex_port=free_port(),
+        gcs_endpoint=gcs_emulator,
+        options=ExecutorOptions(grace_s=5.0),
+    )
+    try:
+        jobs = client(state.vertex_endpoint)
+        job = jobs.create_custom_job(
+            parent=PARENT, custom_job=custom_job("left", pool("import time; time.sleep(600)"))
+        )
+        wait_for(lambda: jobs.get_custom_job(name=job.name).state == 3)
+    finally:
+        stop_platform(data_dir)
+    record = Store(data_dir / "jobs.sqlite").get_job(job.name.rsplit("/", 1)[1])
+    assert record is not None
+    assert record["state"] == "JOB_STATE_FAILED"
+    assert "vtx local down" in record["error"]["message"]
+    mentions = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
+    assert [line for line in mentions if str(data_dir) in line] == []
