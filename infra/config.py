@@ -382,6 +382,14 @@ def _cross_checks(config: StackConfig) -> Iterator[tuple[str, str, str | None]]:
     yield from _network_checks(platform.network)
     yield from _storage_checks(platform.storage)
     yield from _quota_checks(platform, config.region)
+    location = platform.storage.location
+    if platform.cmek and location is not None and location.lower() != config.region:
+        yield (
+            "vtx:platform.storage.location",
+            f"{location} differs from gcp:region {config.region}: the CMEK key lives in the "
+            "region and Cloud Storage needs the key in the bucket's location",
+            "remove storage.location (buckets follow gcp:region)",
+        )
     if len(set(platform.secrets)) != len(platform.secrets):
         yield "vtx:platform.secrets", "lists a secret twice", "list each secret id once"
     if platform.is_prod:

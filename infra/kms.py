@@ -22,6 +22,8 @@ class KmsArgs:
     agents: dict[str, pulumi.Input[str]]
     """Service agent IAM members allowed to use the key, by service (storage, registry...)."""
     apis: list[pulumi.Resource] = field(default_factory=list)
+    agents_ready: list[pulumi.Resource] = field(default_factory=list)
+    """Grants to agents wait for these (API enablement, ServiceIdentity)."""
 
 
 class Kms(pulumi.ComponentResource):
@@ -59,7 +61,7 @@ class Kms(pulumi.ComponentResource):
                 crypto_key_id=self.key.id,
                 role=ENCRYPTER_DECRYPTER,
                 member=member,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=args.agents_ready),
             )
             for service, member in args.agents.items()
         ]

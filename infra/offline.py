@@ -22,19 +22,24 @@ Public API (stable: ``infra/review`` and the policy pack use it)::
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import hashlib
 import json
+import logging
 import runpy
 import sys
 import threading
+import warnings
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from infra.config import read_stack_file
 
+logger = logging.getLogger(__name__)
 INFRA_DIR = Path(__file__).resolve().parent
 PROJECT_DIR = INFRA_DIR.parent
 PROGRAM = INFRA_DIR / "__main__.py"
@@ -92,6 +97,8 @@ class RecordedResource:
     urn: str
     id: str | None = None
     custom: bool = True
+    dependencies: tuple[str, ...] = ()
+    """URNs this resource waits for (``depends_on`` and the resources its inputs came from)."""
 
 
 @dataclass
@@ -113,6 +120,19 @@ class OfflineRun:
         for resource in self.resources:
             grouped[resource.component].append(resource)
         return dict(grouped)
+
+    def depends_on(self, resource: RecordedResource, target: RecordedResource) -> bool:
+        """Whether ``resource`` waits for ``target``, directly or through other resources."""
+        by_urn = {r.urn: r for r in (*self.resources, *self.components)}
+        seen, todo = set(), list(resource.dependencies)
+        while todo:
+            urn = todo.pop()
+            if urn == target.urn:
+                return True
+            if urn not in seen and urn in by_urn:
+                seen.add(urn)
+                todo.extend(by_urn[urn].dependencies)
+        return False
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = defaultdict(int)
@@ -185,22 +205,20 @@ def _account(ctx: _Context, name: str, i: dict[str, Any]) -> tuple[str, dict[str
     }
 
 
+# The attribute naming what an IAM member is granted on, most specific first.
+IAM_SCOPES = (
+    "bucket",
+    "secretId",
+    "cryptoKeyId",
+    "serviceAccountId",
+    "subnetwork",
+    "repository",
+    "project",
+)
+
+
 def _iam_member(ctx: _Context, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    scope = next(
-        (
-            i[k]
-            for k in (
-                "project",
-                "bucket",
-                "secretId",
-                "cryptoKeyId",
-                "serviceAccountId",
-                "subnetwork",
-            )
-            if k in i
-        ),
-        ctx.project,
-    )
+    scope = next((i[k] for k in IAM_SCOPES if k in i), ctx.project)
     return f"{scope}/{i['role']}/{i['member']}", {"etag": "BwYh" + _numeric_id(name, 8)}
 
 
@@ -328,6 +346,7 @@ RESOURCE_OUTPUTS: dict[str, OutputFn] = {
     "gcp:secretmanager/secretIamMember:SecretIamMember": _iam_member,
     "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": _iam_member,
     "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember": _iam_member,
+    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": _iam_member,
     "gcp:compute/network:Network": _global("networks"),
     "gcp:compute/firewall:Firewall": _global("firewalls"),
     "gcp:compute/globalAddress:GlobalAddress": _global("addresses"),
@@ -439,12 +458,20 @@ def _make_monitor(mocks: Any) -> Any:
                 urn=response.urn,
                 id=resource_id if request.custom else None,
                 custom=bool(request.custom),
+                dependencies=_dependencies(request),
             )
             with self._lock:
                 self.registrations[response.urn] = record
             return response
 
     return RecordingMonitor()
+
+
+def _dependencies(request: Any) -> tuple[str, ...]:
+    urns = set(request.dependencies)
+    for deps in request.propertyDependencies.values():
+        urns.update(deps.urns)
+    return tuple(sorted(urns))
 
 
 def _config_values(raw: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
@@ -481,6 +508,30 @@ def _component_of(record: RecordedResource, registrations: dict[str, RecordedRes
     return "stack"
 
 
+def _quiet_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A failed run leaves futures whose exception nobody retrieves. asyncio reports them when
+    they are garbage-collected, at any later moment, by formatting a traceback; on CPython 3.11
+    that formatting calls ast.parse, and doing so from inside another ast.parse (pytest
+    rewriting an import) corrupts its depth check ("AST constructor recursion depth
+    mismatch"). The run already raised the error: log the leftovers briefly instead."""
+    logger.debug("offline run: %s (%r)", context.get("message"), context.get("exception"))
+
+
+@contextlib.contextmanager
+def _own_event_loop() -> Iterator[None]:
+    """Run on a fresh event loop (own thread pool, quiet handler), then restore the caller's."""
+    previous = asyncio.get_event_loop_policy().get_event_loop()
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(_quiet_exception_handler)
+    asyncio.set_event_loop(loop)
+    try:
+        yield
+    finally:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        asyncio.set_event_loop(previous)
+        loop.close()
+
+
 def run_offline(stack: str, config_file: Path | None = None) -> OfflineRun:
     """Run ``infra/__main__.py`` under mocks with ``Pulumi.<stack>.yaml`` (or ``config_file``).
 
@@ -499,29 +550,32 @@ def run_offline(stack: str, config_file: Path | None = None) -> OfflineRun:
     mocks = _make_mocks(ctx)
     monitor = _make_monitor(mocks)
 
-    # Fresh globals per run: without the reset, set_mocks keeps the previous run's root stack
-    # (bound to the previous monitor) and the second stack's resources would be lost.
-    settings.reset_options(project=PULUMI_PROJECT, stack=stack, preview=False)
-    set_all_config(values, secret_keys)
-    pulumi.runtime.set_mocks(
-        mocks, project=PULUMI_PROJECT, stack=stack, preview=False, monitor=monitor
-    )
-    root = settings.get_root_resource()
-
     def program() -> None:
         runpy.run_path(str(PROGRAM), run_name="__main__")
 
     def declared() -> int:
         return sum(1 for r in monitor.registrations.values() if r.custom and _is_cloud(r))
 
-    try:
-        _sync_await(run_pulumi_func(program))
-        outputs = {
-            name: _sync_await(pulumi.Output.from_input(value).future())
-            for name, value in root.outputs.items()
-        }
-    except Exception as exc:
-        raise OfflineError(f"stack {stack!r} ({config_file}): {exc}", declared()) from exc
+    # Everything, from the root stack on, must be created on the run's own event loop.
+    with _own_event_loop(), warnings.catch_warnings():
+        # pulumi_gcp warns about its own deprecated aliases when the engine loads them.
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"pulumi_gcp\.")
+        # Fresh globals per run: without the reset, set_mocks keeps the previous run's root
+        # stack (bound to the previous monitor) and the second stack's resources would be lost.
+        settings.reset_options(project=PULUMI_PROJECT, stack=stack, preview=False)
+        set_all_config(values, secret_keys)
+        pulumi.runtime.set_mocks(
+            mocks, project=PULUMI_PROJECT, stack=stack, preview=False, monitor=monitor
+        )
+        root = settings.get_root_resource()
+        try:
+            _sync_await(run_pulumi_func(program))
+            outputs = {
+                name: _sync_await(pulumi.Output.from_input(value).future())
+                for name, value in root.outputs.items()
+            }
+        except Exception as exc:
+            raise OfflineError(f"stack {stack!r} ({config_file}): {exc}", declared()) from exc
     if mocks.errors:
         raise OfflineError("; ".join(mocks.errors), declared())
 
@@ -566,6 +620,11 @@ KEY_SETTINGS: dict[str, tuple[str, ...]] = {
     "gcp:secretmanager/secretIamMember:SecretIamMember": ("secretId", "role", "member"),
     "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": ("role", "member"),
     "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember": ("subnetwork", "role", "member"),
+    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": (
+        "repository",
+        "role",
+        "member",
+    ),
     "gcp:compute/network:Network": ("name", "project", "autoCreateSubnetworks"),
     "gcp:compute/subnetwork:Subnetwork": (
         "name",

@@ -22,6 +22,10 @@ class RegistryArgs:
     vulnerability_scanning: bool
     kms_key: pulumi.Input[str] | None
     depends_on: list[pulumi.Resource]
+    readers: dict[str, pulumi.Input[str]]
+    """IAM members that pull images, by short name (Vertex's service agents)."""
+    readers_depend_on: list[pulumi.Resource]
+    """What makes the readers exist (API enablement, ServiceIdentity)."""
 
 
 class Registry(pulumi.ComponentResource):
@@ -67,6 +71,21 @@ class Registry(pulumi.ComponentResource):
             kms_key_name=args.kms_key,
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
+        # Vertex pulls the image with its own agents, not the job's account. Their default
+        # project-wide role covers same-project pulls; a repository-level grant keeps pulls
+        # working where org policy trims default agent roles, and shows up in reviews.
+        self.grants = [
+            gcp.artifactregistry.RepositoryIamMember(
+                f"{name}-{reader}-reader",
+                project=args.project,
+                location=args.region,
+                repository=self.repository.name,
+                role="roles/artifactregistry.reader",
+                member=member,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=args.readers_depend_on),
+            )
+            for reader, member in args.readers.items()
+        ]
         self.register_outputs({"repository": self.repository.id})
 
     @property

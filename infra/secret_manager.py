@@ -46,6 +46,7 @@ class Secrets(pulumi.ComponentResource):
             )
         )
         self.secrets = {}
+        self.grants: list[pulumi.Resource] = []
         for secret_id in args.names:
             secret = gcp.secretmanager.Secret(
                 f"{name}-{secret_id}",
@@ -55,7 +56,7 @@ class Secrets(pulumi.ComponentResource):
                 labels=args.labels,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=args.apis),
             )
-            gcp.secretmanager.SecretIamMember(
+            grant = gcp.secretmanager.SecretIamMember(
                 f"{name}-{secret_id}-trainer",
                 project=args.project,
                 secret_id=secret.secret_id,
@@ -63,5 +64,6 @@ class Secrets(pulumi.ComponentResource):
                 member=args.trainer_member,
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            self.grants.append(grant)
             self.secrets[secret_id] = secret
         self.register_outputs({"secrets": list(self.secrets)})

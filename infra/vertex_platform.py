@@ -138,6 +138,12 @@ class Platform(pulumi.ComponentResource):
                 vulnerability_scanning=platform.registry.vulnerability_scanning,
                 kms_key=kms_key,
                 depends_on=[*apis.on("artifactregistry"), *kms_grants],
+                readers={
+                    "aiplatform-agent": agents.aiplatform,
+                    "custom-code-agent": agents.custom_code,
+                },
+                # The -cc address is computed, not returned by an API: wait for the agents.
+                readers_depend_on=[agents],
             ),
             child,
         )
@@ -209,7 +215,9 @@ class Platform(pulumi.ComponentResource):
             network=network.vertex_network,
             reserved_ip_ranges=network.reserved_ranges,
             tensorboard=observability.tensorboard.name if observability.tensorboard else None,
-            secrets=pulumi.Output.all(**{k: s.name for k, s in secrets.secrets.items()}),
+            secrets=pulumi.Output.all(
+                **{k: _after(s.name, *secrets.grants) for k, s in secrets.secrets.items()}
+            ),
             kms_key=_after(kms_key, *kms_grants) if kms_key is not None else None,
             labels=labels,
         )
@@ -233,6 +241,7 @@ class Platform(pulumi.ComponentResource):
                     "aiplatform": agents.aiplatform,
                 },
                 apis=apis.on("cloudkms"),
+                agents_ready=[agents, *apis.on("storage")],
             ),
             pulumi.ResourceOptions(parent=self),
         )

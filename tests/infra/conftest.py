@@ -1,0 +1,26 @@
+"""Each stack runs once per test session, under Pulumi mocks, from its real Pulumi.<stack>.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infra.offline import OfflineRun, run_offline
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def dev_run() -> OfflineRun:
+    return run_offline("dev")
+
+
+@pytest.fixture(scope="session")
+def prod_run() -> OfflineRun:
+    return run_offline("prod")
+
+
+@pytest.fixture(params=["dev", "prod"])
+def stack_run(request: pytest.FixtureRequest) -> OfflineRun:
+    return request.getfixturevalue(f"{request.param}_run")

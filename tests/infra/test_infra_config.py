@@ -1,0 +1,167 @@
+"""vtx:platform validation: each mistake fails before any resource, with its key path and a fix."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.config import (
+    ConfigError,
+    QuotaRequest,
+    StackConfig,
+    load_stack_config,
+    read_stack_file,
+)
+from infra.quotas import quota_target
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+def stack_values(stack: str) -> dict[str, Any]:
+    return read_stack_file(PROJECT_DIR / f"Pulumi.{stack}.yaml")
+
+
+def set_in(values: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``vtx:platform`` key ``a.b[0].c`` in a stack's raw config."""
+    node: Any = values["vtx:platform"]
+    parts = path.replace("[", ".").replace("]", "").split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+    last = parts[-1]
+    if value is DELETE:
+        del node[last]
+    elif last.isdigit():
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+DELETE = object()
+
+
+def mutated(stack: str, *changes: tuple[str, Any]) -> dict[str, Any]:
+    values = copy.deepcopy(stack_values(stack))
+    for path, value in changes:
+        set_in(values, path, value)
+    return values
+
+
+def problems_of(values: dict[str, Any]) -> list[Any]:
+    with pytest.raises(ConfigError) as info:
+        load_stack_config(values, "Pulumi.test.yaml")
+    return info.value.problems
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_real_stack_files_are_valid(stack: str) -> None:
+    config = load_stack_config(stack_values(stack), f"Pulumi.{stack}.yaml")
+    assert config.platform.environment == stack
+
+
+# (stack, changes, expected key path, fragment of the message or hint)
+CASES: list[tuple[str, list[tuple[str, Any]], str, str]] = [
+    ("dev", [("network.subnet_cidr", "10.10.0.0/33")], "network.subnet_cidr", "not an IPv4 CIDR"),
+    ("dev", [("network.subnet_cidr", "10.10.0.1/20")], "network.subnet_cidr", "host bits"),
+    ("dev", [("network.subnet_cidr", "8.8.0.0/16")], "network.subnet_cidr", "not a private"),
+    ("dev", [("network.peering_cidr", "172.16.0.0/20")], "network.peering_cidr", "172.16.0.0/16"),
+    ("dev", [("network.subnet_cidr", "172.0.0.0/8")], "network.subnet_cidr", "not a private"),
+    ("prod", [("network.psc_subnet_cidr", "172.16.8.0/28")], "network.psc_subnet_cidr", "reserves"),
+    ("dev", [("network.peering_cidr", "10.10.4.0/24")], "network.peering_cidr", "overlaps"),
+    ("dev", [("network.peering_cidr", "10.20.0.0/26")], "network.peering_cidr", "/16 to /24"),
+    ("dev", [("network.peering_cidr", DELETE)], "network.peering_cidr", "required in mode peering"),
+    ("dev", [("network.psc_subnet_cidr", "10.99.0.0/28")], "network.psc_subnet_cidr", "only used"),
+    ("prod", [("network.psc_subnet_cidr", "10.31.0.0/29")], "network.psc_subnet_cidr", "/28"),
+    ("prod", [("network.mode", "vpn")], "network.mode", "psc-interface"),
+    ("dev", [("quotas[0].accelerator", "NVIDIA_K80")], "quotas[0].accelerator", "NVIDIA_L4"),
+    ("dev", [("quotas[0].count", -1)], "quotas[0].count", "greater than or equal to 0"),
+    ("dev", [("quotas[0].count", "lots")], "quotas[0].count", "valid integer"),
+    ("prod", [("quotas[2].accelerator", "NVIDIA_H100_80GB")], "quotas[2]", "same accelerator"),
+    ("dev", [("quota_contact_email", DELETE)], "quota_contact_email", "required when quotas"),
+    ("prod", [("cmek", False)], "cmek", "set cmek: true"),
+    ("prod", [("registry.immutable_tags", False)], "registry.immutable_tags", "immutable"),
+    ("prod", [("storage.location", "EU")], "storage.location", "CMEK key"),
+    ("dev", [("storage.soft_delete_days", 3)], "storage.soft_delete_days", "7..90"),
+    ("dev", [("storage.colour", "blue")], "storage.colour", "soft_delete_days"),
+    ("dev", [("environment", DELETE)], "environment", "required key is missing"),
+    ("dev", [("prefix", "Acme_VTX")], "prefix", "resource name prefix"),
+    ("dev", [("prefix", "a-prefix-far-too-long-for-ids")], "prefix", "resource name prefix"),
+    ("dev", [("labels.Team", "x")], "labels", "label key"),
+    ("prod", [("budget.billing_account", "1234")], "budget.billing_account", "0A1B2C"),
+    ("prod", [("budget.monthly_amount", 0)], "budget.monthly_amount", "greater than 0"),
+    ("dev", [("secrets", ["hf-token", "hf-token"])], "secrets", "twice"),
+    ("dev", [("ci.github_repository", "not a repo")], "ci.github_repository", "acme/vtx"),
+]
+
+
+@pytest.mark.parametrize(
+    ("stack", "changes", "path", "expected"),
+    CASES,
+    ids=[f"{c[0]}:{c[2]}:{c[3]}" for c in CASES],
+)
+def test_config_mistake_names_key_path_and_fix(
+    stack: str, changes: list[tuple[str, Any]], path: str, expected: str
+) -> None:
+    problems = problems_of(mutated(stack, *changes))
+    matching = [p for p in problems if p.path == f"vtx:platform.{path}"]
+    assert matching, f"no problem at vtx:platform.{path}: {[str(p) for p in problems]}"
+    assert any(expected in str(p) for p in matching), [str(p) for p in matching]
+    assert all(p.source == "Pulumi.test.yaml" for p in problems)
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    values = mutated(
+        "prod",
+        ("network.subnet_cidr", "172.16.4.0/24"),
+        ("quotas[0].count", -5),
+        ("quotas[1].accelerator", "TPU_V9"),
+    )
+    paths = {p.path for p in problems_of(values)}
+    assert {
+        "vtx:platform.network.subnet_cidr",
+        "vtx:platform.quotas[0].count",
+        "vtx:platform.quotas[1].accelerator",
+    } <= paths
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [("gcp:project", "Acme", "GCP project id"), ("gcp:region", "mars", "GCP region")],
+)
+def test_provider_settings_are_checked_under_their_config_keys(
+    key: str, value: str, expected: str
+) -> None:
+    values = copy.deepcopy(stack_values("dev")) | {key: value}
+    (problem,) = problems_of(values)
+    assert problem.path == key and expected in problem.message
+
+
+def test_missing_platform_object_says_which_key() -> None:
+    values = {k: v for k, v in stack_values("dev").items() if k != "vtx:platform"}
+    (problem,) = problems_of(values)
+    assert problem.path == "vtx:platform"
+
+
+def _dev_config(**quota: Any) -> tuple[StackConfig, QuotaRequest]:
+    config = load_stack_config(stack_values("dev"), "Pulumi.dev.yaml")
+    return config, QuotaRequest.model_validate(
+        {"accelerator": "NVIDIA_H100_80GB", "count": 8} | quota
+    )
+
+
+def test_spot_quota_uses_the_preemptible_metric_and_id() -> None:
+    config, request = _dev_config(spot=True)
+    target = quota_target(request, config.region)
+    assert target.metric.endswith("custom_model_training_preemptible_nvidia_h100_gpus")
+    assert target.quota_id.startswith("CustomModelTrainingPreemptible")
+    assert target.region == "europe-west4" and target.preferred_value == 8
+
+
+def test_explicit_quota_id_overrides_the_catalog() -> None:
+    config, request = _dev_config(quota_id="VerifiedH100QuotaId", region="us-central1")
+    target = quota_target(request, config.region)
+    assert target.quota_id == "VerifiedH100QuotaId"
+    assert target.metric.endswith("custom_model_training_nvidia_h100_gpus")
+    assert target.region == "us-central1"
