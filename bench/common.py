@@ -1,0 +1,127 @@
+"""What every benchmark shares: summaries, tables, machine facts and side-by-side ordering.
+
+Benchmarks report; they never pass or fail. Each returns a `Section`: a markdown block with its
+exact command, the figures it measured (min/median/max over repetitions, ratios computed from
+medians measured in the same run) and a paragraph on what they mean for a user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+@dataclass
+class Section:
+    title: str
+    command: str
+    body: str
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def markdown(self) -> str:
+        return f"## {self.title}\n\n`{self.command}`\n\n{self.body.strip()}\n"
+
+
+@dataclass(frozen=True)
+class Summary:
+    values: tuple[float, ...]
+
+    @property
+    def min(self) -> float:
+        return min(self.values)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def max(self) -> float:
+        return max(self.values)
+
+    def cells(self, fmt: str = "{:.3g}") -> list[str]:
+        return [fmt.format(self.min), fmt.format(self.median), fmt.format(self.max)]
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    return Summary(tuple(float(v) for v in values))
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def rotated(items: Sequence[Any], rep: int) -> list[Any]:
+    """The variants in a different order each repetition, so none always runs first (warm
+    caches) or last (a machine that got busier)."""
+    shift = rep % len(items)
+    return [*items[shift:], *items[:shift]]
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def run_json_child(module: str, args: Sequence[str], timeout_s: float = 600.0) -> dict[str, Any]:
+    """Run `python -m module args` (a fresh process: its memory and imports are its own) and
+    return the JSON object on its last stdout line."""
+    env = dict(os.environ, GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT="false", PYTHONHASHSEED="0")
+    done = subprocess.run(
+        [PYTHON, "-m", module, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def load_average() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+def machine() -> dict[str, Any]:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gb = None
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem_gb = round(kb / 1e6, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gb": mem_gb,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+    }
