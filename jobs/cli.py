@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from infra.review.cli import review_app
 from jobs.local.cli import demo_app, local_app
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ app = typer.Typer(
 )
 app.add_typer(local_app, name="local")
 app.add_typer(demo_app)
+app.add_typer(review_app)
 
 FileArg = Annotated[
     Path, typer.Argument(help="A vtx template, or gcloud CustomJobSpec/CustomJob YAML.")
