@@ -57,7 +57,7 @@ TERMINAL_STATES = (SUCCEEDED, FAILED, CANCELLED)
 
 # google.rpc.Code values Vertex uses in CustomJob.error.
 CODE_CANCELLED, CODE_INVALID_ARGUMENT, CODE_DEADLINE_EXCEEDED = 1, 3, 4
-CODE_FAILED_PRECONDITION, CODE_UNAVAILABLE = 9, 14
+CODE_INTERNAL, CODE_UNAVAILABLE = 13, 14
 
 CHAOS_RATE_LABEL = "vtx-chaos-per-hour"
 CHAOS_SEED_LABEL = "vtx-chaos-seed"
@@ -107,7 +107,6 @@ class Runtime(BaseModel):
     preemption_until: float | None = None
     chaos: list[tuple[float, int]] = Field(default_factory=list)
     chaos_next: int = 0
-    log_attempt: int = 0
 
 
 class Executor:
@@ -279,21 +278,30 @@ class Executor:
 
     def _tick(self) -> None:
         for job_id, (job, rt) in list(self._jobs.items()):
-            if job["state"] == QUEUED:
-                if self._fits(job_id, len(rt.replicas)):
-                    self._start_job(job, rt)
-                continue
-            if job["state"] == PENDING:
+            try:
+                self._tick_job(job_id, job, rt)
+            except Exception as exc:  # one broken job must not stop the supervision of others
+                log.exception("executor failed on job %s", job_id)
+                if rt.stopping is None:
+                    error = {"code": CODE_INTERNAL, "message": f"local executor error: {exc}"}
+                    self._stop_all(job, rt, "failed", error)
+
+    def _tick_job(self, job_id: str, job: dict, rt: Runtime) -> None:
+        if job["state"] == QUEUED:
+            if self._fits(job_id, len(rt.replicas)):
                 self._start_job(job, rt)
-            self._ingest_logs(job, rt)
-            for replica in rt.replicas:
-                if replica.status == "running":
-                    self._poll(job, rt, replica)
-            self._timers(job, rt)
-            if rt.stopping and not any(r.status == "running" for r in rt.replicas):
-                self._finish_stop(job, rt)
-            if job["state"] in TERMINAL_STATES:
-                self._jobs.pop(job_id, None)
+            return
+        if job["state"] == PENDING:
+            self._start_job(job, rt)
+        self._ingest_logs(job, rt)
+        for replica in rt.replicas:
+            if replica.status == "running":
+                self._poll(job, rt, replica)
+        self._timers(job, rt)
+        if rt.stopping and not any(r.status == "running" for r in rt.replicas):
+            self._finish_stop(job, rt)
+        if job["state"] in TERMINAL_STATES:
+            self._jobs.pop(job_id, None)
 
     def _fits(self, job_id: str, needed: int) -> bool:
         """FIFO admission: a job starts when it and every older queued job fit."""
