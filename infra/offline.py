@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.config import read_stack_file
+from infra.config import ConfigError, read_stack_file
 
 logger = logging.getLogger(__name__)
 INFRA_DIR = Path(__file__).resolve().parent
@@ -535,8 +535,9 @@ def _own_event_loop() -> Iterator[None]:
 def run_offline(stack: str, config_file: Path | None = None) -> OfflineRun:
     """Run ``infra/__main__.py`` under mocks with ``Pulumi.<stack>.yaml`` (or ``config_file``).
 
-    Raises :class:`OfflineError` when the program fails (e.g. invalid config: then
-    ``declared == 0``), or when it called an invoke that has no mock.
+    Raises :class:`infra.config.ConfigError` when the file is missing or not YAML, and
+    :class:`OfflineError` when the program fails (an invalid config: then ``declared == 0``) or
+    called an invoke that has no mock.
     """
     import pulumi
     from pulumi.runtime import settings
@@ -681,13 +682,24 @@ def lookup(inputs: dict[str, Any], path: str) -> Any:
     return value
 
 
+# Display only: keeps a preview readable in 80 columns.
+ABBREVIATIONS = (
+    ("https://www.googleapis.com/compute/v1/", ""),
+    (".iam.gserviceaccount.com", ""),
+    ("serviceAccount:", "sa:"),
+    ("principalSet://iam.googleapis.com/", "principalSet://"),
+)
+
+
 def _short(value: Any) -> str:
     if isinstance(value, list) and value and isinstance(value[0], dict):
         return ",".join(str(v.get("thresholdPercent") or v.get("protocol") or v) for v in value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # protobuf Struct numbers arrive as floats
     text = value if isinstance(value, str) else json.dumps(value)
-    return text.replace("https://www.googleapis.com/compute/v1/", "")
+    for long, short in ABBREVIATIONS:
+        text = text.replace(long, short)
+    return text
 
 
 def settings_line(resource: RecordedResource) -> str:
@@ -717,8 +729,8 @@ def render_preview(run: OfflineRun) -> Any:
     for component, resources in run.by_component().items():
         table = Table(title=f"{component} ({len(resources)})", title_justify="left", expand=True)
         table.add_column("type", style="cyan", no_wrap=True)
-        table.add_column("name", no_wrap=True)
-        table.add_column("key settings", overflow="fold")
+        table.add_column("name", overflow="fold", max_width=28)
+        table.add_column("key settings", overflow="fold", ratio=1)
         for resource in resources:
             short_type = resource.type.split(":")[-1]
             table.add_row(short_type, resource.name, settings_line(resource))
@@ -746,7 +758,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     try:
         run = run_offline(args.stack, args.config)
-    except OfflineError as exc:
+    except (ConfigError, OfflineError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1
     if args.json:

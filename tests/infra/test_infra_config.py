@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import pytest
+from pydantic import BaseModel
 
 from infra.config import (
     ConfigError,
+    PlatformConfig,
     QuotaRequest,
     StackConfig,
     load_stack_config,
@@ -165,3 +167,32 @@ def test_explicit_quota_id_overrides_the_catalog() -> None:
     assert target.quota_id == "VerifiedH100QuotaId"
     assert target.metric.endswith("custom_model_training_nvidia_h100_gpus")
     assert target.region == "us-central1"
+
+
+def _field_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
+    paths = []
+    for name, info in model.model_fields.items():
+        if get_origin(info.annotation) is list:
+            (item,) = get_args(info.annotation)
+            of_models = isinstance(item, type) and issubclass(item, BaseModel)
+            paths.append(f"{prefix}{name}[]" if of_models else f"{prefix}{name}")
+            continue
+        nested = [
+            arg
+            for arg in (info.annotation, *get_args(info.annotation))
+            if isinstance(arg, type) and issubclass(arg, BaseModel)
+        ]
+        if nested:
+            paths += _field_paths(nested[0], f"{prefix}{name}.")
+        else:
+            paths.append(f"{prefix}{name}")
+    return paths
+
+
+def test_readme_reference_lists_every_platform_key() -> None:
+    readme = (PROJECT_DIR / "infra" / "README.md").read_text()
+    reference = readme.split("## `vtx:platform` reference", 1)[1]
+    missing = [p for p in _field_paths(PlatformConfig) if f"`{p}`" not in reference]
+    # List items (quotas[]) are documented in one row, field by field.
+    missing += [f"quotas[].{f}" for f in QuotaRequest.model_fields if f"`{f}`" not in reference]
+    assert not missing, f"infra/README.md reference lacks: {missing}"
