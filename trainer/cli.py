@@ -30,6 +30,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from trainer.preemption import StopRequest
+
+    # Before anything slow: a SIGTERM during start-up must become a stop request, not a death.
+    stop = StopRequest().install()
     args = parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)
@@ -46,4 +50,4 @@ def main(argv: list[str] | None = None) -> int:
     from trainer.secrets import export_secrets
 
     export_secrets()
-    return train(cfg, VertexEnv.from_environ())
+    return train(cfg, VertexEnv.from_environ(), stop)

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return code
     except SignalException as exc:
-        log.warning("terminated by %s after the workers checkpointed", exc.sigval.name)
+        log.warning("terminated by %s; workers were given time to checkpoint", exc.sigval.name)
         return EXIT_PREEMPTED
     return 0
 

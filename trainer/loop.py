@@ -22,7 +22,6 @@ import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 import torch
@@ -52,6 +51,7 @@ from trainer.model import (
     flops_per_token,
     local_rank_from_env,
 )
+from trainer.preemption import StopRequest
 from trainer.state import Progress, TrainState
 
 log = logging.getLogger(__name__)
@@ -77,25 +77,6 @@ class Outputs:
             if "tensorboard" in cfg.report_to
             else None,
         )
-
-
-class StopRequest:
-    """SIGTERM sets a flag; the loop turns it into a collective decision at the step's end."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: Any = None
-
-    def install(self) -> StopRequest:
-        self._previous = signal.signal(signal.SIGTERM, self._handle)
-        return self
-
-    def uninstall(self) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.requested = True  # logging from a signal handler can deadlock; the loop logs
 
 
 # ------------------------------------------------------------------ setup
@@ -276,15 +257,19 @@ def evaluate(
 # ------------------------------------------------------------------ run
 
 
-def train(cfg: TrainConfig, env: VertexEnv) -> int:
-    """Train (resuming if a committed checkpoint exists), export; return the exit code."""
+def train(cfg: TrainConfig, env: VertexEnv, stop: StopRequest | None = None) -> int:
+    """Train (resuming if a committed checkpoint exists), export; return the exit code.
+
+    Pass an already installed `stop` to catch SIGTERMs that arrive during start-up."""
+    owned = stop is None
+    stop = stop or StopRequest().install()
     rank, world_size, device = init_distributed()
     setup_logging(rank)
-    stop = StopRequest().install()
     try:
         return _run(cfg, env, rank, world_size, device, stop)
     finally:
-        stop.uninstall()
+        if owned:
+            stop.uninstall()
         dist.destroy_process_group()
 
 
@@ -344,6 +329,9 @@ def _run(
     meter = Throughput()
     last_save_s = time.monotonic()
     fault_step = os.environ.get(SIGTERM_AFTER_STEP_ENV)
+    if _any_rank(stop.requested, device):
+        log.warning("stop requested (SIGTERM) during start-up: nothing new to save, exiting")
+        return EXIT_PREEMPTED
     model.train()
     try:
         while progress.step < steps:
@@ -409,6 +397,13 @@ def _run(
         return 0
     finally:
         board.close()
+
+
+def _any_rank(flag: bool, device: torch.device) -> bool:
+    """Collective: True on every rank when `flag` is True on any."""
+    value = torch.tensor([float(flag)], device=device)
+    dist.all_reduce(value)
+    return bool(value.item() > 0)
 
 
 def checkpointer_steps(checkpointer: Checkpointer, rank: int) -> list[int]:
