@@ -42,169 +42,49 @@ class Platform(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__("vtx:platform:Platform", name, None, opts)
-        platform, project, region = config.platform, config.project, config.region
-        prefix, labels = platform.prefix, platform.common_labels()
-        child = pulumi.ResourceOptions(parent=self)
-        number = gcp.organizations.get_project_output(project_id=project).number
+        self._config, self._platform = config, config.platform
+        self._labels = config.platform.common_labels()
+        self._child = pulumi.ResourceOptions(parent=self)
+        project = config.project
+        self._number = gcp.organizations.get_project_output(project_id=project).number
 
-        apis = Apis("apis", ApisArgs(project, required_services(platform)), child)
-        agents = ServiceAgents(
+        self._apis = Apis("apis", ApisArgs(project, required_services(self._platform)), self._child)
+        self._agents = ServiceAgents(
             "agents",
             ServiceAgentsArgs(
                 project,
-                number,
-                apis.on("aiplatform"),
-                apis.on("artifactregistry") if platform.cmek else None,
+                self._number,
+                self._apis.on("aiplatform"),
+                self._apis.on("artifactregistry") if self._platform.cmek else None,
             ),
-            child,
+            self._child,
         )
-        identity = Identity(
-            "identity", IdentityArgs(project, prefix, platform.tensorboard, apis.on("iam")), child
+        self._identity = Identity(
+            "identity",
+            IdentityArgs(
+                project, self._platform.prefix, self._platform.tensorboard, self._apis.on("iam")
+            ),
+            self._child,
         )
-        kms = self._kms(config, apis, agents) if platform.cmek else None
-        kms_key = kms.key.id if kms else None
-        kms_grants: list[pulumi.Resource] = list(kms.grants) if kms else []
+        kms = self._kms() if self._platform.cmek else None
+        self._kms_key = kms.key.id if kms else None
+        self._kms_grants: list[pulumi.Resource] = list(kms.grants) if kms else []
 
-        network_project = platform.network.host_project or project
-        network_number = (
-            number
-            if network_project == project
-            else gcp.organizations.get_project_output(project_id=network_project).number
-        )
-        network = Network(
-            "network",
-            NetworkArgs(
-                project=project,
-                network_project=network_project,
-                network_project_number=network_number,
-                region=region,
-                prefix=prefix,
-                mode=platform.network.mode,
-                subnet_cidr=platform.network.subnet_cidr,
-                psc_subnet_cidr=platform.network.psc_subnet_cidr,
-                peering_cidr=platform.network.peering_cidr,
-                flow_logs=platform.network.flow_logs,
-                flow_logs_sampling=platform.network.flow_logs_sampling,
-                aiplatform_agent=agents.aiplatform,
-                apis=apis.on("compute", "servicenetworking"),
-            ),
-            child,
-        )
-        shared_grants: list[pulumi.Resource] = []
-        if platform.network.host_project:
-            shared = SharedVpc(
-                "shared-vpc",
-                SharedVpcArgs(
-                    host_project=platform.network.host_project,
-                    service_project=project,
-                    region=region,
-                    subnetworks=network.subnets,
-                    # Only the AI Platform agent creates interfaces/peerings in the host network;
-                    # the -cc agent runs containers and needs no network role.
-                    agents=[agents.aiplatform],
-                    apis=apis.on("compute"),
-                ),
-                child,
-            )
-            shared_grants = shared.grants
-        network.attach_vertex(depends_on=shared_grants)
+        network = self._network()
+        storage = self._storage()
+        registry = self._registry()
+        self._quotas()
+        secrets = self._secrets()
+        observability = self._observability()
+        if self._platform.ci is not None:
+            self._ci()
 
-        storage = Storage(
-            "storage",
-            StorageArgs(
-                project=project,
-                prefix=prefix,
-                location=config.bucket_location,
-                labels=labels,
-                soft_delete_days=platform.storage.soft_delete_days,
-                noncurrent_version_days=platform.storage.noncurrent_version_days,
-                staging_ttl_days=platform.storage.staging_ttl_days,
-                trainer_member=identity.trainer_member,
-                kms_key=kms_key,
-                depends_on=[*apis.on("storage"), *kms_grants],
-            ),
-            child,
-        )
-        registry = Registry(
-            "registry",
-            RegistryArgs(
-                project=project,
-                region=region,
-                repository_id=f"{prefix}-{platform.registry.repository}",
-                labels=labels,
-                keep_recent=platform.registry.keep_recent,
-                delete_untagged_after_days=platform.registry.delete_untagged_after_days,
-                immutable_tags=platform.registry.immutable_tags,
-                vulnerability_scanning=platform.registry.vulnerability_scanning,
-                kms_key=kms_key,
-                depends_on=[*apis.on("artifactregistry"), *kms_grants],
-                readers={
-                    "aiplatform-agent": agents.aiplatform,
-                    "custom-code-agent": agents.custom_code,
-                },
-                # The -cc address is computed, not returned by an API: wait for the agents.
-                readers_depend_on=[agents],
-            ),
-            child,
-        )
-        Quotas(
-            "quotas",
-            QuotasArgs(
-                project=project,
-                targets=[quota_target(q, region) for q in platform.quotas],
-                contact_email=platform.quota_contact_email,
-                environment=platform.environment,
-                apis=apis.on("cloudquotas", "aiplatform"),
-            ),
-            child,
-        )
-        secrets = Secrets(
-            "secrets",
-            SecretsArgs(
-                project=project,
-                names=list(platform.secrets),
-                locations=list(platform.secret_locations),
-                labels=labels,
-                trainer_member=identity.trainer_member,
-                apis=apis.on("secretmanager"),
-            ),
-            child,
-        )
-        observability = Observability(
-            "observability",
-            ObservabilityArgs(
-                project=project,
-                project_number=number,
-                region=region,
-                prefix=prefix,
-                labels=labels,
-                tensorboard=platform.tensorboard,
-                budget=platform.budget,
-                kms_key=kms_key,
-                tensorboard_depends_on=[*apis.on("aiplatform"), *kms_grants],
-                budget_depends_on=apis.on("billingbudgets") if platform.budget else [],
-            ),
-            child,
-        )
-        if platform.ci is not None:
-            CiIdentity(
-                "ci",
-                CiIdentityArgs(
-                    project=project,
-                    prefix=prefix,
-                    github_repository=platform.ci.github_repository,
-                    branch=platform.ci.branch,
-                    launcher_account_name=identity.launcher.name,
-                    apis=apis.on("iam", "sts", "iamcredentials"),
-                ),
-                child,
-            )
-
+        identity = self._identity
         self.outputs = pulumi.Output.all(
             project=project,
-            project_number=number,
-            region=region,
-            environment=platform.environment,
+            project_number=self._number,
+            region=config.region,
+            environment=self._platform.environment,
             trainer_service_account=_after(identity.trainer.email, *identity.grants),
             launcher_service_account=_after(identity.launcher.email, *identity.grants),
             buckets=pulumi.Output.all(
@@ -218,30 +98,184 @@ class Platform(pulumi.ComponentResource):
             secrets=pulumi.Output.all(
                 **{k: _after(s.name, *secrets.grants) for k, s in secrets.secrets.items()}
             ),
-            kms_key=_after(kms_key, *kms_grants) if kms_key is not None else None,
-            labels=labels,
+            kms_key=_after(self._kms_key, *self._kms_grants) if self._kms_key else None,
+            labels=self._labels,
         )
         self.register_outputs({"platform": self.outputs})
 
-    def _kms(self, config: StackConfig, apis: Apis, agents: ServiceAgents) -> Kms:
+    def _kms(self) -> Kms:
         """The key and who may use it: GCS's agent (buckets), Artifact Registry's (the image
         repository) and AI Platform's (TensorBoard)."""
+        agents, config = self._agents, self._config
         assert agents.storage is not None and agents.artifactregistry is not None
         return Kms(
             "kms",
             KmsArgs(
                 project=config.project,
                 location=config.region,
-                prefix=config.platform.prefix,
-                rotation_days=config.platform.kms_rotation_days,
-                labels=config.platform.common_labels(),
+                prefix=self._platform.prefix,
+                rotation_days=self._platform.kms_rotation_days,
+                labels=self._labels,
                 agents={
                     "storage": agents.storage,
                     "artifactregistry": agents.artifactregistry,
                     "aiplatform": agents.aiplatform,
                 },
-                apis=apis.on("cloudkms"),
-                agents_ready=[agents, *apis.on("storage")],
+                apis=self._apis.on("cloudkms"),
+                agents_ready=[agents, *self._apis.on("storage")],
             ),
-            pulumi.ResourceOptions(parent=self),
+            self._child,
+        )
+
+    def _network(self) -> Network:
+        """The VPC (here or on the Shared VPC host), then the host grants, then the attachment."""
+        config, settings = self._config, self._platform.network
+        host = settings.host_project
+        network = Network(
+            "network",
+            NetworkArgs(
+                project=config.project,
+                network_project=host or config.project,
+                network_project_number=(
+                    gcp.organizations.get_project_output(project_id=host).number
+                    if host
+                    else self._number
+                ),
+                region=config.region,
+                prefix=self._platform.prefix,
+                mode=settings.mode,
+                subnet_cidr=settings.subnet_cidr,
+                psc_subnet_cidr=settings.psc_subnet_cidr,
+                peering_cidr=settings.peering_cidr,
+                flow_logs=settings.flow_logs,
+                flow_logs_sampling=settings.flow_logs_sampling,
+                aiplatform_agent=self._agents.aiplatform,
+                apis=self._apis.on("compute", "servicenetworking"),
+            ),
+            self._child,
+        )
+        host_grants: list[pulumi.Resource] = []
+        if host:
+            shared = SharedVpc(
+                "shared-vpc",
+                SharedVpcArgs(
+                    host_project=host,
+                    service_project=config.project,
+                    region=config.region,
+                    subnetworks=network.subnets,
+                    # Only the AI Platform agent creates interfaces/peerings in the host network;
+                    # the -cc agent runs containers and needs no network role.
+                    agents=[self._agents.aiplatform],
+                    apis=self._apis.on("compute"),
+                ),
+                self._child,
+            )
+            host_grants = shared.grants
+        network.attach_vertex(depends_on=host_grants)
+        return network
+
+    def _storage(self) -> Storage:
+        settings = self._platform.storage
+        return Storage(
+            "storage",
+            StorageArgs(
+                project=self._config.project,
+                prefix=self._platform.prefix,
+                location=self._config.bucket_location,
+                labels=self._labels,
+                soft_delete_days=settings.soft_delete_days,
+                noncurrent_version_days=settings.noncurrent_version_days,
+                staging_ttl_days=settings.staging_ttl_days,
+                trainer_member=self._identity.trainer_member,
+                kms_key=self._kms_key,
+                depends_on=[*self._apis.on("storage"), *self._kms_grants],
+            ),
+            self._child,
+        )
+
+    def _registry(self) -> Registry:
+        settings, agents = self._platform.registry, self._agents
+        return Registry(
+            "registry",
+            RegistryArgs(
+                project=self._config.project,
+                region=self._config.region,
+                repository_id=f"{self._platform.prefix}-{settings.repository}",
+                labels=self._labels,
+                keep_recent=settings.keep_recent,
+                delete_untagged_after_days=settings.delete_untagged_after_days,
+                immutable_tags=settings.immutable_tags,
+                vulnerability_scanning=settings.vulnerability_scanning,
+                kms_key=self._kms_key,
+                depends_on=[*self._apis.on("artifactregistry"), *self._kms_grants],
+                readers={
+                    "aiplatform-agent": agents.aiplatform,
+                    "custom-code-agent": agents.custom_code,
+                },
+                # The -cc address is computed, not returned by an API: wait for the agents.
+                readers_depend_on=[agents],
+            ),
+            self._child,
+        )
+
+    def _quotas(self) -> Quotas:
+        return Quotas(
+            "quotas",
+            QuotasArgs(
+                project=self._config.project,
+                targets=[quota_target(q, self._config.region) for q in self._platform.quotas],
+                contact_email=self._platform.quota_contact_email,
+                environment=self._platform.environment,
+                apis=self._apis.on("cloudquotas", "aiplatform"),
+            ),
+            self._child,
+        )
+
+    def _secrets(self) -> Secrets:
+        return Secrets(
+            "secrets",
+            SecretsArgs(
+                project=self._config.project,
+                names=list(self._platform.secrets),
+                locations=list(self._platform.secret_locations),
+                labels=self._labels,
+                trainer_member=self._identity.trainer_member,
+                apis=self._apis.on("secretmanager"),
+            ),
+            self._child,
+        )
+
+    def _observability(self) -> Observability:
+        budget = self._platform.budget
+        return Observability(
+            "observability",
+            ObservabilityArgs(
+                project=self._config.project,
+                project_number=self._number,
+                region=self._config.region,
+                prefix=self._platform.prefix,
+                labels=self._labels,
+                tensorboard=self._platform.tensorboard,
+                budget=budget,
+                kms_key=self._kms_key,
+                tensorboard_depends_on=[*self._apis.on("aiplatform"), *self._kms_grants],
+                budget_depends_on=self._apis.on("billingbudgets") if budget else [],
+            ),
+            self._child,
+        )
+
+    def _ci(self) -> CiIdentity:
+        ci = self._platform.ci
+        assert ci is not None
+        return CiIdentity(
+            "ci",
+            CiIdentityArgs(
+                project=self._config.project,
+                prefix=self._platform.prefix,
+                github_repository=ci.github_repository,
+                branch=ci.branch,
+                launcher_account_name=self._identity.launcher.name,
+                apis=self._apis.on("iam", "sts", "iamcredentials"),
+            ),
+            self._child,
         )
