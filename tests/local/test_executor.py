@@ -239,3 +239,38 @@ def test_vtx_local_preempt_hits_the_named_replica(local_platform: StackOutputs) 
     )
     jobs.cancel_custom_job(name=job.name)
     assert wait_terminal(jobs, job.name).state == 7
+
+
+CRASH_ONCE = """
+import os, pathlib
+starts = pathlib.Path(os.environ["STARTS"])
+n = len(starts.read_text()) if starts.exists() else 0
+starts.write_text("x" * (n + 1))
+if n == 0:
+    os.abort()  # SIGABRT: exit 134, which Vertex retries
+"""
+
+
+@pytest.mark.parametrize("disable_retries", [False, True], ids=["retried", "retries-disabled"])
+def test_sigabrt_exit_is_retried_unless_retries_are_disabled(
+    local_platform: StackOutputs, tmp_path: Path, disable_retries: bool
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    job = jobs.create_custom_job(
+        parent=PARENT,
+        custom_job=custom_job(
+            "abort",
+            pool(CRASH_ONCE, env={"STARTS": str(tmp_path / "starts")}),
+            scheduling={"disable_retries": disable_retries},
+        ),
+    )
+    done = wait_terminal(jobs, job.name)
+    if disable_retries:
+        assert done.state == 5
+        assert "non-zero status of 134" in done.error.message
+        assert (tmp_path / "starts").read_text() == "x"
+    else:
+        assert done.state == 4, done.error
+        assert (tmp_path / "starts").read_text() == "xx"
+        service = _service_lines(local_platform.vertex_endpoint, job.name)
+        assert "workerpool0-0 crashed (134); retrying the job" in service
