@@ -1,0 +1,1 @@
+"""The vtx Pulumi program (``__main__.py``), its components and the offline runner."""

@@ -75,8 +75,8 @@ class Network(pulumi.ComponentResource):
             self._peering()
         self.register_outputs({"network": self.network.self_link})
 
-    def _child(self, **kwargs: object) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(parent=self, **kwargs)  # type: ignore[arg-type]
+    def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, depends_on=depends_on)
 
     def _subnet(self, role: str, cidr: str, flow_logs: bool) -> gcp.compute.Subnetwork:
         args = self._args
