@@ -136,7 +136,7 @@ class TrainConfig(_Strict):
         None, gt=0, description="Evals without improvement."
     )
     early_stopping_threshold: float = Field(0.0, ge=0)
-    report_to: list[Literal["tensorboard", "wandb"]] = ["tensorboard"]
+    report_to: list[Literal["tensorboard"]] = Field(["tensorboard"], description="[] disables.")
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

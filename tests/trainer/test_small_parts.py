@@ -1,0 +1,92 @@
+"""Secrets, the estimate, and the loop's less common paths (padding, early stopping)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tests.trainer.conftest import read_json_lines, tiny_config
+from trainer.config import parse_config
+from trainer.env import VertexEnv
+from trainer.estimate import estimate
+from trainer.loop import train
+from trainer.secrets import SECRETS_ENV, export_secrets, parse_secret_refs, resource_name
+
+
+def test_secret_refs_parse_from_pairs_or_json():
+    assert parse_secret_refs("HF_TOKEN=hf-token, WANDB_API_KEY=projects/p/secrets/w") == {
+        "HF_TOKEN": "hf-token",
+        "WANDB_API_KEY": "projects/p/secrets/w",
+    }
+    assert parse_secret_refs('{"HF_TOKEN": "hf-token"}') == {"HF_TOKEN": "hf-token"}
+    with pytest.raises(ValueError, match="ENV_NAME=SECRET"):
+        parse_secret_refs("HF_TOKEN")
+    assert resource_name("hf-token", "123") == "projects/123/secrets/hf-token/versions/latest"
+    assert (
+        resource_name("projects/p/secrets/s/versions/3", None) == "projects/p/secrets/s/versions/3"
+    )
+    with pytest.raises(ValueError, match="CLOUD_ML_PROJECT_ID"):
+        resource_name("hf-token", None)
+
+
+def test_secrets_are_exported_by_name_and_their_values_never_logged(monkeypatch, caplog, capsys):
+    from google.cloud import secretmanager
+
+    requested = []
+
+    class FakeClient:
+        def access_secret_version(self, name: str):
+            requested.append(name)
+            payload = type("Payload", (), {"data": b"s3cr3t-value"})
+            return type("Response", (), {"payload": payload})
+
+    monkeypatch.setattr(secretmanager, "SecretManagerServiceClient", FakeClient)
+    environ = {SECRETS_ENV: "HF_TOKEN=hf-token", "CLOUD_ML_PROJECT_ID": "123"}
+    with caplog.at_level(logging.DEBUG):
+        assert export_secrets(environ) == ["HF_TOKEN"]
+    assert environ["HF_TOKEN"] == "s3cr3t-value"
+    assert SECRETS_ENV not in environ  # workers inherit values, they do not fetch again
+    assert requested == ["projects/123/secrets/hf-token/versions/latest"]
+    logged = (
+        caplog.text + "".join(str(r.__dict__) for r in caplog.records) + capsys.readouterr().out
+    )
+    assert "s3cr3t-value" not in logged and "HF_TOKEN" in logged
+
+
+def test_estimate_counts_parameters_and_shards_states_under_fsdp(tmp_path):
+    cfg = parse_config(tiny_config("x.jsonl", str(tmp_path)))
+    one = estimate(cfg, devices=1)
+    # Embedding 1024*32 (tied head) + 2 layers of attention and MLP + norms.
+    assert one["parameters"] == one["trainable_parameters"] > 32 * 1024
+    assert one["tokens_per_optimizer_step"] == 2 * 128
+    sharded = estimate(parse_config(tiny_config("x.jsonl", str(tmp_path), fsdp=True)), devices=8)
+    assert sharded["weights_grads_optimizer_gib"] == pytest.approx(
+        one["weights_grads_optimizer_gib"] / 8
+    )
+    lora = estimate(
+        parse_config(tiny_config("x.jsonl", str(tmp_path), **{"model.lora": {"r": 2}})), devices=1
+    )
+    assert lora["trainable_parameters"] < one["trainable_parameters"] / 10
+
+
+def test_padded_batches_grouped_by_length_train_and_report_padding(tmp_path, small_dataset, capsys):
+    cfg = tiny_config(
+        str(small_dataset), str(tmp_path), max_steps=3, save_steps=None,
+        **{"data.packing": False, "data.group_by_length": True},
+    )  # fmt: skip
+    assert train(parse_config(cfg), VertexEnv()) == 0
+    logs = [e for e in read_json_lines(capsys.readouterr().out) if e.get("message") == "train"]
+    assert len(logs) == 3 and all(0 < e["padding_efficiency"] < 1 for e in logs)
+
+
+def test_early_stopping_ends_the_run_and_still_exports(tmp_path, small_dataset, capsys):
+    cfg = tiny_config(
+        str(small_dataset), str(tmp_path), max_steps=20, save_steps=None, eval_steps=1,
+        early_stopping_patience=2, early_stopping_threshold=100.0, **{"data.eval_fraction": 0.2},
+    )  # fmt: skip
+    assert train(parse_config(cfg), VertexEnv()) == 0
+    events = read_json_lines(capsys.readouterr().out)
+    assert [e["step"] for e in events if e.get("message", "").startswith("early stopping")] == [3]
+    assert len([e for e in events if e.get("message") == "eval"]) == 3
+    assert (tmp_path / "model" / "model.safetensors").exists()
