@@ -208,3 +208,17 @@ def test_log_cursor_pages_without_gaps_or_repeats(local_platform: StackOutputs) 
         cursor = page["cursor"]
     assert seen == [str(i) for i in range(2500)]
     assert logs(local_platform.vertex_endpoint, run_id="chatty", cursor=cursor)["cursor"] == cursor
+
+
+def test_missing_executable_fails_the_job_with_127_and_says_why(
+    local_platform: StackOutputs,
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    spec = pool("pass")
+    spec["container_spec"]["command"] = ["vtx-no-such-program", "--flag"]
+    job = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("missing", spec))
+    done = wait_terminal(jobs, job.name)
+    assert done.state == 5
+    assert "non-zero status of 127" in done.error.message
+    output = replica_output(local_platform.vertex_endpoint, job.name, "workerpool0-0")
+    assert output and output[0].startswith("cannot start vtx-no-such-program")

@@ -68,21 +68,25 @@ def test_port_in_use_is_named(vtx) -> None:
     assert f"port {port} on 127.0.0.1 is already in use" in _flat(result.output)
 
 
-def test_stale_state_file_is_reported_and_cleared(vtx, tmp_path: Path) -> None:
+def _write_stale_state(data_dir: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    data_dir = tmp_path / "local"
-    data_dir.mkdir()
+    data_dir.mkdir(exist_ok=True)
     write_state(
         PlatformState(
             data_dir=str(data_dir),
-            cwd=str(tmp_path),
+            cwd=str(data_dir),
             vertex_port=free_port(),
             gcs_port=free_port(),
             server_pid=dead.pid,
             server_create_time=0.0,
         )
     )
+
+
+def test_stale_state_file_is_reported_and_cleared(vtx, tmp_path: Path) -> None:
+    data_dir = tmp_path / "local"
+    _write_stale_state(data_dir)
     status = vtx("status")
     assert status.exit_code == 1
     assert "stale state file" in _flat(status.output)
@@ -90,3 +94,11 @@ def test_stale_state_file_is_reported_and_cleared(vtx, tmp_path: Path) -> None:
     assert down.exit_code == 1
     assert "stale state file" in _flat(down.output)
     assert not (data_dir / "state.json").exists()
+
+
+def test_up_over_a_stale_state_file_says_so_and_starts(vtx, tmp_path: Path) -> None:
+    _write_stale_state(tmp_path / "local")
+    result = vtx("up", "--port", str(free_port()), "--gcs-port", str(free_port()))
+    assert result.exit_code == 0, result.output
+    assert "stale state file" in _flat(result.output)
+    assert "local platform up" in result.output
