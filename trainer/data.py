@@ -8,7 +8,8 @@ packed sequence into the next, and the loop's loss is a plain cross-entropy over
 Packing places whole examples (truncated to `max_seq_length`) into rows with best-fit
 decreasing; `position_ids` restart at 0 for every example, which transformers uses to build a
 block-diagonal causal mask when no `attention_mask` is given and no cache is used. On the
-shipped dataset this fills ~98% of the token slots against ~40% for padded batches.
+shipped dataset, batches of 4 rows fill 99% of their token slots packed, 96% padded but
+grouped by length, 69% padded (measured; padding gets worse as batches grow).
 
 Every rank reads the whole file (fine for fine-tuning sets of up to a few GB) and takes every
 `world_size`-th batch of an epoch plan that depends only on (seed, epoch): the position in the
