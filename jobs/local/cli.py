@@ -62,7 +62,7 @@ def up(
             max_replicas=max_replicas, grace_s=grace_s, chaos_per_hour=chaos, chaos_seed=chaos_seed
         )
         state = start_platform(directory, Path.cwd(), port, gcs_port, options=options)
-    except (PlatformError, StackError) as exc:
+    except (PlatformError, StackError, OSError) as exc:
         raise _fail(str(exc)) from None
     console.print(f"[green]local platform up[/green] (data in {state.data_dir})")
     console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
@@ -78,7 +78,7 @@ def down(data_dir: Path | None = DataDirOption) -> None:
 
     try:
         state = stop_platform(_data_dir(data_dir))
-    except (PlatformError, StackError) as exc:
+    except (PlatformError, StackError, OSError) as exc:
         raise _fail(str(exc)) from None
     console.print(f"local platform stopped (data kept in {state.data_dir})")
 

@@ -277,7 +277,12 @@ def run_demo(
             _preview(console)
         stack = stack_outputs_for(state)
         console.rule("[bold]2. Data into the emulated GCS")
-        uri = upload_dataset(state.gcs_endpoint, stack.buckets.data)
+        from google.api_core.exceptions import GoogleAPIError
+
+        try:
+            uri = upload_dataset(state.gcs_endpoint, stack.buckets.data)
+        except (OSError, GoogleAPIError) as exc:
+            raise DemoError(f"could not upload {DATASET} to the emulator: {exc}") from exc
         console.print(f"uploaded {DATASET.relative_to(REPO)} -> {uri}")
         console.rule("[bold]3. vtx launch jobs/templates/smoke-cpu.yaml --stack local --follow")
         return _launch_and_follow(console, stack, trainer_overrides or [])

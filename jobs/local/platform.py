@@ -128,7 +128,7 @@ def _http_ok(url: str) -> bool:
         return False
 
 
-def _wait_until_answers(url: str, proc: subprocess.Popen[bytes], name: str, log_path: Path):
+def _wait_until_answers(url: str, proc: subprocess.Popen[bytes], name: str, log_path: Path) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -171,6 +171,8 @@ def create_buckets(gcs_endpoint: str) -> None:
         except urllib.error.HTTPError as exc:
             if exc.code != 409:  # 409: the bucket exists already (a restart on the same dir)
                 raise PlatformError(f"could not create bucket {name}: HTTP {exc.code}") from exc
+        except OSError as exc:
+            raise PlatformError(f"could not create bucket {name} at {gcs_endpoint}: {exc}") from exc
 
 
 def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
