@@ -13,10 +13,12 @@ import pytest
 import yaml
 
 from infra.offline import (
+    DUMMY_SECRET,
     INVOKE_RESULTS,
     OfflineError,
     OfflineRun,
     RecordedResource,
+    _config_values,
     render_preview,
     run_offline,
 )
@@ -415,3 +417,22 @@ def test_preview_groups_resources_by_component(dev_run: OfflineRun) -> None:
     for component in ("apis", "identity", "network", "storage", "registry", "quotas", "secrets"):
         assert f"\n{component} (" in text
     assert "acme-vtx-dev-checkpoints" in text and "publicAccessPrevention=enforced" in text
+
+
+def test_secure_config_values_are_replaced_by_dummies(tmp_path: Path) -> None:
+    ciphertext = "v1:c2VjcmV0LWNpcGhlcnRleHQ="
+    values, secret_keys = _config_values(
+        {
+            "gcp:accessToken": {"secure": ciphertext},
+            "vtx:platform": {"environment": "dev", "labels": {"x": {"secure": ciphertext}}},
+        }
+    )
+    assert values["gcp:accessToken"] == DUMMY_SECRET and secret_keys == ["gcp:accessToken"]
+    assert json.loads(values["vtx:platform"])["labels"]["x"] == DUMMY_SECRET
+    assert ciphertext not in json.dumps(values)
+    # And a stack file with a secure value still runs offline.
+    document = yaml.safe_load((PROJECT_DIR / "Pulumi.dev.yaml").read_text())
+    document["config"]["gcp:accessToken"] = {"secure": ciphertext}
+    path = tmp_path / "Pulumi.secure.yaml"
+    path.write_text(yaml.safe_dump(document))
+    assert platform(run_offline("secure", path)).environment == "dev"
