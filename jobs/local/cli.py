@@ -101,12 +101,19 @@ def status(
         raise _fail(str(exc)) from None
     info: dict[str, object] = {"running": state is not None, "data_dir": str(directory.resolve())}
     if state is not None:
+        from jobs.local.client import LocalApiError, health
+
+        try:
+            active = health(state.vertex_endpoint)["active_jobs"]
+        except LocalApiError as exc:
+            raise _fail(f"the control plane runs but does not answer: {exc}") from None
         info |= {
             "vertex_endpoint": state.vertex_endpoint,
             "gcs_endpoint": state.gcs_endpoint,
             "cwd": state.cwd,
             "server_pid": state.server_pid,
             "gcs_pid": state.gcs_pid,
+            "active_jobs": active,
         }
     if as_json:
         console.print_json(json.dumps(info))
@@ -117,6 +124,10 @@ def status(
         console.print(f"local platform running (data in {info['data_dir']})")
         console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
         console.print(f"  GCS endpoint        {state.gcs_endpoint}")
+        jobs = ", ".join(
+            f"{n} {name.removeprefix('JOB_STATE_').lower()}" for name, n in active.items()
+        )
+        console.print(f"  active jobs         {jobs or 'none'}")
     if state is None:
         raise typer.Exit(1)
 

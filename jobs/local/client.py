@@ -45,3 +45,8 @@ def read_logs(endpoint: str, *, run_id: str | None = None, job: str | None = Non
     """One page of log entries after ``cursor``: ``{"entries": [...], "cursor": N}``."""
     query = {"cursor": cursor} | ({"run_id": run_id} if run_id else {"job": job})
     return _call(f"{endpoint}/vtx/logs?{urllib.parse.urlencode(query)}")
+
+
+def health(endpoint: str) -> dict:
+    """``{"status": "ok", "active_jobs": {STATE: count}}``."""
+    return _call(f"{endpoint}/vtx/health")

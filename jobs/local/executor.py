@@ -262,6 +262,14 @@ class Executor:
             self._preempt(job, rt, found[0], "requested")
             return target
 
+    def active_counts(self) -> dict[str, int]:
+        """Active jobs by state name, e.g. {"JOB_STATE_RUNNING": 2}."""
+        with self._lock:
+            counts: dict[str, int] = {}
+            for job, _rt in self._jobs.values():
+                counts[job["state"]] = counts.get(job["state"], 0) + 1
+            return counts
+
     def delete(self, job_id: str) -> None:
         with self._lock:
             if job_id in self._jobs:

@@ -285,7 +285,8 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
 def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
     @app.get("/vtx/health")
     def health() -> dict:
-        return {"status": "ok"}
+        """Liveness, and how many jobs are in each active state (for `vtx local status`)."""
+        return {"status": "ok", "active_jobs": executor.active_counts()}
 
     @app.get("/vtx/logs")
     def logs(run_id: str | None = None, job: str | None = None, cursor: int = 0) -> dict:

@@ -50,6 +50,8 @@ def test_up_status_down_and_their_misuses(vtx) -> None:
     assert info["vertex_endpoint"].startswith("http://127.0.0.1:")
     assert info["gcs_endpoint"].startswith("http://127.0.0.1:")
     assert info["data_dir"].endswith("local")
+    assert info["active_jobs"] == {}
+    assert "active jobs         none" in vtx("status").output
 
     assert vtx("down").exit_code == 0
     gone = vtx("down")
