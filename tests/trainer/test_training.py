@@ -49,16 +49,23 @@ def test_loss_decreases_on_the_example_data(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("stop_after", "accumulation"),
+    ("stop_after", "accumulation", "fsdp"),
     [
-        (3, 1),  # inside the first epoch (4 batches per epoch)
-        (3, 3),  # step 3 ends mid-epoch 2: the stop and the resume straddle an epoch boundary
+        (3, 1, False),  # inside the first epoch (4 batches per epoch)
+        # Step 3 ends mid-epoch 2: the stop and the resume straddle an epoch boundary.
+        (3, 3, False),
+        (3, 1, True),  # FSDP2-sharded parameters and optimizer state (DTensors) through DCP
     ],
 )
 def test_resume_after_sigterm_is_bit_identical(
-    tmp_path, small_dataset, monkeypatch, stop_after, accumulation
+    tmp_path, small_dataset, monkeypatch, stop_after, accumulation, fsdp
 ):
-    common = {"max_steps": 8, "gradient_accumulation_steps": accumulation, "save_steps": 2}
+    common = {
+        "max_steps": 8,
+        "gradient_accumulation_steps": accumulation,
+        "save_steps": 2,
+        "fsdp": fsdp,
+    }
     straight = tiny_config(str(small_dataset), str(tmp_path / "straight"), **common)
     assert run(straight) == 0
 
@@ -138,6 +145,17 @@ def test_checkpoints_go_to_gcs_and_resume_from_there(
     assert fs.exists(f"{gcs_bucket}/runs/r1/model/model.safetensors")
     assert fs.glob(f"{gcs_bucket}/runs/r1/logs/events.out.tfevents.*")
     assert not (tmp_path / "unused").exists()
+
+    # The exported model is a valid starting point: LoRA on it, straight from its gs:// prefix.
+    follow_up = tiny_config(
+        f"gs://{gcs_bucket}/data/small.jsonl",
+        str(tmp_path / "follow-up"),
+        max_steps=2,
+        save_steps=None,
+        model={"name_or_path": f"{root}/model", "lora": {"r": 2}},
+    )
+    assert run(follow_up) == 0
+    assert (tmp_path / "follow-up" / "model" / "adapter_model.safetensors").exists()
 
 
 def test_half_written_checkpoint_is_ignored_and_removed(tmp_path, small_dataset):
