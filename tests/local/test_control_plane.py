@@ -60,7 +60,9 @@ def test_list_pages_through_every_job(local_platform: StackOutputs) -> None:
     pager = jobs.list_custom_jobs(
         request={"parent": PARENT, "filter": 'labels.vtx-run-id="pages"', "page_size": 2}
     )
-    assert {j.name for j in pager} == created
+    pages = list(pager.pages)
+    assert [len(page.custom_jobs) for page in pages] == [2, 2, 1]
+    assert {j.name for page in pages for j in page.custom_jobs} == created
 
 
 def test_cancel_stops_a_running_job(local_platform: StackOutputs) -> None:
