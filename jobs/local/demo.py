@@ -172,6 +172,11 @@ def _ensure_platform(data_dir: Path, console: Console):
     state = running_state(data_dir)
     if state is not None:
         console.print(f"using the local platform already running from {state.data_dir}")
+        if Path(state.cwd) != REPO:
+            console.print(
+                f"[yellow]its replicas run in {state.cwd}, not in {REPO}: the template's "
+                f"relative paths may not resolve (restart it from the checkout)[/yellow]"
+            )
         return state, False
     clear_stale(data_dir)
     console.print("starting the local platform (GCS emulator + control plane)...")
