@@ -70,7 +70,9 @@ class Network(pulumi.ComponentResource):
         self._firewall()
         if args.mode == "psc-interface":
             assert args.psc_subnet_cidr is not None  # guaranteed by config cross-checks
-            self.psc_subnet = self._subnet("psc", args.psc_subnet_cidr, flow_logs=False)
+            # Job traffic enters the VPC through this subnet: it needs flow logs as much as the
+            # training subnet does.
+            self.psc_subnet = self._subnet("psc", args.psc_subnet_cidr, flow_logs=args.flow_logs)
         else:
             self._peering()
         self.register_outputs({"network": self.network.self_link})
