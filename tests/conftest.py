@@ -40,14 +40,25 @@ def wait_for_port(port: int, timeout_s: float = 20.0) -> None:
 
 @pytest.fixture(scope="session")
 def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Start gcp-storage-emulator (in memory) for the session; yield its http://host:port.
+    """Start the local platform's GCS emulator (gcp-storage-emulator plus the objects.move call
+    it lacks, see jobs/local/gcs_emulator.py), in memory, for the session; yield its URL.
 
     Sets STORAGE_EMULATOR_HOST so google-cloud-storage and gcsfs talk to it."""
     port = free_port()
     workdir: Path = tmp_path_factory.mktemp("gcs-emulator")
-    exe = Path(sys.executable).with_name("gcp-storage-emulator")
     proc = subprocess.Popen(
-        [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "-q"],
+        [
+            sys.executable,
+            "-m",
+            "jobs.local.gcs_emulator",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--in-memory",
+            "-q",
+        ],
         cwd=workdir,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
