@@ -64,8 +64,9 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
 
 def quota_table(estimate: CostEstimate) -> Table:
     table = Table(title=f"Quota needed in {estimate.region}", title_justify="left")
-    table.add_column("metric", no_wrap=True)
-    table.add_column("units", justify="right")
+    # Metric names are long (~75 chars): fold them rather than squeeze the units column away.
+    table.add_column("metric", overflow="fold")
+    table.add_column("units", justify="right", no_wrap=True, min_width=5)
     for metric, units in sorted(estimate.quota.items()):
         table.add_row(metric, str(units))
     return table
