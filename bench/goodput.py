@@ -1,0 +1,296 @@
+"""Goodput of a Spot job preempted K times on the local platform, against the tutorial pattern.
+
+A real job on the local platform (`jobs.local`: control plane, process executor, GCS emulator)
+runs the tiny example (`trainer/examples/tiny.yaml`, data and checkpoints in the emulated GCS,
+a checkpoint every 10 steps, one line of log per step). At K seeded steps the bench delivers a
+preemption exactly as `vtx local preempt` does (SIGTERM, grace, SIGKILL, then the platform's
+restart); the trainer checkpoints on SIGTERM and the restarted replica resumes.
+
+From the job's own timestamped logs: goodput = productive step time (each step's duration,
+counted once) / wall time from submission to the job's end; steps recomputed (steps trained
+more than once); time to first step after each restart (preemption request to the next
+attempt's first step).
+
+The tutorial pattern (HF Trainer saving every N steps to the VM's local disk, `gsutil cp` at
+the end) loses everything on a preemption: the disk goes with the VM. It is simulated on the
+same run: the same preemption instants, this run's median step time, its first start-up time
+and its measured restart gaps, every preemption sending the tutorial job back to step 0.
+
+    python -m bench.goodput [--preemptions K] [--steps N] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import REPO, Section, table
+
+# gcsfs reads this when imported: the emulator speaks JSON only (see tests/conftest.py).
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+TERMINAL = {4, 5, 7}
+
+
+def _ts(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+@dataclass
+class Run:
+    submitted: float = 0.0
+    ended: float = 0.0
+    preempted_at: list[float] = field(default_factory=list)
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    state: int = 0
+    error: str = ""
+
+
+def _step_records(entries: list[dict[str, Any]]) -> list[tuple[int, float, dict[str, Any]]]:
+    """(attempt, time, record) for each trainer JSON line of the primary replica."""
+    out = []
+    for e in entries:
+        if e["replica"] != "workerpool0-0" or not e["message"].startswith("{"):
+            continue
+        try:
+            record = json.loads(e["message"])
+        except json.JSONDecodeError:
+            continue
+        out.append((e["attempt"], _ts(e["timestamp"]), record))
+    return out
+
+
+def _client(endpoint: str) -> Any:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.JobServiceClient(
+        transport="rest",
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": endpoint},
+    )
+
+
+def run_job(preemptions: int, steps: int, seed: int) -> Run:
+    """Start a local platform, run the job with seeded preemptions, stop the platform."""
+    import gcsfs
+    from google.cloud import aiplatform_v1
+
+    from jobs.local.client import preempt_replica, read_logs
+    from jobs.local.platform import ExecutorOptions, free_port, start_platform, stop_platform
+    from jobs.local.state import LOCAL_BUCKETS, LOCAL_PROJECT, LOCAL_REGION
+
+    points = sorted(random.Random(seed).sample(range(10, steps - 10, 5), preemptions))
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp) / "platform"
+        state = start_platform(
+            data_dir,
+            REPO,
+            vertex_port=free_port(),
+            gcs_port=free_port(),
+            options=ExecutorOptions(grace_s=30.0),
+        )
+        try:
+            os.environ["STORAGE_EMULATOR_HOST"] = state.gcs_endpoint
+            data = f"{LOCAL_BUCKETS.data}/bench/tiny.jsonl"
+            gcsfs.GCSFileSystem(token="anon").put_file(
+                str(REPO / "trainer/examples/data/tiny.jsonl"), data
+            )
+            argv = ["python", "-m", "trainer", "--config", "trainer/examples/tiny.yaml"]
+            for item in (
+                f"data.path=gs://{data}",
+                f"max_steps={steps}",
+                "logging_steps=1",
+                "save_steps=10",
+            ):
+                argv += ["--set", item]
+            job = aiplatform_v1.CustomJob(
+                display_name="bench-goodput",
+                job_spec={
+                    "worker_pool_specs": [
+                        {
+                            "machine_spec": {"machine_type": "n1-standard-4"},
+                            "replica_count": 1,
+                            "container_spec": {"image_uri": "local/trainer:bench", "command": argv},
+                        }
+                    ],
+                    "scheduling": {"strategy": "SPOT"},
+                    "base_output_directory": {
+                        "output_uri_prefix": f"gs://{LOCAL_BUCKETS.checkpoints}/runs/bench-goodput"
+                    },
+                },
+            )
+            jobs = _client(state.vertex_endpoint)
+            parent = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"
+            run = Run(submitted=time.time())
+            name = jobs.create_custom_job(parent=parent, custom_job=job).name
+            cursor, pending = 0, list(points)
+            while True:
+                page = read_logs(state.vertex_endpoint, job=name, cursor=cursor)
+                run.entries += page["entries"]
+                cursor = page["cursor"]
+                current = jobs.get_custom_job(name=name)
+                if current.state in TERMINAL:
+                    run.state, run.ended = current.state, current.end_time.timestamp()
+                    run.error = current.error.message
+                    break
+                attempt = max((e["attempt"] for e in run.entries), default=0)
+                done = [
+                    r.get("step", 0)
+                    for a, _, r in _step_records(run.entries)
+                    if a == attempt and r.get("message") == "train"
+                ]
+                if pending and done and done[-1] >= pending[0]:
+                    run.preempted_at.append(time.time())
+                    preempt_replica(state.vertex_endpoint, name)
+                    pending.pop(0)
+                time.sleep(0.2)
+            page = read_logs(state.vertex_endpoint, job=name, cursor=cursor)
+            run.entries += page["entries"]
+        finally:
+            stop_platform(data_dir)
+    return run
+
+
+def analyse(run: Run, steps: int) -> dict[str, Any]:
+    records = _step_records(run.entries)
+    durations: dict[int, float] = {}
+    trained = 0
+    attempt_start: dict[int, float] = {}
+    first_step: dict[int, float] = {}
+    previous: dict[int, float] = {}
+    for attempt, t, record in records:
+        if record.get("message") == "training":
+            attempt_start[attempt] = previous[attempt] = t
+        if record.get("message") != "train":
+            continue
+        trained += 1
+        first_step.setdefault(attempt, t)
+        durations[record["step"]] = t - previous.get(attempt, t)  # the last run of it wins
+        previous[attempt] = t
+    productive = sum(durations.values())
+    wall = run.ended - run.submitted
+    restarts = sorted(a for a in first_step if a > 0)
+    to_first_step = [first_step[a] - p for p, a in zip(run.preempted_at, restarts, strict=False)]
+    first_start = min(first_step.values()) - run.submitted
+    return {
+        "state": run.state,
+        "wall_s": wall,
+        "productive_s": productive,
+        "goodput": productive / wall,
+        "steps_trained": trained,
+        "steps_recomputed": trained - len(durations),
+        "unique_steps": len(durations),
+        "to_first_step_s": to_first_step,
+        "first_start_s": first_start,
+        "median_step_s": statistics.median(durations.values()),
+        "preempted_at_s": [p - run.submitted for p in run.preempted_at],
+    }
+
+
+def tutorial(ours: dict[str, Any], steps: int) -> dict[str, Any]:
+    """The same preemption instants, but each one sends the job back to step 0."""
+    step_s = ours["median_step_s"]
+    gaps = ours["to_first_step_s"] or [ours["first_start_s"]]
+    t, lost = ours["first_start_s"], 0  # time the current attempt's first step starts
+    for i, at in enumerate(ours["preempted_at_s"]):
+        if at >= t + steps * step_s:
+            break  # it would have finished before this preemption
+        lost += max(0, int((at - t) / step_s))
+        t = at + gaps[min(i, len(gaps) - 1)]
+    wall = t + steps * step_s
+    productive = steps * step_s
+    return {
+        "wall_s": wall,
+        "productive_s": productive,
+        "goodput": productive / wall,
+        "steps_recomputed": lost,
+    }
+
+
+def run(preemptions: int = 3, steps: int = 100, seed: int = 0) -> Section:
+    measured = run_job(preemptions, steps, seed)
+    ours = analyse(measured, steps)
+    sim = tutorial(ours, steps)
+    restart = ours["to_first_step_s"]
+    restart_cell = (
+        f"{min(restart):.1f} / {statistics.median(restart):.1f} / {max(restart):.1f}"
+        if restart
+        else "n/a"
+    )
+    rows = [
+        [
+            "vtx trainer on the local platform (measured)",
+            f"{ours['wall_s']:.1f}",
+            f"{ours['productive_s']:.1f}",
+            f"{ours['goodput']:.1%}",
+            ours["steps_recomputed"],
+            restart_cell,
+        ],
+        [
+            "tutorial pattern, local disk (simulated on the same run)",
+            f"{sim['wall_s']:.1f}",
+            f"{sim['productive_s']:.1f}",
+            f"{sim['goodput']:.1%}",
+            sim["steps_recomputed"],
+            "same gaps (assumed)",
+        ],
+    ]
+    state_ok = "SUCCEEDED" if ours["state"] == 4 else f"state {ours['state']}"
+    body = "\n\n".join(
+        [
+            f"One job of {steps} steps, {preemptions} preemptions at seeded steps (seed {seed}); "
+            f"job {state_ok}; {ours['steps_trained']} step executions for {ours['unique_steps']}"
+            f" steps. Preemptions at {', '.join(f'{p:.1f}' for p in ours['preempted_at_s'])} s "
+            f"after submission; median step {ours['median_step_s']:.3f} s; first start-up "
+            f"{ours['first_start_s']:.1f} s.",
+            table(
+                [
+                    "pattern",
+                    "wall s",
+                    "productive step s",
+                    "goodput",
+                    "steps recomputed",
+                    "time to first step after restart, min / median / max s",
+                ],
+                rows,
+            ),
+            (
+                f"What it means: preempted {preemptions} times, the vtx job recomputed "
+                f"{ours['steps_recomputed']} steps (it checkpoints on SIGTERM and resumes from "
+                f"there); the tutorial pattern would have recomputed {sim['steps_recomputed']} "
+                "(everything done before each preemption). The tiny job's goodput is dominated "
+                "by process start-up (importing torch and transformers, here several seconds, "
+                "paid again on every restart); on a real job, where a step takes seconds and a "
+                "run hours, the restart cost is the same few seconds and the recomputed work "
+                "is what separates the two."
+            ),
+        ]
+    )
+    return Section(
+        "Goodput under preemption",
+        f"python -m bench.goodput --preemptions {preemptions} --steps {steps} --seed {seed}",
+        body,
+        raw={"ours": ours, "tutorial": sim},
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--preemptions", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    a = parser.parse_args()
+    print(run(a.preemptions, a.steps, a.seed).markdown())
+
+
+if __name__ == "__main__":
+    main()
