@@ -82,7 +82,7 @@ class Outputs:
 # ------------------------------------------------------------------ setup
 
 
-def init_distributed() -> tuple[int, int, torch.device]:
+def init_distributed() -> None:
     """Join torchrun's process group, or make a group of one so every path is the same."""
     if not dist.is_initialized():
         if "TORCHELASTIC_RUN_ID" in os.environ:
@@ -91,11 +91,7 @@ def init_distributed() -> tuple[int, int, torch.device]:
         else:
             dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     if torch.cuda.is_available():
-        device = torch.device("cuda", local_rank_from_env())
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    return dist.get_rank(), dist.get_world_size(), device
+        torch.cuda.set_device(local_rank_from_env())
 
 
 def build_rows(cfg: TrainConfig, tokenizer: Any) -> tuple[list[Row], list[Row]]:
@@ -263,140 +259,203 @@ def train(cfg: TrainConfig, env: VertexEnv, stop: StopRequest | None = None) -> 
     Pass an already installed `stop` to catch SIGTERMs that arrive during start-up."""
     owned = stop is None
     stop = stop or StopRequest().install()
-    rank, world_size, device = init_distributed()
-    setup_logging(rank)
+    init_distributed()
+    setup_logging(dist.get_rank())
     try:
-        return _run(cfg, env, rank, world_size, device, stop)
+        return Trainer(cfg, env, stop).run()
     finally:
         if owned:
             stop.uninstall()
         dist.destroy_process_group()
 
 
-def _run(
-    cfg: TrainConfig,
-    env: VertexEnv,
-    rank: int,
-    world_size: int,
-    device: torch.device,
-    stop: StopRequest,
-) -> int:
-    outputs = Outputs.resolve(cfg, env)
-    local_rank = local_rank_from_env()
-    tokenizer = build_tokenizer(cfg.model, local_rank)
-    train_rows, eval_rows = build_rows(cfg, tokenizer)
-    stream = BatchStream(
-        train_rows,
-        cfg.per_device_train_batch_size,
-        cfg.seed,
-        rank,
-        world_size,
-        cfg.data.group_by_length,
-        tokenizer.pad_token_id,
-    )
-    evals = eval_batches(
-        eval_rows, cfg.per_device_eval_batch_size, rank, world_size, tokenizer.pad_token_id
-    )
-    base = build_model(cfg.model, cfg.seed, local_rank)
-    n_params, n_trainable = count_parameters(base)
-    fpt = flops_per_token(base, cfg.data.max_seq_length)
-    model = wrap_model(base, cfg, device, world_size)
-    optimizer = build_optimizer(model, cfg, device)
-    steps = total_steps(cfg, stream.batches_per_epoch)
-    scheduler = build_scheduler(optimizer, cfg, steps)
-    progress = Progress()
-    state = {"train": TrainState(model, optimizer, scheduler, stream, progress)}
+@dataclass
+class StepDecision:
+    """What every rank agrees on after a step (from one all-reduce)."""
 
-    checkpointer = Checkpointer(outputs.checkpoint_dir, cfg.save_total_limit, cfg.async_save)
-    resume = checkpointer.latest_step()
-    if resume is not None:
-        checkpointer.load(resume, state)
-        log.info("resumed", extra={"step": progress.step, "checkpoint": outputs.checkpoint_dir})
-    log.info(
-        "training",
-        extra={
-            "step": progress.step,
-            "total_steps": steps,
-            "world_size": world_size,
-            "parameters": n_params,
-            "trainable_parameters": n_trainable,
-            "train_rows": len(train_rows),
-            "batches_per_epoch": stream.batches_per_epoch,
-        },
-    )
-    board = TensorBoard(outputs.tensorboard_dir if rank == 0 else None)
-    peak = peak_flops_per_s(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
-    meter = Throughput()
-    last_save_s = time.monotonic()
-    fault_step = os.environ.get(SIGTERM_AFTER_STEP_ENV)
-    if _any_rank(stop.requested, device):
-        log.warning("stop requested (SIGTERM) during start-up: nothing new to save, exiting")
-        return EXIT_PREEMPTED
-    model.train()
-    try:
-        while progress.step < steps:
-            loss, grad_norm, counts = train_step(model, stream, optimizer, cfg, device)
-            scheduler.step()
-            progress.step += 1
-            progress.tokens_seen += int(counts[1].item())
-            checkpointer.poll()
-            if rank == 0 and fault_step == str(progress.step):
-                os.kill(os.getpid(), signal.SIGTERM)
-            time_due = (
-                bool(cfg.save_every_minutes)
-                and time.monotonic() - last_save_s >= 60 * cfg.save_every_minutes
+    loss: float
+    stop: bool
+    save_by_time: bool
+
+
+class Trainer:
+    """One process's run: built from the config, resumed, stepped, checkpointed, exported."""
+
+    def __init__(self, cfg: TrainConfig, env: VertexEnv, stop: StopRequest) -> None:
+        self.cfg, self.stop = cfg, stop
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.device = _device()
+        self.outputs = Outputs.resolve(cfg, env)
+        local_rank = local_rank_from_env()
+        self.tokenizer = build_tokenizer(cfg.model, local_rank)
+        train_rows, eval_rows = build_rows(cfg, self.tokenizer)
+        pad = self.tokenizer.pad_token_id
+        self.stream = BatchStream(
+            train_rows, cfg.per_device_train_batch_size, cfg.seed, self.rank,
+            self.world_size, cfg.data.group_by_length, pad,
+        )  # fmt: skip
+        self.evals = eval_batches(
+            eval_rows, cfg.per_device_eval_batch_size, self.rank, self.world_size, pad
+        )
+        base = build_model(cfg.model, cfg.seed, local_rank)
+        self.n_params, self.n_trainable = count_parameters(base)
+        self.flops_per_token = flops_per_token(base, cfg.data.max_seq_length)
+        self.model = wrap_model(base, cfg, self.device, self.world_size)
+        self.optimizer = build_optimizer(self.model, cfg, self.device)
+        self.steps = total_steps(cfg, self.stream.batches_per_epoch)
+        self.scheduler = build_scheduler(self.optimizer, cfg, self.steps)
+        self.progress = Progress()
+        self.state = {
+            "train": TrainState(
+                self.model, self.optimizer, self.scheduler, self.stream, self.progress
             )
-            flags = torch.tensor(
-                [loss.item(), float(stop.requested), float(rank == 0 and time_due)],
-                dtype=torch.float64,
-                device=device,
-            )
-            dist.all_reduce(flags)
-            meter.add(
-                int(counts[1].item()),
-                int(counts[2].item()),
-                flags[0].item() / max(counts[0].item(), 1),
-            )
-            if progress.step % cfg.logging_steps == 0 or progress.step == steps:
-                _log_metrics(
-                    progress.step, meter, scheduler, grad_norm, fpt, peak, world_size, board
-                )
-            stop_early = _maybe_evaluate(model, evals, cfg, device, progress, board)
-            if flags[1] > 0:
-                log.warning(
-                    "stop requested (SIGTERM): checkpointing and exiting",
-                    extra={"step": progress.step},
-                )
-                blocked = checkpointer.save(progress.step, state, blocking=True)
-                log.info(
-                    "checkpoint saved",
-                    extra={"step": progress.step, "blocked_s": round(blocked, 3)},
-                )
-                dist.barrier()
-                return EXIT_PREEMPTED
-            if flags[2] > 0 or (
-                cfg.save_steps and progress.step % cfg.save_steps == 0 and progress.step < steps
-            ):
-                blocked = checkpointer.save(progress.step, state, blocking=False)
-                last_save_s = time.monotonic()
-                log.info(
-                    "checkpoint started",
-                    extra={"step": progress.step, "blocked_s": round(blocked, 3)},
-                )
-            if stop_early:
-                log.info(
-                    "early stopping: eval loss stopped improving", extra={"step": progress.step}
-                )
-                break
-        checkpointer.wait()
-        if progress.step not in checkpointer_steps(checkpointer, rank):
-            checkpointer.save(progress.step, state, blocking=True)
-        export_model(model, tokenizer, cfg, outputs.model_dir, rank)
+        }
+        self.checkpointer = Checkpointer(
+            self.outputs.checkpoint_dir, cfg.save_total_limit, cfg.async_save
+        )
+        self.board = TensorBoard(self.outputs.tensorboard_dir if self.rank == 0 else None)
+        self.meter = Throughput()
+        self.peak = _peak_flops(self.device)
+        self.last_save_s = time.monotonic()
+        self.fault_step = os.environ.get(SIGTERM_AFTER_STEP_ENV)
+
+    def run(self) -> int:
+        self._resume()
+        if _any_rank(self.stop.requested, self.device):
+            log.warning("stop requested (SIGTERM) during start-up: nothing new to save, exiting")
+            return EXIT_PREEMPTED
+        self.model.train()
+        try:
+            while self.progress.step < self.steps and not self.progress.stopped_early:
+                decision = self._step()
+                if decision.stop:
+                    self._save_for_preemption()
+                    return EXIT_PREEMPTED
+                self._log()
+                if self._evaluate_and_check_early_stop():
+                    self.progress.stopped_early = True
+                    log.info("early stopping: eval loss stopped improving", extra=self._at())
+                    break
+                if decision.save_by_time or self._save_step_due():
+                    self._save_in_background()
+            self._finish()
+            return 0
+        finally:
+            self.board.close()
+
+    # ---------------------------------------------------------------- phases
+
+    def _resume(self) -> None:
+        step = self.checkpointer.latest_step()
+        if step is not None:
+            self.checkpointer.load(step, self.state)
+            log.info("resumed", extra={**self._at(), "checkpoint": self.outputs.checkpoint_dir})
+        log.info(
+            "training",
+            extra={
+                **self._at(),
+                "total_steps": self.steps,
+                "world_size": self.world_size,
+                "parameters": self.n_params,
+                "trainable_parameters": self.n_trainable,
+                "batches_per_epoch": self.stream.batches_per_epoch,
+            },
+        )
+
+    def _step(self) -> StepDecision:
+        loss, self.grad_norm, counts = train_step(
+            self.model, self.stream, self.optimizer, self.cfg, self.device
+        )
+        self.scheduler.step()
+        self.progress.step += 1
+        self.progress.tokens_seen += int(counts[1].item())
+        self.checkpointer.poll()
+        if self.rank == 0 and self.fault_step == str(self.progress.step):
+            os.kill(os.getpid(), signal.SIGTERM)
+        minutes = self.cfg.save_every_minutes
+        time_due = bool(minutes) and time.monotonic() - self.last_save_s >= 60 * minutes
+        # One all-reduce: summed loss, and any rank's SIGTERM; rank 0's clock alone decides
+        # time-based saves so that every rank saves at the same step.
+        flags = torch.tensor(
+            [loss.item(), float(self.stop.requested), float(self.rank == 0 and time_due)],
+            dtype=torch.float64,
+            device=self.device,
+        )
+        dist.all_reduce(flags)
+        mean_loss = flags[0].item() / max(counts[0].item(), 1.0)
+        self.meter.add(int(counts[1].item()), int(counts[2].item()), mean_loss)
+        return StepDecision(mean_loss, bool(flags[1] > 0), bool(flags[2] > 0))
+
+    def _save_step_due(self) -> bool:
+        every = self.cfg.save_steps
+        return bool(every) and self.progress.step % every == 0 and self.progress.step < self.steps
+
+    def _save_in_background(self) -> None:
+        blocked_s = self.checkpointer.save(self.progress.step, self.state, blocking=False)
+        self.last_save_s = time.monotonic()
+        log.info("checkpoint started", extra={**self._at(), "blocked_s": round(blocked_s, 3)})
+
+    def _save_for_preemption(self) -> None:
+        log.warning("stop requested (SIGTERM): checkpointing and exiting", extra=self._at())
+        blocked_s = self.checkpointer.save(self.progress.step, self.state, blocking=True)
+        log.info("checkpoint saved", extra={**self._at(), "blocked_s": round(blocked_s, 3)})
+        dist.barrier()  # nobody exits before rank 0 has committed
+
+    def _finish(self) -> None:
+        self.checkpointer.wait()
+        if self.progress.step not in self._committed_steps():
+            self.checkpointer.save(self.progress.step, self.state, blocking=True)
+        export_model(self.model, self.tokenizer, self.cfg, self.outputs.model_dir, self.rank)
         dist.barrier()
-        log.info("done", extra={"step": progress.step, "model_dir": outputs.model_dir})
-        return 0
-    finally:
-        board.close()
+        log.info("done", extra={**self._at(), "model_dir": self.outputs.model_dir})
+
+    # ---------------------------------------------------------------- helpers
+
+    def _at(self) -> dict[str, int]:
+        return {"step": self.progress.step}
+
+    def _log(self) -> None:
+        step = self.progress.step
+        if step % self.cfg.logging_steps and step != self.steps:
+            return
+        values = self.meter.report(self.flops_per_token, self.peak, self.world_size)
+        values["lr"] = self.scheduler.get_last_lr()[0]
+        values["grad_norm"] = float(self.grad_norm)
+        self.meter.reset()
+        log.info("train", extra={"step": step, **{k: round(v, 6) for k, v in values.items()}})
+        self.board.scalars(step, {f"train/{k}": v for k, v in values.items()})
+
+    def _evaluate_and_check_early_stop(self) -> bool:
+        cfg, progress = self.cfg, self.progress
+        if not cfg.eval_steps or progress.step % cfg.eval_steps:
+            return False
+        eval_loss = evaluate(self.model, self.evals, cfg, self.device)
+        log.info("eval", extra={**self._at(), "eval_loss": round(eval_loss, 6)})
+        self.board.scalars(progress.step, {"eval/loss": eval_loss})
+        if eval_loss < progress.best_eval_loss - cfg.early_stopping_threshold:
+            progress.best_eval_loss, progress.evals_without_improvement = eval_loss, 0
+        else:
+            progress.evals_without_improvement += 1
+        patience = cfg.early_stopping_patience
+        return bool(patience) and progress.evals_without_improvement >= patience
+
+    def _committed_steps(self) -> list[int]:
+        """Collective: committed steps as rank 0 sees them, so every rank takes one branch."""
+        found = [self.checkpointer.committed_steps() if self.rank == 0 else None]
+        dist.broadcast_object_list(found, src=0)
+        return found[0] or []
+
+
+def _device() -> torch.device:
+    if torch.cuda.is_available():
+        return torch.device("cuda", local_rank_from_env())
+    return torch.device("cpu")
+
+
+def _peak_flops(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None  # no meaningful peak for CPUs: MFU is not reported
+    return peak_flops_per_s(torch.cuda.get_device_name(device))
 
 
 def _any_rank(flag: bool, device: torch.device) -> bool:
@@ -404,50 +463,3 @@ def _any_rank(flag: bool, device: torch.device) -> bool:
     value = torch.tensor([float(flag)], device=device)
     dist.all_reduce(value)
     return bool(value.item() > 0)
-
-
-def checkpointer_steps(checkpointer: Checkpointer, rank: int) -> list[int]:
-    """Collective: committed steps as rank 0 sees them (so every rank takes the same branch)."""
-    found = [checkpointer.committed_steps() if rank == 0 else None]
-    dist.broadcast_object_list(found, src=0)
-    return found[0] or []
-
-
-def _log_metrics(
-    step: int,
-    meter: Throughput,
-    scheduler: Any,
-    grad_norm: torch.Tensor,
-    fpt: float,
-    peak: float | None,
-    world_size: int,
-    board: TensorBoard,
-) -> None:
-    values = meter.report(fpt, peak, world_size)
-    values["lr"] = scheduler.get_last_lr()[0]
-    values["grad_norm"] = float(grad_norm)
-    meter.reset()
-    log.info("train", extra={"step": step, **{k: round(v, 6) for k, v in values.items()}})
-    board.scalars(step, {f"train/{k}": v for k, v in values.items()})
-
-
-def _maybe_evaluate(
-    model: torch.nn.Module,
-    evals: list[Any],
-    cfg: TrainConfig,
-    device: torch.device,
-    progress: Progress,
-    board: TensorBoard,
-) -> bool:
-    """Evaluate when due; True when early stopping says to stop."""
-    if not cfg.eval_steps or progress.step % cfg.eval_steps:
-        return False
-    eval_loss = evaluate(model, evals, cfg, device)
-    log.info("eval", extra={"step": progress.step, "eval_loss": round(eval_loss, 6)})
-    board.scalars(progress.step, {"eval/loss": eval_loss})
-    if eval_loss < progress.best_eval_loss - cfg.early_stopping_threshold:
-        progress.best_eval_loss, progress.evals_without_improvement = eval_loss, 0
-    else:
-        progress.evals_without_improvement += 1
-    patience = cfg.early_stopping_patience
-    return bool(patience) and progress.evals_without_improvement >= patience

@@ -30,6 +30,8 @@ class Progress:
     tokens_seen: int = 0
     best_eval_loss: float = float("inf")
     evals_without_improvement: int = 0
+    stopped_early: bool = False
+    """Early stopping fired: a restart (say, after a failed export) must not train on."""
 
 
 class TrainState(Stateful):
