@@ -39,6 +39,9 @@ def export_model(
     )
     if rank != 0:
         return
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # stderr bars become noise lines in Cloud Logging
     inner = unwrap(model)
     staging = Path(tempfile.mkdtemp(prefix="vtx-export-"))
     try:

@@ -133,7 +133,9 @@ def train_tokenizer(rows: list[dict], out_dir: Path) -> None:
     )
     fast.chat_template = CHAT_TEMPLATE
     out_dir.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(str(out_dir))
+    # The template goes inside tokenizer_config.json (not chat_template.jinja) so that the
+    # package data globs (json) ship it with the installed package.
+    fast.save_pretrained(str(out_dir), save_jinja_files=False)
 
 
 def main() -> None:
