@@ -336,7 +336,7 @@ class Trainer:
                     self.progress.stopped_early = True
                     log.info("early stopping: eval loss stopped improving", extra=self._at())
                     break
-                if decision.save_by_time or self._save_step_due():
+                if self._save_due(decision):
                     self._save_in_background()
             self._finish()
             return 0
@@ -386,9 +386,11 @@ class Trainer:
         self.meter.add(int(counts[1].item()), int(counts[2].item()), mean_loss)
         return StepDecision(mean_loss, bool(flags[1] > 0), bool(flags[2] > 0))
 
-    def _save_step_due(self) -> bool:
-        every = self.cfg.save_steps
-        return bool(every) and self.progress.step % every == 0 and self.progress.step < self.steps
+    def _save_due(self, decision: StepDecision) -> bool:
+        step, every = self.progress.step, self.cfg.save_steps
+        if step >= self.steps:
+            return False  # the final save follows anyway, blocking
+        return decision.save_by_time or (bool(every) and step % every == 0)
 
     def _save_in_background(self) -> None:
         blocked_s = self.checkpointer.save(self.progress.step, self.state, blocking=False)

@@ -90,3 +90,18 @@ def test_early_stopping_ends_the_run_and_still_exports(tmp_path, small_dataset, 
     assert [e["step"] for e in events if e.get("message", "").startswith("early stopping")] == [3]
     assert len([e for e in events if e.get("message") == "eval"]) == 3
     assert (tmp_path / "model" / "model.safetensors").exists()
+
+
+def test_save_every_minutes_follows_rank_zero_clock(tmp_path, small_dataset, monkeypatch, capsys):
+    import trainer.loop
+
+    clock = iter(range(0, 10_000, 61))  # every reading is 61 s after the previous one
+    monkeypatch.setattr(trainer.loop.time, "monotonic", lambda: float(next(clock)))
+    cfg = tiny_config(
+        str(small_dataset), str(tmp_path), max_steps=3, save_steps=None, save_every_minutes=1.0
+    )
+    assert train(parse_config(cfg), VertexEnv()) == 0
+    events = read_json_lines(capsys.readouterr().out)
+    started = [e["step"] for e in events if e.get("message") == "checkpoint started"]
+    assert started == [1, 2]  # step 3 is the final, blocking save
+    assert all("blocked_s" in e for e in events if e.get("message") == "checkpoint started")

@@ -39,9 +39,17 @@ def test_loss_decreases_on_the_example_data(tmp_path, capsys):
         learning_rate=1e-2,
     )
     assert run(cfg) == 0
-    losses = [
-        e["loss"] for e in read_json_lines(capsys.readouterr().out) if e.get("message") == "train"
-    ]
+    logs = [e for e in read_json_lines(capsys.readouterr().out) if e.get("message") == "train"]
+    assert {
+        "severity",
+        "step",
+        "loss",
+        "lr",
+        "grad_norm",
+        "tokens_per_s",
+        "padding_efficiency",
+    } <= set(logs[0])
+    losses = [e["loss"] for e in logs]
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < 0.75 * losses[0]
     assert (tmp_path / "model" / "model.safetensors").exists()
