@@ -99,13 +99,8 @@ class Checkpointer:
     def committed_steps(self) -> list[int]:
         """Committed steps, ascending. Local call (rank 0 uses it)."""
         self._fs.invalidate_cache()
-        pattern = f"{self._path}/{STEP_PREFIX}*/{MARKER}"
-        steps = []
-        for marker in self._fs.glob(pattern):
-            name = marker.rstrip("/").split("/")[-2]
-            if name[len(STEP_PREFIX) :].isdigit():
-                steps.append(int(name[len(STEP_PREFIX) :]))
-        return sorted(steps)
+        markers = self._fs.glob(f"{self._path}/{STEP_PREFIX}*/{MARKER}")
+        return sorted(s for s in map(_step_of, (m.rsplit("/", 1)[0] for m in markers)) if s >= 0)
 
     def latest_step(self) -> int | None:
         """Collective: the highest committed step as seen by rank 0, on every rank."""
@@ -113,7 +108,8 @@ class Checkpointer:
         if self.rank == 0:
             steps = self.committed_steps()
             found[0] = steps[-1] if steps else None
-            self._remove_uncommitted(newer_than=found[0] if found[0] is not None else -1)
+            # Nothing is in flight at start-up: anything newer is a crashed attempt's leftover.
+            self._remove_uncommitted(after=steps[-1] if steps else -1, before=None)
         dist.broadcast_object_list(found, src=0)
         return found[0]
 
@@ -169,23 +165,26 @@ class Checkpointer:
         """Keep the newest `keep` committed steps; drop older partial ones. Never touches
         `newest` (just committed) nor anything newer (possibly still being written)."""
         committed = [s for s in self.committed_steps() if s <= newest]
-        doomed = committed[: -self.keep] if self.keep else []
-        for s in doomed:
-            self._fs.rm(step_dir(self._path, s), recursive=True)
-        self._remove_uncommitted(newer_than=-1, below=newest)
+        for step in committed[: -self.keep] if self.keep else []:
+            self._fs.rm(step_dir(self._path, step), recursive=True)
+        self._remove_uncommitted(after=-1, before=newest)
 
-    def _remove_uncommitted(self, newer_than: int, below: int | None = None) -> None:
-        """Delete step directories without a marker in (newer_than, below). At start-up nothing
-        can be in flight, so everything newer than the resume step is a leftover."""
+    def _remove_uncommitted(self, after: int, before: int | None) -> None:
+        """Delete step directories without a marker, with after < step < before."""
         committed = set(self.committed_steps())
         for path in self._fs.glob(f"{self._path}/{STEP_PREFIX}*"):
-            digits = path.rstrip("/").split("/")[-1][len(STEP_PREFIX) :]
-            if not digits.isdigit() or int(digits) in committed:
+            step = _step_of(path)
+            if step < 0 or step in committed or step <= after:
                 continue
-            step = int(digits)
-            if step > newer_than and (below is None or step < below):
+            if before is None or step < before:
                 log.info("removing uncommitted checkpoint %s", path)
                 self._fs.rm(path, recursive=True)
+
+
+def _step_of(path: str) -> int:
+    """The step of a `.../step-NNNNNNNNN` path; -1 for anything else."""
+    digits = path.rstrip("/").rsplit("/", 1)[-1][len(STEP_PREFIX) :]
+    return int(digits) if digits.isdigit() else -1
 
 
 def rng_state() -> dict[str, Any]:
