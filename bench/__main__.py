@@ -23,11 +23,11 @@ from bench.common import REPO, Section, load_average, machine
 BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     # name: (default run, --quick run)
     "trainer_vs_hf": (
-        lambda: trainer_vs_hf.run(reps=2, steps=30, batch=8),
+        lambda: trainer_vs_hf.run(reps=3, steps=30, batch=8),
         lambda: trainer_vs_hf.run(reps=1, steps=15, batch=8),
     ),
     "checkpoint": (
-        lambda: checkpoint.run(reps=2, checkpoints=3, between=3),
+        lambda: checkpoint.run(reps=2, checkpoints=3, between=8),
         lambda: checkpoint.run(reps=1, checkpoints=2, between=2),
     ),
     "goodput": (

@@ -183,6 +183,7 @@ def analyse(run: Run, steps: int) -> dict[str, Any]:
     first_start = min(first_step.values()) - run.submitted
     return {
         "state": run.state,
+        "error": run.error,
         "wall_s": wall,
         "productive_s": productive,
         "goodput": productive / wall,
@@ -244,7 +245,7 @@ def run(preemptions: int = 3, steps: int = 100, seed: int = 0) -> Section:
             "same gaps (assumed)",
         ],
     ]
-    state_ok = "SUCCEEDED" if ours["state"] == 4 else f"state {ours['state']}"
+    state_ok = "SUCCEEDED" if ours["state"] == 4 else f"state {ours['state']} ({ours['error']})"
     body = "\n\n".join(
         [
             f"One job of {steps} steps, {preemptions} preemptions at seeded steps (seed {seed}); "

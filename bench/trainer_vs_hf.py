@@ -310,7 +310,7 @@ def run_hf(variant: str, data: str, steps: int, batch: int) -> dict[str, float]:
 # ---------------------------------------------------------------- side by side
 
 
-def run(reps: int = 3, steps: int = 40, batch: int = 8) -> Section:
+def run(reps: int = 3, steps: int = 30, batch: int = 8) -> Section:
     with tempfile.TemporaryDirectory() as tmp:
         data = str(make_dataset(Path(tmp) / "instructions.jsonl"))
         results: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
@@ -399,7 +399,7 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--batch", type=int, default=8)
     a = parser.parse_args()
     print(run(a.reps, a.steps, a.batch).markdown())
