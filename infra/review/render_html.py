@@ -8,11 +8,21 @@ the IAM section's table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from html import escape
 
 from infra.review.builder import Report
 from infra.review.diff import StackDiff
+from infra.review.sections import (
+    Cell,
+    Code,
+    Paragraph,
+    Section,
+    Strong,
+    Styled,
+    Table,
+    diff_section,
+    report_sections,
+)
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:72rem;color:#1f2328}
@@ -29,30 +39,40 @@ pre{background:#f6f8fa;padding:.8rem;overflow:auto}
 """
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows
-    )
-    if not body:
+def _inline(text: str) -> str:
+    if isinstance(text, Strong):
+        return f"<strong>{escape(text)}</strong>"
+    if isinstance(text, Code):
+        return f"<code>{escape(text)}</code>"
+    return escape(text)
+
+
+def _cell(cell: Cell) -> str:
+    if isinstance(cell, Styled):
+        return f'<td class="{escape(cell.css_class)}">{escape(cell.text)}</td>'
+    if isinstance(cell, tuple):
+        return "<td>" + "<br>".join(escape(line) for line in cell) + "</td>"
+    if isinstance(cell, str):
+        return f"<td>{_inline(cell)}</td>"
+    return f"<td>{escape(str(cell))}</td>"
+
+
+def _table(table: Table) -> str:
+    if not table.rows:
         return "<p><em>none</em></p>"
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    head = "".join(f"<th>{escape(h)}</th>" for h in table.headers)
+    body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in table.rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _policy(report: Report) -> str:
-    rows = []
-    for p in report.policy:
-        status = escape(p.status + (f" ({p.note})" if p.note else ""))
-        findings = "<br>".join(escape(v) for v in p.violations) or "-"
-        level = "mandatory" if p.mandatory else "advisory"
-        rows.append(
-            f"<tr><td>{escape(p.policy)}</td><td>{level}</td>"
-            f'<td class="{escape(p.status)}">{status}</td><td>{findings}</td></tr>'
-        )
-    return (
-        "<table><thead><tr><th>policy</th><th>level</th><th>verdict</th><th>findings</th></tr>"
-        f"</thead><tbody>{''.join(rows)}</tbody></table>"
-    )
+def _block(block: Table | Paragraph) -> str:
+    if isinstance(block, Table):
+        return _table(block)
+    return "<p>" + "".join(_inline(part) for part in block.parts) + "</p>"
+
+
+def _section(section: Section) -> str:
+    return f"<h2>{escape(section.title)}</h2>" + "".join(_block(b) for b in section.blocks)
 
 
 def _diagram(report: Report) -> str:
@@ -74,58 +94,6 @@ def _diagram(report: Report) -> str:
     )
 
 
-def _network(report: Report) -> str:
-    net = report.network
-    return (
-        f"<p>Mode: <strong>{escape(net['mode'])}</strong>; VPC: "
-        f"{escape(', '.join(net['networks']) or '-')}; Shared VPC host: "
-        f"{escape(net['shared_vpc_host'])}</p>"
-        + _table(
-            ["subnet", "CIDR", "purpose", "private Google access", "flow logs"],
-            [
-                [s["name"], s["cidr"], s["purpose"], s["private_google_access"], s["flow_logs"]]
-                for s in net["subnets"]
-            ],
-        )
-        + _table(
-            ["NAT", "IP allocation", "ranges"],
-            [[n["name"], n["ip_allocation"], n["ranges"]] for n in net["nat"]],
-        )
-        + _table(
-            ["network attachment", "connection preference", "exported as"],
-            [[a["name"], a["connection_preference"], a["exported_as"]] for a in net["attachment"]],
-        )
-        + _table(
-            ["reserved range", "CIDR", "purpose"],
-            [[r["name"], r["cidr"], r["purpose"]] for r in net["peering_ranges"]],
-        )
-        + _table(
-            ["firewall", "direction", "action", "sources", "priority"],
-            [
-                [f["name"], f["direction"], f["action"], f["sources"], f["priority"]]
-                for f in net["firewall"]
-            ],
-        )
-    )
-
-
-def _diff(diff: StackDiff) -> str:
-    return (
-        f"<h2>{escape(diff.left)} vs {escape(diff.right)}</h2>"
-        + _table(
-            ["setting", "key", diff.left, diff.right],
-            [[c.resource, c.key, c.left, c.right] for c in diff.settings],
-        )
-        + _table(["type", diff.left, diff.right], diff.counts)
-        + f"<p>Only in {escape(diff.left)}: {escape(', '.join(diff.only_left) or '-')}</p>"
-        + f"<p>Only in {escape(diff.right)}: {escape(', '.join(diff.only_right) or '-')}</p>"
-        + _table(
-            ["resource", "input", diff.left, diff.right],
-            [[c.resource, c.key, c.left, c.right] for c in diff.changed],
-        )
-    )
-
-
 def to_html(report: Report, diff: StackDiff | None = None) -> str:
     failures = report.mandatory_failures
     verdict = (
@@ -137,63 +105,12 @@ def to_html(report: Report, diff: StackDiff | None = None) -> str:
     sections = [
         f"<h1>{escape(title)}</h1>",
         f'<p class="verdict">Source: {escape(report.origin)}. {verdict}</p>',
-        "<h2>Resources</h2>",
-        _table(
-            ["component", "type", "count"], [[c.component, c.type, c.count] for c in report.counts]
-        ),
-        "<h2>Network</h2>",
-        _network(report),
-        "<h2>IAM</h2>",
-        _table(
-            ["principal", "role", "on", "resource", "declared by"],
-            [[r.principal, r.role, r.resource_kind, r.resource, r.declared_by] for r in report.iam],
-        ),
-        "<h2>Buckets</h2>",
-        _table(
-            [
-                "bucket",
-                "location",
-                "uniform access",
-                "public access prevention",
-                "versioning",
-                "soft delete",
-                "lifecycle",
-                "CMEK key",
-            ],
-            [
-                [
-                    b["name"],
-                    b["location"],
-                    b["uniform_access"],
-                    b["public_access_prevention"],
-                    b["versioning"],
-                    b["soft_delete"],
-                    b["lifecycle"],
-                    b["cmek"],
-                ]
-                for b in report.buckets
-            ],
-        ),
-        "<h2>Quotas requested</h2>",
-        _table(
-            ["quota id", "service", "region", "preferred value"],
-            [
-                [q["quota_id"], q["service"], q["region"], q["preferred_value"]]
-                for q in report.quotas
-            ],
-        ),
-        "<h2>Secrets (names only)</h2>",
-        _table(
-            ["secret", "replication", "versions in state"],
-            [[s["secret_id"], s["replication"], s["versions_in_state"]] for s in report.secrets],
-        ),
-        "<h2>Policies</h2>",
-        _policy(report),
+        *(_section(section) for section in report_sections(report)),
         "<h2>Diagram</h2>",
         _diagram(report),
     ]
     if diff is not None:
-        sections.append(_diff(diff))
+        sections.append(_section(diff_section(diff)))
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head>"

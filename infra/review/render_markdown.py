@@ -2,22 +2,57 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
 from infra.review.builder import Report
 from infra.review.diff import StackDiff
+from infra.review.sections import (
+    Cell,
+    Code,
+    Paragraph,
+    Section,
+    Strong,
+    Styled,
+    Table,
+    diff_section,
+    report_sections,
+)
 
 
-def _escape(cell: object) -> str:
-    return str(cell).replace("|", "\\|").replace("\n", " ")
+def _inline(text: str) -> str:
+    if isinstance(text, Strong):
+        return f"**{text}**"
+    if isinstance(text, Code):
+        return f"`{text}`"
+    return text
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
-    if len(lines) == 2:
-        return ["_none_"]
-    return lines
+def _cell(cell: Cell) -> str:
+    if isinstance(cell, Styled):
+        text = cell.text
+    elif isinstance(cell, tuple):
+        text = "<br>".join(cell)  # GitHub breaks the line inside a table cell
+    elif isinstance(cell, str):
+        text = _inline(cell)
+    else:
+        text = str(cell)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(table: Table) -> str:
+    if not table.rows:
+        return "_none_"
+    lines = ["| " + " | ".join(table.headers) + " |", "|" + "---|" * len(table.headers)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in table.rows]
+    return "\n".join(lines)
+
+
+def _block(block: Table | Paragraph) -> str:
+    if isinstance(block, Table):
+        return _table(block)
+    return "".join(_inline(part) for part in block.parts)
+
+
+def _section(section: Section) -> str:
+    return "\n\n".join([f"## {section.title}", *(_block(b) for b in section.blocks)])
 
 
 def verdict_line(report: Report) -> str:
@@ -28,164 +63,14 @@ def verdict_line(report: Report) -> str:
     return f"**All mandatory policies pass** ({advisory} advisory finding(s))."
 
 
-def _network(report: Report) -> list[str]:
-    net = report.network
-    lines = [
-        f"Mode: **{net['mode']}**; VPC: {', '.join(net['networks']) or '-'}; "
-        f"Shared VPC host: {net['shared_vpc_host']}",
-        "",
-        *table(
-            ["subnet", "CIDR", "purpose", "private Google access", "flow logs"],
-            [
-                [s["name"], s["cidr"], s["purpose"], s["private_google_access"], s["flow_logs"]]
-                for s in net["subnets"]
-            ],
-        ),
-        "",
-        *table(
-            ["NAT", "IP allocation", "ranges"],
-            [[n["name"], n["ip_allocation"], n["ranges"]] for n in net["nat"]],
-        ),
-    ]
-    if net["attachment"]:
-        lines += [
-            "",
-            *table(
-                ["network attachment", "connection preference", "exported as"],
-                [
-                    [a["name"], a["connection_preference"], a["exported_as"]]
-                    for a in net["attachment"]
-                ],
-            ),
-        ]
-    if net["peering_ranges"]:
-        lines += [
-            "",
-            *table(
-                ["reserved range", "CIDR", "purpose"],
-                [[r["name"], r["cidr"], r["purpose"]] for r in net["peering_ranges"]],
-            ),
-        ]
-    if net["firewall"]:
-        lines += [
-            "",
-            *table(
-                ["firewall", "direction", "action", "sources", "priority"],
-                [
-                    [f["name"], f["direction"], f["action"], f["sources"], f["priority"]]
-                    for f in net["firewall"]
-                ],
-            ),
-        ]
-    return lines
-
-
-def _diff(diff: StackDiff) -> list[str]:
-    lines = [f"## {diff.left} vs {diff.right}", ""]
-    lines += table(
-        ["setting", "key", diff.left, diff.right],
-        [[c.resource, c.key, c.left, c.right] for c in diff.settings],
-    )
-    lines += ["", "Resource counts that differ:", ""]
-    lines += table(["type", diff.left, diff.right], diff.counts)
-    lines += ["", f"Only in {diff.left}: " + (", ".join(diff.only_left) or "-"), ""]
-    lines += [f"Only in {diff.right}: " + (", ".join(diff.only_right) or "-"), ""]
-    lines += table(
-        ["resource", "input", diff.left, diff.right],
-        [[c.resource, c.key, f"`{c.left}`", f"`{c.right}`"] for c in diff.changed],
-    )
-    return lines
-
-
 def to_markdown(report: Report, diff: StackDiff | None = None) -> str:
-    lines = [
-        f"# vtx review: stack `{report.stack}` ({report.environment or 'environment unknown'})",
-        "",
+    environment = report.environment or "environment unknown"
+    parts = [
+        f"# vtx review: stack `{report.stack}` ({environment})",
         f"Source: {report.origin}. {verdict_line(report)}",
-        "",
-        "## Resources",
-        "",
-        *table(
-            ["component", "type", "count"], [[c.component, c.type, c.count] for c in report.counts]
-        ),
-        "",
-        "## Network",
-        "",
-        *_network(report),
-        "",
-        "## IAM",
-        "",
-        *table(
-            ["principal", "role", "on", "resource", "declared by"],
-            [[r.principal, r.role, r.resource_kind, r.resource, r.declared_by] for r in report.iam],
-        ),
-        "",
-        "## Buckets",
-        "",
-        *table(
-            [
-                "bucket",
-                "location",
-                "uniform access",
-                "public access prevention",
-                "versioning",
-                "soft delete",
-                "lifecycle",
-                "CMEK key",
-            ],
-            [
-                [
-                    b["name"],
-                    b["location"],
-                    b["uniform_access"],
-                    b["public_access_prevention"],
-                    b["versioning"],
-                    b["soft_delete"],
-                    b["lifecycle"],
-                    b["cmek"],
-                ]
-                for b in report.buckets
-            ],
-        ),
-        "",
-        "## Quotas requested",
-        "",
-        *table(
-            ["quota id", "service", "region", "preferred value"],
-            [
-                [q["quota_id"], q["service"], q["region"], q["preferred_value"]]
-                for q in report.quotas
-            ],
-        ),
-        "",
-        "## Secrets (names only)",
-        "",
-        *table(
-            ["secret", "replication", "versions in state"],
-            [[s["secret_id"], s["replication"], s["versions_in_state"]] for s in report.secrets],
-        ),
-        "",
-        "## Policies",
-        "",
-        *table(
-            ["policy", "level", "verdict", "findings"],
-            [
-                [
-                    p.policy,
-                    "mandatory" if p.mandatory else "advisory",
-                    p.status + (f" ({p.note})" if p.note else ""),
-                    "<br>".join(p.violations) or "-",
-                ]
-                for p in report.policy
-            ],
-        ),
-        "",
-        "## Diagram",
-        "",
-        "```mermaid",
-        report.diagram,
-        "```",
+        *(_section(section) for section in report_sections(report)),
+        f"## Diagram\n\n```mermaid\n{report.diagram}\n```",
     ]
     if diff is not None:
-        lines += ["", *_diff(diff)]
-    return "\n".join(lines) + "\n"
+        parts.append(_section(diff_section(diff)))
+    return "\n\n".join(parts) + "\n"
