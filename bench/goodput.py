@@ -38,6 +38,7 @@ from bench.common import REPO, Section, table
 # gcsfs reads this when imported: the emulator speaks JSON only (see tests/conftest.py).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 TERMINAL = {4, 5, 7}
+STOP_MESSAGE = "stop requested (SIGTERM): checkpointing"
 
 
 def _ts(text: str) -> float:
@@ -146,7 +147,7 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
                 done = [
                     r.get("step", 0)
                     for a, _, r in _step_records(run.entries)
-                    if a == attempt and r.get("message") == "train"
+                    if a == attempt and r.get("message") == "train" and r.get("step")
                 ]
                 if pending and done and done[-1] >= pending[0]:
                     run.preempted_at.append(time.time())
@@ -168,9 +169,12 @@ def analyse(run: Run, steps: int) -> dict[str, Any]:
     first_step: dict[int, float] = {}
     previous: dict[int, float] = {}
     for attempt, t, record in records:
-        if record.get("message") == "training":
+        message = record.get("message", "")
+        if message == "training":
             attempt_start[attempt] = previous[attempt] = t
-        if record.get("message") != "train":
+        # A step ends with its metrics line, or, for the step a SIGTERM interrupted, with the
+        # trainer's stop line (it checkpoints instead of logging metrics).
+        if message != "train" and not message.startswith(STOP_MESSAGE):
             continue
         trained += 1
         first_step.setdefault(attempt, t)
