@@ -93,9 +93,15 @@ def read_records(path: str, fmt: str = "auto") -> list[dict[str, Any]]:
     for line_no, line in enumerate(data.decode("utf-8").splitlines(), start=1):
         if line.strip():
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{line_no}: not valid JSON: {exc}") from None
+            if not isinstance(record, dict):
+                raise ValueError(
+                    f"{path}:{line_no}: expected one JSON object per line, got "
+                    f"{type(record).__name__}"
+                )
+            records.append(record)
     return records
 
 
@@ -104,9 +110,14 @@ def read_records(path: str, fmt: str = "auto") -> list[dict[str, Any]]:
 
 def tokenize_record(record: dict[str, Any], tokenizer: Any, cfg: DataConfig) -> Example:
     if cfg.messages_field in record:
-        ids, trainable = _tokenize_chat(record[cfg.messages_field], tokenizer)
+        messages = record[cfg.messages_field]
+        _check_messages(messages, cfg.messages_field)
+        ids, trainable = _tokenize_chat(messages, tokenizer)
     elif cfg.text_field in record:
-        ids = tokenizer(record[cfg.text_field], add_special_tokens=True)["input_ids"]
+        text = record[cfg.text_field]
+        if not isinstance(text, str):
+            raise ValueError(f"`{cfg.text_field}` must be a string, got {type(text).__name__}")
+        ids = tokenizer(text, add_special_tokens=True)["input_ids"]
         if tokenizer.eos_token_id is not None:
             ids = [*ids, tokenizer.eos_token_id]
         trainable = [True] * len(ids)
@@ -119,6 +130,34 @@ def tokenize_record(record: dict[str, Any], tokenizer: Any, cfg: DataConfig) -> 
     # targets[t] = ids[t + 1] when that token is trainable; the last position predicts nothing.
     targets = [ids[t + 1] if trainable[t + 1] else IGNORE for t in range(len(ids) - 1)]
     return Example(input_ids=list(ids), targets=[*targets, IGNORE])
+
+
+def _check_messages(messages: Any, field: str) -> None:
+    """Chat templates index into messages freely: refuse malformed ones with a message here
+    rather than a TypeError from inside Jinja."""
+    expected = f'`{field}` must be a non-empty list of {{"role": str, "content": str}}'
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f"{expected}, got {messages!r:.60}")
+    for i, message in enumerate(messages):
+        if not (
+            isinstance(message, dict)
+            and isinstance(message.get("role"), str)
+            and isinstance(message.get("content"), str)
+        ):
+            raise ValueError(f"{expected}; item {i} is {message!r:.60}")
+
+
+def tokenize_records(
+    records: list[dict[str, Any]], tokenizer: Any, cfg: DataConfig, source: str
+) -> list[Example]:
+    """Tokenize every record; an error names the source and the record's position."""
+    examples = []
+    for number, record in enumerate(records, start=1):
+        try:
+            examples.append(tokenize_record(record, tokenizer, cfg))
+        except ValueError as exc:
+            raise ValueError(f"{source}: record {number}: {exc}") from None
+    return examples
 
 
 def _tokenize_chat(messages: list[dict[str, Any]], tokenizer: Any) -> tuple[list[int], list[bool]]:

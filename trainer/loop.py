@@ -33,13 +33,14 @@ from trainer.config import TrainConfig
 from trainer.data import (
     IGNORE,
     BatchStream,
+    Example,
     Row,
     eval_batches,
     pack_rows,
     read_records,
     single_rows,
     split_train_eval,
-    tokenize_record,
+    tokenize_records,
 )
 from trainer.env import VertexEnv
 from trainer.export import export_model
@@ -95,16 +96,12 @@ def init_distributed() -> None:
 
 
 def build_rows(cfg: TrainConfig, tokenizer: Any) -> tuple[list[Row], list[Row]]:
-    examples = [
-        tokenize_record(r, tokenizer, cfg.data)
-        for r in read_records(cfg.data.path, cfg.data.format)
-    ]
+    def load(path: str) -> list[Example]:
+        return tokenize_records(read_records(path, cfg.data.format), tokenizer, cfg.data, path)
+
+    examples = load(cfg.data.path)
     if cfg.data.eval_path:
-        train = examples
-        evals = [
-            tokenize_record(r, tokenizer, cfg.data)
-            for r in read_records(cfg.data.eval_path, cfg.data.format)
-        ]
+        train, evals = examples, load(cfg.data.eval_path)
     else:
         train, evals = split_train_eval(examples, cfg.data.eval_fraction, cfg.seed)
     rows = pack_rows if cfg.data.packing else (lambda ex, _n: single_rows(ex))

@@ -149,14 +149,6 @@ records = st.one_of(
 lines = st.one_of(records.map(lambda r: json.dumps(r, allow_nan=True)), st.text(max_size=80))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, reported to the trainer's owner: trainer/data.py read_records accepts "
-    "any JSON value as a record and tokenize_record assumes a dict whose `messages` is a list "
-    "of {role, content: str} and whose `text` is a str; `null`, `[1]`, "
-    '{"messages": null}, {"text": []} raise TypeError/AttributeError/IndexError, a traceback '
-    "from `python -m trainer`. Remove this marker once they raise ValueError naming the line.",
-)
 @FUZZ
 @given(batch=st.lists(lines, min_size=1, max_size=4))
 def test_fuzzed_dataset_lines_raise_value_error_only(batch: list[str], tokenizer: Any) -> None:

@@ -16,6 +16,7 @@ from trainer.data import (
     read_records,
     single_rows,
     tokenize_record,
+    tokenize_records,
 )
 
 
@@ -141,3 +142,24 @@ def test_packed_rows_give_the_same_logits_as_separate_sequences(tokenizer):
             torch.testing.assert_close(packed[a:b], alone, rtol=1e-5, atol=1e-5)
             offset += b - a
     assert offset == len(row.input_ids)
+
+
+def test_a_line_that_is_not_an_object_is_refused_with_its_line_number(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "fine"}\n\nnull\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:3: expected one JSON object per line"):
+        read_records(str(path))
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        ({"messages": None}, "non-empty list"),
+        ({"messages": [{"role": "user", "content": ["x"]}]}, "item 0"),
+        ({"text": []}, "must be a string"),
+    ],
+)
+def test_malformed_records_name_the_record_and_the_field(tokenizer, record, problem):
+    records = [{"text": "fine"}, record]
+    with pytest.raises(ValueError, match=rf"data.jsonl: record 2: .*{problem}"):
+        tokenize_records(records, tokenizer, DataConfig(path="x"), "data.jsonl")
