@@ -91,6 +91,20 @@ def run(reps: int = 2, sizes: tuple[int, ...] = (10, 100, 1000)) -> Section:
         for c in [f"dev + {n} quotas + {n} secrets"]
     )
     added = max(resources[largest] - resources["dev"], 1)
+    shape = ""
+    if len(sizes) >= 2:
+        per = {
+            n: (stats[c].median - dev) / max(resources[c] - resources["dev"], 1)
+            for n in sizes[-2:]
+            for c in [f"dev + {n} quotas + {n} secrets"]
+        }
+        small, big = (per[n] for n in sizes[-2:])
+        if big > 2 * small > 0:
+            shape = (
+                f"From {sizes[-2]} to {sizes[-1]} entries the cost per resource grew "
+                f"{big / small:.0f}x: the growth is super-linear, so very large stacks should "
+                "be split or the cause profiled."
+            )
     per_resource_ms = 1000 * (stats[largest].median - dev) / added
     body = "\n\n".join(
         [
@@ -106,7 +120,7 @@ def run(reps: int = 2, sizes: tuple[int, ...] = (10, 100, 1000)) -> Section:
                 f"{sizes[-1]} secrets ({resources[largest]} resources) an evaluation takes "
                 f"{stats[largest].median:.2f} s: each resource beyond dev's adds about "
                 f"{per_resource_ms:.0f} ms (marginal cost per added resource by size: "
-                f"{marginals}; a constant marginal cost means linear growth)."
+                f"{marginals}; a constant marginal cost would mean linear growth). {shape}"
             ),
         ]
     )
