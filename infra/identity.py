@@ -166,7 +166,8 @@ class Identity(pulumi.ComponentResource):
                 title="vtx TensorBoard writer",
                 description="Write experiments, runs and time series to Vertex TensorBoard",
                 permissions=list(TENSORBOARD_WRITER_PERMISSIONS),
-                opts=own,
+                # Custom roles are created through iam.googleapis.com: wait for it to be on.
+                opts=child,
             )
             self.grants.append(
                 gcp.projects.IAMMember(

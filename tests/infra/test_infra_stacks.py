@@ -212,6 +212,39 @@ def test_service_agent_grants_wait_for_the_api_and_the_service_identity(
     assert cc_agent in {r.inputs["member"] for r in agent_grants}
 
 
+# Resource types whose create call goes to an API this stack enables, by that API.
+API_OF_TYPE_PREFIX = {
+    "gcp:projects/iAMCustomRole:": "iam",
+    "gcp:serviceaccount/account:": "iam",
+    "gcp:iam/": "iam",
+    "gcp:compute/": "compute",
+    "gcp:servicenetworking/": "servicenetworking",
+    "gcp:storage/bucket:": "storage",
+    "gcp:kms/": "cloudkms",
+    "gcp:secretmanager/": "secretmanager",
+    "gcp:artifactregistry/": "artifactregistry",
+    "gcp:cloudquota/": "cloudquotas",
+    "gcp:vertex/": "aiplatform",
+    "gcp:billing/budget:": "billingbudgets",
+}
+
+
+def test_every_resource_waits_for_the_api_that_creates_it(stack_run: OfflineRun) -> None:
+    """On a fresh project an API is off until its Service resource exists: anything created
+    through it earlier fails with SERVICE_DISABLED (or races it)."""
+    apis = {
+        r.inputs["service"].split(".")[0]: r
+        for r in stack_run.of_type("gcp:projects/service:Service")
+    }
+    unordered = [
+        (resource.name, api)
+        for resource in stack_run.resources
+        for prefix, api in API_OF_TYPE_PREFIX.items()
+        if resource.type.startswith(prefix) and not stack_run.depends_on(resource, apis[api])
+    ]
+    assert unordered == []
+
+
 def test_psc_interface_gives_the_aiplatform_agent_network_admin(prod_run: OfflineRun) -> None:
     number = platform(prod_run).project_number
     agent = f"serviceAccount:service-{number}@gcp-sa-aiplatform.iam.gserviceaccount.com"
