@@ -84,6 +84,8 @@ def load_stack_file(path: Path) -> StackOutputs:
         raise StackError(f"stack file {path} does not exist") from exc
     except json.JSONDecodeError as exc:
         raise StackError(f"stack file {path} is not JSON: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, binary data
+        raise StackError(f"cannot read stack file {path}: {exc}") from exc
     # Accept both the bare output and `pulumi stack output --json` of all outputs.
     if isinstance(data, dict) and "platform" in data and "project" not in data:
         data = data["platform"]
@@ -106,7 +108,13 @@ def load_pulumi_stack(stack: str) -> StackOutputs:
     )
     if proc.returncode != 0:
         raise StackError(f"`pulumi stack output platform --stack {stack}` failed: {proc.stderr}")
-    return parse_stack_outputs(json.loads(proc.stdout), f"pulumi stack {stack!r}")
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise StackError(
+            f"`pulumi stack output platform --stack {stack}` did not print JSON: {exc}"
+        ) from exc
+    return parse_stack_outputs(data, f"pulumi stack {stack!r}")
 
 
 def load_stack(stack: str | None, stack_file: Path | None) -> StackOutputs:

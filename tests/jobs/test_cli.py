@@ -240,3 +240,34 @@ def test_help_and_validate_import_no_heavy_library(args: list[str]) -> None:
     )
     heavy_line = [line for line in proc.stderr.splitlines() if line.startswith("HEAVY:")]
     assert heavy_line == ["HEAVY:"], proc.stderr
+
+
+@pytest.mark.parametrize("content", [None, b"\xff\xfe not utf-8"], ids=["directory", "binary"])
+def test_unreadable_stack_file_is_an_error_message_not_a_traceback(
+    tmp_path: Path, content: bytes | None
+) -> None:
+    stack_file = tmp_path / "stack.json"
+    if content is None:
+        stack_file.mkdir()
+    else:
+        stack_file.write_bytes(content)
+    result = runner.invoke(
+        app, ["render", str(TEMPLATES / "smoke-cpu.yaml"), "--stack-file", str(stack_file)]
+    )
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert f"cannot read stack file {stack_file}" in " ".join(result.output.split())
+
+
+def test_commands_that_load_the_sdk_print_no_python_version_notice() -> None:
+    args = ["render", str(TEMPLATES / "smoke-cpu.yaml"), "--stack-file", str(STACK)]
+    proc = subprocess.run(
+        [sys.executable, "-c", "from jobs.cli import main; main()", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "workerPoolSpecs" in proc.stdout
+    assert "FutureWarning" not in proc.stderr, proc.stderr
