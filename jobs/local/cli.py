@@ -40,8 +40,8 @@ def _data_dir(data_dir: Path | None) -> Path:
 @local_app.command("up")
 def up(
     data_dir: Path | None = DataDirOption,
-    port: int = typer.Option(8470, help="Control plane port on 127.0.0.1."),
-    gcs_port: int = typer.Option(8471, help="GCS emulator port on 127.0.0.1."),
+    port: int = typer.Option(8470, min=1, max=65535, help="Control plane port on 127.0.0.1."),
+    gcs_port: int = typer.Option(8471, min=1, max=65535, help="GCS emulator port on 127.0.0.1."),
     max_replicas: int = typer.Option(8, help="Replicas that may run at once."),
     grace_s: float = typer.Option(30.0, help="SIGTERM-to-SIGKILL delay (a Spot VM gets 30 s)."),
     chaos: float = typer.Option(

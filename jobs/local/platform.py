@@ -254,6 +254,12 @@ def start_platform(
     _check_port(vertex_port, "--port")
     gcs_proc = None
     if gcs_endpoint is None:
+        if gcs_port == vertex_port:
+            # The emulator would take the port and answer the control plane's health check.
+            raise PlatformError(
+                f"--port and --gcs-port are both {vertex_port}: the control plane and the GCS "
+                f"emulator need a port each"
+            )
         _check_port(gcs_port, "--gcs-port")
         gcs_proc = _start_gcs(data_dir, gcs_port)
         gcs_endpoint = f"http://127.0.0.1:{gcs_port}"

@@ -104,3 +104,18 @@ def test_up_over_a_stale_state_file_says_so_and_starts(vtx, tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     assert "stale state file" in _flat(result.output)
     assert "local platform up" in result.output
+
+
+def test_one_port_for_both_servers_is_refused(vtx, tmp_path: Path) -> None:
+    port = str(free_port())
+    result = vtx("up", "--port", port, "--gcs-port", port)
+    assert result.exit_code == 1
+    assert f"--port and --gcs-port are both {port}" in _flat(result.output)
+    assert not (tmp_path / "local" / "state.json").exists()
+
+
+@pytest.mark.parametrize("option", ["--port", "--gcs-port"])
+def test_port_out_of_range_is_a_usage_error(vtx, option: str) -> None:
+    result = vtx("up", option, "70000")
+    assert result.exit_code == 2
+    assert "less than or equal to 65535" in _flat(result.output)
