@@ -554,8 +554,18 @@ class Executor:
         if scheduling.get("strategy") != "SPOT":
             return []
         labels = job.get("labels", {})
-        rate = float(labels.get(CHAOS_RATE_LABEL, self.chaos_per_hour))
-        seed = int(labels.get(CHAOS_SEED_LABEL, self.chaos_seed))
+        try:
+            rate = float(labels.get(CHAOS_RATE_LABEL, self.chaos_per_hour))
+            seed = int(labels.get(CHAOS_SEED_LABEL, self.chaos_seed))
+        except ValueError:
+            rate, seed = math.nan, 0
+        if not math.isfinite(rate):
+            raise ExecutorError(
+                400,
+                "INVALID_ARGUMENT",
+                f"labels {CHAOS_RATE_LABEL} and {CHAOS_SEED_LABEL} must be whole numbers "
+                f'(preemptions per replica-hour, and a seed), e.g. {CHAOS_RATE_LABEL}: "2"',
+            )
         if rate <= 0:
             return []
         rng = random.Random(seed)

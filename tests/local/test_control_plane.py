@@ -224,3 +224,16 @@ def test_missing_executable_fails_the_job_with_127_and_says_why(
     assert "non-zero status of 127" in done.error.message
     output = replica_output(local_platform.vertex_endpoint, job.name, "workerpool0-0")
     assert output and output[0].startswith("cannot start vtx-no-such-program")
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [{"vtx-chaos-per-hour": "often"}, {"vtx-chaos-per-hour": "nan"}, {"vtx-chaos-seed": "x"}],
+)
+def test_chaos_labels_that_are_not_numbers_get_a_400(
+    local_platform: StackOutputs, labels: dict[str, str]
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    job = custom_job("chaos", pool("pass"), labels=labels, scheduling={"strategy": "SPOT"})
+    with pytest.raises(exceptions.BadRequest, match="must be whole numbers"):
+        jobs.create_custom_job(parent=PARENT, custom_job=job)
