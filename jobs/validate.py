@@ -113,7 +113,9 @@ def _check_value(value: Any, spec: dict, path: str) -> list[Problem]:
     if kind == "number" and isinstance(value, str) and not _INT_STRING.match(value):
         ok = False
     if not ok:
-        return [Problem(path, f"expected {_KIND_EXAMPLES[kind]}, got {value!r}")]
+        # Environment entries may hold credentials (`- "HF_TOKEN=hf_..."`): name the type only.
+        got = type(value).__name__ if ".env[" in path else repr(value)
+        return [Problem(path, f"expected {_KIND_EXAMPLES[kind]}, got {got}")]
     if kind == "duration" and not _PROTO_DURATION.match(value):
         seconds = parse_duration_s(value)
         hint = f"write {format_duration_s(seconds)}" if seconds is not None else 'e.g. "86400s"'

@@ -124,6 +124,27 @@ scheduling: {useSpot: true, strategy: spot}
     assert problems["scheduling.strategy"].hint == "write SPOT"
 
 
+def test_misshapen_env_entries_are_reported_without_echoing_their_values() -> None:
+    secret, number = "hunter2-correct-horse", 8675309
+    spec = {
+        "workerPoolSpecs": [
+            {
+                "machineSpec": {"machineType": "n1-standard-4"},
+                "containerSpec": {
+                    "imageUri": "img",
+                    "env": [f"DB_PASSWORD={secret}", {"name": "PIN", "value": number}],
+                },
+            }
+        ]
+    }
+    problems = {p.path: p for p in validate_custom_job_spec(spec)}
+    env = "workerPoolSpecs[0].containerSpec.env"
+    assert problems[f"{env}[0]"].message == "expected a mapping, got str"
+    assert problems[f"{env}[1].value"].message == "expected a string, got int"
+    shown = "\n".join(str(p) for p in problems.values())
+    assert secret not in shown and str(number) not in shown
+
+
 def test_python_package_pools_cannot_be_imported() -> None:
     spec = {
         "workerPoolSpecs": [
