@@ -409,6 +409,8 @@ def env_names_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
         for name, _, path in pool.env:
             if not ENV_NAME.match(name):
                 fixed = re.sub(r"\W", "_", name).upper()
+                if not ENV_NAME.match(fixed):  # empty, or starts with a digit
+                    fixed = f"_{fixed}" if fixed else "MY_VAR"
                 yield Problem(path, f"invalid environment variable name {name!r}", f"e.g. {fixed}")
             elif len(name) > limit:
                 yield Problem(path, f"environment variable name longer than {limit}", "shorten it")

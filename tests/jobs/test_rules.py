@@ -124,6 +124,8 @@ CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     ("no_persistent_disk_paths", _set(["jobSpec", "workerPoolSpecs", 0, "containerSpec", "args"], ["--out", "/mnt/disks/ckpt"]), f"{POOL0}.containerSpec.args[1]", "AIP_CHECKPOINT_DIR"),
     ("env_count", _set(ENV0, [{"name": f"V{i}", "value": "1"} for i in range(101)]), f"{POOL0}.containerSpec.env", "100"),
     ("env_names_valid", _set(ENV0, [{"name": "my-var", "value": "1"}]), f"{POOL0}.containerSpec.env[0]", "MY_VAR"),
+    ("env_names_valid", _set(ENV0, [{"name": "2fa-code", "value": "1"}]), f"{POOL0}.containerSpec.env[0]", "e.g. _2FA_CODE"),
+    ("env_names_valid", _set(ENV0, [{"name": "", "value": "1"}]), f"{POOL0}.containerSpec.env[0]", "e.g. MY_VAR"),
     ("env_names_unique", _set(ENV0, [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]), f"{POOL0}.containerSpec.env[1]", "twice"),
     ("env_not_reserved", _set(ENV0, [{"name": "AIP_CHECKPOINT_DIR", "value": "gs://b/x"}]), f"{POOL0}.containerSpec.env[0]", "set by Vertex"),
     ("no_plaintext_secrets", _set(ENV0, [{"name": "WANDB_API_KEY", "value": "abc123"}]), f"{POOL0}.containerSpec.env[0]", "secrets:"),
