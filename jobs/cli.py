@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -347,4 +348,12 @@ def cancel(ref: RefArg, stack: StackOpt = None, stack_file: StackFileOpt = None)
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # google.api_core warns on every import that it will drop Python 3.11 in 2027: four lines
+    # on stderr before every `vtx launch|status|list` answer, and nothing the user can act on.
+    warnings.filterwarnings(
+        "ignore",
+        message=r".*Python version.*",
+        category=FutureWarning,
+        module=r"google\.api_core\.",
+    )
     app()
