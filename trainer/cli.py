@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from trainer.config import ConfigError, load_config
+from trainer.config import ConfigError, TrainConfig, load_config
+
+if TYPE_CHECKING:
+    from trainer.preemption import StopRequest
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,6 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        return _run(cfg, args, stop)
+    except ConfigError as exc:
+        # Some mistakes surface only when the model is built (transformers checks model.config,
+        # peft model.lora): those end as a message naming the key too, not as a traceback.
+        print(f"error: {args.config}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(cfg: TrainConfig, args: argparse.Namespace, stop: StopRequest) -> int:
     if args.estimate:
         from trainer.estimate import print_estimate
 

@@ -227,7 +227,14 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
         if not isinstance(child, dict):
             raise ConfigError(f"--set {item!r}: `{part}` is not a mapping in the config")
         target = child
-    value = yaml.safe_load(text) if text else ""
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError as exc:
+        problem = str(exc).splitlines()[0]
+        raise ConfigError(
+            f"--set {item!r}: the value is not valid YAML ({problem}); quote text values, "
+            "e.g. --set 'data.path=\"x[1].jsonl\"'"
+        ) from None
     if tuple(parts) in PATH_KEYS and isinstance(value, str):
         value = _resolve(value, Path.cwd())
     target[parts[-1]] = value

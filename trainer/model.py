@@ -6,6 +6,7 @@ the others wait at a barrier) because `from_pretrained` reads local files only.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import logging
 import os
@@ -15,7 +16,7 @@ from typing import Any
 
 import torch
 
-from trainer.config import ModelConfig
+from trainer.config import ConfigError, ModelConfig
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +62,11 @@ def build_tokenizer(cfg: ModelConfig, local_rank: int = 0) -> Any:
 
 def build_model(cfg: ModelConfig, seed: int, local_rank: int = 0) -> torch.nn.Module:
     """The model in fp32 on CPU; the loop moves it and decides precision."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)  # random init (and LoRA init) identical on every rank and restart
     if cfg.config is not None:
-        options = dict(cfg.config)
-        hf_config = AutoConfig.for_model(options.pop("model_type"), **options)
-        model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+        model = _from_config_mapping(cfg.config)
     else:
         assert cfg.name_or_path is not None
         model = AutoModelForCausalLM.from_pretrained(
@@ -81,8 +80,29 @@ def build_model(cfg: ModelConfig, seed: int, local_rank: int = 0) -> torch.nn.Mo
     return model
 
 
+def _from_config_mapping(config: dict[str, Any]) -> torch.nn.Module:
+    """A randomly initialised model; transformers' refusals become `model.config` errors."""
+    from huggingface_hub.errors import StrictDataclassError
+    from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForCausalLM
+
+    options = dict(config)
+    model_type = options.pop("model_type")
+    if model_type not in CONFIG_MAPPING:
+        close = difflib.get_close_matches(str(model_type), list(CONFIG_MAPPING), n=3)
+        raise ConfigError(
+            f"model.config.model_type: {model_type!r} is not a transformers model type; "
+            f"e.g. {', '.join(close or ['llama', 'qwen2', 'mistral'])}"
+        )
+    try:
+        hf_config = AutoConfig.for_model(model_type, **options)
+        return AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+    except (ValueError, TypeError, StrictDataclassError) as exc:
+        raise ConfigError(f"model.config: transformers refuses it: {exc}") from None
+
+
 def _add_lora(model: torch.nn.Module, cfg: ModelConfig) -> torch.nn.Module:
     from peft import LoraConfig, get_peft_model
+    from peft.utils.error import NoMatchingPeftModuleError
 
     assert cfg.lora is not None
     lora = LoraConfig(
@@ -96,7 +116,13 @@ def _add_lora(model: torch.nn.Module, cfg: ModelConfig) -> torch.nn.Module:
         # Frozen embeddings produce outputs without grad; checkpointed blocks then see no input
         # that requires grad and would drop the adapters' gradients.
         model.enable_input_require_grads()
-    return get_peft_model(model, lora)
+    try:
+        return get_peft_model(model, lora)
+    except NoMatchingPeftModuleError as exc:
+        raise ConfigError(
+            f"model.lora.target_modules: {exc} Use module names of this model (e.g. q_proj, "
+            "v_proj for Llama) or `all-linear`"
+        ) from None
 
 
 def count_parameters(model: torch.nn.Module) -> tuple[int, int]:

@@ -82,3 +82,31 @@ def test_inconsistent_settings_are_refused_with_what_to_write(raw, needle):
 def test_malformed_override_says_what_to_write():
     with pytest.raises(ConfigError, match=r"expected KEY\.PATH=VALUE"):
         load_config(EXAMPLES / "tiny.yaml", ["max_steps"])
+
+
+def test_override_value_that_is_not_yaml_says_what_to_write():
+    with pytest.raises(ConfigError, match=r"learning_rate=\[1': the value is not valid YAML"):
+        load_config(EXAMPLES / "tiny.yaml", ["learning_rate=[1"])
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("model.config.model_type=lama", "model.config.model_type: 'lama' is not a transformers"),
+        ("model.config.num_attention_heads=3", "model.config: transformers refuses it"),
+        ("model.lora.target_modules=[nope]", "model.lora.target_modules: Target modules"),
+    ],
+)
+def test_model_mistakes_found_by_transformers_or_peft_name_the_key(capsys, override, needle):
+    import signal
+
+    from trainer.cli import main
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(["--config", str(EXAMPLES / "tiny.yaml"), "--set", override, "--estimate"])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"error: {EXAMPLES / 'tiny.yaml'}: {needle}" in err and "Traceback" not in err
