@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -74,6 +75,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     started = datetime.now(UTC)
     parts = [header(started, args.quick, args.only)]
+    loads: list[float] = []
     for name, (full, quick) in BENCHMARKS.items():
         if args.only and name not in args.only:
             continue
@@ -82,6 +84,7 @@ def main() -> None:
         section = (quick if args.quick else full)()
         elapsed = time.perf_counter() - start
         after = load_average()[0]
+        loads += [before, after]
         text = section.markdown().replace(
             "\n\n",
             f"\n\nLoad average {before:.1f} -> {after:.1f}; benchmark took {elapsed:.0f} s.\n\n",
@@ -90,7 +93,26 @@ def main() -> None:
         parts.append(text)
         print(text, flush=True)
         args.output.write_text("\n".join(parts))  # keep what is done if a later one fails
+    parts.append(conditions(loads))
+    args.output.write_text("\n".join(parts))
     print(f"wrote {args.output}")
+
+
+def conditions(loads: list[float]) -> str:
+    cores = os.cpu_count() or 1
+    low, high = min(loads, default=0.0), max(loads, default=0.0)
+    text = f"## Run conditions\n\nThe 1-minute load average ranged from {low:.1f} to {high:.1f}"
+    text += f" on {cores} cores. "
+    if high > cores:
+        text += (
+            "Other processes shared the machine during this run: figures vary more between "
+            "repetitions than they would on an idle machine (see the min/max columns), and "
+            "ratios between variants alternated inside one benchmark are the figures to trust, "
+            "more than absolute values or comparisons across benchmarks."
+        )
+    else:
+        text += "The machine was otherwise idle."
+    return text + "\n"
 
 
 if __name__ == "__main__":

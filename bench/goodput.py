@@ -273,7 +273,7 @@ def run(preemptions: int = 3, steps: int = 100, seed: int = 0) -> Section:
                 f"{ours['steps_recomputed']} steps (it checkpoints on SIGTERM and resumes from "
                 f"there); the tutorial pattern would have recomputed {sim['steps_recomputed']} "
                 "(everything done before each preemption). Both goodputs are low because this "
-                f"tiny job's steps take {ours['median_step_s']:.2f} s while each restart took "
+                f"tiny job's steps take {ours['median_step_s']:.3f} s while each restart took "
                 f"{statistics.median(restart) if restart else float('nan'):.1f} s (median) from "
                 "the preemption to the next first step (a new process importing torch and "
                 "transformers, then loading the checkpoint); the restart cost does not grow "
