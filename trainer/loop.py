@@ -323,15 +323,17 @@ class Trainer:
             return EXIT_PREEMPTED
         self.model.train()
         try:
+            if self.progress.last_eval_step < self.progress.step:
+                # Resumed from a SIGTERM save, which skips the step's eval (30 s budget): run it
+                # now, so early stopping sees the eval history of an uninterrupted run.
+                self._stop_early_if_no_improvement()
             while self.progress.step < self.steps and not self.progress.stopped_early:
                 decision = self._step()
                 if decision.stop:
                     self._save_for_preemption()
                     return EXIT_PREEMPTED
                 self._log()
-                if self._evaluate_and_check_early_stop():
-                    self.progress.stopped_early = True
-                    log.info("early stopping: eval loss stopped improving", extra=self._at())
+                if self._stop_early_if_no_improvement():
                     break
                 if self._save_due(decision):
                     self._save_in_background()
@@ -424,11 +426,18 @@ class Trainer:
         log.info("train", extra={"step": step, **{k: round(v, 6) for k, v in values.items()}})
         self.board.scalars(step, {f"train/{k}": v for k, v in values.items()})
 
+    def _stop_early_if_no_improvement(self) -> bool:
+        if self._evaluate_and_check_early_stop():
+            self.progress.stopped_early = True
+            log.info("early stopping: eval loss stopped improving", extra=self._at())
+        return self.progress.stopped_early
+
     def _evaluate_and_check_early_stop(self) -> bool:
         cfg, progress = self.cfg, self.progress
         if not cfg.eval_steps or progress.step % cfg.eval_steps:
             return False
         eval_loss = evaluate(self.model, self.evals, cfg, self.device)
+        progress.last_eval_step = progress.step
         log.info("eval", extra={**self._at(), "eval_loss": round(eval_loss, 6)})
         self.board.scalars(progress.step, {"eval/loss": eval_loss})
         if eval_loss < progress.best_eval_loss - cfg.early_stopping_threshold:

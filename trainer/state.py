@@ -32,6 +32,8 @@ class Progress:
     evals_without_improvement: int = 0
     stopped_early: bool = False
     """Early stopping fired: a restart (say, after a failed export) must not train on."""
+    last_eval_step: int = 0
+    """The SIGTERM save skips its step's eval; the resumed run runs it when this lags."""
 
 
 class TrainState(Stateful):

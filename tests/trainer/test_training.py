@@ -184,3 +184,30 @@ def test_half_written_checkpoint_is_ignored_and_removed(tmp_path, small_dataset)
         assert Checkpointer(str(ckpts), keep=2, async_save=False).committed_steps() == [4, 6]
     finally:
         dist.destroy_process_group()
+
+
+def test_resume_after_sigterm_at_an_eval_step_still_evaluates_it(
+    tmp_path, small_dataset, monkeypatch
+):
+    """The SIGTERM path skips the step's eval to stay inside 30 s; the resumed run must run it,
+    or early stopping decides on a different eval history than an uninterrupted run."""
+    common = {
+        "max_steps": 8,
+        "save_steps": None,
+        "eval_steps": 2,
+        # Any eval after the first counts as no improvement: the run stops at the second eval.
+        "early_stopping_patience": 1,
+        "early_stopping_threshold": 100.0,
+        "data.eval_fraction": 0.2,
+    }
+    straight = tiny_config(str(small_dataset), str(tmp_path / "straight"), **common)
+    assert run(straight) == 0
+
+    interrupted = tiny_config(str(small_dataset), str(tmp_path / "interrupted"), **common)
+    monkeypatch.setenv(SIGTERM_AFTER_STEP_ENV, "2")
+    assert run(interrupted) == EXIT_PREEMPTED
+    monkeypatch.delenv(SIGTERM_AFTER_STEP_ENV)
+    assert run(interrupted) == 0
+    assert_identical(
+        weights(tmp_path / "straight" / "model"), weights(tmp_path / "interrupted" / "model")
+    )
