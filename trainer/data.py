@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from trainer.config import DataConfig
+from trainer.config import ConfigError, DataConfig
 
 IGNORE = -100
 # HF's group_by_length heuristic: sort by length inside windows of 50 batches, so batches are
@@ -275,9 +275,9 @@ class BatchStream:
         pad_id: int = 0,
     ) -> None:
         if len(rows) < batch_size * world_size:
-            raise ValueError(
-                f"{len(rows)} rows cannot fill one batch of {batch_size} on each of {world_size} "
-                "ranks; lower per_device_train_batch_size or add data"
+            raise ConfigError(
+                f"per_device_train_batch_size: {len(rows)} rows cannot fill one batch of "
+                f"{batch_size} on each of {world_size} ranks; lower it or add data"
             )
         self.rows, self.batch_size, self.seed = rows, batch_size, seed
         self.rank, self.world_size = rank, world_size

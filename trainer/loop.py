@@ -29,7 +29,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from trainer.checkpoint import Checkpointer
-from trainer.config import TrainConfig
+from trainer.config import ConfigError, TrainConfig
 from trainer.data import (
     IGNORE,
     BatchStream,
@@ -96,12 +96,18 @@ def init_distributed() -> None:
 
 
 def build_rows(cfg: TrainConfig, tokenizer: Any) -> tuple[list[Row], list[Row]]:
-    def load(path: str) -> list[Example]:
-        return tokenize_records(read_records(path, cfg.data.format), tokenizer, cfg.data, path)
+    def load(key: str, path: str) -> list[Example]:
+        # Bad data is a mistake in the config or the file, not a bug: say which key and where.
+        try:
+            return tokenize_records(read_records(path, cfg.data.format), tokenizer, cfg.data, path)
+        except FileNotFoundError:
+            raise ConfigError(f"{key}: {path} does not exist") from None
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
 
-    examples = load(cfg.data.path)
+    examples = load("data.path", cfg.data.path)
     if cfg.data.eval_path:
-        train, evals = examples, load(cfg.data.eval_path)
+        train, evals = examples, load("data.eval_path", cfg.data.eval_path)
     else:
         train, evals = split_train_eval(examples, cfg.data.eval_fraction, cfg.seed)
     rows = pack_rows if cfg.data.packing else (lambda ex, _n: single_rows(ex))

@@ -48,11 +48,22 @@ def localize(path: str, local_rank: int = 0) -> str:
     return str(target)
 
 
+def _check_local(path: str, key: str) -> None:
+    """A missing local directory would reach the Hub client as a repository id (and fail with
+    a message about repository names): name the key instead."""
+    if not is_remote(path) and not Path(path).is_dir():
+        raise ConfigError(
+            f"{key}: {path} is not a directory; give a local directory or a gs:// prefix "
+            "holding Hugging Face files"
+        )
+
+
 def build_tokenizer(cfg: ModelConfig, local_rank: int = 0) -> Any:
     from transformers import AutoTokenizer
 
     source = cfg.tokenizer or cfg.name_or_path
     assert source is not None  # guaranteed by ModelConfig validation
+    _check_local(source, "model.tokenizer" if cfg.tokenizer else "model.name_or_path")
     tokenizer = AutoTokenizer.from_pretrained(localize(source, local_rank))
     if tokenizer.pad_token_id is None:
         # Padding is never attended to nor learned from (see data.collate), so any id will do.
@@ -69,6 +80,7 @@ def build_model(cfg: ModelConfig, seed: int, local_rank: int = 0) -> torch.nn.Mo
         model = _from_config_mapping(cfg.config)
     else:
         assert cfg.name_or_path is not None
+        _check_local(cfg.name_or_path, "model.name_or_path")
         model = AutoModelForCausalLM.from_pretrained(
             localize(cfg.name_or_path, local_rank), dtype=torch.float32
         )

@@ -98,15 +98,34 @@ def test_override_value_that_is_not_yaml_says_what_to_write():
     ],
 )
 def test_model_mistakes_found_by_transformers_or_peft_name_the_key(capsys, override, needle):
+    code, line = cli_error(["--set", override, "--estimate"], capsys)
+    assert code == 2 and line.startswith(f"error: {EXAMPLES / 'tiny.yaml'}: {needle}"), line
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("data.path=/nonexistent/train.jsonl", "data.path: /nonexistent/train.jsonl does not"),
+        ("model.tokenizer=/nonexistent/tok", "model.tokenizer: /nonexistent/tok is not a dir"),
+        ("per_device_train_batch_size=100000", "per_device_train_batch_size: 38 rows cannot"),
+    ],
+)
+def test_data_and_file_mistakes_found_at_start_up_name_the_key(capsys, tmp_path, override, needle):
+    code, line = cli_error(["--set", override, "--set", f"output_dir={tmp_path}"], capsys)
+    assert code == 2 and line.startswith(f"error: {EXAMPLES / 'tiny.yaml'}: {needle}"), line
+
+
+def cli_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """(exit code, the stderr line naming the problem) of `python -m trainer` on tiny.yaml."""
     import signal
 
     from trainer.cli import main
 
     previous = signal.getsignal(signal.SIGTERM)
     try:
-        code = main(["--config", str(EXAMPLES / "tiny.yaml"), "--set", override, "--estimate"])
+        code = main(["--config", str(EXAMPLES / "tiny.yaml"), *args])
     finally:
         signal.signal(signal.SIGTERM, previous)
-    assert code == 2
     err = capsys.readouterr().err
-    assert f"error: {EXAMPLES / 'tiny.yaml'}: {needle}" in err and "Traceback" not in err
+    assert "Traceback" not in err
+    return code, next((line for line in err.splitlines() if line.startswith("error: ")), err)
