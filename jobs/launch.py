@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from jobs.client import Backoff, Vertex, VertexError, is_terminal, state_name
@@ -89,7 +90,7 @@ def launch_job(
             return 1
         created = vertex.create(to_custom_job(job), needed=estimate(template, stack.region).quota)
     except VertexError as exc:
-        console.print(f"[red]not submitted:[/red] {exc}", highlight=False)
+        console.print(f"[red]not submitted:[/red] {escape(str(exc))}", highlight=False)
         return 1
     console.print(f"submitted [bold]{created.name}[/bold]", highlight=False)
     resumed = f" (attempt {len(attempts) + 1}: resumes from its checkpoints)" if attempts else ""
@@ -100,16 +101,31 @@ def launch_job(
     return 0
 
 
-def log_source(vertex: Vertex, run_id: str) -> LogSource:
+def log_source(vertex: Vertex, run_id: str, job: str | None = None) -> LogSource:
+    """The logs of every attempt of ``run_id``, or of the one ``job`` (no vtx run id)."""
     stack = vertex.stack
     if stack.vertex_endpoint:
-        return LocalLogSource(stack.vertex_endpoint, run_id)
+        return LocalLogSource(stack.vertex_endpoint, run_id, job=job)
 
     def attempts() -> list[tuple[str, int]]:
+        if job is not None:
+            return [(job, 0)]
         jobs = sorted(vertex.list(run_id), key=lambda j: j.create_time)
         return [(j.name, n) for n, j in enumerate(jobs)]
 
     return CloudLoggingSource(stack.project, attempts)
+
+
+def _job_logs(console: Console, vertex: Vertex, job: str, follow: bool, poll_s: float) -> int:
+    """Logs of a job that carries no vtx run id (created by gcloud or the SDK): that job only."""
+    done = (lambda: is_terminal(vertex.get(job))) if follow else (lambda: True)
+    for entry in stream(log_source(vertex, job, job=job), done, follow=follow, poll_s=poll_s):
+        console.print(entry.line(), markup=False, highlight=False)
+    if not follow:
+        return 0
+    state = state_name(vertex.get(job))
+    console.print(f"{job}: {state}", highlight=False)
+    return 0 if state == SUCCEEDED else 1
 
 
 def _run_done(vertex: Vertex, run_id: str) -> bool:
@@ -128,7 +144,7 @@ def follow_run(console: Console, vertex: Vertex, run_id: str, poll_s: float = 5.
         console.print(f"stopped following; the run goes on (`vtx cancel {run_id}` stops it)")
         return 130
     except (VertexError, LogsError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         console.print(f"the run goes on: `vtx logs {run_id} --follow` to resume watching")
         return 1
     final = vertex.list(run_id)[0]
@@ -154,11 +170,13 @@ def show_status(
     try:
         job = vertex.resolve(ref)
     except VertexError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 1
     table = Table(show_header=False)
-    table.add_column("field")
-    table.add_column("value", no_wrap=True)
+    # Long values wrap: on an 80-column terminal a no_wrap value squeezed the field names out
+    # and cut the error message short.
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", overflow="fold")
     run_id = job.labels.get(LABEL_RUN_ID)
     table.add_row("job", job.name)
     table.add_row("run id", run_id or "-")
@@ -180,7 +198,7 @@ def show_list(
     try:
         jobs = vertex.list(run_id)
     except VertexError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 1
     table = Table(title="vtx jobs", title_justify="left")
     for column in ("run id", "job", "state", "created"):
@@ -206,13 +224,16 @@ def show_logs(
 ) -> int:
     vertex = vertex or _vertex(stack)
     try:
-        run_id = vertex.resolve(ref).labels.get(LABEL_RUN_ID, ref)
+        job = vertex.resolve(ref)
+        run_id = job.labels.get(LABEL_RUN_ID)
+        if run_id is None:
+            return _job_logs(console, vertex, job.name, follow, poll_s)
         if follow:
             return follow_run(console, vertex, run_id, poll_s)
         for entry in stream(log_source(vertex, run_id), lambda: True, follow=False):
             console.print(entry.line(), markup=False, highlight=False)
     except (VertexError, LogsError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 1
     return 0
 
@@ -228,7 +249,7 @@ def cancel_run(
             return 0
         vertex.cancel(job.name)
     except VertexError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 1
     console.print(f"cancel requested for {job.name}", highlight=False)
     return 0

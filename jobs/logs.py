@@ -43,18 +43,23 @@ class LogSource(Protocol):
 class LocalLogSource:
     """The local platform's per-replica logs, served by its control plane."""
 
-    def __init__(self, endpoint: str, run_id: str, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, endpoint: str, run_id: str | None, timeout_s: float = 10.0, job: str | None = None
+    ) -> None:
+        """Logs of run ``run_id``, or of the one ``job`` (a job not launched by vtx)."""
         self.url = f"{endpoint.rstrip('/')}/vtx/logs"
         self.run_id = run_id
+        self.job = job
         self.timeout_s = timeout_s
 
     def fetch(self, cursor: Any) -> tuple[list[LogEntry], Any]:
         import requests
 
+        which = {"job": self.job} if self.job else {"run_id": self.run_id}
         try:
             response = requests.get(
                 self.url,
-                params={"run_id": self.run_id, "cursor": cursor or 0},
+                params={**which, "cursor": cursor or 0},
                 timeout=self.timeout_s,
             )
             response.raise_for_status()

@@ -186,3 +186,55 @@ def test_server_side_rejection_becomes_an_actionable_error(local_platform: Stack
 def test_unknown_run_id_is_an_error(local_platform: StackOutputs) -> None:
     code, out = vtx("status", "no-such-run", "--stack", "local")
     assert code == 1 and "no job with run id" in out
+
+
+def test_logs_of_a_job_launched_without_vtx_show_that_job(local_platform: StackOutputs) -> None:
+    from google.cloud import aiplatform_v1
+
+    pool = {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": 1,
+        "container_spec": {"image_uri": "img", "command": ["python", "-c", "print('no run id')"]},
+    }
+    vertex = Vertex(local_platform)
+    job = vertex.create(
+        aiplatform_v1.CustomJob(display_name="plain", job_spec={"worker_pool_specs": [pool]})
+    )
+    deadline = time.monotonic() + 60  # a safety net for a hung job, not a timing assertion
+    while not is_terminal(vertex.get(job.name)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    code, out = vtx("logs", job.name, "--stack", "local")
+    assert code == 0 and "no run id" in out, out
+    # Following an ended job returns (it used to wait for a run id that never comes).
+    job_id = job.name.rsplit("/", 1)[-1]
+    code, out = vtx("logs", job_id, "--stack", "local", "--follow", "--poll-s", "0.2")
+    assert code == 0, out
+    assert "no run id" in out
+    assert f"{job.name}: JOB_STATE_SUCCEEDED" in out
+
+
+def _rows(table_text: str) -> dict[str, str]:
+    """A two-column rich table as {field: value}, wrapped value lines joined."""
+    rows: dict[str, str] = {}
+    field = ""
+    for line in table_text.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 2:
+            field = cells[0] or field
+            rows[field] = f"{rows.get(field, '')} {cells[1]}".strip()
+    return rows
+
+
+def test_status_on_a_narrow_terminal_keeps_field_names_and_the_whole_error(
+    local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    template = write_template(tmp_path, "fails", "raise SystemExit(3)")
+    vtx("launch", str(template), "--stack", "local", "-y", "--run-id", "fails-1")
+    assert wait_terminal(Vertex(local_platform), "fails-1") == "JOB_STATE_FAILED"
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(app, ["status", "fails-1", "--stack", "local"])
+    assert result.exit_code == 0, result.output
+    rows = _rows(result.output)
+    assert rows["state"] == "JOB_STATE_FAILED"
+    assert rows["run id"] == "fails-1"
+    assert "non-zero status of 3" in rows["error"]
+    assert rows["error"].endswith("--stack local"), rows["error"]
