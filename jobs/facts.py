@@ -149,8 +149,12 @@ def _rest_pool(role: str, spec: dict, prefix: str) -> PoolFacts:
     if pool.accelerator == "ACCELERATOR_TYPE_UNSPECIFIED":
         pool.accelerator = None
     for i, var in enumerate(_list(container.get("env"))):
-        var = _dict(var)
-        name, value = _str(var.get("name")), _scalar_str(var.get("value"))
+        if not isinstance(var, dict):
+            continue  # the structural check reports it
+        # A missing name is kept as "" so that env_names_valid reports it: the API requires one.
+        raw_name = var.get("name")
+        name = "" if raw_name is None else _str(raw_name)
+        value = _scalar_str(var.get("value"))
         if name is not None:
             pool.env.append((name, value or "", f"{c}.env[{i}]"))
     for key in ("command", "args"):

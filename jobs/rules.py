@@ -407,7 +407,10 @@ def env_names_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
     limit = cat.limits.env_name_max_chars
     for pool in job.pools:
         for name, _, path in pool.env:
-            if not ENV_NAME.match(name):
+            if not name:
+                hint = "e.g. name: MY_VAR" if job.rest else "e.g. MY_VAR: value"
+                yield Problem(path, "environment variable without a name", hint)
+            elif not ENV_NAME.match(name):
                 fixed = re.sub(r"\W", "_", name).upper()
                 if not ENV_NAME.match(fixed):  # empty, or starts with a digit
                     fixed = f"_{fixed}" if fixed else "MY_VAR"

@@ -198,3 +198,23 @@ def test_a_single_pool_written_as_a_mapping_is_accepted_like_gcloud_does(tmp_pat
     document = load_document(path)
     assert validate_custom_job_spec(document.doc) == []
     assert load_template(path).pools.chief.machine == "n1-standard-4"
+
+
+def test_an_env_entry_without_a_name_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "workerPoolSpecs": [
+                    {
+                        "machineSpec": {"machineType": "n1-standard-4"},
+                        "containerSpec": {"imageUri": "img", "env": [{"value": "1"}]},
+                    }
+                ]
+            }
+        )
+    )
+    document = load_document(path)
+    problems = validate_custom_job_spec(document.doc)
+    assert [p.path for p in problems] == ["workerPoolSpecs[0].containerSpec.env[0]"]
+    assert problems[0].message == "environment variable without a name"
