@@ -61,7 +61,9 @@ def _console(stderr: bool = False) -> Console:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    _console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
+    from rich.markup import escape  # paths and API messages may hold [brackets]
+
+    _console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -112,6 +114,8 @@ def validate(
     ] = False,
 ) -> None:
     """Check jobs locally and report every problem at once; exit 1 if there is any."""
+    from rich.text import Text
+
     from jobs.present import print_problems
     from jobs.spec import load_document
 
@@ -132,7 +136,7 @@ def validate(
             failed = True
             print_problems(console, problems)
         else:
-            console.print(f"[green]✓[/green] {path}: valid ({document.kind})", highlight=False)
+            console.print(Text("✓ ", style="green") + Text(f"{path}: valid ({document.kind})"))
     if failed:
         raise typer.Exit(1)
 

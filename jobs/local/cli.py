@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 local_app = typer.Typer(
     help="Run the Vertex-compatible local platform on this machine.", no_args_is_help=True
@@ -27,7 +28,7 @@ DataDirOption = typer.Option(
 
 
 def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}")
+    err_console.print(f"[red]error:[/red] {escape(message)}")  # paths may hold [brackets]
     return typer.Exit(1)
 
 
@@ -57,14 +58,14 @@ def up(
     try:
         stale = clear_stale(directory)
         if stale:
-            err_console.print(f"[yellow]note:[/yellow] {stale}")
+            err_console.print(f"[yellow]note:[/yellow] {escape(stale)}")
         options = ExecutorOptions(
             max_replicas=max_replicas, grace_s=grace_s, chaos_per_hour=chaos, chaos_seed=chaos_seed
         )
         state = start_platform(directory, Path.cwd(), port, gcs_port, options=options)
     except (PlatformError, StackError, OSError) as exc:
         raise _fail(str(exc)) from None
-    console.print(f"[green]local platform up[/green] (data in {state.data_dir})")
+    console.print(f"[green]local platform up[/green] (data in {escape(state.data_dir)})")
     console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
     console.print(f"  GCS endpoint        {state.gcs_endpoint}")
     console.print("  use it with         --stack local   (stop with `vtx local down`)")

@@ -271,3 +271,30 @@ def test_commands_that_load_the_sdk_print_no_python_version_notice() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "workerPoolSpecs" in proc.stdout
     assert "FutureWarning" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["[dev].json", "[/dev].json"])
+def test_error_messages_print_brackets_in_paths_verbatim(tmp_path: Path, name: str) -> None:
+    missing = tmp_path / name
+    result = runner.invoke(
+        app, ["render", str(TEMPLATES / "smoke-cpu.yaml"), "--stack-file", str(missing)]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"stack file {missing} does not exist" in result.output
+
+
+def test_local_errors_print_brackets_in_paths_verbatim(tmp_path: Path) -> None:
+    data_dir = tmp_path / "[/x]"
+    result = runner.invoke(app, ["local", "down", "--data-dir", str(data_dir)])
+    assert result.exit_code == 1, result.output
+    assert f"no local platform is running from {data_dir}" in result.output
+
+
+def test_validate_names_a_valid_file_whose_path_has_brackets(tmp_path: Path) -> None:
+    folder = tmp_path / "[" / "team]"  # the path holds the markup-like text "[/team]"
+    folder.mkdir(parents=True)
+    path = folder / "smoke.yaml"
+    path.write_text((TEMPLATES / "smoke-cpu.yaml").read_text())
+    code, out = vtx("validate", str(path))
+    assert code == 0, out
+    assert f"✓ {path}: valid (template)" in out
