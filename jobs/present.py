@@ -43,8 +43,11 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
     spot_label = "Spot $/h (est.)"
     table = Table(title=title, title_justify="left")
     for column in ("pool", "machine", "accelerators", "replicas", "on-demand $/h", spot_label):
+        # Wrap, never cut: a truncated machine name ("a2-ultragp…") hides what will run.
         table.add_column(
-            column, justify="right" if "$" in column or column == "replicas" else "left"
+            column,
+            justify="right" if "$" in column or column == "replicas" else "left",
+            overflow="fold",
         )
     for pool in estimate.pools:
         table.add_row(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,29 @@ def test_missing_prices_and_other_regions_are_reported_not_guessed() -> None:
     assert not result.table_matches_region and result.region == "europe-west4"
     assert result.missing == ["NVIDIA_H200_141GB", "a3-ultragpu-8g"]
     assert result.on_demand_usd_per_h == 0
+
+
+def test_cost_table_on_80_columns_wraps_names_instead_of_cutting_them() -> None:
+    from rich.console import Console
+
+    from jobs.present import cost_table
+
+    result = estimate(load_template(TEMPLATES / "a100x16-fsdp.yaml"))
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(cost_table(result, "plan"))
+    text = console.export_text()
+    assert "…" not in text
+    # Rebuild each body row's cells from its wrapped lines (a row starts where replicas is set).
+    rows: list[list[str]] = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) != 6:
+            continue
+        if cells[3] or not rows:
+            rows.append(cells)
+        else:
+            rows[-1] = [a + b for a, b in zip(rows[-1], cells, strict=True)]
+    shown = {(r[1], r[2].replace(" ", "")) for r in rows}
+    for pool in result.pools:
+        accelerators = f"{pool.accelerator_count}x{pool.accelerator}" if pool.accelerator else "-"
+        assert (pool.machine, accelerators) in shown, shown
