@@ -115,7 +115,8 @@ def catalog_table(cat: Catalog, accelerator: str | None, region: str | None) -> 
     table_prices, _ = cat.price_table(region)
     table = Table(title="Accelerators for Vertex AI custom training", title_justify="left")
     for column in ("accelerator", "memory", "machine: counts", "regions", "$/h per unit"):
-        table.add_column(column)
+        # Names are what users copy into templates: never cut them ("NVIDIA_TESLA_V…").
+        table.add_column(column, no_wrap=column == "accelerator", overflow="fold")
     for acc in cat.accelerators.values():
         if accelerator and acc.name != accelerator.upper():
             continue
@@ -147,7 +148,7 @@ def machines_table(cat: Catalog, region: str | None) -> Table:
     prices, _ = cat.price_table(region)
     table = Table(title="Machine types", title_justify="left")
     for column in ("machine", "vCPUs", "memory", "built-in", "$/h (machine part)"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column == "machine", overflow="fold")
     offered = cat.regions.get(region or "")
     for m in cat.machines.values():
         if offered and m.family not in offered.families:

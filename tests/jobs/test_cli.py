@@ -298,3 +298,16 @@ def test_validate_names_a_valid_file_whose_path_has_brackets(tmp_path: Path) -> 
     code, out = vtx("validate", str(path))
     assert code == 0, out
     assert f"✓ {path}: valid (template)" in out
+
+
+@pytest.mark.parametrize("args", [(), ("--machines",), ("--accelerator", "NVIDIA_L4")])
+def test_catalog_on_80_columns_shows_every_name_whole(args: tuple[str, ...]) -> None:
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(app, ["catalog", *args])
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    cat = load_catalog()
+    expected = {(): set(cat.accelerators), ("--machines",): set(cat.machines)}.get(
+        args, {"NVIDIA_L4"}
+    )
+    shown = {line.split("│")[1].strip() for line in result.output.splitlines() if "│" in line}
+    assert expected <= shown, expected - shown
