@@ -122,9 +122,22 @@ class Catalog(_Data):
 
 
 def closest(name: str, choices: object) -> str | None:
-    """The most similar known name, for 'did you mean' hints."""
-    matches = difflib.get_close_matches(name, [str(c) for c in choices], n=1, cutoff=0.6)  # type: ignore[attr-defined]
-    return matches[0] if matches else None
+    """The most similar known name, for 'did you mean' hints. Case and '-'/'_' do not count
+    (``N1-STANDARD-8``, ``nvidia_tesla_t4``), and a short name matches a whole part of a long
+    one (``t4`` -> NVIDIA_TESLA_T4)."""
+    names = [str(c) for c in choices]  # type: ignore[attr-defined]
+    folded = {_fold(n): n for n in names}
+    if _fold(name) in folded:
+        return folded[_fold(name)]
+    parts = [n for n in names if name.lower() in n.lower().replace("-", "_").split("_")]
+    if parts:
+        return parts[0]
+    matches = difflib.get_close_matches(_fold(name), list(folded), n=1, cutoff=0.6)
+    return folded[matches[0]] if matches else None
+
+
+def _fold(name: str) -> str:
+    return name.lower().replace("-", "_")
 
 
 def _read(path: Path) -> dict:

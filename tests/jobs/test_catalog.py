@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from jobs.catalog import load_catalog
+import pytest
+
+from jobs.catalog import closest, load_catalog
 from jobs.rest_schema import SCHEMA_PATH, generate_schema, message_fields
 
 
@@ -68,3 +70,20 @@ def test_the_verified_prices_match_vertex_md() -> None:
     assert table.machines["n1-standard-4"].usd_per_h == 0.2185
     assert table.machines["n1-standard-4"].basis == "verified"
     assert table.accelerators["NVIDIA_H100_80GB"].usd_per_h == 9.80
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("N1-STANDARD-8", "n1-standard-8"),
+        ("nvidia_tesla_t4", "NVIDIA_TESLA_T4"),
+        ("t4", "NVIDIA_TESLA_T4"),
+        ("L4", "NVIDIA_L4"),
+        ("g2-standard-7", "g2-standard-8"),
+    ],
+)
+def test_did_you_mean_ignores_case_and_finds_short_accelerator_names(
+    typed: str, meant: str
+) -> None:
+    cat = load_catalog()
+    assert closest(typed, [*cat.machines, *cat.accelerators]) == meant
