@@ -344,6 +344,13 @@ def _dotted(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+# The provider settings are not in the vtx:platform reference: say what to write right here.
+_MISSING_HINTS = {
+    ("project",): "add `gcp:project: your-project-id` under `config:`",
+    ("region",): "add `gcp:region: europe-west4` (where the jobs run) under `config:`",
+}
+
+
 def _problem(err: Any, source: str) -> Problem:
     loc = tuple(err["loc"])
     error = (err.get("ctx") or {}).get("error")
@@ -353,7 +360,8 @@ def _problem(err: Any, source: str) -> Problem:
         known = ", ".join(_known_keys(loc[:-1]))
         return Problem(_dotted(loc), "unknown key", f"one of: {known} (see {REFERENCE})", source)
     if err["type"] == "missing":
-        return Problem(_dotted(loc), "required key is missing", f"see {REFERENCE}", source)
+        hint = _MISSING_HINTS.get(loc, f"see {REFERENCE}")
+        return Problem(_dotted(loc), "required key is missing", hint, source)
     return Problem(_dotted(loc), f"{err['msg']} (got {err.get('input')!r})", None, source)
 
 

@@ -140,6 +140,15 @@ def test_provider_settings_are_checked_under_their_config_keys(
     assert problem.path == key and expected in problem.message
 
 
+@pytest.mark.parametrize(
+    ("key", "hint"), [("gcp:project", "gcp:project: "), ("gcp:region", "gcp:region: ")]
+)
+def test_missing_provider_setting_says_what_to_add(key: str, hint: str) -> None:
+    values = {k: v for k, v in stack_values("dev").items() if k != key}
+    (problem,) = problems_of(values)
+    assert problem.path == key and problem.hint is not None and hint in problem.hint
+
+
 def test_missing_platform_object_says_which_key() -> None:
     values = {k: v for k, v in stack_values("dev").items() if k != "vtx:platform"}
     (problem,) = problems_of(values)
