@@ -496,6 +496,32 @@ def no_plaintext_secrets(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
                 )
 
 
+SECRET_NAME = re.compile(
+    r"^([A-Za-z0-9_-]{1,255}|projects/[^/]+/secrets/[A-Za-z0-9_-]{1,255}(/versions/[^/]+)?)$"
+)
+"""A Secret Manager secret id, or its full resource name (optionally a version)."""
+
+
+def secret_names_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    """``secrets:`` maps env names to secret *names*; a value written there would travel in
+    the job's VTX_SECRETS as plain text. Neither is echoed back."""
+    for env_name, secret in job.secret_env.items():
+        path = f"{job.path('secrets')}.{env_name}"
+        name = env_name.lower().replace("_", "-")
+        hint = (
+            f"secrets: {{{env_name}: {name}}}, after storing the value in Secret Manager "
+            f"(`gcloud secrets create {name} --data-file=-`)"
+        )
+        if _looks_like_key(secret):
+            yield Problem(path, "this looks like the secret's value, not its name", hint)
+        elif not SECRET_NAME.match(secret):
+            yield Problem(
+                path,
+                "not a Secret Manager secret name (letters, digits, '_' and '-', at most 255)",
+                hint,
+            )
+
+
 # ---- metadata -----------------------------------------------------------------------------
 
 
@@ -561,6 +587,7 @@ RULES: dict[str, Rule] = {
         env_names_unique,
         env_not_reserved,
         no_plaintext_secrets,
+        secret_names_valid,
     )
 }
 

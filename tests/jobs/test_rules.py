@@ -153,8 +153,10 @@ def test_rule_reports_problem_only_when_enabled(
 
 
 def test_every_rule_has_a_test() -> None:
+    # secret_names_valid reads template `secrets:` (no REST form): tested in test_spec.py.
     assert {c[0] for c in CASES} | {"region_known", "machine_offered_in_region",
-                                   "accelerator_offered_in_region"} == set(RULES)  # fmt: skip
+                                   "accelerator_offered_in_region",
+                                   "secret_names_valid"} == set(RULES)  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -311,3 +311,16 @@ def test_any_set_override_gives_problems_never_a_traceback(overrides: list[str])
     doc, problems = apply_overrides(BASE, overrides, "t.yaml")
     validate_document(doc, detect_format(doc))
     assert all(p.path.startswith("--set ") for p in problems)
+
+
+def test_a_secret_value_or_a_bad_name_under_secrets_is_refused_without_echoing_it() -> None:
+    token = "hf_" + "a1B2c3D4" * 5
+    doc = {**BASE, "secrets": {"HF_TOKEN": token, "DB_PASSWORD": "my db password"}}
+    problems = {p.path: p for p in validate_template_doc(doc)}
+    assert "the secret's value, not its name" in problems["secrets.HF_TOKEN"].message
+    assert "not a Secret Manager secret name" in problems["secrets.DB_PASSWORD"].message
+    assert "secrets: {HF_TOKEN: hf-token}" in (problems["secrets.HF_TOKEN"].hint or "")
+    shown = "\n".join(str(p) for p in problems.values())
+    assert token not in shown and "my db password" not in shown
+    fine = {**BASE, "secrets": {"A_TOKEN": "hf-token", "C": "projects/p/secrets/c/versions/3"}}
+    assert validate_template_doc(fine) == []
