@@ -29,10 +29,10 @@ from bench.common import REPO, Section, rotated, run_json_child, summarize, tabl
 
 def scaled_config(entries: int, directory: Path) -> Path:
     """The dev stack file with `entries` quota requests and `entries` secrets."""
-    from infra.config import quota_catalog, read_stack_file
+    from infra.config import quota_accelerators, read_stack_file
 
     values = read_stack_file(REPO / "Pulumi.dev.yaml")
-    accelerators = sorted(quota_catalog()["accelerators"])
+    accelerators = sorted(quota_accelerators())
     kinds = [(a, spot) for a in accelerators for spot in (False, True)]
     platform = values["vtx:platform"]
     platform["quotas"] = [

@@ -24,9 +24,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from jobs import catalog
 from jobs.problems import Problem
 
-QUOTA_CATALOG = Path(__file__).parent / "data" / "vertex_gpu_quotas.yaml"
+QUOTA_SERVICE = "aiplatform.googleapis.com"
 # Vertex AI training reserves this range for its own networking (VERTEX.md): a peered or
 # attached range inside it would collide with the job's VMs.
 VERTEX_RESERVED = ipaddress.IPv4Network("172.16.0.0/16")
@@ -88,11 +89,11 @@ def _pattern(regex: str, what: str, example: str):
 
 
 def _known_accelerator(value: str) -> str:
-    known = sorted(quota_catalog()["accelerators"])
+    known = sorted(quota_accelerators())
     if value not in known:
         raise HintedValueError(
             f"unknown accelerator {value!r}",
-            f"one of {', '.join(known)} (the list lives in {QUOTA_CATALOG.name})",
+            f"one of {', '.join(known)} (the list lives in jobs/catalog/accelerators.yaml)",
         )
     return value
 
@@ -189,7 +190,7 @@ class QuotaRequest(_Model):
     """One Vertex custom-training GPU quota to request with a Cloud Quotas QuotaPreference."""
 
     accelerator: Accelerator
-    """Vertex accelerator type, e.g. NVIDIA_L4 (see infra/data/vertex_gpu_quotas.yaml)."""
+    """Vertex accelerator type, e.g. NVIDIA_L4 (see jobs/catalog/accelerators.yaml)."""
     count: int = Field(ge=0, le=100_000)
     """GPUs wanted in that region."""
     spot: bool = False
@@ -289,9 +290,16 @@ class StackConfig(_Model):
 
 
 @cache
-def quota_catalog() -> dict[str, Any]:
-    """The accelerator → metric → quota id table (infra/data/vertex_gpu_quotas.yaml)."""
-    return yaml.safe_load(QUOTA_CATALOG.read_text())
+def quota_accelerators() -> dict[str, catalog.Accelerator]:
+    """Accelerators a quota can be requested for, with their metrics and quota ids.
+
+    The facts live once, in the launcher's catalog (jobs/catalog/accelerators.yaml), which
+    also prices jobs and tells `vtx cost` which quota a job needs."""
+    return {
+        name: accelerator
+        for name, accelerator in catalog.load_catalog().accelerators.items()
+        if accelerator.cloud_quota_id(preemptible=False) is not None
+    }
 
 
 # --- loading and error reporting ----------------------------------------------------------------

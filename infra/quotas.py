@@ -1,7 +1,8 @@
 """Vertex custom-training GPU quota requests as Cloud Quotas ``QuotaPreference`` resources.
 
-The accelerator → metric → quota id table is data (``data/vertex_gpu_quotas.yaml``). The quota
-ids there are UNCONFIRMED (they are not the metric names and Google does not document them
+The accelerator → metric → quota id facts are data, shared with the launcher
+(``jobs/catalog/accelerators.yaml``, see ``Accelerator.cloud_quota_id``). The quota ids are
+UNCONFIRMED (they are not the metric names and Google does not document them
 for Vertex GPUs; ``gcloud quotas info list --service=aiplatform.googleapis.com`` shows them):
 each request may override its id with ``quota_id:`` in ``vtx:platform.quotas[]``.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import QuotaRequest, quota_catalog
+from infra.config import QUOTA_SERVICE, QuotaRequest, quota_accelerators
 
 
 @dataclass(frozen=True)
@@ -37,15 +38,12 @@ class QuotaTarget:
 
 def quota_target(request: QuotaRequest, default_region: str) -> QuotaTarget:
     """Resolve a request against the catalog; an explicit ``quota_id`` wins over the table."""
-    catalog = quota_catalog()
-    entry = catalog["accelerators"][request.accelerator]
-    metric = entry["preemptible_metric"] if request.spot else entry["metric"]
-    quota_id = request.quota_id or (
-        entry["preemptible_quota_id"] if request.spot else entry["quota_id"]
-    )
+    accelerator = quota_accelerators()[request.accelerator]
+    quota_id = request.quota_id or accelerator.cloud_quota_id(preemptible=request.spot)
+    assert quota_id is not None  # quota_accelerators() only holds accelerators with an id
     return QuotaTarget(
-        service=catalog["service"],
-        metric=metric,
+        service=QUOTA_SERVICE,
+        metric=accelerator.metric(preemptible=request.spot),
         quota_id=quota_id,
         region=request.region or default_region,
         preferred_value=request.count,

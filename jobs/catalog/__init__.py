@@ -47,6 +47,8 @@ class Accelerator(_Data):
     """`<gpu>` in custom_model_training_[preemptible_]nvidia_<gpu>_gpus."""
     quota_metric: str | None = None
     preemptible_quota_metric: str | None = None
+    quota_id: str | None = None
+    preemptible_quota_id: str | None = None
 
     def metric(self, preemptible: bool) -> str:
         """The Vertex quota metric this accelerator draws on (Spot/FLEX_START: preemptible)."""
@@ -55,6 +57,22 @@ class Accelerator(_Data):
             return explicit
         kind = "preemptible_nvidia" if preemptible else "nvidia"
         return f"{QUOTA_PREFIX}custom_model_training_{kind}_{self.quota_key}_gpus"
+
+    def cloud_quota_id(self, preemptible: bool) -> str | None:
+        """The Cloud Quotas id a ``QuotaPreference`` names for this accelerator's metric.
+
+        UNCONFIRMED: Google does not document the ids of Vertex GPU quotas. By default they are
+        derived from the metric with Cloud Quotas' usual convention (``..._nvidia_a100_80gb_gpus``
+        -> ``CustomModelTrainingNvidiaA10080gbGpusPerProjectPerRegion``); an entry's
+        ``quota_id``/``preemptible_quota_id`` in accelerators.yaml, or a stack's per-request
+        ``quota_id``, overrides it once `gcloud quotas info list` shows the real one. None when
+        there is neither an explicit id nor a GPU quota key to derive it from."""
+        explicit = self.preemptible_quota_id if preemptible else self.quota_id
+        if explicit or self.quota_key is None:
+            return explicit
+        words = ["custom", "model", "training", *(["preemptible"] if preemptible else [])]
+        words += ["nvidia", *self.quota_key.split("_"), "gpus", "per", "project", "per", "region"]
+        return "".join(word.capitalize() for word in words)
 
 
 class Region(_Data):

@@ -87,3 +87,18 @@ def test_did_you_mean_ignores_case_and_finds_short_accelerator_names(
 ) -> None:
     cat = load_catalog()
     assert closest(typed, [*cat.machines, *cat.accelerators]) == meant
+
+
+def test_cloud_quota_ids_follow_the_metric_and_an_explicit_id_wins() -> None:
+    catalog = load_catalog()
+    a100 = catalog.accelerators["NVIDIA_A100_80GB"]
+    assert a100.cloud_quota_id(preemptible=False) == (
+        "CustomModelTrainingNvidiaA10080gbGpusPerProjectPerRegion"
+    )
+    assert a100.cloud_quota_id(preemptible=True) == (
+        "CustomModelTrainingPreemptibleNvidiaA10080gbGpusPerProjectPerRegion"
+    )
+    pinned = a100.model_copy(update={"preemptible_quota_id": "FromGcloudQuotasInfo"})
+    assert pinned.cloud_quota_id(preemptible=True) == "FromGcloudQuotasInfo"
+    # A TPU has no GPU quota key to derive an id from: no quota can be requested as code.
+    assert catalog.accelerators["TPU_V5_LITEPOD"].cloud_quota_id(preemptible=False) is None
