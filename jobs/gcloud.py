@@ -107,6 +107,31 @@ def _secrets_from_env(template: dict[str, Any], notes: list[str]) -> None:
     }
 
 
+def _plaintext_credentials_to_secrets(
+    template: dict[str, Any], pools: dict[str, dict], notes: list[str]
+) -> None:
+    """Credentials in env become ``secrets:`` names: the template must not carry their values
+    (the same judgement as `vtx validate`'s no_plaintext_secrets rule)."""
+    from jobs.rules import _looks_like_credential_name, _looks_like_key
+
+    for env in [template.get("env") or {}, *((p.get("env") or {}) for p in pools.values())]:
+        for name, value in list(env.items()):
+            if name == "GOOGLE_APPLICATION_CREDENTIALS" or not value:
+                continue  # a key file path: validation explains why it goes
+            if _looks_like_credential_name(name) or _looks_like_key(value):
+                del env[name]
+                secret = name.lower().replace("_", "-")
+                template.setdefault("secrets", {})[name] = secret
+                notes.append(
+                    f"env {name} held a credential in plain text: left out; it is now "
+                    f"`secrets: {{{name}: {secret}}}`: store the value with "
+                    f"`gcloud secrets create {secret} --data-file=-`"
+                )
+    for pool in pools.values():
+        if pool.get("env") == {}:
+            pool.pop("env")
+
+
 def import_spec(spec: dict, name: str, labels: dict | None = None) -> Imported:
     """A CustomJobSpec (camelCase dict, already checked) as a template document."""
     notes: list[str] = []
@@ -127,6 +152,7 @@ def import_spec(spec: dict, name: str, labels: dict | None = None) -> Imported:
             pools[ROLES[i]] = _pool_from_rest(pool_spec, ROLES[i], notes)
     _hoist(pools, template)
     _secrets_from_env(template, notes)
+    _plaintext_credentials_to_secrets(template, pools, notes)
     if template.get("env") == {}:
         template.pop("env")
     template["pools"] = pools

@@ -12,7 +12,7 @@ from jobs.gcloud import import_document, template_name
 from jobs.render import render_json, render_yaml, rest_dict
 from jobs.spec import CUSTOM_JOB, CUSTOM_JOB_SPEC, TemplateError, load_document, load_template
 from jobs.stack import StackOutputs, load_stack_file
-from jobs.validate import validate_custom_job_spec
+from jobs.validate import validate_custom_job_spec, validate_template_doc
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE.parents[1] / "jobs" / "templates"
@@ -218,3 +218,34 @@ def test_an_env_entry_without_a_name_is_a_problem_not_a_crash(tmp_path: Path) ->
     problems = validate_custom_job_spec(document.doc)
     assert [p.path for p in problems] == ["workerPoolSpecs[0].containerSpec.env[0]"]
     assert problems[0].message == "environment variable without a name"
+
+
+def test_import_turns_plaintext_credentials_into_secret_names(tmp_path: Path) -> None:
+    token = "hf_" + "a1B2c3D4" * 5
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "workerPoolSpecs": [
+                    {
+                        "machineSpec": {"machineType": "n1-standard-4"},
+                        "replicaCount": 1,
+                        "containerSpec": {
+                            "imageUri": "us-docker.pkg.dev/p/r/img:v1",
+                            "env": [
+                                {"name": "HF_TOKEN", "value": token},
+                                {"name": "WANDB_PROJECT", "value": "demo"},
+                            ],
+                        },
+                    }
+                ]
+            }
+        )
+    )
+    document = load_document(path)
+    imported = import_document(document.doc, document.kind, document.source)
+    assert imported.template["env"] == {"WANDB_PROJECT": "demo"}
+    assert imported.template["secrets"] == {"HF_TOKEN": "hf-token"}
+    assert token not in yaml.safe_dump(imported.template) + "\n".join(imported.notes)
+    assert any("gcloud secrets create hf-token" in note for note in imported.notes)
+    assert validate_template_doc(imported.template) == []
