@@ -277,9 +277,35 @@ class Document:
     """Problems found while reading (YAML syntax, extends, overrides)."""
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key repeated in one mapping. PyYAML keeps the last silently,
+    so `env: {A: 1, A: 2}` or a second `chief:` would vanish without a word."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` then overriding its keys is the point of merging
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: Path) -> tuple[Any, list[Problem]]:
     try:
-        return yaml.safe_load(path.read_text()), []
+        # A SafeLoader subclass: no arbitrary objects are built.
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader), []
     except FileNotFoundError:
         return None, [Problem("(file)", f"{path} does not exist", None, str(path))]
     except (OSError, UnicodeDecodeError) as exc:

@@ -324,3 +324,25 @@ def test_a_secret_value_or_a_bad_name_under_secrets_is_refused_without_echoing_i
     assert token not in shown and "my db password" not in shown
     fine = {**BASE, "secrets": {"A_TOKEN": "hf-token", "C": "projects/p/secrets/c/versions/3"}}
     assert validate_template_doc(fine) == []
+
+
+def test_a_key_written_twice_is_reported_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(
+        'name: dup\nimage: x\nenv:\n  A: "1"\n  A: "2"\npools: {chief: {machine: n1-standard-4}}\n'
+    )
+    document = load_document(path)
+    assert [(p.path, p.message) for p in document.problems] == [
+        ("line 5, column 3", "invalid YAML: found duplicate key 'A'")
+    ]
+
+
+def test_yaml_merge_keys_may_still_override_what_they_merge(tmp_path: Path) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text(
+        "name: merge\nimage: x\npools:\n  chief: &c {machine: n1-standard-4}\n"
+        "  workers:\n    <<: *c\n    machine: n1-standard-8\n"
+    )
+    document = load_document(path)
+    assert document.problems == []
+    assert document.doc["pools"]["workers"] == {"machine": "n1-standard-8"}
