@@ -242,7 +242,8 @@ def reduction_server_rules(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
         yield Problem(
             rs.path("pool"),
             "a Reduction Server pool needs a workers pool: it reduces gradients between nodes",
-            "add pools.workers (GPU machines), or remove the reduction server",
+            f"add {'workerPoolSpecs[1]' if job.rest else 'pools.workers'} (GPU machines), "
+            "or remove the reduction server",
         )
     for pool in (job.pool("chief"), workers):
         if pool is not None and pool.accelerator and not _gpu_pool(pool, cat):

@@ -109,7 +109,7 @@ CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     ("chief_single_replica", _set(["jobSpec", "workerPoolSpecs", 0, "replicaCount"], 3), f"{POOL0}.replicaCount", "replicaCount: 2"),
     ("replicas_positive", _chain(_add_workers, _set(["jobSpec", "workerPoolSpecs", 1, "replicaCount"], 0)), f"{POOL1}.replicaCount", "at least 1"),
     ("image_present", _set(["jobSpec", "workerPoolSpecs", 0, "containerSpec"], {}), f"{POOL0}.containerSpec.imageUri", "image"),
-    ("reduction_server_rules", _chain(lambda j: _pool(j, 0) and j["jobSpec"]["workerPoolSpecs"].append({}), _add_rs), f"{POOL2}", "workers"),
+    ("reduction_server_rules", _chain(lambda j: _pool(j, 0) and j["jobSpec"]["workerPoolSpecs"].append({}), _add_rs), f"{POOL2}", "add workerPoolSpecs[1]"),
     ("reduction_server_rules", _chain(_add_workers, _add_rs, _set(["jobSpec", "workerPoolSpecs", 2, "containerSpec", "imageUri"], "trainer")), f"{POOL2}.containerSpec.imageUri", "reductionserver"),
     ("reduction_server_rules", _chain(_add_workers, _add_rs, _set(["jobSpec", "workerPoolSpecs", 2, "machineSpec"], {"machineType": "g2-standard-4", "acceleratorType": "NVIDIA_L4", "acceleratorCount": 1})), f"{POOL2}.machineSpec.acceleratorType", "CPU"),
     ("reduction_server_rules", _chain(_set(M0, {"machineType": "n1-standard-8"}), _add_workers, _add_rs), f"{POOL0}.machineSpec.machineType", "GPU"),
