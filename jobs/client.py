@@ -163,6 +163,7 @@ class Vertex:
         self.backoff = backoff
 
     def _call(self, method: str, needed: dict[str, int] | None = None, **kwargs: Any) -> Any:
+        import requests
         from google.api_core import exceptions
 
         polling = method != "create_custom_job"
@@ -174,6 +175,11 @@ class Vertex:
             raise explain(exc, self.stack, needed) from exc
         except exceptions.RetryError as exc:
             raise explain(exc, self.stack, needed) from exc
+        except requests.RequestException as exc:
+            # The REST transport (the local platform) lets connection failures through as is.
+            where = self.stack.vertex_endpoint or f"{self.stack.region}-aiplatform.googleapis.com"
+            local = " Is the local platform up? `vtx local status`." if self.stack.is_local else ""
+            raise VertexError(f"cannot reach Vertex AI at {where}: {exc}.{local}") from exc
 
     def create(
         self, job: aiplatform_v1.CustomJob, needed: dict[str, int] | None = None

@@ -4,6 +4,7 @@ explained. The server here is a minimal FastAPI app started in-test that *inject
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -131,3 +132,31 @@ def test_persistent_503_gives_up_with_a_message(faults: tuple[Faults, StackOutpu
     with pytest.raises(VertexError, match="unavailable after retries"):
         Vertex(stack, backoff=short).get(JOB_NAME)
     assert len(state.seen) > 1
+
+
+def test_an_unreachable_local_endpoint_is_explained_not_a_traceback(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from jobs.cli import app
+
+    closed = free_port()  # nothing listens there
+    stack = {
+        "project": "p",
+        "project_number": "1",
+        "region": "us-central1",
+        "environment": "local",
+        "trainer_service_account": "t@p.iam.gserviceaccount.com",
+        "launcher_service_account": "l@p.iam.gserviceaccount.com",
+        "buckets": {"data": "d", "checkpoints": "c", "staging": "s", "models": "m"},
+        "artifact_registry": "local-docker.pkg.dev/p/r",
+        "vertex_endpoint": f"http://127.0.0.1:{closed}",
+    }
+    stack_file = tmp_path / "stack.json"
+    stack_file.write_text(json.dumps(stack))
+    result = CliRunner(env={"COLUMNS": "300"}).invoke(
+        app, ["list", "--stack-file", str(stack_file)]
+    )
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert f"cannot reach Vertex AI at http://127.0.0.1:{closed}" in result.output
+    assert "vtx local status" in result.output
