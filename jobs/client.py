@@ -8,12 +8,15 @@
 
 Failures are kept apart the way SkyPilot does: transient ones (503, 429 while polling, a lapsed
 token) are retried with exponential backoff by ``google.api_core.retry.Retry``; everything else
-becomes a ``VertexError`` whose message says what to do. aiplatform is imported lazily."""
+becomes a ``VertexError`` whose message says what to do. Creating a job is the exception: it is
+not idempotent, so ``Vertex.create`` checks whether a failed attempt landed before retrying.
+aiplatform is imported lazily."""
 
 from __future__ import annotations
 
 import logging
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,20 +67,19 @@ def make_client(stack: StackOutputs) -> aiplatform_v1.JobServiceClient:
     )
 
 
-def _retry(backoff: Backoff, *, polling: bool) -> Retry:
+def _retry(backoff: Backoff) -> Retry:
+    """For calls that are safe to repeat (all but create): 503s, rate limits (429), gateway
+    timeouts and a token that lapsed between refreshes (401) all pass on their own."""
     from google.api_core import exceptions, retry
 
-    transient: tuple[type[Exception], ...] = (exceptions.ServiceUnavailable,)
-    if polling:
-        # Reads are safe to repeat: rate limits (429), gateway timeouts and a token that lapsed
-        # between refreshes (401) all pass on their own.
-        transient += (
-            exceptions.TooManyRequests,
-            exceptions.ResourceExhausted,
-            exceptions.DeadlineExceeded,
-            exceptions.GatewayTimeout,
-            exceptions.Unauthenticated,
-        )
+    transient = (
+        exceptions.ServiceUnavailable,
+        exceptions.TooManyRequests,
+        exceptions.ResourceExhausted,
+        exceptions.DeadlineExceeded,
+        exceptions.GatewayTimeout,
+        exceptions.Unauthenticated,
+    )
 
     def on_error(exc: Exception) -> None:
         log.warning("transient Vertex error, retrying: %s", exc)
@@ -162,14 +164,20 @@ class Vertex:
         self.client = client or make_client(stack)
         self.backoff = backoff
 
-    def _call(self, method: str, needed: dict[str, int] | None = None, **kwargs: Any) -> Any:
+    def _call(
+        self,
+        method: str,
+        needed: dict[str, int] | None = None,
+        *,
+        retry: bool = True,
+        **kwargs: Any,
+    ) -> Any:
         import requests
         from google.api_core import exceptions
 
-        polling = method != "create_custom_job"
         try:
             return getattr(self.client, method)(
-                **kwargs, retry=_retry(self.backoff, polling=polling)
+                **kwargs, retry=_retry(self.backoff) if retry else None
             )
         except exceptions.GoogleAPICallError as exc:
             raise explain(exc, self.stack, needed) from exc
@@ -184,7 +192,36 @@ class Vertex:
     def create(
         self, job: aiplatform_v1.CustomJob, needed: dict[str, int] | None = None
     ) -> aiplatform_v1.CustomJob:
-        return self._call("create_custom_job", needed, parent=parent(self.stack), custom_job=job)
+        """Submit ``job``, retrying 503s without ever starting it twice.
+
+        CreateCustomJob is not idempotent and a 503 can arrive after Vertex accepted the job; a
+        blind retry would start a second attempt writing the same checkpoint prefix. So before
+        each retry, look for a job of this run (its ``vtx-run-id`` label) that was not there
+        before the first try, and return it if one landed."""
+        from google.api_core import exceptions
+
+        run_id = job.labels.get(LABEL_RUN_ID)
+        existing = {j.name for j in self.list(run_id)} if run_id else set()
+        delay_s, deadline = self.backoff.initial_s, time.monotonic() + self.backoff.deadline_s
+        while True:
+            try:
+                return self._call(
+                    "create_custom_job",
+                    needed,
+                    retry=False,
+                    parent=parent(self.stack),
+                    custom_job=job,
+                )
+            except VertexError as err:
+                transient = isinstance(err.__cause__, exceptions.ServiceUnavailable)
+                if not transient or time.monotonic() + delay_s > deadline:
+                    raise
+                log.warning("transient Vertex error on create, checking before retrying: %s", err)
+            time.sleep(delay_s)
+            delay_s = min(delay_s * self.backoff.multiplier, self.backoff.maximum_s)
+            landed = [j for j in self.list(run_id) if j.name not in existing] if run_id else []
+            if landed:
+                return landed[0]
 
     def get(self, name: str) -> aiplatform_v1.CustomJob:
         return self._call("get_custom_job", name=name)

@@ -95,9 +95,13 @@ def launch_job(
     console.print(f"submitted [bold]{created.name}[/bold]", highlight=False)
     resumed = f" (attempt {len(attempts) + 1}: resumes from its checkpoints)" if attempts else ""
     console.print(f"run id: [bold]{run_id}[/bold]{resumed}", highlight=False)
-    console.print(f"follow: vtx logs {run_id} --follow --stack ...", style="dim", highlight=False)
     if follow:
         return follow_run(console, vertex, run_id, poll_s)
+    console.print(
+        f"follow: vtx logs {run_id} --follow (with this launch's --stack or --stack-file)",
+        style="dim",
+        highlight=False,
+    )
     return 0
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from jobs.client import Backoff, Vertex, VertexError
@@ -32,6 +32,9 @@ class Faults:
     get: list[int] = field(default_factory=list)
     create: list[int] = field(default_factory=list)
     seen: list[str] = field(default_factory=list)
+    lands_despite_503: bool = False
+    """A create answered 503 was accepted all the same (the reply was lost, not the job)."""
+    jobs: list[dict] = field(default_factory=list)
 
 
 def _error(code: int) -> JSONResponse:
@@ -50,12 +53,29 @@ def make_app(faults: Faults) -> FastAPI:
             return _error(faults.get.pop(0))
         return JSONResponse({"name": JOB_NAME, "displayName": "x", "state": "JOB_STATE_RUNNING"})
 
+    @app.get("/v1/projects/{p}/locations/{l}/customJobs")
+    def list_jobs(p: str, l: str) -> JSONResponse:  # noqa: E741
+        faults.seen.append("LIST")
+        return JSONResponse({"customJobs": faults.jobs})
+
     @app.post("/v1/projects/{p}/locations/{l}/customJobs")
-    def create_job(p: str, l: str) -> JSONResponse:  # noqa: E741
+    async def create_job(p: str, l: str, request: Request) -> JSONResponse:  # noqa: E741
         faults.seen.append("POST")
+        body = await request.json()
+        job = {
+            "name": f"{JOB_NAME[:-1]}{len(faults.jobs) + 1}",
+            "displayName": body.get("displayName", "x"),
+            "labels": body.get("labels", {}),
+            "state": "JOB_STATE_PENDING",
+            "createTime": f"2026-11-22T10:00:{len(faults.jobs):02d}Z",
+        }
         if faults.create:
-            return _error(faults.create.pop(0))
-        return JSONResponse({"name": JOB_NAME, "displayName": "x", "state": "JOB_STATE_PENDING"})
+            code = faults.create.pop(0)
+            if code == 503 and faults.lands_despite_503:
+                faults.jobs.append(job)
+            return _error(code)
+        faults.jobs.append(job)
+        return JSONResponse(job)
 
     return app
 
@@ -90,10 +110,11 @@ def faults() -> Iterator[tuple[Faults, StackOutputs]]:
         thread.join(timeout=10)
 
 
-def _job():
+def _job(run_id: str | None = None):
     from google.cloud import aiplatform_v1
 
-    return aiplatform_v1.CustomJob(display_name="x")
+    labels = {"vtx-run-id": run_id} if run_id else {}
+    return aiplatform_v1.CustomJob(display_name="x", labels=labels)
 
 
 def test_polling_retries_503_and_429_then_succeeds(faults: tuple[Faults, StackOutputs]) -> None:
@@ -107,8 +128,22 @@ def test_polling_retries_503_and_429_then_succeeds(faults: tuple[Faults, StackOu
 def test_create_retries_503(faults: tuple[Faults, StackOutputs]) -> None:
     state, stack = faults
     state.create = [503]
-    assert Vertex(stack, backoff=FAST).create(_job()).name == JOB_NAME
+    created = Vertex(stack, backoff=FAST).create(_job())
+    assert [j["name"] for j in state.jobs] == [created.name]
     assert state.seen == ["POST", "POST"]
+
+
+def test_a_create_that_landed_despite_its_503_is_not_submitted_twice(
+    faults: tuple[Faults, StackOutputs],
+) -> None:
+    state, stack = faults
+    earlier = {"name": f"{JOB_NAME}0", "displayName": "x", "labels": {"vtx-run-id": "r1"}}
+    state.jobs = [{**earlier, "createTime": "2026-11-22T09:00:00Z"}]
+    state.create = [503]
+    state.lands_despite_503 = True
+    created = Vertex(stack, backoff=FAST).create(_job(run_id="r1"))
+    assert state.seen == ["LIST", "POST", "LIST"]  # looked before retrying, found it: no 2nd POST
+    assert [j["name"] for j in state.jobs] == [f"{JOB_NAME}0", created.name]
 
 
 def test_quota_429_on_create_names_metric_and_stack_config_without_retrying(
