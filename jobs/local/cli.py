@@ -43,10 +43,15 @@ def up(
     data_dir: Path | None = DataDirOption,
     port: int = typer.Option(8470, min=1, max=65535, help="Control plane port on 127.0.0.1."),
     gcs_port: int = typer.Option(8471, min=1, max=65535, help="GCS emulator port on 127.0.0.1."),
-    max_replicas: int = typer.Option(8, help="Replicas that may run at once."),
-    grace_s: float = typer.Option(30.0, help="SIGTERM-to-SIGKILL delay (a Spot VM gets 30 s)."),
+    max_replicas: int = typer.Option(8, min=1, help="Replicas that may run at once."),
+    grace_s: float = typer.Option(
+        30.0, min=0, max=3600, help="SIGTERM-to-SIGKILL delay (a Spot VM gets 30 s)."
+    ),
     chaos: float = typer.Option(
-        0.0, help="Random preemptions per replica-hour for Spot jobs (label vtx-chaos-per-hour)."
+        0.0,
+        min=0,
+        max=3600,
+        help="Random preemptions per replica-hour for Spot jobs (label vtx-chaos-per-hour).",
     ),
     chaos_seed: int = typer.Option(0, help="Seed of the chaos schedule (label vtx-chaos-seed)."),
 ) -> None:

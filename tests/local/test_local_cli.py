@@ -119,3 +119,12 @@ def test_port_out_of_range_is_a_usage_error(vtx, option: str) -> None:
     result = vtx("up", option, "70000")
     assert result.exit_code == 2
     assert "less than or equal to 65535" in _flat(result.output)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--grace-s", "-1"), ("--chaos", "inf"), ("--max-replicas", "0")]
+)
+def test_nonsense_executor_knobs_are_usage_errors(vtx, option: str, value: str) -> None:
+    result = vtx("up", option, value)
+    assert result.exit_code == 2
+    assert f"Invalid value for '{option}'" in _flat(result.output)
