@@ -19,6 +19,17 @@ def test_examples_load_and_resolve_relative_paths_against_the_config_file(monkey
     assert lora.model.lora is not None and lora.model.lora.r == 16
 
 
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_config_is_valid(path: Path) -> None:
+    load_config(path)
+
+
+def test_the_l4_example_reads_gcs_and_saves_every_few_minutes() -> None:
+    cfg = load_config(EXAMPLES / "l4-lora.yaml")
+    assert cfg.model.name_or_path.startswith("gs://") and cfg.data.path.startswith("gs://")
+    assert cfg.bf16 and cfg.model.lora is not None and cfg.save_every_minutes
+
+
 def test_set_overrides_parse_yaml_values_and_keep_urls(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     cfg = load_config(
