@@ -8,29 +8,18 @@ per epoch), so a 24-step run crosses several epoch boundaries and takes about a 
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "trainer" / "examples"
-TOKENIZER = EXAMPLES / "tokenizer"
-DATASET = EXAMPLES / "data" / "tiny.jsonl"
-DRILL_ROWS = 40
+# The same tiny model, data and tokenizer as the trainer's own tests (TOKENIZER re-exported).
+from tests.trainer.conftest import DATASET, tiny_config
+from tests.trainer.conftest import TOKENIZER as TOKENIZER
 
-TINY_LLAMA = {
-    "model_type": "llama",
-    "vocab_size": 1024,  # the shipped tokenizer's vocabulary
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 256,
-    "tie_word_embeddings": True,
-}
+REPO = Path(__file__).resolve().parents[2]
+
+DRILL_ROWS = 40
 
 
 def write_small_dataset(directory: Path) -> Path:
@@ -42,30 +31,10 @@ def write_small_dataset(directory: Path) -> Path:
 
 
 def drill_config(data_path: str, output_dir: str, **overrides: Any) -> dict[str, Any]:
-    """A complete trainer config (as a dict); dotted keys in `overrides` reach nested ones."""
-    cfg: dict[str, Any] = {
-        "model": {"config": copy.deepcopy(TINY_LLAMA), "tokenizer": str(TOKENIZER)},
-        "data": {"path": data_path, "max_seq_length": 128, "packing": True},
-        "output_dir": output_dir,
-        "learning_rate": 3e-3,
-        "warmup_steps": 2,
-        "lr_scheduler_type": "cosine",
-        "weight_decay": 0.01,
-        "per_device_train_batch_size": 2,
-        "max_steps": 24,
-        "logging_steps": 100,
-        "save_steps": 4,
-        "save_total_limit": 2,
-        "report_to": [],
-        "seed": 11,
-    }
-    for key, value in overrides.items():
-        target = cfg
-        *parents, leaf = key.split(".")
-        for part in parents:
-            target = target.setdefault(part, {})
-        target[leaf] = value
-    return cfg
+    """The trainer tests' tiny config, run longer (24 steps cross several epochs), quietly and
+    with its own seed; dotted keys in `overrides` reach nested ones."""
+    drill = {"max_steps": 24, "logging_steps": 100, "seed": 11}
+    return tiny_config(data_path, output_dir, **{**drill, **overrides})
 
 
 def run_in_process(cfg: dict[str, Any], environ: dict[str, str] | None = None) -> int:
