@@ -148,7 +148,7 @@ def follow_run(console: Console, vertex: Vertex, run_id: str, poll_s: float = 5.
         console.print(f"stopped following; the run goes on (`vtx cancel {run_id}` stops it)")
         return 130
     except (VertexError, LogsError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        _print_error(console, exc)
         console.print(f"the run goes on: `vtx logs {run_id} --follow` to resume watching")
         return 1
     final = vertex.list(run_id)[0]
@@ -160,6 +160,11 @@ def follow_run(console: Console, vertex: Vertex, run_id: str, poll_s: float = 5.
     elif final.error.message:
         console.print(f"error: {final.error.message}", markup=False)
     return 0 if state == SUCCEEDED else 1
+
+
+def _print_error(console: Console, exc: Exception) -> None:
+    # Escaped: API messages and paths may hold [brackets] that rich would take for markup.
+    console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
 
 
 def _vertex(stack: StackOutputs | None, backoff: Backoff | None = None) -> Vertex:
@@ -174,7 +179,7 @@ def show_status(
     try:
         job = vertex.resolve(ref)
     except VertexError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        _print_error(console, exc)
         return 1
     table = Table(show_header=False)
     # Long values wrap: on an 80-column terminal a no_wrap value squeezed the field names out
@@ -202,7 +207,7 @@ def show_list(
     try:
         jobs = vertex.list(run_id)
     except VertexError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        _print_error(console, exc)
         return 1
     table = Table(title="vtx jobs", title_justify="left")
     for column in ("run id", "job", "state", "created"):
@@ -237,7 +242,7 @@ def show_logs(
         for entry in stream(log_source(vertex, run_id), lambda: True, follow=False):
             console.print(entry.line(), markup=False, highlight=False)
     except (VertexError, LogsError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        _print_error(console, exc)
         return 1
     return 0
 
@@ -253,7 +258,7 @@ def cancel_run(
             return 0
         vertex.cancel(job.name)
     except VertexError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        _print_error(console, exc)
         return 1
     console.print(f"cancel requested for {job.name}", highlight=False)
     return 0
