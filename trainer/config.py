@@ -86,8 +86,10 @@ class DataConfig(_Strict):
     messages_field: str = Field("messages", description="Chat rows: list of {role, content}.")
     eval_fraction: float = Field(0.0, ge=0.0, lt=1.0)
     max_seq_length: int = Field(1024, gt=1)
-    packing: bool = Field(True, description="Several sequences per row; no padding waste.")
-    group_by_length: bool = Field(False, description="Batch similar lengths (without packing).")
+    packing: bool = Field(True, description="Several whole examples per row of max_seq_length.")
+    group_by_length: bool = Field(
+        False, description="Batch examples of similar lengths (without packing)."
+    )
 
     @model_validator(mode="after")
     def _one_batching(self) -> DataConfig:

@@ -29,10 +29,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
+from trainer.allocator import retain_freed_memory
 from trainer.checkpoint import Checkpointer
 from trainer.config import ConfigError, TrainConfig
 from trainer.data import (
-    IGNORE,
     BatchStream,
     Example,
     Row,
@@ -195,13 +195,17 @@ def _sync_gradients(model: torch.nn.Module, last: bool) -> contextlib.AbstractCo
 
 
 def loss_sum(model: torch.nn.Module, batch: Any) -> torch.Tensor:
-    """Summed cross-entropy over the batch's target tokens (targets are pre-shifted)."""
+    """Summed cross-entropy over the batch's target tokens (targets are pre-shifted). Logits
+    are computed only where there is a target: padding, prompts and each example's last token
+    never reach the vocabulary projection."""
     logits = model(
-        input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False
+        input_ids=batch.input_ids,
+        position_ids=batch.position_ids,
+        vtx_buckets=batch.buckets,
+        logits_to_keep=batch.target_index,
+        use_cache=False,
     ).logits
-    return F.cross_entropy(
-        logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE, reduction="sum"
-    )
+    return F.cross_entropy(logits[0].float(), batch.targets[0, batch.target_index], reduction="sum")
 
 
 def train_step(
@@ -231,7 +235,8 @@ def train_step(
         (loss * scale).backward()
         total += loss.detach()
     max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-    params = [p for p in model.parameters() if p.requires_grad]
+    # The optimizer's list: walking the module tree for it costs more than the clipping.
+    params = [p for group in optimizer.param_groups for p in group["params"]]
     grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
     if hasattr(grad_norm, "full_tensor"):  # DTensor under FSDP2
         grad_norm = grad_norm.full_tensor()
@@ -265,6 +270,7 @@ def train(cfg: TrainConfig, env: VertexEnv, stop: StopRequest | None = None) -> 
     Pass an already installed `stop` to catch SIGTERMs that arrive during start-up."""
     owned = stop is None
     stop = stop or StopRequest().install()
+    retain_freed_memory()
     init_distributed()
     setup_logging(dist.get_rank())
     try:

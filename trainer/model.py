@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from trainer.attention import use_segment_attention
 from trainer.config import ConfigError, ModelConfig
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,8 @@ def build_model(cfg: ModelConfig, seed: int, local_rank: int = 0) -> torch.nn.Mo
         model = AutoModelForCausalLM.from_pretrained(
             localize(cfg.name_or_path, local_rank), dtype=torch.float32
         )
-    model.config.use_cache = False  # a cache breaks packed-sequence masking and wastes memory
+    model.config.use_cache = False  # training never reuses keys and values
+    use_segment_attention(model)  # batches are bucketed layouts (trainer.data.collate)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if cfg.lora is not None:

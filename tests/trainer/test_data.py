@@ -5,6 +5,8 @@ import json
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.trainer.conftest import DATASET, TINY_LLAMA, TOKENIZER
 from trainer.config import DataConfig
@@ -12,7 +14,9 @@ from trainer.data import (
     IGNORE,
     BatchStream,
     Example,
+    collate,
     pack_rows,
+    plan_buckets,
     read_records,
     single_rows,
     tokenize_record,
@@ -67,20 +71,69 @@ def test_parquet_and_jsonl_read_the_same_records(tmp_path):
     assert read_records(str(tmp_path / "d.parquet")) == records
 
 
-def test_packing_fits_rows_restarts_positions_and_keeps_every_token(tokenizer):
+def test_packing_fits_rows_and_keeps_every_example(tokenizer):
     cfg = DataConfig(path="x", max_seq_length=128)
     examples = [tokenize_record(r, tokenizer, cfg) for r in read_records(str(DATASET))]
     rows = pack_rows(examples, 128)
-    assert all(len(r.input_ids) <= 128 for r in rows)
-    assert sum(len(r.input_ids) for r in rows) == sum(len(e.input_ids) for e in examples)
-    starts = sum(r.position_ids.count(0) for r in rows)
-    assert starts == len(examples)
+    assert all(r.n_tokens <= 128 for r in rows)
+    assert sorted(id(e) for r in rows for e in r.examples) == sorted(id(e) for e in examples)
     # Packing wastes far fewer slots than one padded example per row.
-    packed_fill = sum(len(r.input_ids) for r in rows) / (128 * len(rows))
+    packed_fill = sum(r.n_tokens for r in rows) / (128 * len(rows))
     padded_fill = sum(len(e.input_ids) for e in examples) / (
         max(len(e.input_ids) for e in examples) * len(examples)
     )
     assert packed_fill > 0.9 > padded_fill
+
+
+def _example(length: int, first: int = 1) -> Example:
+    ids = list(range(first, first + length))
+    return Example(ids, [*ids[1:], IGNORE])
+
+
+def test_collate_lays_examples_out_in_buckets_with_ignored_padding():
+    lengths = [5, 60, 7, 58, 6, 200]
+    batch = collate(single_rows([_example(n) for n in lengths]), pad_id=0)
+    assert batch.lengths == tuple(sorted(lengths))
+    assert sum(n * width for n, width in batch.buckets) == batch.n_slots == batch.input_ids.shape[1]
+    assert sum(n for n, _ in batch.buckets) == len(lengths) and batch.n_tokens == sum(lengths)
+    # Far fewer slots than padding every example to the longest, as a padding collator does.
+    assert batch.n_slots < 0.5 * max(lengths) * len(lengths)
+    ids, pos, tgt = (t[0].tolist() for t in (batch.input_ids, batch.position_ids, batch.targets))
+    examples = iter(batch.lengths)
+    start = 0
+    for n, width in batch.buckets:
+        for _ in range(n):
+            real = next(examples)
+            assert pos[start : start + width] == list(range(width))
+            assert ids[start : start + real] == list(range(1, real + 1))
+            assert tgt[start + real - 1 : start + width] == [IGNORE] * (width - real + 1)
+            start += width
+    assert batch.target_index.tolist() == [i for i, t in enumerate(tgt) if t != IGNORE]
+    assert batch.n_targets == sum(n - 1 for n in lengths)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 64), min_size=1, max_size=9), st.integers(0, 100))
+def test_bucket_plan_is_the_cheapest_split(lengths, cost):
+    lengths = sorted(lengths)
+
+    def price(sizes: list[int]) -> int:
+        ends = list(itertools.accumulate(sizes))
+        return sum(n * lengths[end - 1] + cost for n, end in zip(sizes, ends, strict=True))
+
+    def splits(m: int):  # every composition of m into contiguous bucket sizes
+        for cuts in itertools.product([False, True], repeat=m - 1):
+            sizes, run = [], 1
+            for cut in cuts:
+                if cut:
+                    sizes.append(run)
+                    run = 0
+                run += 1
+            yield [*sizes, run]
+
+    plan = plan_buckets(lengths, cost)
+    assert sum(plan) == len(lengths)
+    assert price(plan) == min(price(s) for s in splits(len(lengths)))
 
 
 def _rows(n: int):
@@ -116,8 +169,10 @@ def test_ranks_get_disjoint_equal_shares_and_epochs_reshuffle():
     assert shares[0].epoch == 1 and shares[0]._plan != first_epoch
 
 
-def test_packed_rows_give_the_same_logits_as_separate_sequences(tokenizer):
+def test_a_bucketed_batch_gives_each_example_its_logits_alone(tokenizer):
     from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trainer.attention import use_segment_attention
 
     torch.manual_seed(0)
     options = dict(TINY_LLAMA)
@@ -125,23 +180,30 @@ def test_packed_rows_give_the_same_logits_as_separate_sequences(tokenizer):
         AutoConfig.for_model(options.pop("model_type"), **options)
     ).eval()
     cfg = DataConfig(path="x", max_seq_length=128)
-    examples = [tokenize_record(r, tokenizer, cfg) for r in read_records(str(DATASET))[:6]]
-    assert sum(len(e.input_ids) for e in examples[:3]) <= 128, "three examples should fit one row"
-    (row,) = pack_rows(examples[:3], 128)
+    examples = [tokenize_record(r, tokenizer, cfg) for r in read_records(str(DATASET))[:9]]
+    rows = pack_rows(examples, 128)
+    batch = collate(rows, pad_id=tokenizer.pad_token_id)
+    assert len(batch.buckets) > 1, "the test should cover several buckets"
     with torch.no_grad():
-        packed = model(
-            input_ids=torch.tensor([row.input_ids]),
-            position_ids=torch.tensor([row.position_ids]),
-            use_cache=False,
+        alone = {  # plain sdpa, one example at a time: the reference
+            tuple(e.input_ids): model(input_ids=torch.tensor([e.input_ids])).logits[0]
+            for e in examples
+        }
+        use_segment_attention(model)
+        bucketed = model(
+            input_ids=batch.input_ids,
+            position_ids=batch.position_ids,
+            vtx_buckets=batch.buckets,
         ).logits[0]
-        offset = 0
-        # Rows place examples longest first; walk the row by its position restarts.
-        starts = [i for i, p in enumerate(row.position_ids) if p == 0] + [len(row.input_ids)]
-        for a, b in itertools.pairwise(starts):
-            alone = model(input_ids=torch.tensor([row.input_ids[a:b]]), use_cache=False).logits[0]
-            torch.testing.assert_close(packed[a:b], alone, rtol=1e-5, atol=1e-5)
-            offset += b - a
-    assert offset == len(row.input_ids)
+    ids = batch.input_ids[0].tolist()
+    lengths, start, seen = iter(batch.lengths), 0, 0
+    for n, width in batch.buckets:
+        for _ in range(n):
+            real = next(lengths)
+            want = alone[tuple(ids[start : start + real])]
+            torch.testing.assert_close(bucketed[start : start + real], want, rtol=1e-5, atol=1e-5)
+            start, seen = start + width, seen + 1
+    assert seen == len(examples)
 
 
 def test_a_line_that_is_not_an_object_is_refused_with_its_line_number(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 
@@ -70,14 +71,15 @@ def test_estimate_counts_parameters_and_shards_states_under_fsdp(tmp_path):
     assert lora["trainable_parameters"] < one["trainable_parameters"] / 10
 
 
-def test_padded_batches_grouped_by_length_train_and_report_padding(tmp_path, small_dataset, capsys):
+def test_unpacked_length_grouped_batches_train_and_report_padding(tmp_path, small_dataset, capsys):
     cfg = tiny_config(
         str(small_dataset), str(tmp_path), max_steps=3, save_steps=None,
         **{"data.packing": False, "data.group_by_length": True},
     )  # fmt: skip
     assert train(parse_config(cfg), VertexEnv()) == 0
     logs = [e for e in read_json_lines(capsys.readouterr().out) if e.get("message") == "train"]
-    assert len(logs) == 3 and all(0 < e["padding_efficiency"] < 1 for e in logs)
+    # Bucketing leaves little padding even without packing; the figure is reported every step.
+    assert len(logs) == 3 and all(0.5 < e["padding_efficiency"] <= 1 for e in logs)
 
 
 def test_early_stopping_ends_the_run_and_still_exports(tmp_path, small_dataset, capsys):
@@ -105,3 +107,16 @@ def test_save_every_minutes_follows_rank_zero_clock(tmp_path, small_dataset, mon
     started = [e["step"] for e in events if e.get("message") == "checkpoint started"]
     assert started == [1, 2]  # step 3 is the final, blocking save
     assert all("blocked_s" in e for e in events if e.get("message") == "checkpoint started")
+
+
+def test_malloc_thresholds_are_set_unless_the_user_tunes_malloc():
+    import subprocess
+    import sys
+
+    code = "from trainer.allocator import retain_freed_memory as r; print(r())"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    mine = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert mine.stdout.strip() == "True", mine.stderr  # this machine runs glibc
+    env["MALLOC_TRIM_THRESHOLD_"] = "1000000"
+    theirs = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert theirs.stdout.strip() == "False", theirs.stderr
