@@ -24,7 +24,7 @@ from bench.common import REPO, Section, load_average, machine
 BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     # name: (default run, --quick run)
     "trainer_vs_hf": (
-        lambda: trainer_vs_hf.run(reps=3, steps=30, batch=8),
+        lambda: trainer_vs_hf.run(reps=5, steps=40, batch=8),
         lambda: trainer_vs_hf.run(reps=1, steps=15, batch=8),
     ),
     "checkpoint": (

@@ -2,8 +2,12 @@
 
 Variants (each run is a fresh process; the order rotates every repetition):
 
-- `ours: packing`: several examples per row, position ids restart per example.
+- `ours: packing`: several whole examples per row (rows of at most max_seq_length tokens).
 - `ours: group_by_length`: one example per row, batches of similar lengths.
+- `ours: random batches`: one example per row, random batches: the batches HF's default
+  collator gets.
+  All three lay each batch out in length buckets with one causal attention call per bucket
+  (trainer.attention), so none pays for padding beyond a few percent.
 - `HF: default collator`: what tutorials use, `DataCollatorForLanguageModeling(mlm=False)`:
   random batches padded to their longest example.
 - `HF: group_by_length`: `train_sampling_strategy="group_by_length"` (the v5 name of
@@ -18,11 +22,17 @@ shipped dataset's words.
 
 Figures: useful (non-padding) tokens per second over the steps after a warm-up, padding
 efficiency (useful tokens / token slots computed), peak resident memory growth during the run,
-and the analytic attention-score FLOPs each variant computes per useful token. The dense
-attention mask that CPU attention uses (SDPA with a mask) costs a full row-width square per
-row: packed rows are full, so packing pays for attention between examples that the mask then
-hides, where length-grouped batches pay little; the FLOPs column shows that cost beside the
-timings.
+and the analytic attention-score FLOPs each variant computes per useful token. Attention with
+a mask (padding, or transformers' block-diagonal mask for flattened rows) computes the full
+width x width square of every row; a causal call without a mask skips the upper half. HF's
+variants pay the mask whenever a batch has padding or holds several sequences in a row; ours
+never pass a mask and pay only each bucket's padding. The FLOPs column shows that cost beside
+the timings.
+
+This machine's speed drifts by 10-20% over tens of seconds (a shared VM): hence several
+repetitions in rotating order, medians, and min/max beside them. (Running the variants' processes
+side by side in turns of a few steps was tried: a process waiting for its turn still slowed the
+running one, unevenly across variants, so each run has the machine to itself.)
 
     python -m bench.trainer_vs_hf [--reps N] [--steps N] [--batch N]
 """
@@ -30,9 +40,9 @@ timings.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
+import os
 import random
 import sys
 import tempfile
@@ -41,11 +51,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Section, rotated, run_json_child, summarize, table
+from bench.common import REPO, Section, rotated, summarize, table
 
 VARIANTS = [
     "ours: packing",
     "ours: group_by_length",
+    "ours: random batches",
     "HF: default collator",
     "HF: group_by_length",
     "HF: flattening",
@@ -106,32 +117,48 @@ class PeakRss:
         return (self.peak - self.base) / 1e6
 
 
-def attention_flops(rows: list[tuple[int, list[int]]], hidden: int, layers: int) -> tuple[int, int]:
+RowShape = tuple[int, list[int], bool]
+"""(row width, lengths of the examples in the row, whether attention runs with a mask)."""
+
+
+def attention_flops(rows: list[RowShape], hidden: int, layers: int) -> tuple[int, int]:
     """(computed, useful) attention-score FLOPs of one training step (forward + backward).
 
-    `rows` holds (row width, lengths of the examples in the row). Dense attention computes
-    QK^T and AV over width x width per row: 4 * width^2 * hidden FLOPs per layer forward, x3
-    with the backward. Useful: the causal half of each example's own square."""
-    computed = sum(12 * layers * hidden * width * width for width, _ in rows)
-    useful = sum(6 * layers * hidden * n * n for _, lengths in rows for n in lengths)
+    Masked attention computes QK^T and AV over width x width per row: 4 * width^2 * hidden
+    FLOPs per layer forward, x3 with the backward; a causal call without a mask computes about
+    half of that. Useful: the causal half of each example's own square."""
+    computed = sum((12 if masked else 6) * layers * hidden * w * w for w, _, masked in rows)
+    useful = sum(6 * layers * hidden * n * n for _, lengths, _ in rows for n in lengths)
     return computed, useful
 
 
-def window_rate(tokens: list[int], ends: list[float]) -> float:
-    """Useful tokens per second over steps WARMUP_STEPS.. (step i ends at ends[i])."""
-    w = WARMUP_STEPS
-    return sum(tokens[w:]) / (ends[-1] - ends[w - 1])
+class StepTimer:
+    """`durations[i]` is step i's wall time: from the end of the previous step (or `begin`,
+    called when set-up is done) to the end of this one."""
+
+    def __init__(self) -> None:
+        self.durations: list[float] = []
+        self.last = time.perf_counter()
+
+    def begin(self) -> None:
+        self.last = time.perf_counter()
+
+    def step_end(self) -> None:
+        now = time.perf_counter()
+        self.durations.append(now - self.last)
+        self.last = now
 
 
 def summary(
-    tokens: list[int], slots: list[int], ends: list[float], rows: list[list[tuple[int, list[int]]]]
+    tokens: list[int], slots: list[int], durations: list[float], rows: list[list[RowShape]]
 ) -> dict[str, float]:
+    """Figures over the steps after the warm-up (useful tokens per second of step time)."""
     cfg = model_config()
     w = WARMUP_STEPS
     flops = [attention_flops(r, cfg["hidden_size"], cfg["num_hidden_layers"]) for r in rows[w:]]
     useful_tokens = sum(tokens[w:])
     return {
-        "tokens_per_s": window_rate(tokens, ends),
+        "tokens_per_s": useful_tokens / sum(durations[w:]),
         "padding_efficiency": sum(tokens[w:]) / sum(slots[w:]),
         "attention_flops_per_token": sum(c for c, _ in flops) / useful_tokens,
         "useful_attention_fraction": sum(u for _, u in flops) / sum(c for c, _ in flops),
@@ -151,14 +178,13 @@ def _preimport() -> None:
 
 
 def _our_config(variant: str, data: str, out: str, steps: int, batch: int) -> dict[str, Any]:
-    packing = variant == "ours: packing"
     return {
         "model": {"config": model_config(), "tokenizer": str(TINY / "tokenizer")},
         "data": {
             "path": data,
             "max_seq_length": MAX_SEQ_LENGTH,
-            "packing": packing,
-            "group_by_length": not packing,
+            "packing": variant == "ours: packing",
+            "group_by_length": variant == "ours: group_by_length",
         },
         "output_dir": out,
         "learning_rate": 3e-3,
@@ -174,7 +200,7 @@ def _our_config(variant: str, data: str, out: str, steps: int, batch: int) -> di
     }
 
 
-def run_ours(variant: str, data: str, steps: int, batch: int) -> dict[str, float]:
+def run_ours(variant: str, data: str, steps: int, batch: int, timer: StepTimer) -> dict[str, float]:
     import logging
 
     from trainer.config import parse_config
@@ -183,12 +209,15 @@ def run_ours(variant: str, data: str, steps: int, batch: int) -> dict[str, float
     from trainer.loop import build_rows, train
     from trainer.model import build_tokenizer
 
-    ends: list[float] = []
+    class StepEnds(logging.Handler):
+        """The loop logs "training" just before its first step and "train" right after each."""
 
-    class StepEnds(logging.Handler):  # the loop logs "train" right after each step
         def emit(self, record: logging.LogRecord) -> None:
-            if record.getMessage() == "train":
-                ends.append(time.perf_counter())
+            message = record.getMessage()
+            if message == "training":
+                timer.begin()
+            elif message == "train":
+                timer.step_end()
 
     logging.getLogger("trainer.loop").addHandler(StepEnds())
     _preimport()
@@ -212,25 +241,15 @@ def run_ours(variant: str, data: str, steps: int, batch: int) -> dict[str, float
         b = next(stream)
         tokens.append(b.n_tokens)
         slots.append(b.n_slots)
-        shapes.append(_row_shapes(b.input_ids, b.position_ids, tokenizer.pad_token_id))
-    return summary(tokens, slots, ends, shapes) | {"peak_rss_growth_mb": growth}
-
-
-def _row_shapes(input_ids: Any, position_ids: Any, pad_id: int) -> list[tuple[int, list[int]]]:
-    """(width, example lengths) per row: examples start where position ids restart at 0."""
-    shapes = []
-    width = input_ids.shape[1]
-    for ids, pos in zip(input_ids.tolist(), position_ids.tolist(), strict=True):
-        real = sum(1 for t in ids if t != pad_id)
-        starts = [i for i in range(real) if pos[i] == 0] + [real]
-        shapes.append((width, [b - a for a, b in itertools.pairwise(starts)]))
-    return shapes
+        lengths = iter(b.lengths)  # each bucket: n rows of `width`, one example each, no mask
+        shapes.append([(w, [next(lengths)], False) for n, w in b.buckets for _ in range(n)])
+    return summary(tokens, slots, timer.durations, shapes) | {"peak_rss_growth_mb": growth}
 
 
 # ---------------------------------------------------------------- HF Trainer (child)
 
 
-def run_hf(variant: str, data: str, steps: int, batch: int) -> dict[str, float]:
+def run_hf(variant: str, data: str, steps: int, batch: int, timer: StepTimer) -> dict[str, float]:
     import torch
     from transformers import (
         AutoConfig,
@@ -272,15 +291,21 @@ def run_hf(variant: str, data: str, steps: int, batch: int) -> dict[str, float]:
         out = inner(batch_features)
         lengths = [len(f["input_ids"]) for f in batch_features]
         rows, width = out["input_ids"].shape
-        shapes = [(width, lengths)] if flatten else [(width, [n]) for n in lengths]
+        # transformers drops an all-ones padding mask (causal call); padding or flattened
+        # sequences make it build a mask.
+        if flatten:
+            shapes = [(width, lengths, len(lengths) > 1)]
+        else:
+            shapes = [(width, [n], rows * width > sum(lengths)) for n in lengths]
         consumed.append((sum(lengths), rows * width, shapes))
         return out
 
-    ends: list[float] = []
-
     class StepEnds(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            timer.begin()
+
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            ends.append(time.perf_counter())
+            timer.step_end()
 
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
@@ -313,31 +338,64 @@ def run_hf(variant: str, data: str, steps: int, batch: int) -> dict[str, float]:
     growth = memory.growth_mb()
     consumed = consumed[:steps]  # the data loader may have prepared one batch ahead
     return summary(
-        [c[0] for c in consumed], [c[1] for c in consumed], ends, [c[2] for c in consumed]
+        [c[0] for c in consumed],
+        [c[1] for c in consumed],
+        timer.durations,
+        [c[2] for c in consumed],
     ) | {"peak_rss_growth_mb": growth}
 
 
 # ---------------------------------------------------------------- side by side
 
 
-def run(reps: int = 3, steps: int = 30, batch: int = 8) -> Section:
+def run(reps: int = 5, steps: int = 40, batch: int = 8) -> Section:
     with tempfile.TemporaryDirectory() as tmp:
         data = str(make_dataset(Path(tmp) / "instructions.jsonl"))
         results: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
         for rep in range(reps):
             for variant in rotated(VARIANTS, rep):
-                args = ["--child", variant, data, str(steps), str(batch)]
-                results[variant].append(run_json_child("bench.trainer_vs_hf", args))
+                results[variant].append(_in_fresh_process(variant, data, steps, batch))
     return _report(results, reps, steps, batch)
 
 
-def _report(results: dict[str, list[dict[str, float]]], reps: int, steps: int, batch: int):
+def _in_fresh_process(variant: str, data: str, steps: int, batch: int) -> dict[str, float]:
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")  # a new interpreter: nothing inherited
+    parent, child = spawn.Pipe()
+    process = spawn.Process(target=_child, args=(child, variant, data, steps, batch))
+    process.start()
+    try:
+        result = parent.recv()
+    finally:
+        process.join(timeout=60)
+        if process.is_alive():
+            process.kill()
+    if "error" in result:
+        raise RuntimeError(f"{variant} failed:\n{result['error']}")
+    return result
+
+
+def _child(conn: Any, variant: str, data: str, steps: int, batch: int) -> None:
+    import traceback
+
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115  per-step log lines are not the report
+    try:
+        runner = run_ours if variant.startswith("ours") else run_hf
+        conn.send(runner(variant, data, steps, batch, StepTimer()))
+    except BaseException:
+        conn.send({"error": traceback.format_exc()})
+
+
+def _report(
+    results: dict[str, list[dict[str, float]]], reps: int, steps: int, batch: int
+) -> Section:
     tps = {v: summarize([r["tokens_per_s"] for r in rs]) for v, rs in results.items()}
     mem = {v: summarize([r["peak_rss_growth_mb"] for r in rs]) for v, rs in results.items()}
     first = {v: rs[0] for v, rs in results.items()}  # deterministic figures: same every rep
     default = tps["HF: default collator"].median
     hf_best = max(("HF: group_by_length", "HF: flattening"), key=lambda v: tps[v].median)
-    ours_best = max(("ours: packing", "ours: group_by_length"), key=lambda v: tps[v].median)
+    ours_best = max((v for v in VARIANTS if v.startswith("ours")), key=lambda v: tps[v].median)
     rows = [
         [
             v,
@@ -352,12 +410,24 @@ def _report(results: dict[str, list[dict[str, float]]], reps: int, steps: int, b
     ]
     vs_default = tps[ours_best].median / default
     vs_best = tps[ours_best].median / tps[hf_best].median
+    # Ratios inside each repetition (its runs follow each other within a minute or so), less
+    # exposed to the machine's drift than ratios of medians taken over the whole run.
+    per_rep_default = summarize(
+        [o["tokens_per_s"] / h["tokens_per_s"]
+         for o, h in zip(results[ours_best], results["HF: default collator"], strict=True)]
+    )  # fmt: skip
+    per_rep_best = summarize(
+        [o["tokens_per_s"] / h["tokens_per_s"]
+         for o, h in zip(results[ours_best], results[hf_best], strict=True)]
+    )  # fmt: skip
     mem_ratio = mem[ours_best].median / max(mem["HF: default collator"].median, 1e-9)
+    hf_default = first["HF: default collator"]
+    random = first["ours: random batches"]
     body = "\n\n".join(
         [
             f"{reps} repetitions x {len(VARIANTS)} variants, each run a fresh process, order "
             f"rotated per repetition; {steps} optimizer steps of {batch} rows (examples for "
-            f"HF), tokens/s counted over steps {WARMUP_STEPS + 1}-{steps}.",
+            f"HF), useful tokens/s counted over steps {WARMUP_STEPS + 1}-{steps}.",
             table(
                 [
                     "variant",
@@ -373,25 +443,31 @@ def _report(results: dict[str, list[dict[str, float]]], reps: int, steps: int, b
                 rows,
             ),
             (
-                f"Ratios (medians of this run): our best (`{ours_best}`) vs HF's default "
-                f"collator **{vs_default:.2f}x** (aim: 3x); vs HF's best on this machine "
-                f"(`{hf_best}`) **{vs_best:.2f}x** (aim: 1.2x). Peak memory growth, ours / HF "
-                f"default: {mem_ratio:.2f}. On this machine the aims are "
-                f"{'met' if vs_default >= 3 and vs_best >= 1.2 else 'not met'}: "
-                f"vs default {'met' if vs_default >= 3 else 'not met'}, "
-                f"vs best {'met' if vs_best >= 1.2 else 'not met'}."
+                f"Ratios: our best (`{ours_best}`) vs HF's default collator "
+                f"**{vs_default:.2f}x** (medians; per repetition min/median/max "
+                f"{'/'.join(per_rep_default.cells('{:.2f}'))}; aim: 3x); vs HF's best on this "
+                f"machine (`{hf_best}`) **{vs_best:.2f}x** (per repetition "
+                f"{'/'.join(per_rep_best.cells('{:.2f}'))}; aim: 1.2x). Peak memory growth, "
+                f"ours / HF default: {mem_ratio:.2f}. Aims on this machine: vs default "
+                f"{'met' if vs_default >= 3 else 'not met'}, vs best "
+                f"{'met' if vs_best >= 1.2 else 'not met'}."
             ),
             (
                 "What it means: the padded batches a tutorial uses spend "
-                f"{1 - first['HF: default collator']['padding_efficiency']:.0%} of their token "
-                "slots on padding; length grouping and packing remove almost all of it. On this "
-                "CPU, attention runs dense with a mask, so a packed row of 256 tokens pays "
-                "256x256 attention although its examples only need their own blocks (the "
-                "useful attention share column); GPU kernels that skip masked blocks "
-                "(FlashAttention's variable-length path) do not pay it, which this CPU-only "
-                "machine cannot measure. Token counts per "
-                "step differ between variants (a packed row holds several examples), which is "
-                "why throughput is compared in useful tokens per second, not steps per second."
+                f"{1 - hf_default['padding_efficiency']:.0%} of their token slots on padding, "
+                "and attention runs with a mask over every padded square. Our trainer lays each "
+                "batch out in length buckets and runs one causal attention call per bucket, "
+                "without a mask (trainer/attention.py): the very same random batches "
+                f"(`ours: random batches`) fill {random['padding_efficiency']:.0%} of their "
+                f"slots and compute {random['attention_flops_per_token'] / 1e3:,.0f}k "
+                "attention FLOPs per useful token instead of "
+                f"{hf_default['attention_flops_per_token'] / 1e3:,.0f}k. Packing also puts "
+                "several examples in each row, so each step carries about four times the "
+                "tokens and spreads its fixed costs (optimizer, the dispatch of ~1,000 small "
+                "operations) over more of them; on this tiny model those costs are a large "
+                "share of a step, on a real model on GPU they are not, and the gain to expect "
+                "there is the padding removed. Throughput is compared in useful tokens per "
+                "second, not steps per second, because a packed row holds several examples."
             ),
         ]
     )
@@ -404,16 +480,9 @@ def _report(results: dict[str, list[dict[str, float]]], reps: int, steps: int, b
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        variant, data, steps, batch = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-        runner = run_ours if variant.startswith("ours") else run_hf
-        result = runner(variant, data, steps, batch)
-        sys.stdout.flush()
-        print(json.dumps(result))
-        return
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--batch", type=int, default=8)
     a = parser.parse_args()
     print(run(a.reps, a.steps, a.batch).markdown())
