@@ -111,7 +111,12 @@ def conditions(loads: list[float]) -> str:
             "more than absolute values or comparisons across benchmarks."
         )
     else:
-        text += "The machine was otherwise idle."
+        text += "No other work ran on the machine."
+    text += (
+        " Even so, this machine's speed drifts by 10-20% over tens of seconds (a virtual machine "
+        "on shared hardware): the same run repeated minutes apart differs by that much, which is "
+        "why every benchmark alternates its variants and shows min and max beside the median."
+    )
     return text + "\n"
 
 

@@ -96,7 +96,9 @@ def use_segment_attention(model: torch.nn.Module) -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 
-    AttentionInterface.register(NAME, segment_attention)
+    # Opaque to torch.compile: a Python loop over buckets would specialise compiled graphs on
+    # each batch's layout and recompile every step (measured: minutes on CPU for 10 steps).
+    AttentionInterface.register(NAME, torch.compiler.disable(segment_attention))
     AttentionMaskInterface.register(NAME, no_mask)
     model_type = getattr(model.config, "model_type", type(model).__name__)
     if not model._can_set_attn_implementation():

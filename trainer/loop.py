@@ -120,7 +120,9 @@ def wrap_model(
 ) -> torch.nn.Module:
     model.to(device)
     if cfg.torch_compile:
-        model.compile()  # in place: parameter names (and so checkpoints) stay unchanged
+        # In place, so parameter names (and checkpoints) stay unchanged; dynamic, because the
+        # token count of a batch changes every step.
+        model.compile(dynamic=True)
     if cfg.fsdp:
         from torch.distributed.fsdp import fully_shard
 

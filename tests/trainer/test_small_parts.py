@@ -120,3 +120,17 @@ def test_malloc_thresholds_are_set_unless_the_user_tunes_malloc():
     env["MALLOC_TRIM_THRESHOLD_"] = "1000000"
     theirs = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert theirs.stdout.strip() == "False", theirs.stderr
+
+
+def test_torch_compile_trains_the_same_losses_as_eager(tmp_path, small_dataset, capsys):
+    losses = {}
+    for compiled in (False, True):
+        cfg = tiny_config(
+            str(small_dataset), str(tmp_path / str(compiled)), max_steps=4, save_steps=None,
+            torch_compile=compiled,
+        )  # fmt: skip
+        assert train(parse_config(cfg), VertexEnv()) == 0
+        events = read_json_lines(capsys.readouterr().out)
+        losses[compiled] = [e["loss"] for e in events if e.get("message") == "train"]
+    assert len(losses[True]) == 4
+    assert losses[True] == pytest.approx(losses[False], rel=1e-5)
