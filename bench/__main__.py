@@ -28,7 +28,7 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
         lambda: trainer_vs_hf.run(reps=1, steps=15, batch=8),
     ),
     "checkpoint": (
-        lambda: checkpoint.run(reps=2, checkpoints=3, between=8),
+        lambda: checkpoint.run(reps=2, checkpoints=3, between=20),
         lambda: checkpoint.run(reps=1, checkpoints=2, between=2),
     ),
     "goodput": (

@@ -4,7 +4,7 @@ The trainer's own `Checkpointer` saves the trainer's own `TrainState` (model, Ad
 scheduler, data position, RNG) of a ~26M-parameter Llama (about 0.3 GB per checkpoint with the
 optimizer state) to a filesystem throttled to GCS-like speed (default 100 MB/s per stream and
 50 ms per object; see bench/throttled_fs.py). Between checkpoints the loop does real training
-steps, which is what an async upload overlaps with: by default 8, enough to outlast one upload,
+steps, which is what an async upload overlaps with: by default 20, enough to outlast one upload,
 as in real training where checkpoints are minutes apart and uploads take seconds. "Blocked" is
 what `Checkpointer.save` returns: for async, staging to CPU memory plus any wait for the
 previous upload.
@@ -91,7 +91,7 @@ def measure(mode: str, cfg: Any, parts: tuple, root: Path, checkpoints: int, bet
     return blocked, time.perf_counter() - start, time.perf_counter() - tail
 
 
-def run(reps: int = 2, checkpoints: int = 3, between: int = 8, mb_per_s: float = 100.0):
+def run(reps: int = 2, checkpoints: int = 3, between: int = 20, mb_per_s: float = 100.0):
     import torch
     import torch.distributed as dist
 
@@ -179,7 +179,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--checkpoints", type=int, default=3)
-    parser.add_argument("--steps-between", type=int, default=8)
+    parser.add_argument("--steps-between", type=int, default=20)
     parser.add_argument("--mb-per-s", type=float, default=100.0)
     a = parser.parse_args()
     print(run(a.reps, a.checkpoints, a.steps_between, a.mb_per_s).markdown())

@@ -249,7 +249,7 @@ def pack_rows(examples: list[Example], max_seq_length: int) -> list[Row]:
 def plan_buckets(lengths: list[int], cost: int = BUCKET_COST_SLOTS) -> list[int]:
     """Split lengths sorted ascending into contiguous buckets minimising padded slots plus
     `cost` per bucket; returns each bucket's size. Exact dynamic programme, O(m^2) in numpy
-    for m examples (~1 ms at m = 500)."""
+    for m examples (measured: 0.2 ms for 34 examples, a packed CPU-bench batch; 3 ms for 500)."""
     import numpy as np
 
     m = len(lengths)
