@@ -26,12 +26,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from jobs import catalog
 from jobs.problems import Problem
+from jobs.stack import is_production
 
 QUOTA_SERVICE = "aiplatform.googleapis.com"
 # Vertex AI training reserves this range for its own networking (VERTEX.md): a peered or
 # attached range inside it would collide with the job's VMs.
 VERTEX_RESERVED = ipaddress.IPv4Network("172.16.0.0/16")
-PROD_ENVIRONMENTS = frozenset({"prod"})
 REFERENCE = "infra/README.md (vtx:platform reference)"
 
 
@@ -265,7 +265,7 @@ class PlatformConfig(_Model):
 
     @property
     def is_prod(self) -> bool:
-        return self.environment in PROD_ENVIRONMENTS
+        return is_production(self.environment)
 
     def common_labels(self) -> dict[str, str]:
         """Labels on every labelled resource and in the stack output."""

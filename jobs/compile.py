@@ -23,7 +23,7 @@ from jobs.facts import builtin_accelerator, reduction_server_image
 from jobs.problems import Problem
 from jobs.rules import VTX_SECRETS_ENV
 from jobs.spec import JobTemplate, Pool
-from jobs.stack import StackOutputs
+from jobs.stack import StackOutputs, is_production
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
@@ -33,7 +33,6 @@ LABEL_TEMPLATE = "vtx-template"
 LABEL_ENVIRONMENT = "vtx-environment"
 RUN_ID_ENV = "VTX_RUN_ID"
 RUN_ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
-PROD_ENVIRONMENTS = ("prod", "production")
 
 
 class CompileError(Exception):
@@ -84,7 +83,7 @@ def stack_problems(template: JobTemplate, stack: StackOutputs) -> list[Problem]:
                 f"region: {stack.region}, or launch against a stack in {template.region}",
             )
         )
-    if template.web_access and stack.environment in PROD_ENVIRONMENTS:
+    if template.web_access and is_production(stack.environment):
         problems.append(
             Problem(
                 "web_access",
@@ -204,7 +203,7 @@ def custom_job_dict(template: JobTemplate, stack: StackOutputs, run_id: str) -> 
         "serviceAccount": stack.trainer_service_account,
         "baseOutputDirectory": {"outputUriPrefix": output_prefix(stack, run_id)},
     }
-    if template.web_access and stack.environment not in PROD_ENVIRONMENTS:
+    if template.web_access and not is_production(stack.environment):
         job_spec["enableWebAccess"] = True  # stack_problems refused it in prod already
     if stack.network_attachment:
         job_spec["pscInterfaceConfig"] = {"networkAttachment": stack.network_attachment}

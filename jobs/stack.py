@@ -19,6 +19,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+PROD_ENVIRONMENTS = frozenset({"prod", "production"})
+"""Environment names that get production treatment everywhere: the stack's prod-only policy
+rules and CMEK defaults, and no interactive shells (web access) on its jobs."""
+
+
+def is_production(environment: str | None) -> bool:
+    return environment in PROD_ENVIRONMENTS
+
 
 class StackError(Exception):
     """A stack's outputs could not be found or do not match the contract."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from infra.policy.rules import RULES, Rule, RuleContext, StackResource
+from jobs.stack import is_production
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def skip_reason(rule: Rule, environment: str | None) -> str | None:
         return None
     if environment is None:
         return "environment unknown"
-    return None if environment == "prod" else f"prod only; this stack is {environment}"
+    return None if is_production(environment) else f"prod only; this stack is {environment}"
 
 
 def _violations(rule: Rule, subjects: Sequence[PolicySubject], ctx: RuleContext) -> list[Violation]:
