@@ -21,6 +21,9 @@ BASE_SERVICES = (
     "logging.googleapis.com",
     "monitoring.googleapis.com",
     "iam.googleapis.com",
+    # Project-level IAM bindings are read and written through Resource Manager; projects
+    # created through the API do not always have it on, and the first binding then fails.
+    "cloudresourcemanager.googleapis.com",
 )
 
 

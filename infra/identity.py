@@ -105,7 +105,8 @@ class IdentityArgs:
     project: str
     prefix: str
     tensorboard: bool
-    iam_api: list[pulumi.Resource]
+    iam_apis: list[pulumi.Resource]
+    """IAM (service accounts, roles) and Resource Manager (project bindings) enablement."""
 
 
 class Identity(pulumi.ComponentResource):
@@ -117,7 +118,7 @@ class Identity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: IdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("vtx:platform:Identity", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, depends_on=args.iam_api)
+        child = pulumi.ResourceOptions(parent=self, depends_on=args.iam_apis)
         self.trainer = gcp.serviceaccount.Account(
             f"{name}-trainer",
             project=args.project,

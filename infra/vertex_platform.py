@@ -62,7 +62,10 @@ class Platform(pulumi.ComponentResource):
         self._identity = Identity(
             "identity",
             IdentityArgs(
-                project, self._platform.prefix, self._platform.tensorboard, self._apis.on("iam")
+                project,
+                self._platform.prefix,
+                self._platform.tensorboard,
+                self._apis.on("iam", "cloudresourcemanager"),
             ),
             self._child,
         )
