@@ -1,7 +1,8 @@
 """`--estimate`: sizes, memory per device and tokens per step, without loading weights.
 
-The model is built on the meta device (shapes only), so a 70B config is estimated in seconds
-on a laptop. Memory model, per device, in bytes:
+The model is built on the meta device from its config alone (shapes only; from a gs:// prefix
+only config.json is downloaded), so a 70B model is estimated in seconds on a laptop. Memory
+model, per device, in bytes:
     weights 4/param (fp32 master copy; bf16 autocast keeps it)
   + grads 4 and AdamW moments 8 per *trainable* param
   (all three divided by the device count under FSDP), plus activations:
@@ -12,7 +13,6 @@ An estimate, not a promise: allocator fragmentation and the logits (vocab * toke
 
 from __future__ import annotations
 
-import torch
 from rich.console import Console
 from rich.table import Table
 
@@ -34,10 +34,9 @@ GIB = 2**30
 
 
 def estimate(cfg: TrainConfig, devices: int) -> dict[str, float]:
-    from trainer.model import build_model, count_parameters
+    from trainer.model import build_skeleton, count_parameters
 
-    with torch.device("meta"):
-        model = build_model(cfg.model, cfg.seed)
+    model = build_skeleton(cfg.model)
     total, trainable = count_parameters(model)
     config = model.config
     shard = devices if cfg.fsdp else 1

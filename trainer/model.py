@@ -94,6 +94,38 @@ def build_model(cfg: ModelConfig, seed: int, local_rank: int = 0) -> torch.nn.Mo
     return model
 
 
+def build_skeleton(cfg: ModelConfig) -> torch.nn.Module:
+    """The model's shapes on the meta device, from its config alone (LoRA applied): no weight
+    is read, and from a gs:// prefix only config.json is downloaded. For `--estimate`."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        if cfg.config is not None:
+            model = _from_config_mapping(cfg.config)
+        else:
+            assert cfg.name_or_path is not None  # guaranteed by ModelConfig validation
+            _check_local(cfg.name_or_path, "model.name_or_path")
+            hf_config = AutoConfig.from_pretrained(_config_only(cfg.name_or_path))
+            model = AutoModelForCausalLM.from_config(hf_config)
+        return _add_lora(model, cfg) if cfg.lora is not None else model
+
+
+def _config_only(path: str) -> str:
+    """A local directory with `path`'s config.json: `path` itself, or a copy of that one file."""
+    if not is_remote(path):
+        return path
+    import fsspec
+
+    target = Path(tempfile.mkdtemp(prefix="vtx-config-"))
+    remote = path.rstrip("/") + "/config.json"
+    try:
+        with fsspec.open(remote, "rb") as f:
+            (target / "config.json").write_bytes(f.read())
+    except FileNotFoundError:
+        raise ConfigError(f"model.name_or_path: {remote} does not exist") from None
+    return str(target)
+
+
 def _from_config_mapping(config: dict[str, Any]) -> torch.nn.Module:
     """A randomly initialised model; transformers' refusals become `model.config` errors."""
     from huggingface_hub.errors import StrictDataclassError

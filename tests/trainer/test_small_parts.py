@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from tests.trainer.conftest import read_json_lines, tiny_config
-from trainer.config import parse_config
+from tests.trainer.conftest import TINY_LLAMA, TOKENIZER, read_json_lines, tiny_config
+from trainer.config import ConfigError, parse_config
 from trainer.env import VertexEnv
 from trainer.estimate import estimate
 from trainer.loop import train
@@ -69,6 +69,30 @@ def test_estimate_counts_parameters_and_shards_states_under_fsdp(tmp_path):
         parse_config(tiny_config("x.jsonl", str(tmp_path), **{"model.lora": {"r": 2}})), devices=1
     )
     assert lora["trainable_parameters"] < one["trainable_parameters"] / 10
+
+
+def test_estimate_reads_only_the_config_of_a_stored_model(tmp_path, gcs_bucket):
+    import fsspec
+    from transformers import AutoConfig
+
+    options = dict(TINY_LLAMA)
+    config = AutoConfig.for_model(options.pop("model_type"), **options).to_json_string()
+    weights = b"not safetensors: loading the weights would fail"
+    local = tmp_path / "model"
+    local.mkdir()
+    (local / "config.json").write_text(config)
+    (local / "model.safetensors").write_bytes(weights)
+    for name, data in (("config.json", config.encode()), ("model.safetensors", weights)):
+        with fsspec.open(f"gs://{gcs_bucket}/model/{name}", "wb") as f:
+            f.write(data)
+    from_mapping = estimate(parse_config(tiny_config("x.jsonl", str(tmp_path))), devices=1)
+    for source in (str(local), f"gs://{gcs_bucket}/model"):
+        model = {"name_or_path": source, "tokenizer": str(TOKENIZER)}
+        cfg = parse_config(tiny_config("x.jsonl", str(tmp_path), model=model))
+        assert estimate(cfg, devices=1)["parameters"] == from_mapping["parameters"], source
+    missing = {"name_or_path": f"gs://{gcs_bucket}/nothing", "tokenizer": str(TOKENIZER)}
+    with pytest.raises(ConfigError, match=r"nothing/config\.json does not exist"):
+        estimate(parse_config(tiny_config("x.jsonl", str(tmp_path), model=missing)), devices=1)
 
 
 def test_unpacked_length_grouped_batches_train_and_report_padding(tmp_path, small_dataset, capsys):
