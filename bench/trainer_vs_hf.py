@@ -463,7 +463,7 @@ def _report(
                 "attention FLOPs per useful token instead of "
                 f"{hf_default['attention_flops_per_token'] / 1e3:,.0f}k. Packing also puts "
                 "several examples in each row, so each step carries about four times the "
-                "tokens and spreads its fixed costs (optimizer, the dispatch of ~1,000 small "
+                "tokens and spreads its fixed costs (optimizer, the dispatch of hundreds of small "
                 "operations) over more of them; on this tiny model those costs are a large "
                 "share of a step, on a real model on GPU they are not, and the gain to expect "
                 "there is the padding removed. Throughput is compared in useful tokens per "
