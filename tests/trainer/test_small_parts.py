@@ -146,16 +146,21 @@ def test_malloc_thresholds_are_set_unless_the_user_tunes_malloc():
     assert theirs.stdout.strip() == "False", theirs.stderr
 
 
-def test_torch_compile_trains_the_same_losses_as_eager(tmp_path, small_dataset, capsys):
+def _losses_with_and_without(key: str, tmp_path, data, capsys, **overrides) -> dict:
+    """Train the tiny config twice, with `key` False then True: {flag: per-step losses}."""
     losses = {}
-    for compiled in (False, True):
+    for flag in (False, True):
         cfg = tiny_config(
-            str(small_dataset), str(tmp_path / str(compiled)), max_steps=4, save_steps=None,
-            torch_compile=compiled,
-        )  # fmt: skip
+            str(data), str(tmp_path / str(flag)), save_steps=None, **{key: flag}, **overrides
+        )
         assert train(parse_config(cfg), VertexEnv()) == 0
         events = read_json_lines(capsys.readouterr().out)
-        losses[compiled] = [e["loss"] for e in events if e.get("message") == "train"]
+        losses[flag] = [e["loss"] for e in events if e.get("message") == "train"]
+    return losses
+
+
+def test_torch_compile_trains_the_same_losses_as_eager(tmp_path, small_dataset, capsys):
+    losses = _losses_with_and_without("torch_compile", tmp_path, small_dataset, capsys, max_steps=4)
     assert len(losses[True]) == 4
     assert losses[True] == pytest.approx(losses[False], rel=1e-5)
 
@@ -163,14 +168,9 @@ def test_torch_compile_trains_the_same_losses_as_eager(tmp_path, small_dataset, 
 def test_gradient_checkpointing_trains_the_same_losses(tmp_path, small_dataset, capsys):
     # Checkpointed blocks re-run their forward in the backward pass, with the batch's bucket
     # layout passed through as a keyword: the recomputation must see the same layout.
-    losses = {}
-    for checkpointed in (False, True):
-        cfg = tiny_config(
-            str(small_dataset), str(tmp_path / str(checkpointed)), max_steps=3, save_steps=None,
-            **{"model.gradient_checkpointing": checkpointed, "model.lora": {"r": 4}},
-        )  # fmt: skip
-        assert train(parse_config(cfg), VertexEnv()) == 0
-        events = read_json_lines(capsys.readouterr().out)
-        losses[checkpointed] = [e["loss"] for e in events if e.get("message") == "train"]
+    losses = _losses_with_and_without(
+        "model.gradient_checkpointing", tmp_path, small_dataset, capsys,
+        max_steps=3, **{"model.lora": {"r": 4}},
+    )  # fmt: skip
     assert len(losses[True]) == 3
     assert losses[True] == pytest.approx(losses[False], rel=1e-5)
