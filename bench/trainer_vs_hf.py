@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import sys
 import tempfile
@@ -51,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Section, rotated, summarize, table
+from bench.common import REPO, Section, rotated, run_json_child, summarize, table
 
 VARIANTS = [
     "ours: packing",
@@ -354,37 +353,9 @@ def run(reps: int = 5, steps: int = 40, batch: int = 8) -> Section:
         results: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
         for rep in range(reps):
             for variant in rotated(VARIANTS, rep):
-                results[variant].append(_in_fresh_process(variant, data, steps, batch))
+                args = ["--child", variant, data, str(steps), str(batch)]
+                results[variant].append(run_json_child("bench.trainer_vs_hf", args))
     return _report(results, reps, steps, batch)
-
-
-def _in_fresh_process(variant: str, data: str, steps: int, batch: int) -> dict[str, float]:
-    import multiprocessing
-
-    spawn = multiprocessing.get_context("spawn")  # a new interpreter: nothing inherited
-    parent, child = spawn.Pipe()
-    process = spawn.Process(target=_child, args=(child, variant, data, steps, batch))
-    process.start()
-    try:
-        result = parent.recv()
-    finally:
-        process.join(timeout=60)
-        if process.is_alive():
-            process.kill()
-    if "error" in result:
-        raise RuntimeError(f"{variant} failed:\n{result['error']}")
-    return result
-
-
-def _child(conn: Any, variant: str, data: str, steps: int, batch: int) -> None:
-    import traceback
-
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115  per-step log lines are not the report
-    try:
-        runner = run_ours if variant.startswith("ours") else run_hf
-        conn.send(runner(variant, data, steps, batch, StepTimer()))
-    except BaseException:
-        conn.send({"error": traceback.format_exc()})
 
 
 def _report(
@@ -480,6 +451,13 @@ def _report(
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":  # one run, for run_json_child
+        variant, data, steps, batch = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+        runner = run_ours if variant.startswith("ours") else run_hf
+        result = runner(variant, data, steps, batch, StepTimer())
+        sys.stdout.flush()
+        print(json.dumps(result))  # the last line: what run_json_child reads
+        return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--steps", type=int, default=40)
