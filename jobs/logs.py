@@ -53,6 +53,16 @@ class LocalLogSource:
         self.timeout_s = timeout_s
 
     def fetch(self, cursor: Any) -> tuple[list[LogEntry], Any]:
+        """Every entry after ``cursor``: the control plane serves pages of at most 1000, so
+        this reads pages until one comes back empty."""
+        entries: list[LogEntry] = []
+        while True:
+            page, cursor = self._page(cursor)
+            if not page:
+                return entries, cursor
+            entries += page
+
+    def _page(self, cursor: Any) -> tuple[list[LogEntry], Any]:
         import requests
 
         which = {"job": self.job} if self.job else {"run_id": self.run_id}

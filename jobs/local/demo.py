@@ -108,16 +108,12 @@ def summarize(entries: list[dict[str, Any]]) -> RunSummary:
 
 
 def read_run_logs(endpoint: str, run_id: str) -> list[dict[str, Any]]:
-    from jobs.local.client import read_logs
+    import dataclasses
 
-    entries: list[dict[str, Any]] = []
-    cursor = 0
-    while True:
-        page = read_logs(endpoint, run_id=run_id, cursor=cursor)
-        if not page["entries"]:
-            return entries
-        entries += page["entries"]
-        cursor = page["cursor"]
+    from jobs.logs import LocalLogSource
+
+    entries, _ = LocalLogSource(endpoint, run_id).fetch(None)
+    return [dataclasses.asdict(e) for e in entries]
 
 
 class PreemptAfterFirstCheckpoint(threading.Thread):

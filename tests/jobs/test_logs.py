@@ -13,7 +13,7 @@ import pytest
 import requests
 from fastapi import FastAPI, Request
 
-from jobs.logs import CloudLoggingSource, cloud_logging_filter, stream
+from jobs.logs import CloudLoggingSource, LocalLogSource, cloud_logging_filter, stream
 from tests.conftest import free_port, wait_for_port
 
 JOBS = [
@@ -123,3 +123,28 @@ def test_follow_loses_and_repeats_nothing_when_entries_share_a_timestamp(
         e.message for e in stream(source(logging_api), done, follow=True, sleep=lambda _: None)
     ]
     assert lines == ["one", "two", "three"]
+
+
+def test_local_logs_are_read_past_one_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The local control plane serves at most 1000 entries per request.
+    pages = {0: ([{"message": "a\n"}, {"message": "b"}], 2), 2: ([{"message": "c"}], 3), 3: ([], 3)}
+    asked = []
+
+    class Response:
+        def __init__(self, cursor: int) -> None:
+            self.entries, self.cursor = pages[cursor]
+
+        def raise_for_status(self) -> None:
+            pass
+
+        def json(self) -> dict:
+            return {"entries": self.entries, "cursor": self.cursor}
+
+    def get(url: str, params: dict, timeout: float) -> Response:
+        asked.append(params["cursor"])
+        return Response(params["cursor"])
+
+    monkeypatch.setattr(requests, "get", get)
+    entries, cursor = LocalLogSource("http://127.0.0.1:1", "run-1").fetch(None)
+    assert [e.message for e in entries] == ["a", "b", "c"] and cursor == 3
+    assert asked == [0, 2, 3]
