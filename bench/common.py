@@ -13,8 +13,7 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,12 +68,6 @@ def rotated(items: Sequence[Any], rep: int) -> list[Any]:
     caches) or last (a machine that got busier)."""
     shift = rep % len(items)
     return [*items[shift:], *items[:shift]]
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
 
 
 def run_json_child(module: str, args: Sequence[str], timeout_s: float = 600.0) -> dict[str, Any]:

@@ -109,7 +109,7 @@ class Checkpointer:
             steps = self.committed_steps()
             found[0] = steps[-1] if steps else None
             # Nothing is in flight at start-up: anything newer is a crashed attempt's leftover.
-            self._remove_uncommitted(after=steps[-1] if steps else -1, before=None)
+            self._remove_uncommitted(steps, after=steps[-1] if steps else -1, before=None)
         dist.broadcast_object_list(found, src=0)
         return found[0]
 
@@ -164,14 +164,14 @@ class Checkpointer:
     def _prune(self, newest: int) -> None:
         """Keep the newest `keep` committed steps; drop older partial ones. Never touches
         `newest` (just committed) nor anything newer (possibly still being written)."""
-        committed = [s for s in self.committed_steps() if s <= newest]
+        steps = self.committed_steps()  # one listing of the markers serves both clean-ups
+        committed = [s for s in steps if s <= newest]
         for step in committed[: -self.keep] if self.keep else []:
             self._fs.rm(step_dir(self._path, step), recursive=True)
-        self._remove_uncommitted(after=-1, before=newest)
+        self._remove_uncommitted(steps, after=-1, before=newest)
 
-    def _remove_uncommitted(self, after: int, before: int | None) -> None:
-        """Delete step directories without a marker, with after < step < before."""
-        committed = set(self.committed_steps())
+    def _remove_uncommitted(self, committed: list[int], after: int, before: int | None) -> None:
+        """Delete step directories not in `committed` (no marker), with after < step < before."""
         for path in self._fs.glob(f"{self._path}/{STEP_PREFIX}*"):
             step = _step_of(path)
             if step < 0 or step in committed or step <= after:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
 from trainer.config import ConfigError, TrainConfig, load_config
-
-if TYPE_CHECKING:
-    from trainer.preemption import StopRequest
+from trainer.preemption import StopRequest
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -34,8 +31,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trainer.preemption import StopRequest
-
     # Before anything slow: a SIGTERM during start-up must become a stop request, not a death.
     stop = StopRequest().install()
     args = parse_args(argv)

@@ -105,18 +105,20 @@ def build_skeleton(cfg: ModelConfig) -> torch.nn.Module:
         else:
             assert cfg.name_or_path is not None  # guaranteed by ModelConfig validation
             _check_local(cfg.name_or_path, "model.name_or_path")
-            hf_config = AutoConfig.from_pretrained(_config_only(cfg.name_or_path))
+            with tempfile.TemporaryDirectory(prefix="vtx-config-") as scratch:
+                hf_config = AutoConfig.from_pretrained(_config_only(cfg.name_or_path, scratch))
             model = AutoModelForCausalLM.from_config(hf_config)
         return _add_lora(model, cfg) if cfg.lora is not None else model
 
 
-def _config_only(path: str) -> str:
-    """A local directory with `path`'s config.json: `path` itself, or a copy of that one file."""
+def _config_only(path: str, scratch: str) -> str:
+    """A local directory with `path`'s config.json: `path` itself, or `scratch` holding a copy
+    of that one file."""
     if not is_remote(path):
         return path
     import fsspec
 
-    target = Path(tempfile.mkdtemp(prefix="vtx-config-"))
+    target = Path(scratch)
     remote = path.rstrip("/") + "/config.json"
     try:
         with fsspec.open(remote, "rb") as f:
