@@ -37,23 +37,18 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import ConfigError, read_stack_file
-from infra.offline_mocks import INVOKE_RESULTS, RESOURCE_OUTPUTS, MockContext, project_number
-from infra.offline_preview import KEY_SETTINGS, lookup, render_preview, settings_line
+from infra.offline_mocks import INVOKE_RESULTS, RESOURCE_OUTPUTS, MockContext
+from infra.offline_preview import render_preview
 
-# Re-exported: part of the public API since the first version of this module.
+# Re-exported: callers use them with run_offline (the tests' invoke table, the demo's preview).
 __all__ = [
     "INVOKE_RESULTS",
-    "KEY_SETTINGS",
-    "RESOURCE_OUTPUTS",
     "OfflineError",
     "OfflineRun",
     "RecordedResource",
     "UnknownInvokeError",
-    "lookup",
-    "project_number",
     "render_preview",
     "run_offline",
-    "settings_line",
 ]
 
 logger = logging.getLogger(__name__)

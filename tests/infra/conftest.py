@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from infra.offline import OfflineRun, run_offline
-
-PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

@@ -22,23 +22,15 @@ from infra.offline import (
     render_preview,
     run_offline,
 )
+from infra.policy.iam import iam_flavour
 from jobs.stack import StackOutputs
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
-IAM_MEMBER_TYPES = {
-    "gcp:projects/iAMMember:IAMMember",
-    "gcp:serviceaccount/iAMMember:IAMMember",
-    "gcp:storage/bucketIAMMember:BucketIAMMember",
-    "gcp:secretmanager/secretIamMember:SecretIamMember",
-    "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember",
-    "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember",
-    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
-}
 PRIMITIVE_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
 
 
 def iam_members(run: OfflineRun) -> list[RecordedResource]:
-    return [r for r in run.resources if r.type in IAM_MEMBER_TYPES]
+    return [r for r in run.resources if iam_flavour(r.type) == "member"]
 
 
 def grants_to(run: OfflineRun, email: str) -> list[tuple[str, str]]:
@@ -381,10 +373,9 @@ def _fingerprint(run: OfflineRun) -> str:
 
 
 def test_a_stack_run_after_another_equals_a_run_alone(
-    dev_run: OfflineRun, prod_run: OfflineRun, tmp_path: Path
+    dev_run: OfflineRun, prod_run: OfflineRun
 ) -> None:
     # In this process prod ran after dev (session fixtures); here prod runs alone in a new one.
-    out = tmp_path / "prod.json"
     code = (
         "import json, sys; from infra.offline import run_offline; "
         "r = run_offline('prod'); "
@@ -394,8 +385,7 @@ def test_a_stack_run_after_another_equals_a_run_alone(
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
     )
-    out.write_text(proc.stdout)
-    assert _fingerprint(prod_run) == out.read_text()
+    assert _fingerprint(prod_run) == proc.stdout
     assert _fingerprint(run_offline("dev")) == _fingerprint(dev_run)
 
 
