@@ -80,9 +80,11 @@ class ServiceAgents(pulumi.ComponentResource):
         )
         self.identity = identity
         self.aiplatform = identity.member
-        self.custom_code = pulumi.Output.from_input(args.project_number).apply(
-            lambda number: (
-                f"serviceAccount:service-{number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
+        # The -cc address is computed, not returned by an API; deriving it from the identity's
+        # id too makes every grant to it wait for Vertex's agents, wherever it is used.
+        self.custom_code = pulumi.Output.all(args.project_number, identity.id).apply(
+            lambda values: (
+                f"serviceAccount:service-{values[0]}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
             )
         )
         if args.artifactregistry_api is not None:

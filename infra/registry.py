@@ -24,8 +24,6 @@ class RegistryArgs:
     depends_on: list[pulumi.Resource]
     readers: dict[str, pulumi.Input[str]]
     """IAM members that pull images, by short name (Vertex's service agents)."""
-    readers_depend_on: list[pulumi.Resource]
-    """What makes the readers exist (API enablement, ServiceIdentity)."""
 
 
 class Registry(pulumi.ComponentResource):
@@ -82,7 +80,7 @@ class Registry(pulumi.ComponentResource):
                 repository=self.repository.name,
                 role="roles/artifactregistry.reader",
                 member=member,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=args.readers_depend_on),
+                opts=pulumi.ResourceOptions(parent=self),
             )
             for reader, member in args.readers.items()
         ]

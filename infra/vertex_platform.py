@@ -219,8 +219,6 @@ class Platform(pulumi.ComponentResource):
                     "aiplatform-agent": agents.aiplatform,
                     "custom-code-agent": agents.custom_code,
                 },
-                # The -cc address is computed, not returned by an API: wait for the agents.
-                readers_depend_on=[agents],
             ),
             self._child,
         )
