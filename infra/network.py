@@ -170,7 +170,7 @@ class Network(pulumi.ComponentResource):
             project=args.project,
             role="roles/compute.networkAdmin",
             member=args.aiplatform_agent,
-            opts=self._child(),
+            opts=self._child(depends_on=args.apis),
         )
         self.attachment = gcp.compute.NetworkAttachment(
             f"{self._name}-attachment",

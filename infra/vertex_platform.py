@@ -157,7 +157,7 @@ class Platform(pulumi.ComponentResource):
                 flow_logs=settings.flow_logs,
                 flow_logs_sampling=settings.flow_logs_sampling,
                 aiplatform_agent=self._agents.aiplatform,
-                apis=self._apis.on("compute", "servicenetworking"),
+                apis=self._apis.on("compute", "servicenetworking", "cloudresourcemanager"),
             ),
             self._child,
         )
@@ -173,7 +173,7 @@ class Platform(pulumi.ComponentResource):
                     # Only the AI Platform agent creates interfaces/peerings in the host network;
                     # the -cc agent runs containers and needs no network role.
                     agents=[self._agents.aiplatform],
-                    apis=self._apis.on("compute"),
+                    apis=self._apis.on("compute", "cloudresourcemanager"),
                 ),
                 self._child,
             )

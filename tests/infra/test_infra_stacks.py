@@ -207,6 +207,7 @@ def test_service_agent_grants_wait_for_the_api_and_the_service_identity(
 # Resource types whose create call goes to an API this stack enables, by that API.
 API_OF_TYPE_PREFIX = {
     "gcp:projects/iAMCustomRole:": "iam",
+    "gcp:projects/iAMMember:": "cloudresourcemanager",  # project IAM policy reads and writes
     "gcp:serviceaccount/account:": "iam",
     "gcp:iam/": "iam",
     "gcp:compute/": "compute",
