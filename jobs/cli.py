@@ -16,6 +16,7 @@ import typer
 
 from infra.review.cli import review_app
 from jobs.local.cli import demo_app, local_app
+from jobs.problems import print_error
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,9 +62,7 @@ def _console(stderr: bool = False) -> Console:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    from rich.markup import escape  # paths and API messages may hold [brackets]
-
-    _console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    print_error(_console(stderr=True), message)
     return typer.Exit(code)
 
 

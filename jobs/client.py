@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -190,18 +191,23 @@ class Vertex:
             raise VertexError(f"cannot reach Vertex AI at {where}: {exc}.{local}") from exc
 
     def create(
-        self, job: aiplatform_v1.CustomJob, needed: dict[str, int] | None = None
+        self,
+        job: aiplatform_v1.CustomJob,
+        needed: dict[str, int] | None = None,
+        existing: Collection[str] | None = None,
     ) -> aiplatform_v1.CustomJob:
         """Submit ``job``, retrying 503s without ever starting it twice.
 
         CreateCustomJob is not idempotent and a 503 can arrive after Vertex accepted the job; a
         blind retry would start a second attempt writing the same checkpoint prefix. So before
         each retry, look for a job of this run (its ``vtx-run-id`` label) that was not there
-        before the first try, and return it if one landed."""
+        before the first try (``existing``: the run's job names, listed here if not given), and
+        return it if one landed."""
         from google.api_core import exceptions
 
         run_id = job.labels.get(LABEL_RUN_ID)
-        existing = {j.name for j in self.list(run_id)} if run_id else set()
+        if existing is None:
+            existing = {j.name for j in self.list(run_id)} if run_id else set()
         delay_s, deadline = self.backoff.initial_s, time.monotonic() + self.backoff.deadline_s
         while True:
             try:

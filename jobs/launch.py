@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from jobs.client import Backoff, Vertex, VertexError, is_terminal, state_name
@@ -19,6 +18,7 @@ from jobs.compile import LABEL_RUN_ID, new_run_id, output_prefix, to_custom_job
 from jobs.cost import estimate
 from jobs.logs import CloudLoggingSource, LocalLogSource, LogsError, LogSource, stream
 from jobs.present import print_cost, print_problems
+from jobs.problems import print_error
 from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs
 from jobs.validate import validate_compiled
@@ -88,9 +88,13 @@ def launch_job(
                 highlight=False,
             )
             return 1
-        created = vertex.create(to_custom_job(job), needed=estimate(template, stack.region).quota)
+        created = vertex.create(
+            to_custom_job(job),
+            needed=estimate(template, stack.region).quota,
+            existing={j.name for j in attempts},  # listed just above: no second request
+        )
     except VertexError as exc:
-        console.print(f"[red]not submitted:[/red] {escape(str(exc))}", highlight=False)
+        print_error(console, exc, "not submitted")
         return 1
     console.print(f"submitted [bold]{created.name}[/bold]", highlight=False)
     resumed = f" (attempt {len(attempts) + 1}: resumes from its checkpoints)" if attempts else ""
@@ -148,7 +152,7 @@ def follow_run(console: Console, vertex: Vertex, run_id: str, poll_s: float = 5.
         console.print(f"stopped following; the run goes on (`vtx cancel {run_id}` stops it)")
         return 130
     except (VertexError, LogsError) as exc:
-        _print_error(console, exc)
+        print_error(console, exc)
         console.print(f"the run goes on: `vtx logs {run_id} --follow` to resume watching")
         return 1
     final = vertex.list(run_id)[0]
@@ -160,11 +164,6 @@ def follow_run(console: Console, vertex: Vertex, run_id: str, poll_s: float = 5.
     elif final.error.message:
         console.print(f"error: {final.error.message}", markup=False)
     return 0 if state == SUCCEEDED else 1
-
-
-def _print_error(console: Console, exc: Exception) -> None:
-    # Escaped: API messages and paths may hold [brackets] that rich would take for markup.
-    console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
 
 
 def _vertex(stack: StackOutputs | None, backoff: Backoff | None = None) -> Vertex:
@@ -179,7 +178,7 @@ def show_status(
     try:
         job = vertex.resolve(ref)
     except VertexError as exc:
-        _print_error(console, exc)
+        print_error(console, exc)
         return 1
     table = Table(show_header=False)
     # Long values wrap: on an 80-column terminal a no_wrap value squeezed the field names out
@@ -207,7 +206,7 @@ def show_list(
     try:
         jobs = vertex.list(run_id)
     except VertexError as exc:
-        _print_error(console, exc)
+        print_error(console, exc)
         return 1
     table = Table(title="vtx jobs", title_justify="left")
     for column in ("run id", "job", "state", "created"):
@@ -242,7 +241,7 @@ def show_logs(
         for entry in stream(log_source(vertex, run_id), lambda: True, follow=False):
             console.print(entry.line(), markup=False, highlight=False)
     except (VertexError, LogsError) as exc:
-        _print_error(console, exc)
+        print_error(console, exc)
         return 1
     return 0
 
@@ -258,7 +257,7 @@ def cancel_run(
             return 0
         vertex.cancel(job.name)
     except VertexError as exc:
-        _print_error(console, exc)
+        print_error(console, exc)
         return 1
     console.print(f"cancel requested for {job.name}", highlight=False)
     return 0

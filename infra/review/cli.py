@@ -13,6 +13,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from jobs.problems import print_error
+
 logger = logging.getLogger(__name__)
 
 review_app = typer.Typer()
@@ -79,7 +81,7 @@ def review(
     except (ReviewSourceError, ConfigError, OfflineError) as exc:
         # ConfigError / OfflineError: the stack file is invalid or the program failed; their
         # messages name the file and the key at fault.
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        print_error(console, exc)
         raise typer.Exit(2) from exc
     if output is None:
         typer.echo(text, nl=False)

@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from jobs.problems import print_error
+
 local_app = typer.Typer(
     help="Run the Vertex-compatible local platform on this machine.", no_args_is_help=True
 )
@@ -28,7 +30,7 @@ DataDirOption = typer.Option(
 
 
 def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {escape(message)}")  # paths may hold [brackets]
+    print_error(err_console, message)
     return typer.Exit(1)
 
 

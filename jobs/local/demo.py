@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import threading
-import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -268,9 +267,6 @@ def run_demo(
     """Run the demo; DemoError if it could not, a DemoResult (any final state) otherwise."""
     from jobs.local.platform import stop_platform
     from jobs.local.state import stack_outputs_for
-
-    # google-api-core warns about Python 3.11's 2027 end of life on every import: not news here.
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\..*")
 
     state, started = _ensure_platform(data_dir, console)
     try:
