@@ -90,3 +90,16 @@ def post(endpoint: str, path: str, body: dict | None = None) -> tuple[int, dict]
             return resp.status, json.load(resp)
     except urllib.error.HTTPError as exc:
         return exc.code, json.load(exc)
+
+
+# A replica program: counts its starts in $STARTS, hangs on the first, exits 0 on later ones.
+RESTARTS_THEN_SUCCEEDS = """
+import os, pathlib, sys, time
+starts = pathlib.Path(os.environ["STARTS"])
+n = len(starts.read_text()) if starts.exists() else 0
+starts.write_text("x" * (n + 1))
+print(f"start {n}", flush=True)
+if n:
+    sys.exit(0)
+time.sleep(600)
+"""

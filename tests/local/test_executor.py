@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from local_helpers import (
     PARENT,
+    RESTARTS_THEN_SUCCEEDS,
     client,
     custom_job,
     logs,
@@ -181,18 +182,6 @@ def test_preempting_a_job_that_is_not_running_is_refused(local_platform: StackOu
     )
     assert status == 400
     assert "is not running" in answer["error"]["message"]
-
-
-RESTARTS_THEN_SUCCEEDS = """
-import os, pathlib, sys, time
-starts = pathlib.Path(os.environ["STARTS"])
-n = len(starts.read_text()) if starts.exists() else 0
-starts.write_text("x" * (n + 1))
-print(f"start {n}", flush=True)
-if n:
-    sys.exit(0)
-time.sleep(600)
-"""
 
 
 def test_seeded_chaos_preempts_a_spot_job_which_then_restarts(

@@ -9,7 +9,16 @@ import signal
 from pathlib import Path
 
 import psutil
-from local_helpers import PARENT, client, custom_job, pool, replica_output, wait_for, wait_terminal
+from local_helpers import (
+    PARENT,
+    RESTARTS_THEN_SUCCEEDS,
+    client,
+    custom_job,
+    pool,
+    replica_output,
+    wait_for,
+    wait_terminal,
+)
 
 from jobs.local.platform import (
     ExecutorOptions,
@@ -27,16 +36,6 @@ print("waiting", flush=True)
 while not pathlib.Path(os.environ["GO"]).exists():
     time.sleep(0.05)
 print("finished", flush=True)
-"""
-COUNT_STARTS = """
-import os, pathlib, sys, time
-starts = pathlib.Path(os.environ["STARTS"])
-n = len(starts.read_text()) if starts.exists() else 0
-starts.write_text("x" * (n + 1))
-print(f"start {n}", flush=True)
-if n:
-    sys.exit(0)
-time.sleep(600)
 """
 
 
@@ -58,7 +57,7 @@ def test_control_plane_crash_and_restart_loses_no_job(gcs_emulator: str, tmp_pat
         wait_terminal(jobs, done_before)
         survives = submit("survives", WAIT_FOR_FILE, GO=str(tmp_path / "go-survives"))
         ends_while_down = submit("ends", WAIT_FOR_FILE, GO=str(tmp_path / "go-ends"))
-        lost = submit("lost", COUNT_STARTS, STARTS=str(tmp_path / "starts"))
+        lost = submit("lost", RESTARTS_THEN_SUCCEEDS, STARTS=str(tmp_path / "starts"))
         for name in (survives, ends_while_down, lost):
             wait_for(lambda name=name: replica_output(state.vertex_endpoint, name, "workerpool0-0"))
 
