@@ -8,26 +8,20 @@ per epoch), so a 24-step run crosses several epoch boundaries and takes about a 
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 from typing import Any
 
-# The same tiny model, data and tokenizer as the trainer's own tests (TOKENIZER re-exported).
-from tests.trainer.conftest import DATASET, tiny_config
+# The same tiny model, data, tokenizer and helpers as the trainer's own tests (re-exported).
+from tests.trainer.conftest import DATASET as DATASET
 from tests.trainer.conftest import TOKENIZER as TOKENIZER
+from tests.trainer.conftest import assert_bit_identical as assert_bit_identical
+from tests.trainer.conftest import final_weights as final_weights
+from tests.trainer.conftest import read_json_lines as read_json_lines
+from tests.trainer.conftest import run_in_process as run_in_process
+from tests.trainer.conftest import tiny_config
+from tests.trainer.conftest import write_small_dataset as write_small_dataset
 
 REPO = Path(__file__).resolve().parents[2]
-
-DRILL_ROWS = 40
-
-
-def write_small_dataset(directory: Path) -> Path:
-    """The first DRILL_ROWS shipped rows as a JSONL file in `directory`."""
-    rows = DATASET.read_text().splitlines()[:DRILL_ROWS]
-    path = directory / "small.jsonl"
-    path.write_text("\n".join(rows) + "\n")
-    return path
 
 
 def drill_config(data_path: str, output_dir: str, **overrides: Any) -> dict[str, Any]:
@@ -35,32 +29,6 @@ def drill_config(data_path: str, output_dir: str, **overrides: Any) -> dict[str,
     with its own seed; dotted keys in `overrides` reach nested ones."""
     drill = {"max_steps": 24, "logging_steps": 100, "seed": 11}
     return tiny_config(data_path, output_dir, **{**drill, **overrides})
-
-
-def run_in_process(cfg: dict[str, Any], environ: dict[str, str] | None = None) -> int:
-    """Train in this process (no interpreter start-up: a tiny run takes about a second)."""
-    from trainer.config import parse_config
-    from trainer.env import VertexEnv
-    from trainer.loop import train
-
-    return train(parse_config(cfg), VertexEnv.from_environ(environ or {}))
-
-
-def final_weights(model_dir: str) -> dict[str, Any]:
-    """The exported safetensors of a run, from a local directory or a gs:// prefix."""
-    import fsspec
-    from safetensors.torch import load
-
-    with fsspec.open(f"{model_dir.rstrip('/')}/model.safetensors", "rb") as f:
-        return load(f.read())
-
-
-def assert_bit_identical(expected: dict[str, Any], actual: dict[str, Any]) -> None:
-    import torch
-
-    assert expected.keys() == actual.keys()
-    differing = [key for key in expected if not torch.equal(expected[key], actual[key])]
-    assert not differing, f"parameters differ from the undisturbed run: {differing}"
 
 
 def committed_steps(checkpoint_dir: Path) -> list[int]:
@@ -72,21 +40,9 @@ def committed_steps(checkpoint_dir: Path) -> list[int]:
     )
 
 
-def json_logs(text: str) -> list[dict[str, Any]]:
-    """The trainer's one-line JSON log records in `text` (other lines are skipped)."""
-    records = []
-    for line in io.StringIO(text):
-        if line.startswith("{"):
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return records
-
-
 def resumed_from(log_text: str) -> int | None:
     """The step a run resumed from, read from its `resumed` log record; None if it did not."""
-    for record in json_logs(log_text):
+    for record in read_json_lines(log_text):
         if record.get("message") == "resumed":
             return int(record["step"])
     return None

@@ -25,41 +25,21 @@ from jobs.local.platform import (
     start_platform,
     stop_platform,
 )
-from jobs.local.state import LOCAL_BUCKETS, LOCAL_PROJECT, LOCAL_REGION
+from jobs.local.state import LOCAL_BUCKETS
+from tests.local.local_helpers import PARENT, client, custom_job, wait_terminal
 
 SEED = 31337
-PARENT = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"
 LABELS = {"drill": "control-plane"}
 RUNNING, SUCCEEDED, FAILED = 3, 4, 5
-TERMINAL = {SUCCEEDED, FAILED, 7}
 
 
-def _client(endpoint: str) -> Any:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import aiplatform_v1
-
-    return aiplatform_v1.JobServiceClient(
-        transport="rest",
-        credentials=AnonymousCredentials(),
-        client_options={"api_endpoint": endpoint},
-    )
-
-
-def _job(name: str, argv: list[str], base: str | None = None) -> Any:
-    from google.cloud import aiplatform_v1
-
-    spec: dict[str, Any] = {
-        "worker_pool_specs": [
-            {
-                "machine_spec": {"machine_type": "n1-standard-4"},
-                "replica_count": 1,
-                "container_spec": {"image_uri": "local/drill:1", "command": argv},
-            }
-        ]
+def _pool(argv: list[str]) -> dict[str, Any]:
+    """One replica running `argv` (a whole command, not only Python code as `pool` builds)."""
+    return {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": 1,
+        "container_spec": {"image_uri": "local/drill:1", "command": argv},
     }
-    if base:
-        spec["base_output_directory"] = {"output_uri_prefix": base}
-    return aiplatform_v1.CustomJob(display_name=name, job_spec=spec, labels=LABELS)
 
 
 def _listed(jobs: Any) -> set[str]:
@@ -67,15 +47,6 @@ def _listed(jobs: Any) -> set[str]:
         request={"parent": PARENT, "filter": 'labels.drill="control-plane"'}
     )
     return {j.name for j in pager}
-
-
-def _wait_terminal(jobs: Any, name: str, timeout_s: float = 240.0) -> Any:
-    deadline = time.monotonic() + timeout_s  # guards against a hung test, asserts nothing
-    while True:
-        job = jobs.get_custom_job(name=name)
-        if job.state in TERMINAL or time.monotonic() > deadline:
-            return job
-        time.sleep(0.25)
 
 
 def test_control_plane_crashes_lose_no_job_and_jobs_finish(gcs_emulator: str, tmp_path: Path):
@@ -95,11 +66,13 @@ def test_control_plane_crashes_lose_no_job_and_jobs_finish(gcs_emulator: str, tm
         config.write_text(yaml.safe_dump(drill_config(data_uri, str(tmp_path / "unused"))))
         base = f"gs://{LOCAL_BUCKETS.checkpoints}/runs/drill-control-plane"
 
-        jobs = _client(state.vertex_endpoint)
+        jobs = client(state.vertex_endpoint)
         submitted: dict[str, int] = {}  # name -> the terminal state it must reach
 
         def submit(name: str, argv: list[str], expected: int, base: str | None = None) -> str:
-            job = jobs.create_custom_job(parent=PARENT, custom_job=_job(name, argv, base))
+            job = jobs.create_custom_job(
+                parent=PARENT, custom_job=custom_job(name, _pool(argv), labels=LABELS, base=base)
+            )
             submitted[job.name] = expected
             return job.name
 
@@ -115,11 +88,11 @@ def test_control_plane_crashes_lose_no_job_and_jobs_finish(gcs_emulator: str, tm
             crash_server(state)
             time.sleep(rng.uniform(0.0, 2.0))  # replicas keep running (and may end) meanwhile
             state = restart_server(state, options)
-            jobs = _client(state.vertex_endpoint)
+            jobs = client(state.vertex_endpoint)
             assert _listed(jobs) == set(submitted), f"after crash {crash}"
 
         assert RUNNING in train_state_at_crash, "no crash hit the training job while it ran"
-        outcomes = {name: _wait_terminal(jobs, name) for name in submitted}
+        outcomes = {name: wait_terminal(jobs, name, timeout_s=240.0) for name in submitted}
         wrong = {n: j.state for n, j in outcomes.items() if j.state != submitted[n]}
         assert not wrong, {n: (s, outcomes[n].error.message) for n, s in wrong.items()}
         assert _listed(jobs) == set(submitted)

@@ -23,7 +23,7 @@ from drill_support import (
     assert_bit_identical,
     drill_config,
     final_weights,
-    json_logs,
+    read_json_lines,
     resumed_from,
     run_in_process,
     write_small_dataset,
@@ -69,7 +69,7 @@ def test_storage_faults_are_retried_and_lose_nothing(
     assert run_in_process(cfg, environ) == 0
     out = capsys.readouterr().out
     assert resumed_from(out) == STOP_AFTER
-    assert any(r.get("message") == "done" for r in json_logs(out))
+    assert any(r.get("message") == "done" for r in read_json_lines(out))
 
     proxy.enabled = False
     assert_bit_identical(final_weights(str(reference / "model")), final_weights(f"{root}/model"))

@@ -53,13 +53,22 @@ def tiny_config(data_path: str, output_dir: str, **overrides: Any) -> dict[str, 
     return cfg
 
 
+SMALL_DATASET_ROWS = 40
+
+
+def write_small_dataset(directory: Path, rows: int = SMALL_DATASET_ROWS) -> Path:
+    """The first `rows` shipped rows as `small.jsonl` in `directory`: with the default 40, ~8
+    packed rows of 128 tokens, so an epoch is a few steps."""
+    lines = DATASET.read_text().splitlines()[:rows]
+    path = directory / "small.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 @pytest.fixture
 def small_dataset(tmp_path: Path) -> Path:
     """The first 40 shipped rows: ~8 packed rows of 128 tokens, so an epoch is a few steps."""
-    rows = DATASET.read_text().splitlines()[:40]
-    path = tmp_path / "small.jsonl"
-    path.write_text("\n".join(rows) + "\n")
-    return path
+    return write_small_dataset(tmp_path)
 
 
 @pytest.fixture
@@ -81,3 +90,30 @@ def read_json_lines(text: str) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return out
+
+
+def run_in_process(cfg: dict[str, Any], environ: dict[str, str] | None = None) -> int:
+    """Train in this process (no interpreter start-up: a tiny run takes about a second)."""
+    from trainer.config import parse_config
+    from trainer.env import VertexEnv
+    from trainer.loop import train
+
+    return train(parse_config(cfg), VertexEnv.from_environ(environ or {}))
+
+
+def final_weights(model_dir: str | Path, name: str = "model.safetensors") -> dict[str, Any]:
+    """The exported safetensors file `name` of a run, from a local directory or a gs:// prefix."""
+    import fsspec
+    from safetensors.torch import load
+
+    with fsspec.open(f"{str(model_dir).rstrip('/')}/{name}", "rb") as f:
+        return load(f.read())
+
+
+def assert_bit_identical(expected: dict[str, Any], actual: dict[str, Any]) -> None:
+    """Same parameter names, and every tensor equal bit for bit."""
+    import torch
+
+    assert expected.keys() == actual.keys()
+    differing = [key for key in expected if not torch.equal(expected[key], actual[key])]
+    assert not differing, f"parameters differ from the undisturbed run: {differing}"

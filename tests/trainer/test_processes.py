@@ -11,17 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 import yaml
-from safetensors.torch import load_file
 
 from tests.conftest import free_port
-from tests.trainer.conftest import DATASET, EXAMPLES, read_json_lines, tiny_config
+from tests.trainer.conftest import (
+    DATASET,
+    EXAMPLES,
+    assert_bit_identical,
+    final_weights,
+    read_json_lines,
+    run_in_process,
+    tiny_config,
+)
 from trainer.checkpoint import KILL_BEFORE_COMMIT_ENV
-from trainer.config import parse_config
 from trainer.env import VertexEnv
 from trainer.launch import EXIT_PREEMPTED, exit_code_for, torchrun_argv
-from trainer.loop import train
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 120
@@ -162,7 +166,7 @@ def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bu
 def test_process_killed_while_committing_resumes_from_previous_checkpoint(tmp_path, small_dataset):
     common = {"max_steps": 8, "save_steps": 2, "async_save": False}
     straight = tiny_config(str(small_dataset), str(tmp_path / "straight"), **common)
-    assert train(parse_config(straight), VertexEnv()) == 0
+    assert run_in_process(straight) == 0
 
     config = tmp_path / "killed.yaml"
     config.write_text(
@@ -187,6 +191,6 @@ def test_process_killed_while_committing_resumes_from_previous_checkpoint(tmp_pa
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     resumed = [e for e in read_json_lines(second.stdout) if e.get("message") == "resumed"]
     assert resumed[0]["step"] == 2
-    a = load_file(str(tmp_path / "straight" / "model" / "model.safetensors"))
-    b = load_file(str(tmp_path / "killed" / "model" / "model.safetensors"))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert_bit_identical(
+        final_weights(tmp_path / "straight" / "model"), final_weights(tmp_path / "killed" / "model")
+    )

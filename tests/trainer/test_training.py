@@ -6,28 +6,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from safetensors.torch import load_file
 
-from tests.trainer.conftest import read_json_lines, tiny_config
+from tests.trainer.conftest import (
+    assert_bit_identical,
+    final_weights,
+    read_json_lines,
+    run_in_process,
+    tiny_config,
+)
 from trainer.checkpoint import Checkpointer, step_dir
-from trainer.config import parse_config
-from trainer.env import VertexEnv
-from trainer.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV, train
+from trainer.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV
 
 
-def run(cfg: dict[str, Any], environ: dict[str, str] | None = None) -> int:
-    return train(parse_config(cfg), VertexEnv.from_environ(environ or {}))
-
-
-def weights(model_dir: str | Path, name: str = "model.safetensors") -> dict[str, torch.Tensor]:
-    return load_file(str(Path(model_dir) / name))
-
-
-def assert_identical(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), f"{key} differs"
+def run_until_sigterm(
+    cfg: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    after_step: int,
+    environ: dict[str, str] | None = None,
+) -> None:
+    """Run with the trainer's fault hook sending SIGTERM after `after_step`: the run must exit
+    as preempted. The hook is disarmed again afterwards."""
+    monkeypatch.setenv(SIGTERM_AFTER_STEP_ENV, str(after_step))
+    assert run_in_process(cfg, environ) == EXIT_PREEMPTED
+    monkeypatch.delenv(SIGTERM_AFTER_STEP_ENV)
 
 
 def test_loss_decreases_on_the_example_data(tmp_path, capsys):
@@ -38,7 +39,7 @@ def test_loss_decreases_on_the_example_data(tmp_path, capsys):
         save_steps=None,
         learning_rate=1e-2,
     )
-    assert run(cfg) == 0
+    assert run_in_process(cfg) == 0
     logs = [e for e in read_json_lines(capsys.readouterr().out) if e.get("message") == "train"]
     assert {
         "severity",
@@ -75,21 +76,20 @@ def test_resume_after_sigterm_is_bit_identical(
         "fsdp": fsdp,
     }
     straight = tiny_config(str(small_dataset), str(tmp_path / "straight"), **common)
-    assert run(straight) == 0
+    assert run_in_process(straight) == 0
 
     interrupted = tiny_config(str(small_dataset), str(tmp_path / "interrupted"), **common)
-    monkeypatch.setenv(SIGTERM_AFTER_STEP_ENV, str(stop_after))
-    assert run(interrupted) == EXIT_PREEMPTED
-    monkeypatch.delenv(SIGTERM_AFTER_STEP_ENV)
+    run_until_sigterm(interrupted, monkeypatch, stop_after)
     assert not (tmp_path / "interrupted" / "model").exists()
     committed = sorted(
         p.parent.name for p in (tmp_path / "interrupted" / "checkpoints").glob("*/COMMITTED")
     )
     assert committed[-1] == f"step-{stop_after:09d}"
 
-    assert run(interrupted) == 0
-    assert_identical(
-        weights(tmp_path / "straight" / "model"), weights(tmp_path / "interrupted" / "model")
+    assert run_in_process(interrupted) == 0
+    assert_bit_identical(
+        final_weights(tmp_path / "straight" / "model"),
+        final_weights(tmp_path / "interrupted" / "model"),
     )
 
 
@@ -102,18 +102,17 @@ def test_lora_resume_is_bit_identical_and_exports_adapter_and_merged(
         "save_steps": None,
     }
     straight = tiny_config(str(small_dataset), str(tmp_path / "a"), **lora)
-    assert run(straight) == 0
+    assert run_in_process(straight) == 0
     resumed = tiny_config(str(small_dataset), str(tmp_path / "b"), **lora)
-    monkeypatch.setenv(SIGTERM_AFTER_STEP_ENV, "2")
-    assert run(resumed) == EXIT_PREEMPTED
-    monkeypatch.delenv(SIGTERM_AFTER_STEP_ENV)
-    assert run(resumed) == 0
+    run_until_sigterm(resumed, monkeypatch, 2)
+    assert run_in_process(resumed) == 0
     adapter = "adapter_model.safetensors"
-    assert_identical(
-        weights(tmp_path / "a" / "model", adapter), weights(tmp_path / "b" / "model", adapter)
+    assert_bit_identical(
+        final_weights(tmp_path / "a" / "model", adapter),
+        final_weights(tmp_path / "b" / "model", adapter),
     )
     assert (tmp_path / "b" / "model" / "adapter_config.json").exists()
-    merged = weights(tmp_path / "b" / "model" / "merged")
+    merged = final_weights(tmp_path / "b" / "model" / "merged")
     assert not any("lora" in key for key in merged)
 
 
@@ -139,16 +138,14 @@ def test_checkpoints_go_to_gcs_and_resume_from_there(
     fs = gcsfs.GCSFileSystem(token="anon")
     fs.put_file(str(small_dataset), f"{gcs_bucket}/data/small.jsonl")
 
-    monkeypatch.setenv(SIGTERM_AFTER_STEP_ENV, "5")
-    assert run(cfg, environ) == EXIT_PREEMPTED
-    monkeypatch.delenv(SIGTERM_AFTER_STEP_ENV)
+    run_until_sigterm(cfg, monkeypatch, 5, environ)
     fs.invalidate_cache()
     markers = sorted(fs.glob(f"{gcs_bucket}/runs/r1/checkpoints/*/COMMITTED"))
     assert [m.split("/")[-2] for m in markers] == [
         "step-000000005"
     ]  # save_total_limit=1 pruned 2 and 4
 
-    assert run(cfg, environ) == 0
+    assert run_in_process(cfg, environ) == 0
     fs.invalidate_cache()
     assert fs.exists(f"{gcs_bucket}/runs/r1/model/model.safetensors")
     assert fs.glob(f"{gcs_bucket}/runs/r1/logs/events.out.tfevents.*")
@@ -162,20 +159,20 @@ def test_checkpoints_go_to_gcs_and_resume_from_there(
         save_steps=None,
         model={"name_or_path": f"{root}/model", "lora": {"r": 2}},
     )
-    assert run(follow_up) == 0
+    assert run_in_process(follow_up) == 0
     assert (tmp_path / "follow-up" / "model" / "adapter_model.safetensors").exists()
 
 
 def test_half_written_checkpoint_is_ignored_and_removed(tmp_path, small_dataset):
     cfg = tiny_config(str(small_dataset), str(tmp_path), max_steps=4, save_steps=2)
-    assert run(cfg) == 0
+    assert run_in_process(cfg) == 0
     ckpts = tmp_path / "checkpoints"
     # Simulate a crash mid-write of a later step: data present, no marker.
     partial = Path(step_dir(str(ckpts), 9))
     partial.mkdir()
     (partial / "__0_0.distcp").write_bytes(b"truncated")
     resumed = tiny_config(str(small_dataset), str(tmp_path), max_steps=6, save_steps=2)
-    assert run(resumed) == 0
+    assert run_in_process(resumed) == 0
     assert not partial.exists()
     import torch.distributed as dist
 
@@ -201,13 +198,12 @@ def test_resume_after_sigterm_at_an_eval_step_still_evaluates_it(
         "data.eval_fraction": 0.2,
     }
     straight = tiny_config(str(small_dataset), str(tmp_path / "straight"), **common)
-    assert run(straight) == 0
+    assert run_in_process(straight) == 0
 
     interrupted = tiny_config(str(small_dataset), str(tmp_path / "interrupted"), **common)
-    monkeypatch.setenv(SIGTERM_AFTER_STEP_ENV, "2")
-    assert run(interrupted) == EXIT_PREEMPTED
-    monkeypatch.delenv(SIGTERM_AFTER_STEP_ENV)
-    assert run(interrupted) == 0
-    assert_identical(
-        weights(tmp_path / "straight" / "model"), weights(tmp_path / "interrupted" / "model")
+    run_until_sigterm(interrupted, monkeypatch, 2)
+    assert run_in_process(interrupted) == 0
+    assert_bit_identical(
+        final_weights(tmp_path / "straight" / "model"),
+        final_weights(tmp_path / "interrupted" / "model"),
     )
