@@ -12,18 +12,16 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jobs.problems import Problem
-from jobs.stack import StackOutputs
+from jobs.stack import StackOutputs, is_production
 
 SECONDS_PER_HOUR = 3600
 
 VERTEX_DEFAULT_TIMEOUT_S = 7 * 24 * SECONDS_PER_HOUR
 """What Vertex applies when `scheduling.timeout` is absent (CustomJob Scheduling docs)."""
 
-TIMEOUT_CAP_S: dict[str, int] = {
-    "prod": VERTEX_DEFAULT_TIMEOUT_S,
-    # Outside prod, a forgotten job should stop burning accelerators within two days.
-    "default": 48 * SECONDS_PER_HOUR,
-}
+PROD_TIMEOUT_CAP_S = VERTEX_DEFAULT_TIMEOUT_S
+# Outside prod, a forgotten job should stop burning accelerators within two days.
+NON_PROD_TIMEOUT_CAP_S = 48 * SECONDS_PER_HOUR
 
 # Google's own images that a prod job may pull besides the stack's registry: the prebuilt
 # training containers (pythonPackageSpec executors) and the Reduction Server image.
@@ -41,7 +39,7 @@ JobRule = Callable[[Mapping[str, Any], StackOutputs], Iterator[Problem]]
 
 
 def timeout_cap_s(environment: str) -> int:
-    return TIMEOUT_CAP_S.get(environment, TIMEOUT_CAP_S["default"])
+    return PROD_TIMEOUT_CAP_S if is_production(environment) else NON_PROD_TIMEOUT_CAP_S
 
 
 def parse_duration_s(value: object) -> float | None:
@@ -67,7 +65,7 @@ def _pools(job: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:
 
 def no_web_access_in_prod(job: Mapping[str, Any], stack: StackOutputs) -> Iterator[Problem]:
     """Interactive shells and dashboards bypass the job's audit trail; not in prod."""
-    if stack.environment != "prod":
+    if not is_production(stack.environment):
         return
     spec = _job_spec(job)
     for field in ("enableWebAccess", "enableDashboardAccess"):
@@ -129,7 +127,7 @@ def timeout_within_cap(job: Mapping[str, Any], stack: StackOutputs) -> Iterator[
 
 def images_from_stack_registry(job: Mapping[str, Any], stack: StackOutputs) -> Iterator[Problem]:
     """In prod only images the platform team's registry scanned (or Google's own) may run."""
-    if stack.environment != "prod":
+    if not is_production(stack.environment):
         return
     allowed = (stack.artifact_registry.rstrip("/") + "/", *GOOGLE_VERTEX_IMAGE_PREFIXES)
     for index, pool in _pools(job):

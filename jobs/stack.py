@@ -25,7 +25,11 @@ rules and CMEK defaults, and no interactive shells (web access) on its jobs."""
 
 
 def is_production(environment: str | None) -> bool:
-    return environment in PROD_ENVIRONMENTS
+    """The one test for "is this production?"; never compare an environment with a literal.
+
+    Case and surrounding blanks do not matter: a stack named ``Prod`` (stack names may be mixed
+    case, and the policy pack falls back to the stack name) is production too."""
+    return environment is not None and environment.strip().lower() in PROD_ENVIRONMENTS
 
 
 class StackError(Exception):

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from jobs.policies import check_job_policies, timeout_cap_s
-from jobs.stack import StackOutputs
+from jobs.stack import PROD_ENVIRONMENTS, StackOutputs
 
 REGISTRY = "europe-west4-docker.pkg.dev/acme-ml-prod/trainer"
 
@@ -52,7 +52,11 @@ def compliant_job() -> dict:
     }
 
 
-@pytest.mark.parametrize("environment", ["dev", "prod"])
+# Every spelling of production (jobs.stack.PROD_ENVIRONMENTS) gets the prod rules.
+PRODS = sorted(PROD_ENVIRONMENTS)
+
+
+@pytest.mark.parametrize("environment", ["dev", *PRODS])
 def test_compliant_job_has_no_problems(environment: str) -> None:
     assert check_job_policies(compliant_job(), make_stack(environment)) == []
 
@@ -61,17 +65,19 @@ def _paths(job: dict, environment: str) -> list[str]:
     return [p.path for p in check_job_policies(job, make_stack(environment))]
 
 
-def test_web_access_is_refused_in_prod_only() -> None:
+@pytest.mark.parametrize("prod", PRODS)
+def test_web_access_is_refused_in_prod_only(prod: str) -> None:
     job = compliant_job()
     job["jobSpec"]["enableWebAccess"] = True
-    assert _paths(job, "prod") == ["jobSpec.enableWebAccess"]
+    assert _paths(job, prod) == ["jobSpec.enableWebAccess"]
     assert _paths(job, "dev") == []
 
 
-def test_dashboard_access_is_refused_in_prod() -> None:
+@pytest.mark.parametrize("prod", PRODS)
+def test_dashboard_access_is_refused_in_prod(prod: str) -> None:
     job = compliant_job()
     job["jobSpec"]["enableDashboardAccess"] = True
-    assert _paths(job, "prod") == ["jobSpec.enableDashboardAccess"]
+    assert _paths(job, prod) == ["jobSpec.enableDashboardAccess"]
 
 
 def test_spot_job_without_checkpoint_directory_is_refused() -> None:
@@ -95,18 +101,27 @@ def test_standard_job_needs_no_checkpoint_directory() -> None:
     assert _paths(job, "dev") == []
 
 
-def test_timeout_over_the_cap_is_refused() -> None:
+@pytest.mark.parametrize("prod", PRODS)
+def test_timeout_over_the_cap_is_refused(prod: str) -> None:
     job = compliant_job()
     job["jobSpec"]["scheduling"]["timeout"] = f"{timeout_cap_s('dev') + 1}s"
     assert _paths(job, "dev") == ["jobSpec.scheduling.timeout"]
-    assert _paths(job, "prod") == []
+    assert _paths(job, prod) == []
+    job["jobSpec"]["scheduling"]["timeout"] = f"{timeout_cap_s(prod) + 1}s"
+    assert _paths(job, prod) == ["jobSpec.scheduling.timeout"]
 
 
-def test_missing_timeout_falls_back_to_vertex_default_which_exceeds_dev_cap() -> None:
+@pytest.mark.parametrize("prod", PRODS)
+def test_missing_timeout_falls_back_to_vertex_default_which_exceeds_dev_cap(prod: str) -> None:
     job = compliant_job()
     del job["jobSpec"]["scheduling"]["timeout"]
     assert _paths(job, "dev") == ["jobSpec.scheduling.timeout"]
-    assert _paths(job, "prod") == []
+    assert _paths(job, prod) == []
+
+
+def test_every_spelling_of_production_gets_the_prod_timeout_cap() -> None:
+    assert {timeout_cap_s(env) for env in PRODS} == {timeout_cap_s("prod")}
+    assert timeout_cap_s("prod") > timeout_cap_s("dev") == timeout_cap_s("staging")
 
 
 def test_malformed_timeout_is_reported() -> None:
@@ -117,10 +132,11 @@ def test_malformed_timeout_is_reported() -> None:
     assert "not a duration" in problems[0].message
 
 
-def test_foreign_image_is_refused_in_prod_only() -> None:
+@pytest.mark.parametrize("prod", PRODS)
+def test_foreign_image_is_refused_in_prod_only(prod: str) -> None:
     job = compliant_job()
     job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["imageUri"] = "docker.io/me/trainer:1"
-    assert _paths(job, "prod") == ["jobSpec.workerPoolSpecs[0].containerSpec.imageUri"]
+    assert _paths(job, prod) == ["jobSpec.workerPoolSpecs[0].containerSpec.imageUri"]
     assert _paths(job, "dev") == []
 
 
