@@ -20,11 +20,12 @@ import sys
 
 from trainer.env import VertexEnv
 from trainer.metrics import setup_logging
-from trainer.secrets import export_secrets
+from trainer.secrets import SecretsError, export_secrets
 
 log = logging.getLogger(__name__)
 
 EXIT_PREEMPTED = 143
+EXIT_CONFIG = 2  # as `python -m trainer` exits for a config it cannot use
 # A Spot VM gets 30 s between SIGTERM and power-off: the agent must not kill its workers sooner.
 SHUTDOWN_TIMEOUT_S = 30
 
@@ -63,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     trainer_args = sys.argv[1:] if argv is None else argv
     env = VertexEnv.from_environ()
     setup_logging(env.node_rank)
-    export_secrets()  # children inherit the values; VTX_SECRETS is dropped so they don't refetch
+    try:
+        export_secrets()  # children inherit the values; VTX_SECRETS goes so they do not refetch
+    except SecretsError as exc:  # its message holds no value: logging it is safe
+        log.error("secrets not exported: %s", exc)
+        return EXIT_CONFIG
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
