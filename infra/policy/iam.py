@@ -8,6 +8,7 @@ shapes of input, so one reader serves the policy rules and the review's IAM matr
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,13 @@ _BROAD_SCOPE_MODULES = frozenset({"projects", "folder", "organizations"})
 
 PUBLIC_PRINCIPALS = frozenset({"allUsers", "allAuthenticatedUsers"})
 
+# Accounts a project's users create (NAME@PROJECT.iam.gserviceaccount.com), as CIS GCP 1.5 reads
+# them; Google's service agents there are service-[org-|folder-]NUMBER@... and are left out.
+_USER_MANAGED_SERVICE_ACCOUNT = re.compile(
+    r"serviceAccount:(?!service-(?:org-|folder-)?\d+@)[^@]+@[a-z][a-z0-9-]*\.iam\.gserviceaccount\.com"
+)
+_CUSTOM_ROLE = re.compile(r"(projects|organizations)/([^/]+)/roles/([^/]+)")
+
 
 @dataclass(frozen=True)
 class Grant:
@@ -57,6 +65,16 @@ def iam_flavour(resource_type: str) -> str | None:
 def is_project_wide(resource_type: str) -> bool:
     module = resource_type.split(":")[1].split("/")[0] if resource_type.count(":") == 2 else ""
     return module in _BROAD_SCOPE_MODULES
+
+
+def is_user_managed_service_account(principal: str) -> bool:
+    return _USER_MANAGED_SERVICE_ACCOUNT.fullmatch(principal) is not None
+
+
+def custom_role_ref(role: str) -> tuple[str, str, str] | None:
+    """(``projects`` or ``organizations``, its id, role id) for a custom role name, else None."""
+    match = _CUSTOM_ROLE.fullmatch(role)
+    return (match.group(1), match.group(2), match.group(3)) if match else None
 
 
 def _scope(props: Mapping[str, Any]) -> tuple[str, str]:

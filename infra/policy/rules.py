@@ -13,24 +13,79 @@ functions themselves stay oblivious of where they run.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.policy.iam import PUBLIC_PRINCIPALS, grants_of, is_project_wide
+from infra.policy.firewall import internet_exposures
+from infra.policy.iam import (
+    PUBLIC_PRINCIPALS,
+    custom_role_ref,
+    grants_of,
+    is_project_wide,
+    is_user_managed_service_account,
+)
+from infra.policy.instances import metadata_flag, metadata_scopes, vm_of
 from infra.policy.labels import takes_labels
-
-# What the Pulumi engine writes for a value that is not known until apply (preview JSON).
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+from infra.policy.values import UNKNOWN, known
 
 # Vertex AI training reserves this range in the peered / attached network (VERTEX.md).
 VERTEX_RESERVED_RANGE = ipaddress.ip_network("172.16.0.0/16")
 
 PRIMITIVE_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
+# Admin of the data and keys the platform guards, on everything in the project at once. A
+# project-wide KMS admin could also grant itself encrypt/decrypt (CIS GCP 1.11).
 PROJECT_WIDE_FORBIDDEN_ROLES = frozenset(
-    {"roles/storage.admin", "roles/aiplatform.admin", "roles/iam.serviceAccountUser"}
+    {"roles/storage.admin", "roles/aiplatform.admin", "roles/cloudkms.admin"}
 )
+# Roles that, held on a whole project, folder or organisation, let their holder become someone
+# more powerful: act as or mint credentials for any service account in it (CIS GCP 1.6), rewrite
+# its IAM policy, widen a custom role they already hold, or run deployments and builds as a
+# Google-managed account that is Editor. (Owner and Editor: no-primitive-roles.)
+PRIVILEGE_ESCALATION_ROLES = frozenset(
+    {
+        "roles/iam.serviceAccountUser",
+        "roles/iam.serviceAccountTokenCreator",
+        "roles/iam.serviceAccountKeyAdmin",
+        "roles/iam.serviceAccountAdmin",
+        "roles/iam.workloadIdentityUser",
+        "roles/iam.securityAdmin",
+        "roles/iam.roleAdmin",
+        "roles/iam.organizationRoleAdmin",
+        "roles/resourcemanager.projectIamAdmin",
+        "roles/resourcemanager.folderIamAdmin",
+        "roles/resourcemanager.folderAdmin",
+        "roles/resourcemanager.organizationAdmin",
+        "roles/deploymentmanager.editor",
+        "roles/cloudbuild.builds.editor",
+    }
+)
+# The permissions behind those roles, for custom roles granted project-wide.
+PRIVILEGE_ESCALATION_PERMISSIONS = frozenset(
+    {
+        "iam.serviceAccounts.actAs",
+        "iam.serviceAccounts.getAccessToken",
+        "iam.serviceAccounts.getOpenIdToken",
+        "iam.serviceAccounts.implicitDelegation",
+        "iam.serviceAccounts.signBlob",
+        "iam.serviceAccounts.signJwt",
+        "iam.serviceAccounts.setIamPolicy",
+        "iam.serviceAccountKeys.create",
+        "iam.roles.update",
+        "resourcemanager.projects.setIamPolicy",
+        "resourcemanager.folders.setIamPolicy",
+        "resourcemanager.organizations.setIamPolicy",
+        "deploymentmanager.deployments.create",
+        "cloudbuild.builds.create",
+    }
+)
+# Custom role type -> (the kind of parent in its name ``projects/P/roles/R``, the parent input).
+CUSTOM_ROLE_TYPES = {
+    "gcp:projects/iAMCustomRole:IAMCustomRole": ("projects", "project"),
+    "gcp:organizations/iAMCustomRole:IAMCustomRole": ("organizations", "orgId"),
+}
 DEFAULT_COMPUTE_ACCOUNT = re.compile(
     r"(?:serviceAccount:)?\d+-compute@developer\.gserviceaccount\.com"
 )
@@ -42,8 +97,38 @@ REPOSITORY = "gcp:artifactregistry/repository:Repository"
 CRYPTO_KEY = "gcp:kms/cryptoKey:CryptoKey"
 BUDGET = "gcp:billing/budget:Budget"
 STACK = "pulumi:pulumi:Stack"
-CREDENTIAL_TYPES = frozenset({"gcp:serviceaccount/key:Key", "gcp:storage/hmacKey:HmacKey"})
+CREDENTIAL_TYPES = frozenset(
+    {"gcp:serviceaccount/key:Key", "gcp:storage/hmacKey:HmacKey", "gcp:projects/apiKey:ApiKey"}
+)
 SECRET_VERSION = "gcp:secretmanager/secretVersion:SecretVersion"
+NETWORK = "gcp:compute/network:Network"
+DNS_ZONE = "gcp:dns/managedZone:ManagedZone"
+AUDIT_CONFIG_TYPES = frozenset(
+    {
+        "gcp:projects/iAMAuditConfig:IAMAuditConfig",
+        "gcp:folder/iamAuditConfig:IamAuditConfig",
+        "gcp:organizations/iamAuditConfig:IamAuditConfig",
+    }
+)
+# Legacy ACLs: a list of "ROLE:entity" strings, or one entity per resource.
+ACL_LIST_TYPES = frozenset(
+    {
+        "gcp:storage/bucketACL:BucketACL",
+        "gcp:storage/defaultObjectACL:DefaultObjectACL",
+        "gcp:storage/objectACL:ObjectACL",
+    }
+)
+ACL_ENTRY_TYPES = frozenset(
+    {
+        "gcp:storage/bucketAccessControl:BucketAccessControl",
+        "gcp:storage/defaultObjectAccessControl:DefaultObjectAccessControl",
+        "gcp:storage/objectAccessControl:ObjectAccessControl",
+    }
+)
+# Canned ACLs that grant allUsers or allAuthenticatedUsers (JSON API and XML API spellings).
+PUBLIC_PREDEFINED_ACLS = frozenset({"publicread", "publicreadwrite", "authenticatedread"})
+
+KMS_MAX_ROTATION_S = 90 * 24 * 3600  # CIS GCP 1.10: rotate at least every 90 days
 
 # Subnet purposes that are ordinary VM subnets; proxy-only and PSC NAT subnets cannot have
 # private Google access or flow logs.
@@ -86,10 +171,6 @@ class Rule:
         # CrossGuard has one policy class per kind; a rule is exactly one of them.
         if (self.resource_check is None) == (self.stack_check is None):
             raise ValueError(f"rule {self.name} needs exactly one of resource_check, stack_check")
-
-
-def _known(value: object) -> bool:
-    return value is not None and value != UNKNOWN
 
 
 def _ordinary_subnet(props: Mapping[str, Any]) -> bool:
@@ -153,6 +234,138 @@ def no_project_wide_admin(
         for grant in grants_of(resource_type, props)
         if grant.role in PROJECT_WIDE_FORBIDDEN_ROLES
     ]
+
+
+def no_project_wide_privilege_escalation(
+    resource_type: str, props: Mapping[str, Any], _: RuleContext
+) -> list[str]:
+    if not is_project_wide(resource_type):
+        return []
+    return [
+        f"grants {grant.role} to {grant.principal} on the whole {grant.scope_kind} {grant.scope}: "
+        "its holder can make themselves more powerful"
+        for grant in grants_of(resource_type, props)
+        if grant.role in PRIVILEGE_ESCALATION_ROLES
+    ]
+
+
+def no_admin_roles_on_service_accounts(
+    resource_type: str, props: Mapping[str, Any], _: RuleContext
+) -> list[str]:
+    """CIS GCP 1.5: an account a workload runs as holds no admin role on the whole project."""
+    if not is_project_wide(resource_type):
+        return []
+    return [
+        f"grants admin role {grant.role} to service account {grant.principal} on the whole "
+        f"{grant.scope_kind} {grant.scope}"
+        for grant in grants_of(resource_type, props)
+        if "admin" in grant.role.rsplit("/", 1)[-1].lower()
+        and is_user_managed_service_account(grant.principal)
+    ]
+
+
+_RoleKey = tuple[str, str | None, str]
+
+
+def _escalating_custom_roles(resources: Sequence[StackResource]) -> dict[_RoleKey, list[str]]:
+    """(kind, parent or None, role id) -> the escalation permissions of each declared role."""
+    roles: dict[_RoleKey, list[str]] = {}
+    for resource in resources:
+        kind = CUSTOM_ROLE_TYPES.get(resource.type)
+        if kind is None or not known(resource.props.get("roleId")):
+            continue
+        permissions = resource.props.get("permissions")
+        found = sorted(
+            p
+            for p in (permissions if isinstance(permissions, list) else [])
+            if p in PRIVILEGE_ESCALATION_PERMISSIONS
+        )
+        if found:
+            parent = resource.props.get(kind[1])
+            key = (kind[0], str(parent) if known(parent) else None, str(resource.props["roleId"]))
+            roles[key] = found
+    return roles
+
+
+def no_project_wide_escalating_custom_roles(
+    resources: Sequence[StackResource], _: RuleContext
+) -> list[tuple[str, str | None]]:
+    """A custom role with an escalation role's permissions is that role under another name."""
+    roles = _escalating_custom_roles(resources)
+    violations: list[tuple[str, str | None]] = []
+    for resource in resources:
+        if not is_project_wide(resource.type):
+            continue
+        for grant in grants_of(resource.type, resource.props):
+            ref = custom_role_ref(grant.role)
+            if ref is None:
+                continue
+            kind, parent, role_id = ref
+            permissions = roles.get((kind, parent, role_id)) or roles.get((kind, None, role_id))
+            if permissions:
+                held = ", ".join(permissions)
+                violations.append(
+                    (
+                        f"{resource.name}: grants custom role {grant.role} ({held}) to "
+                        f"{grant.principal} on the whole {grant.scope_kind} {grant.scope}",
+                        resource.urn,
+                    )
+                )
+    return violations
+
+
+def _acl_entries(resource_type: str, props: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(where, entity) for every entity a legacy ACL resource grants to."""
+    if resource_type in ACL_LIST_TYPES:
+        entries = props.get("roleEntities")
+        for index, entry in enumerate(entries if isinstance(entries, list) else []):
+            if known(entry) and ":" in str(entry):
+                yield f"roleEntities[{index}] {entry}", str(entry).split(":", 1)[1]
+    elif resource_type in ACL_ENTRY_TYPES and known(props.get("entity")):
+        yield f"entity {props['entity']} ({props.get('role')})", str(props["entity"])
+
+
+def no_public_acls(resource_type: str, props: Mapping[str, Any], _: RuleContext) -> list[str]:
+    """CIS GCP 5.1 for legacy ACLs, which bucket IAM rules (no-public-principals) do not see."""
+    if resource_type not in ACL_LIST_TYPES | ACL_ENTRY_TYPES:
+        return []
+    public = {p.lower() for p in PUBLIC_PRINCIPALS}
+    messages = [
+        f"{where} opens it to anyone"
+        for where, entity in _acl_entries(resource_type, props)
+        if entity.strip().lower() in public
+    ]
+    for key in ("predefinedAcl", "defaultAcl"):
+        canned = props.get(key)
+        if known(canned) and str(canned).replace("-", "").lower() in PUBLIC_PREDEFINED_ACLS:
+            messages.append(f"{key} {canned} grants allUsers or allAuthenticatedUsers")
+    return messages
+
+
+def audit_logs_no_exemptions(
+    resource_type: str, props: Mapping[str, Any], _: RuleContext
+) -> list[str]:
+    """CIS GCP 2.1: audit logs leave no one out."""
+    configs: list[tuple[str, object]] = []
+    if resource_type in AUDIT_CONFIG_TYPES:
+        configs.append((str(props.get("service", "")), props.get("auditLogConfigs")))
+    elif is_project_wide(resource_type) and isinstance(props.get("policyData"), str):
+        try:
+            policy = json.loads(props["policyData"])
+        except json.JSONDecodeError:
+            policy = {}
+        for config in policy.get("auditConfigs", []) if isinstance(policy, Mapping) else []:
+            if isinstance(config, Mapping):
+                configs.append((str(config.get("service", "")), config.get("auditLogConfigs")))
+    messages = []
+    for service, log_configs in configs:
+        for log in log_configs if isinstance(log_configs, list) else []:
+            exempted = log.get("exemptedMembers") if isinstance(log, Mapping) else None
+            if isinstance(exempted, list) and exempted:
+                messages.append(
+                    f"{log.get('logType')} audit logs of {service} exempt {', '.join(exempted)}"
+                )
+    return messages
 
 
 def no_service_account_keys(
@@ -234,7 +447,7 @@ def _declared_ranges(resource_type: str, props: Mapping[str, Any]) -> Iterator[t
                 yield f"secondaryIpRanges[{index}].ipCidrRange", secondary.get("ipCidrRange")
     elif resource_type == GLOBAL_ADDRESS:
         address, prefix = props.get("address"), props.get("prefixLength")
-        if _known(address) and _known(prefix):
+        if known(address) and known(prefix):
             yield "address/prefixLength", f"{address}/{int(prefix)}"
 
 
@@ -243,7 +456,7 @@ def ranges_avoid_vertex_reserved(
 ) -> list[str]:
     messages = []
     for where, cidr in _declared_ranges(resource_type, props):
-        if not _known(cidr):
+        if not known(cidr):
             continue
         try:
             network = ipaddress.ip_network(str(cidr), strict=False)
@@ -253,6 +466,134 @@ def ranges_avoid_vertex_reserved(
         if network.version == 4 and network.overlaps(VERTEX_RESERVED_RANGE):
             messages.append(f"{where} {cidr} overlaps {VERTEX_RESERVED_RANGE}, reserved by Vertex")
     return messages
+
+
+def no_internet_ingress(resource_type: str, props: Mapping[str, Any], _: RuleContext) -> list[str]:
+    """CIS GCP 3.6 / 3.7: no SSH, RDP or every port open to the internet."""
+    messages = []
+    for exposure in internet_exposures(resource_type, props):
+        if exposure.every_port:
+            protocol = "" if exposure.protocol == "all" else f"{exposure.protocol} "
+            opened = f"every {protocol}port"
+        elif admin := exposure.admin_ports():
+            opened = ", ".join(admin)
+        else:
+            continue
+        messages.append(f"{exposure.where} allows {opened} from {', '.join(exposure.sources)}")
+    return messages
+
+
+def network_custom_mode(resource_type: str, props: Mapping[str, Any], _: RuleContext) -> list[str]:
+    """CIS GCP 3.1: no network shaped like the default one (a subnet in every region)."""
+    auto = props.get("autoCreateSubnetworks")
+    if resource_type == NETWORK and auto is not False and auto != UNKNOWN:
+        return [
+            "autoCreateSubnetworks is not false: an auto-mode network has a subnet in every "
+            "region, like the default network"
+        ]
+    return []
+
+
+def dns_dnssec(resource_type: str, props: Mapping[str, Any], _: RuleContext) -> list[str]:
+    """CIS GCP 3.3 (DNSSEC on public zones), 3.4 / 3.5 (no RSASHA1 signing keys)."""
+    if resource_type != DNS_ZONE or str(props.get("visibility") or "public").lower() != "public":
+        return []
+    dnssec = props.get("dnssecConfig")
+    if dnssec == UNKNOWN:
+        return []
+    dnssec = dnssec if isinstance(dnssec, Mapping) else {}
+    messages = []
+    if dnssec.get("state") != "on":
+        messages.append(f"dnssecConfig.state is {dnssec.get('state', 'unset')!r}, not 'on'")
+    for index, spec in enumerate(dnssec.get("defaultKeySpecs") or []):
+        if isinstance(spec, Mapping) and str(spec.get("algorithm", "")).lower() == "rsasha1":
+            messages.append(
+                f"dnssecConfig.defaultKeySpecs[{index}] signs {spec.get('keyType')} with RSASHA1"
+            )
+    return messages
+
+
+# --- VMs (a team's own VMs or Workbench instances beside the stack) --------------------------
+
+
+def instance_no_external_ip(
+    resource_type: str, props: Mapping[str, Any], _: RuleContext
+) -> list[str]:
+    """CIS GCP 4.9."""
+    vm = vm_of(resource_type, props)
+    return [f"{path} gives the VM a public IP address" for path in vm.external_ips] if vm else []
+
+
+def instance_not_default_service_account(
+    resource_type: str, props: Mapping[str, Any], _: RuleContext
+) -> list[str]:
+    """CIS GCP 4.1 / 4.2 where the default account is implied (no-default-compute-identity
+    catches it when named)."""
+    vm = vm_of(resource_type, props)
+    if vm is None or vm.default_identity is None:
+        return []
+    return [f"{vm.default_identity} is not set: the VM runs as the Compute Engine default account"]
+
+
+def instance_block_project_ssh_keys(
+    resource_type: str, props: Mapping[str, Any], _: RuleContext
+) -> list[str]:
+    """CIS GCP 4.3. OS Login on the VM ignores metadata keys, so it counts as blocking them."""
+    vm = vm_of(resource_type, props)
+    if vm is None or not vm.metadata_known:
+        return []
+    blocked = metadata_flag(vm.metadata, "block-project-ssh-keys")
+    if blocked or metadata_flag(vm.metadata, "enable-oslogin"):
+        return []
+    if vm.derived and blocked is None:
+        return []
+    return [
+        f"{vm.metadata_path} does not set block-project-ssh-keys: project-wide SSH keys "
+        "log in to this VM"
+    ]
+
+
+def instance_os_login(resource_type: str, props: Mapping[str, Any], _: RuleContext) -> list[str]:
+    """CIS GCP 4.4: nothing turns OS Login off, on a VM or for the whole project."""
+    return [
+        f"{where} sets enable-oslogin false: SSH keys in metadata bypass IAM"
+        for where, metadata in metadata_scopes(resource_type, props)
+        if metadata_flag(metadata, "enable-oslogin") is False
+    ]
+
+
+def instance_no_serial_port(
+    resource_type: str, props: Mapping[str, Any], _: RuleContext
+) -> list[str]:
+    """CIS GCP 4.5: the interactive serial console accepts connections from any IP address."""
+    return [
+        f"{where} sets serial-port-enable: the serial console is reachable from anywhere"
+        for where, metadata in metadata_scopes(resource_type, props)
+        if metadata_flag(metadata, "serial-port-enable")
+    ]
+
+
+def instance_no_ip_forwarding(
+    resource_type: str, props: Mapping[str, Any], _: RuleContext
+) -> list[str]:
+    """CIS GCP 4.6."""
+    vm = vm_of(resource_type, props)
+    if vm is None or vm.ip_forwarding is None:
+        return []
+    return [f"{vm.ip_forwarding} is true: the VM can route traffic that is not its own"]
+
+
+def instance_shielded_vm(resource_type: str, props: Mapping[str, Any], _: RuleContext) -> list[str]:
+    """CIS GCP 4.8: vTPM and integrity monitoring stay on (they default to on). Secure Boot is
+    left to the team: it refuses unsigned kernel modules, such as some GPU drivers."""
+    vm = vm_of(resource_type, props)
+    if vm is None:
+        return []
+    return [
+        f"{vm.shielded_path}.{key} is false"
+        for key in ("enableVtpm", "enableIntegrityMonitoring")
+        if vm.shielded.get(key) is False
+    ]
 
 
 # --- registry, keys, secrets, budget, labels -------------------------------------------------
@@ -270,8 +611,19 @@ def registry_immutable_tags(
 
 
 def kms_key_rotation(resource_type: str, props: Mapping[str, Any], _: RuleContext) -> list[str]:
-    if resource_type == CRYPTO_KEY and not props.get("rotationPeriod"):
+    """CIS GCP 1.10: keys rotate at least every 90 days."""
+    if resource_type != CRYPTO_KEY:
+        return []
+    period = props.get("rotationPeriod")
+    if not period:
         return ["no rotationPeriod: the key is never rotated"]
+    if period == UNKNOWN:
+        return []
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)s", str(period).strip())
+    if match is None:
+        return [f"rotationPeriod {period!r} is not a duration in seconds such as '7776000s'"]
+    if float(match.group(1)) > KMS_MAX_ROTATION_S:
+        return [f"rotationPeriod {period} is longer than 90 days ({KMS_MAX_ROTATION_S}s)"]
     return []
 
 
@@ -331,13 +683,45 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "no-project-wide-admin",
-        "No project-wide storage.admin, aiplatform.admin or iam.serviceAccountUser.",
-        "grant the role on the bucket or service account that needs it, not on the project",
+        "No project-wide storage.admin, aiplatform.admin or cloudkms.admin.",
+        "grant the role on the bucket, key or resource that needs it, not on the project",
         resource_check=no_project_wide_admin,
     ),
     Rule(
+        "no-project-wide-privilege-escalation",
+        "No project-wide role that can act as service accounts, mint their credentials or "
+        "change IAM (serviceAccountUser, serviceAccountTokenCreator, projectIamAdmin...).",
+        "grant it on the one service account (or resource) that needs it, not on the project",
+        resource_check=no_project_wide_privilege_escalation,
+    ),
+    Rule(
+        "no-project-wide-escalating-custom-roles",
+        "No project-wide custom role carrying an escalation permission (actAs, getAccessToken, "
+        "setIamPolicy...).",
+        "drop those permissions from the role, or grant it on the one resource that needs it",
+        stack_check=no_project_wide_escalating_custom_roles,
+    ),
+    Rule(
+        "no-admin-roles-on-service-accounts",
+        "No service account holds an admin role on the whole project.",
+        "grant the account the narrow role it needs (a user or viewer role, or on one resource)",
+        resource_check=no_admin_roles_on_service_accounts,
+    ),
+    Rule(
+        "no-public-acls",
+        "No legacy bucket or object ACL grants allUsers or allAuthenticatedUsers.",
+        "drop the ACL: keep uniform bucket-level access and grant IAM roles to named principals",
+        resource_check=no_public_acls,
+    ),
+    Rule(
+        "audit-logs-no-exemptions",
+        "Cloud Audit Logs exempt no one.",
+        "remove exempted_members from the audit log config",
+        resource_check=audit_logs_no_exemptions,
+    ),
+    Rule(
         "no-service-account-keys",
-        "No service account keys or HMAC keys.",
+        "No service account keys, HMAC keys or API keys.",
         "use the attached service account or Workload Identity Federation instead of a key",
         resource_check=no_service_account_keys,
     ),
@@ -366,6 +750,67 @@ RULES: tuple[Rule, ...] = (
         resource_check=ranges_avoid_vertex_reserved,
     ),
     Rule(
+        "no-internet-ingress",
+        "No firewall lets the internet reach SSH (22), RDP (3389) or every port.",
+        "allow only the ranges that need it (e.g. IAP TCP forwarding 35.235.240.0/20 for SSH)",
+        resource_check=no_internet_ingress,
+    ),
+    Rule(
+        "network-custom-mode",
+        "Networks are custom mode (no auto-created subnet in every region).",
+        "set auto_create_subnetworks=False and declare the subnets the stack needs",
+        resource_check=network_custom_mode,
+    ),
+    Rule(
+        "dns-dnssec",
+        "Public DNS zones sign with DNSSEC, never with RSASHA1.",
+        "set dnssec_config={'state': 'on'} (RSASHA256 keys by default) on the managed zone",
+        resource_check=dns_dnssec,
+    ),
+    Rule(
+        "instance-no-external-ip",
+        "VMs (instances, templates, Workbench) have no external IP address.",
+        "drop access_configs (Workbench: disable_public_ip=True); reach the internet through "
+        "Cloud NAT and the VM through IAP",
+        resource_check=instance_no_external_ip,
+    ),
+    Rule(
+        "instance-not-default-service-account",
+        "VMs run as a dedicated service account, not the implied Compute Engine default.",
+        "set service_account={'email': <a dedicated account>, 'scopes': ['cloud-platform']}",
+        resource_check=instance_not_default_service_account,
+    ),
+    Rule(
+        "instance-block-project-ssh-keys",
+        "VMs block project-wide SSH keys (or use OS Login).",
+        "set metadata {'block-project-ssh-keys': 'true'} or {'enable-oslogin': 'TRUE'}",
+        resource_check=instance_block_project_ssh_keys,
+    ),
+    Rule(
+        "instance-os-login",
+        "Nothing turns OS Login off.",
+        "remove enable-oslogin=FALSE from the metadata (set it to TRUE on the project)",
+        resource_check=instance_os_login,
+    ),
+    Rule(
+        "instance-no-serial-port",
+        "No VM or project enables the interactive serial console.",
+        "remove serial-port-enable from the metadata",
+        resource_check=instance_no_serial_port,
+    ),
+    Rule(
+        "instance-no-ip-forwarding",
+        "VMs do not forward IP packets.",
+        "set can_ip_forward=False (Workbench: enable_ip_forwarding=False)",
+        resource_check=instance_no_ip_forwarding,
+    ),
+    Rule(
+        "instance-shielded-vm",
+        "Shielded VM vTPM and integrity monitoring stay on.",
+        "drop enable_vtpm=False / enable_integrity_monitoring=False from shielded_instance_config",
+        resource_check=instance_shielded_vm,
+    ),
+    Rule(
         "no-secret-values-in-state",
         "No secret values in Pulumi state (no SecretVersion resources).",
         "declare the secret only and add versions with `gcloud secrets versions add`",
@@ -380,7 +825,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "kms-key-rotation",
-        "KMS keys rotate.",
+        "KMS keys rotate at least every 90 days.",
         'set rotation_period (e.g. "7776000s", 90 days) on the crypto key',
         mandatory=False,
         resource_check=kms_key_rotation,

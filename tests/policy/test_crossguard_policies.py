@@ -21,7 +21,8 @@ from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from infra.policy.policies import POLICIES, context, stack_config_environment
-from infra.policy.rules import RULES, UNKNOWN
+from infra.policy.rules import RULES
+from infra.policy.values import UNKNOWN
 
 
 def policy(name: str):
@@ -67,6 +68,54 @@ def test_unknown_preview_values_do_not_stop_a_rule_that_scans_every_property() -
         "no-default-compute-identity", "gcp:storage/bucketIAMMember:BucketIAMMember", member
     )
     assert reported == []
+
+
+def test_nested_inputs_reach_the_rules_through_the_engine_proxy() -> None:
+    vm = {
+        "networkInterfaces": [{"subnetwork": "s", "accessConfigs": [{"networkTier": "PREMIUM"}]}],
+        "serviceAccount": {"email": UNKNOWN, "scopes": ["cloud-platform"]},
+    }
+    reported = run_resource_policy("instance-no-external-ip", "gcp:compute/instance:Instance", vm)
+    assert len(reported) == 1
+    assert reported[0].startswith("r: networkInterfaces[0].accessConfigs gives the VM a public IP")
+    assert "Fix: drop access_configs" in reported[0]
+    assert (
+        run_resource_policy(
+            "instance-not-default-service-account", "gcp:compute/instance:Instance", vm
+        )
+        == []
+    )
+
+
+def test_stack_policy_reports_the_offending_resource() -> None:
+    role = PolicyResource(
+        "gcp:projects/iAMCustomRole:IAMCustomRole",
+        {"project": "p", "roleId": "minter", "permissions": ["iam.serviceAccounts.getAccessToken"]},
+        "urn:role",
+        "minter",
+        None,
+        None,
+        None,
+        [],
+        {},
+    )
+    grant = PolicyResource(
+        "gcp:projects/iAMMember:IAMMember",
+        {"project": "p", "role": "projects/p/roles/minter", "member": "user:a@acme.com"},
+        "urn:grant",
+        "grant",
+        None,
+        None,
+        None,
+        [],
+        {},
+    )
+    reported: list[tuple[str, str | None]] = []
+    found = policy("no-project-wide-escalating-custom-roles")
+    args = StackValidationArgs([role, grant], {"environment": "dev"})
+    found.validate(args, lambda message, urn: reported.append((message, urn)))
+    assert [urn for _, urn in reported] == ["urn:grant"]
+    assert "iam.serviceAccounts.getAccessToken" in reported[0][0]
 
 
 def test_prod_only_policy_is_not_applicable_on_dev() -> None:

@@ -90,3 +90,15 @@ def test_pack_passes_a_compliant_bucket(analyzer) -> None:
         },
     )
     assert list(response.diagnostics) == []
+
+
+def test_pack_refuses_ssh_from_the_internet_and_passes_ssh_through_iap(analyzer) -> None:
+    firewall = {
+        "direction": "INGRESS",
+        "allows": [{"protocol": "tcp", "ports": ["22"]}],
+        "sourceRanges": ["0.0.0.0/0"],
+    }
+    response = analyze(analyzer, "gcp:compute/firewall:Firewall", firewall)
+    assert {d.policyName for d in response.diagnostics} == {"no-internet-ingress"}
+    iap = {**firewall, "sourceRanges": ["35.235.240.0/20"]}
+    assert list(analyze(analyzer, "gcp:compute/firewall:Firewall", iap).diagnostics) == []

@@ -10,7 +10,8 @@ import pytest
 from infra.policy.evaluate import PolicySubject, evaluate, mandatory_violations
 from infra.policy.iam import grants_of
 from infra.policy.labels import takes_labels
-from infra.policy.rules import RULES, UNKNOWN, Rule, RuleContext, StackResource
+from infra.policy.rules import RULES, Rule, RuleContext, StackResource
+from infra.policy.values import UNKNOWN
 
 PROD = RuleContext(environment="prod")
 LABELS = {"environment": "prod", "team": "ml-platform"}
@@ -37,6 +38,36 @@ GOOD_REPO = {
 }
 BUCKET_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
+SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+AGENT = "serviceAccount:service-123456789012@gcp-sa-aiplatform.iam.gserviceaccount.com"
+FIREWALL = "gcp:compute/firewall:Firewall"
+POLICY_RULE = "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule"
+INSTANCE = "gcp:compute/instance:Instance"
+WORKBENCH = "gcp:workbench/instance:Instance"
+# SSH through IAP TCP forwarding: what CIS GCP 3.6 recommends instead of SSH from anywhere.
+IAP_SSH = {
+    "direction": "INGRESS",
+    "allows": [{"protocol": "tcp", "ports": ["22"]}],
+    "sourceRanges": ["35.235.240.0/20"],
+}
+GOOD_INSTANCE = {
+    "machineType": "n2-standard-4",
+    "networkInterfaces": [{"subnetwork": "training"}],
+    "serviceAccount": {"email": SA.split(":", 1)[1], "scopes": ["cloud-platform"]},
+    "metadata": {"block-project-ssh-keys": "true"},
+    "shieldedInstanceConfig": {"enableSecureBoot": True},
+    "labels": LABELS,
+}
+GOOD_WORKBENCH = {
+    "location": "europe-west4-a",
+    "gceSetup": {
+        "disablePublicIp": True,
+        "serviceAccounts": [{"email": SA.split(":", 1)[1]}],
+        "metadata": {"enable-oslogin": "TRUE"},
+    },
+    "labels": LABELS,
+}
+PUBLIC_ZONE = {"dnsName": "ml.acme.com.", "dnssecConfig": {"state": "on"}, "labels": LABELS}
 
 
 def rule(name: str) -> Rule:
@@ -111,10 +142,10 @@ CASES = [
     ),
     (
         "no-project-wide-admin",
-        "gcp:serviceaccount/iAMMember:IAMMember",
-        {"serviceAccountId": "trainer", "role": "roles/iam.serviceAccountUser", "member": SA},
-        {"project": "p", "role": "roles/iam.serviceAccountUser", "member": SA},
-        "iam.serviceAccountUser",
+        PROJECT_MEMBER,
+        {"project": "p", "role": "roles/cloudkms.cryptoKeyEncrypterDecrypter", "member": SA},
+        {"project": "p", "role": "roles/cloudkms.admin", "member": SA},
+        "cloudkms.admin",
     ),
     (
         "no-project-wide-admin",
@@ -212,13 +243,379 @@ CASES = [
         {**GOOD_REPO, "dockerConfig": {"immutableTags": False}},
         "immutableTags",
     ),
+    # --- CIS GCP Foundations Benchmark controls (infra/policy/README.md maps them) ---
+    (
+        "no-internet-ingress",
+        FIREWALL,
+        IAP_SSH,
+        {**IAP_SSH, "sourceRanges": ["0.0.0.0/0"]},
+        "allows[0] allows SSH (22) from 0.0.0.0/0",
+    ),
+    (
+        "no-internet-ingress",
+        FIREWALL,
+        # the stack's own last-resort rule: deny everything from anywhere
+        {"direction": "INGRESS", "denies": [{"protocol": "all"}], "sourceRanges": ["0.0.0.0/0"]},
+        {"direction": "INGRESS", "allows": [{"protocol": "all"}], "sourceRanges": ["0.0.0.0/0"]},
+        "allows every port from 0.0.0.0/0",
+    ),
+    (
+        "no-internet-ingress",
+        FIREWALL,
+        # a public HTTPS port is not remote administration
+        {"allows": [{"protocol": "tcp", "ports": ["443"]}], "sourceRanges": ["0.0.0.0/0"]},
+        {"allows": [{"protocol": "tcp", "ports": ["3000-4000"]}], "sourceRanges": ["0.0.0.0/0"]},
+        "RDP (3389)",
+    ),
+    (
+        "no-internet-ingress",
+        POLICY_RULE,
+        {
+            "action": "allow",
+            "direction": "INGRESS",
+            "match": {"srcIpRanges": ["10.0.0.0/8"], "layer4Configs": [{"ipProtocol": "all"}]},
+        },
+        {
+            "action": "allow",
+            "direction": "INGRESS",
+            "match": {
+                "srcIpRanges": ["::/0"],
+                "layer4Configs": [{"ipProtocol": "tcp", "ports": ["3389"]}],
+            },
+        },
+        "match.layer4Configs[0] allows RDP (3389) from ::/0",
+    ),
+    (
+        "no-internet-ingress",
+        "gcp:compute/networkFirewallPolicyWithRules:NetworkFirewallPolicyWithRules",
+        {
+            "rules": [
+                {
+                    "action": "deny",
+                    "direction": "INGRESS",
+                    "match": {
+                        "srcIpRanges": ["0.0.0.0/0"],
+                        "layer4Configs": [{"ipProtocol": "all"}],
+                    },
+                }
+            ]
+        },
+        {
+            "rules": [
+                {
+                    "action": "deny",
+                    "direction": "INGRESS",
+                    "match": {
+                        "srcIpRanges": ["0.0.0.0/0"],
+                        "layer4Configs": [{"ipProtocol": "all"}],
+                    },
+                },
+                {
+                    "action": "allow",
+                    "direction": "INGRESS",
+                    "match": {
+                        "srcIpRanges": ["0.0.0.0/0"],
+                        "layer4Configs": [{"ipProtocol": "tcp"}],
+                    },
+                },
+            ]
+        },
+        "rules[1].match.layer4Configs[0] allows every tcp port",
+    ),
+    (
+        "no-public-acls",
+        "gcp:storage/bucketACL:BucketACL",
+        {"bucket": "b", "roleEntities": ["OWNER:project-owners-123", "READER:group-ml@acme.com"]},
+        {"bucket": "b", "roleEntities": ["OWNER:project-owners-123", "READER:allUsers"]},
+        "roleEntities[1] READER:allUsers",
+    ),
+    (
+        "no-public-acls",
+        "gcp:storage/bucketACL:BucketACL",
+        {"bucket": "b", "predefinedAcl": "projectPrivate"},
+        {"bucket": "b", "predefinedAcl": "publicRead"},
+        "predefinedAcl publicRead",
+    ),
+    (
+        "no-public-acls",
+        "gcp:storage/defaultObjectACL:DefaultObjectACL",
+        {"bucket": "b", "roleEntities": ["OWNER:project-owners-123"]},
+        {"bucket": "b", "roleEntities": ["READER:allAuthenticatedUsers"]},
+        "allAuthenticatedUsers",
+    ),
+    (
+        "no-public-acls",
+        "gcp:storage/objectACL:ObjectACL",
+        {"bucket": "b", "object": "o", "predefinedAcl": "private"},
+        {"bucket": "b", "object": "o", "predefinedAcl": "authenticatedRead"},
+        "predefinedAcl authenticatedRead",
+    ),
+    (
+        "no-public-acls",
+        "gcp:storage/bucketAccessControl:BucketAccessControl",
+        {"bucket": "b", "entity": "group-ml@acme.com", "role": "READER"},
+        {"bucket": "b", "entity": "allUsers", "role": "READER"},
+        "entity allUsers",
+    ),
+    (
+        "no-public-acls",
+        "gcp:storage/defaultObjectAccessControl:DefaultObjectAccessControl",
+        {"bucket": "b", "entity": "group-ml@acme.com", "role": "READER"},
+        {"bucket": "b", "entity": "allAuthenticatedUsers", "role": "READER"},
+        "entity allAuthenticatedUsers",
+    ),
+    (
+        "no-public-acls",
+        "gcp:storage/objectAccessControl:ObjectAccessControl",
+        {"bucket": "b", "object": "o", "entity": "group-ml@acme.com", "role": "READER"},
+        {"bucket": "b", "object": "o", "entity": "allUsers", "role": "READER"},
+        "entity allUsers",
+    ),
+    (
+        "no-project-wide-privilege-escalation",
+        SA_MEMBER,
+        {"serviceAccountId": "trainer", "role": "roles/iam.serviceAccountUser", "member": SA},
+        {"project": "p", "role": "roles/iam.serviceAccountUser", "member": SA},
+        "iam.serviceAccountUser",
+    ),
+    (
+        "no-project-wide-privilege-escalation",
+        PROJECT_MEMBER,
+        {"project": "p", "role": "roles/aiplatform.user", "member": SA},
+        {"project": "p", "role": "roles/resourcemanager.projectIamAdmin", "member": SA},
+        "roles/resourcemanager.projectIamAdmin",
+    ),
+    (
+        "no-project-wide-privilege-escalation",
+        "gcp:projects/iAMBinding:IAMBinding",
+        {"project": "p", "role": "roles/logging.logWriter", "members": [SA]},
+        {"project": "p", "role": "roles/iam.serviceAccountTokenCreator", "members": [SA]},
+        "roles/iam.serviceAccountTokenCreator",
+    ),
+    (
+        "no-project-wide-privilege-escalation",
+        "gcp:organizations/iAMMember:IAMMember",
+        {"orgId": "1", "role": "roles/resourcemanager.organizationViewer", "member": SA},
+        {"orgId": "1", "role": "roles/iam.serviceAccountKeyAdmin", "member": SA},
+        "whole orgId 1",
+    ),
+    (
+        "no-project-wide-privilege-escalation",
+        "gcp:projects/iAMPolicy:IAMPolicy",
+        {"project": "p", "policyData": json.dumps({"bindings": []})},
+        {
+            "project": "p",
+            "policyData": json.dumps(
+                {
+                    "bindings": [
+                        {"role": "roles/iam.securityAdmin", "members": ["group:ops@acme.com"]}
+                    ]
+                }
+            ),
+        },
+        "roles/iam.securityAdmin to group:ops@acme.com",
+    ),
+    (
+        "no-admin-roles-on-service-accounts",
+        PROJECT_MEMBER,
+        # Google's own service agents are not what CIS GCP 1.5 is about
+        {"project": "p", "role": "roles/compute.networkAdmin", "member": AGENT},
+        {"project": "p", "role": "roles/compute.networkAdmin", "member": SA},
+        "admin role roles/compute.networkAdmin to service account",
+    ),
+    (
+        "no-admin-roles-on-service-accounts",
+        PROJECT_MEMBER,
+        {"project": "p", "role": "roles/storage.objectViewer", "member": SA},
+        {"project": "p", "role": "roles/storage.objectAdmin", "member": SA},
+        "roles/storage.objectAdmin",
+    ),
+    (
+        "audit-logs-no-exemptions",
+        "gcp:projects/iAMAuditConfig:IAMAuditConfig",
+        {
+            "project": "p",
+            "service": "allServices",
+            "auditLogConfigs": [{"logType": "ADMIN_READ"}, {"logType": "DATA_READ"}],
+        },
+        {
+            "project": "p",
+            "service": "allServices",
+            "auditLogConfigs": [{"logType": "DATA_READ", "exemptedMembers": ["user:a@acme.com"]}],
+        },
+        "DATA_READ audit logs of allServices exempt user:a@acme.com",
+    ),
+    (
+        "audit-logs-no-exemptions",
+        "gcp:projects/iAMPolicy:IAMPolicy",
+        {"project": "p", "policyData": json.dumps({"bindings": [], "auditConfigs": []})},
+        {
+            "project": "p",
+            "policyData": json.dumps(
+                {
+                    "auditConfigs": [
+                        {
+                            "service": "storage.googleapis.com",
+                            "auditLogConfigs": [{"logType": "DATA_WRITE", "exemptedMembers": [SA]}],
+                        }
+                    ]
+                }
+            ),
+        },
+        "DATA_WRITE audit logs of storage.googleapis.com exempt",
+    ),
+    (
+        "network-custom-mode",
+        "gcp:compute/network:Network",
+        {"name": "vpc", "autoCreateSubnetworks": False},
+        {"name": "vpc"},  # pulumi-gcp's default is an auto-mode network
+        "autoCreateSubnetworks is not false",
+    ),
+    (
+        "dns-dnssec",
+        "gcp:dns/managedZone:ManagedZone",
+        PUBLIC_ZONE,
+        {**PUBLIC_ZONE, "dnssecConfig": {"state": "off"}},
+        "dnssecConfig.state is 'off'",
+    ),
+    (
+        "dns-dnssec",
+        "gcp:dns/managedZone:ManagedZone",
+        # private zones are not served to the internet: no DNSSEC needed
+        {"dnsName": "internal.", "visibility": "private", "labels": LABELS},
+        {
+            **PUBLIC_ZONE,
+            "dnssecConfig": {
+                "state": "on",
+                "defaultKeySpecs": [{"algorithm": "rsasha1", "keyType": "keySigning"}],
+            },
+        },
+        "defaultKeySpecs[0] signs keySigning with RSASHA1",
+    ),
+    (
+        "instance-no-external-ip",
+        INSTANCE,
+        GOOD_INSTANCE,
+        {**GOOD_INSTANCE, "networkInterfaces": [{"subnetwork": "s", "accessConfigs": [{}]}]},
+        "networkInterfaces[0].accessConfigs gives the VM a public IP address",
+    ),
+    (
+        "instance-no-external-ip",
+        "gcp:compute/instanceTemplate:InstanceTemplate",
+        GOOD_INSTANCE,
+        {
+            **GOOD_INSTANCE,
+            "networkInterfaces": [
+                {"subnetwork": "s", "ipv6AccessConfigs": [{"networkTier": "PREMIUM"}]}
+            ],
+        },
+        "networkInterfaces[0].ipv6AccessConfigs",
+    ),
+    (
+        "instance-no-external-ip",
+        WORKBENCH,
+        GOOD_WORKBENCH,
+        {"location": "europe-west4-a", "labels": LABELS},  # Workbench's default: a public IP
+        "gceSetup.disablePublicIp",
+    ),
+    (
+        "instance-not-default-service-account",
+        INSTANCE,
+        GOOD_INSTANCE,
+        {**GOOD_INSTANCE, "serviceAccount": {"scopes": ["cloud-platform"]}},
+        "serviceAccount.email is not set",
+    ),
+    (
+        "instance-not-default-service-account",
+        WORKBENCH,
+        GOOD_WORKBENCH,
+        {**GOOD_WORKBENCH, "gceSetup": {"disablePublicIp": True}},
+        "gceSetup.serviceAccounts is not set",
+    ),
+    (
+        "instance-block-project-ssh-keys",
+        INSTANCE,
+        GOOD_INSTANCE,
+        {**GOOD_INSTANCE, "metadata": {"block-project-ssh-keys": "false"}},
+        "metadata does not set block-project-ssh-keys",
+    ),
+    (
+        "instance-block-project-ssh-keys",
+        "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+        {**GOOD_INSTANCE, "metadata": {"enable-oslogin": "TRUE"}},  # OS Login ignores the keys
+        {k: v for k, v in GOOD_INSTANCE.items() if k != "metadata"},
+        "block-project-ssh-keys",
+    ),
+    (
+        "instance-os-login",
+        INSTANCE,
+        {**GOOD_INSTANCE, "metadata": {"enable-oslogin": "TRUE"}},
+        {**GOOD_INSTANCE, "metadata": {"enable-oslogin": "FALSE"}},
+        "metadata sets enable-oslogin false",
+    ),
+    (
+        "instance-os-login",
+        "gcp:compute/projectMetadataItem:ProjectMetadataItem",
+        {"key": "enable-oslogin", "value": "TRUE"},
+        {"key": "enable-oslogin", "value": "FALSE"},
+        "project metadata sets enable-oslogin false",
+    ),
+    (
+        "instance-no-serial-port",
+        INSTANCE,
+        GOOD_INSTANCE,
+        {**GOOD_INSTANCE, "metadata": {"serial-port-enable": "TRUE"}},
+        "metadata sets serial-port-enable",
+    ),
+    (
+        "instance-no-serial-port",
+        "gcp:compute/projectMetadata:ProjectMetadata",
+        {"metadata": {"enable-oslogin": "TRUE"}},
+        {"metadata": {"enable-oslogin": "TRUE", "serial-port-enable": "1"}},
+        "project metadata sets serial-port-enable",
+    ),
+    (
+        "instance-no-ip-forwarding",
+        INSTANCE,
+        GOOD_INSTANCE,
+        {**GOOD_INSTANCE, "canIpForward": True},
+        "canIpForward is true",
+    ),
+    (
+        "instance-no-ip-forwarding",
+        WORKBENCH,
+        GOOD_WORKBENCH,
+        {**GOOD_WORKBENCH, "gceSetup": {**GOOD_WORKBENCH["gceSetup"], "enableIpForwarding": True}},
+        "gceSetup.enableIpForwarding is true",
+    ),
+    (
+        "instance-shielded-vm",
+        INSTANCE,
+        GOOD_INSTANCE,
+        {**GOOD_INSTANCE, "shieldedInstanceConfig": {"enableVtpm": False}},
+        "shieldedInstanceConfig.enableVtpm is false",
+    ),
+    (
+        "instance-shielded-vm",
+        "gcp:compute/instanceTemplate:InstanceTemplate",
+        GOOD_INSTANCE,
+        {**GOOD_INSTANCE, "shieldedInstanceConfig": {"enableIntegrityMonitoring": False}},
+        "enableIntegrityMonitoring is false",
+    ),
+    (
+        "kms-key-rotation",
+        "gcp:kms/cryptoKey:CryptoKey",
+        {"keyRing": "r", "rotationPeriod": "2592000s", "labels": LABELS},
+        {"keyRing": "r", "rotationPeriod": "31536000s", "labels": LABELS},
+        "longer than 90 days",
+    ),
 ]
 
 
 # Cases whose violating resource is of another type than the compliant one.
 BAD_TYPES = {
     ("no-project-wide-admin", "whole project p"): PROJECT_MEMBER,
-    ("no-project-wide-admin", "iam.serviceAccountUser"): PROJECT_MEMBER,
+    ("no-project-wide-privilege-escalation", "iam.serviceAccountUser"): PROJECT_MEMBER,
     ("no-secret-values-in-state", "SecretVersion"): "gcp:secretmanager/secretVersion:SecretVersion",
 }
 
@@ -247,6 +644,7 @@ def test_service_account_keys_are_refused_and_accounts_allowed() -> None:
     assert check(
         "no-service-account-keys", "gcp:storage/hmacKey:HmacKey", {"serviceAccountEmail": "t"}
     )
+    assert check("no-service-account-keys", "gcp:projects/apiKey:ApiKey", {"displayName": "t"})
 
 
 def test_proxy_only_subnet_needs_neither_private_access_nor_flow_logs() -> None:
@@ -255,7 +653,118 @@ def test_proxy_only_subnet_needs_neither_private_access_nor_flow_logs() -> None:
     assert check("prod-subnet-flow-logs", "gcp:compute/subnetwork:Subnetwork", proxy) == []
 
 
+def test_firewall_without_a_source_is_open_to_the_internet() -> None:
+    # gcloud and the API read an ingress rule with no source at all as 0.0.0.0/0
+    unsourced = {"allows": [{"protocol": "tcp", "ports": ["22"]}]}
+    assert check("no-internet-ingress", FIREWALL, unsourced) == [
+        "allows[0] allows SSH (22) from 0.0.0.0/0 (no source given)"
+    ]
+    tagged = {**unsourced, "sourceTags": ["bastion"]}
+    assert check("no-internet-ingress", FIREWALL, tagged) == []
+
+
+def test_internet_split_into_wide_public_ranges_is_still_the_internet() -> None:
+    halves = {**IAP_SSH, "sourceRanges": ["0.0.0.0/1", "128.0.0.0/1"]}
+    (message,) = check("no-internet-ingress", FIREWALL, halves)
+    assert "from 0.0.0.0/1, 128.0.0.0/1" in message
+    private = {**IAP_SSH, "sourceRanges": ["10.0.0.0/8", "192.168.0.0/16", "fd00::/8"]}
+    assert check("no-internet-ingress", FIREWALL, private) == []
+
+
+def test_disabled_and_egress_firewall_rules_open_nothing() -> None:
+    open_ssh = {**IAP_SSH, "sourceRanges": ["0.0.0.0/0"]}
+    assert check("no-internet-ingress", FIREWALL, {**open_ssh, "disabled": True}) == []
+    assert check("no-internet-ingress", FIREWALL, {**open_ssh, "direction": "EGRESS"}) == []
+    assert check("no-internet-ingress", FIREWALL, {**open_ssh, "sourceRanges": UNKNOWN}) == []
+
+
+def test_firewall_policy_sources_given_as_countries_are_the_internet() -> None:
+    by_country = {
+        "action": "allow",
+        "direction": "INGRESS",
+        "match": {"srcRegionCodes": ["US"], "layer4Configs": [{"ipProtocol": "tcp"}]},
+    }
+    (message,) = check("no-internet-ingress", POLICY_RULE, by_country)
+    assert "every tcp port from region US" in message
+    assert check("no-internet-ingress", POLICY_RULE, {**by_country, "action": "deny"}) == []
+
+
+VM_RULES = [r.name for r in RULES if r.name.startswith("instance-")]
+
+
+@pytest.mark.parametrize("name", VM_RULES)
+def test_instance_from_template_is_judged_only_on_what_it_sets(name: str) -> None:
+    derived = {"sourceInstanceTemplate": "projects/p/global/instanceTemplates/t", "zone": "z"}
+    assert check(name, "gcp:compute/instanceFromTemplate:InstanceFromTemplate", derived) == []
+
+
+def test_instance_from_template_that_adds_an_external_ip_is_refused() -> None:
+    derived = {
+        "sourceInstanceTemplate": "projects/p/global/instanceTemplates/t",
+        "networkInterfaces": [{"accessConfigs": [{}]}],
+    }
+    resource_type = "gcp:compute/instanceFromTemplate:InstanceFromTemplate"
+    assert check("instance-no-external-ip", resource_type, derived)
+
+
+@pytest.mark.parametrize("name", VM_RULES)
+def test_compliant_vms_pass_every_vm_rule(name: str) -> None:
+    assert check(name, INSTANCE, GOOD_INSTANCE) == []
+    assert check(name, WORKBENCH, GOOD_WORKBENCH) == []
+
+
+@pytest.mark.parametrize("name", VM_RULES)
+def test_vm_settings_unknown_at_preview_are_not_violations(name: str) -> None:
+    unknown = {**GOOD_INSTANCE, "serviceAccount": {"email": UNKNOWN}, "metadata": UNKNOWN}
+    assert check(name, INSTANCE, unknown) == []
+    assert check(name, WORKBENCH, {"location": "l", "gceSetup": UNKNOWN}) == []
+    setup = {**GOOD_WORKBENCH["gceSetup"], "metadata": UNKNOWN}
+    assert check(name, WORKBENCH, {**GOOD_WORKBENCH, "gceSetup": setup}) == []
+
+
+def test_escalating_custom_role_is_refused_project_wide_only() -> None:
+    escalate = rule("no-project-wide-escalating-custom-roles").stack_check
+    assert escalate is not None
+    deployer = StackResource(
+        "gcp:projects/iAMCustomRole:IAMCustomRole",
+        "deployer",
+        "urn:role",
+        {
+            "project": "p",
+            "roleId": "deployer",
+            "permissions": ["run.services.create", "iam.serviceAccounts.actAs"],
+        },
+    )
+    reader = StackResource(
+        "gcp:projects/iAMCustomRole:IAMCustomRole",
+        "reader",
+        "urn:reader",
+        {"project": "p", "roleId": "reader", "permissions": ["aiplatform.tensorboards.get"]},
+    )
+
+    def grant(resource_type: str, role: str, **scope: str) -> StackResource:
+        return StackResource(resource_type, "g", "urn:grant", {**scope, "role": role, "member": SA})
+
+    project_wide = grant(PROJECT_MEMBER, "projects/p/roles/deployer", project="p")
+    assert escalate([deployer, reader, project_wide], PROD) == [
+        (
+            "g: grants custom role projects/p/roles/deployer (iam.serviceAccounts.actAs) to "
+            f"{SA} on the whole project p",
+            "urn:grant",
+        )
+    ]
+    on_one_account = grant(SA_MEMBER, "projects/p/roles/deployer", serviceAccountId="trainer")
+    harmless = grant(PROJECT_MEMBER, "projects/p/roles/reader", project="p")
+    assert escalate([deployer, reader, on_one_account, harmless], PROD) == []
+
+
 def test_unknown_values_from_a_preview_are_not_violations() -> None:
+    network = {"name": "vpc", "autoCreateSubnetworks": UNKNOWN}
+    assert check("network-custom-mode", "gcp:compute/network:Network", network) == []
+    zone = {**PUBLIC_ZONE, "dnssecConfig": UNKNOWN}
+    assert check("dns-dnssec", "gcp:dns/managedZone:ManagedZone", zone) == []
+    acl = {"bucket": "b", "roleEntities": UNKNOWN}
+    assert check("no-public-acls", "gcp:storage/bucketACL:BucketACL", acl) == []
     subnet = {**GOOD_SUBNET, "ipCidrRange": UNKNOWN}
     assert check("ranges-avoid-vertex-reserved", "gcp:compute/subnetwork:Subnetwork", subnet) == []
     bucket = {**GOOD_BUCKET, "labels": UNKNOWN}
@@ -359,5 +868,6 @@ def test_every_rule_has_a_test_case() -> None:
         "no-service-account-keys",
         "prod-budget",
         "jobs-not-default-compute",
+        "no-project-wide-escalating-custom-roles",
     }
     assert covered == {r.name for r in RULES}

@@ -83,12 +83,14 @@ def test_network_section_follows_each_stacks_mode(offline) -> None:
     assert prod["attachment"][0]["exported_as"] == offline["prod"][0].platform["network_attachment"]
 
 
-def test_dev_stack_passes_every_mandatory_policy(offline) -> None:
-    _, report = offline["dev"]
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_stack_passes_every_mandatory_policy(offline, stack: str) -> None:
+    _, report = offline[stack]
     failing = [p for p in report.policy if p.mandatory and p.status == "fail"]
     assert failing == [], failing
     skipped = {p.policy for p in report.policy if p.status == "skipped"}
-    assert skipped == {p.policy for p in report.policy if p.policy.startswith("prod-")}
+    prod_only = {p.policy for p in report.policy if p.policy.startswith("prod-")}
+    assert skipped == (prod_only if stack == "dev" else set())
 
 
 def test_prod_review_applies_the_prod_rules(offline) -> None:
@@ -357,6 +359,22 @@ def test_crossguard_policies_agree_with_the_offline_verdicts(offline, stack: str
             "x",
         ),
         ReviewResource("urn:planted:key", "gcp:serviceaccount/key:Key", "key", {}, {}, "x"),
+        ReviewResource(
+            "urn:planted:ssh",
+            "gcp:compute/firewall:Firewall",
+            "ssh",
+            {"allows": [{"protocol": "tcp", "ports": ["22"]}], "sourceRanges": ["0.0.0.0/0"]},
+            {},
+            "x",
+        ),
+        ReviewResource(
+            "urn:planted:vm",
+            "gcp:compute/instance:Instance",
+            "vm",
+            {"networkInterfaces": [{"subnetwork": "s", "accessConfigs": [{}]}]},
+            {},
+            "x",
+        ),
     ]
     resources = [*source.resources, *planted]
     subjects = [PolicySubject(r.type, r.name, r.urn, r.inputs, r.outputs) for r in resources]
@@ -365,7 +383,12 @@ def test_crossguard_policies_agree_with_the_offline_verdicts(offline, stack: str
         for verdict in evaluate(subjects, RuleContext(environment=stack))
         for v in verdict.violations
     }
-    assert {("no-public-principals", "public"), ("no-service-account-keys", "key")} <= offline_found
+    assert {
+        ("no-public-principals", "public"),
+        ("no-service-account-keys", "key"),
+        ("no-internet-ingress", "ssh"),
+        ("instance-no-external-ip", "vm"),
+    } <= offline_found
     assert _engine_violations(resources, stack) == offline_found
 
 

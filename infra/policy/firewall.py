@@ -1,0 +1,169 @@
+"""Reading what an ingress firewall rule lets in from the internet, whatever its flavour.
+
+pulumi-gcp has VPC firewall rules (``compute/firewall``: ``allows``, ``sourceRanges``) and three
+kinds of firewall policy (hierarchical, global network, regional network), each as a rule
+resource and as a policy "with rules" (``match.srcIpRanges``, ``match.layer4Configs``). One reader
+turns them all into the same question: which ports does it open, and to which internet-wide
+sources? Denies, egress and disabled rules open nothing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from infra.policy.values import UNKNOWN, known
+
+FIREWALL = "gcp:compute/firewall:Firewall"
+POLICY_RULE_TYPES = frozenset(
+    {
+        "gcp:compute/firewallPolicyRule:FirewallPolicyRule",
+        "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
+        "gcp:compute/regionNetworkFirewallPolicyRule:RegionNetworkFirewallPolicyRule",
+    }
+)
+POLICY_WITH_RULES_TYPES = frozenset(
+    {
+        "gcp:compute/firewallPolicyWithRules:FirewallPolicyWithRules",
+        "gcp:compute/networkFirewallPolicyWithRules:NetworkFirewallPolicyWithRules",
+        "gcp:compute/regionNetworkFirewallPolicyWithRules:RegionNetworkFirewallPolicyWithRules",
+    }
+)
+
+# A public range at least this wide counts as "the internet": 0.0.0.0/0 split in halves, or a
+# /8 of someone else's addresses, is no narrower in practice. Google's own source ranges (IAP
+# TCP forwarding 35.235.240.0/20, health checks 35.191.0.0/16) stay well inside.
+_INTERNET_PREFIX_LEN = {4: 8, 6: 32}
+
+# Ports an attacker tries first; CIS GCP 3.6 (SSH) and 3.7 (RDP).
+REMOTE_ADMIN_PORTS = {22: "SSH", 3389: "RDP"}
+_PORT_PROTOCOLS = frozenset({"tcp", "udp", "sctp", "6", "17", "132"})
+_ALL_PROTOCOLS = frozenset({"all"})
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """One protocol/ports entry of a rule that lets internet-wide sources in."""
+
+    where: str
+    """The rule's path inside the resource (``allows[0]``, ``rules[2].match.layer4Configs[0]``)."""
+    sources: tuple[str, ...]
+    protocol: str
+    ports: tuple[str, ...]
+    """Empty when the entry opens every port of the protocol."""
+
+    @property
+    def every_port(self) -> bool:
+        return self.protocol in _ALL_PROTOCOLS or (
+            self.protocol in _PORT_PROTOCOLS and not self.ports
+        )
+
+    def admin_ports(self) -> list[str]:
+        """The remote administration services (SSH, RDP) this entry opens."""
+        if self.protocol not in _PORT_PROTOCOLS and not self.every_port:
+            return []
+        return [
+            f"{name} ({port})"
+            for port, name in REMOTE_ADMIN_PORTS.items()
+            if self.every_port or any(_port_in(port, spec) for spec in self.ports)
+        ]
+
+
+def _port_in(port: int, spec: str) -> bool:
+    low, _, high = str(spec).partition("-")
+    try:
+        return int(low) <= port <= int(high or low)
+    except ValueError:
+        return False
+
+
+def is_internet_wide(cidr: str) -> bool:
+    """True for 0.0.0.0/0, ::/0 and any public range about as wide; False for private ones."""
+    try:
+        network = ipaddress.ip_network(cidr.strip(), strict=False)
+    except ValueError:
+        return False
+    if network.prefixlen == 0:
+        return True
+    return not network.is_private and network.prefixlen <= _INTERNET_PREFIX_LEN[network.version]
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [str(item) for item in value if known(item)]
+    return []
+
+
+def _internet_sources(ranges: object, region_codes: object = None) -> tuple[str, ...]:
+    found = [cidr for cidr in _strings(ranges) if is_internet_wide(cidr)]
+    # A source given as countries is the internet, one country at a time.
+    found += [f"region {code}" for code in _strings(region_codes)]
+    return tuple(found)
+
+
+def _entries(
+    entries: object, protocol_key: str, where: str, sources: tuple[str, ...]
+) -> Iterator[Exposure]:
+    if not isinstance(entries, Sequence) or isinstance(entries, str):
+        return
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping) or not known(entry.get(protocol_key)):
+            continue
+        yield Exposure(
+            where=f"{where}[{index}]",
+            sources=sources,
+            protocol=str(entry[protocol_key]).lower(),
+            ports=tuple(_strings(entry.get("ports"))),
+        )
+
+
+def _vpc_rule(props: Mapping[str, Any]) -> Iterator[Exposure]:
+    if props.get("disabled") is True or str(props.get("direction") or "INGRESS") != "INGRESS":
+        return
+    ranges = props.get("sourceRanges")
+    if ranges == UNKNOWN:
+        return
+    # gcloud: with no source ranges, tags or service accounts an ingress rule means 0.0.0.0/0.
+    unsourced = not any(
+        props.get(k) for k in ("sourceRanges", "sourceTags", "sourceServiceAccounts")
+    )
+    sources = ("0.0.0.0/0 (no source given)",) if unsourced else _internet_sources(ranges)
+    if sources:
+        yield from _entries(props.get("allows"), "protocol", "allows", sources)
+
+
+def _policy_rule(rule: Mapping[str, Any], where: str) -> Iterator[Exposure]:
+    if rule.get("disabled") is True or str(rule.get("direction")) != "INGRESS":
+        return
+    if str(rule.get("action")).lower() != "allow":
+        return
+    match = rule.get("match")
+    if not isinstance(match, Mapping):
+        return
+    sources = _internet_sources(match.get("srcIpRanges"), match.get("srcRegionCodes"))
+    if sources:
+        prefix = f"{where}." if where else ""
+        yield from _entries(
+            match.get("layer4Configs"), "ipProtocol", f"{prefix}match.layer4Configs", sources
+        )
+
+
+def internet_exposures(resource_type: str, props: Mapping[str, Any]) -> list[Exposure]:
+    """What an ingress rule opens to internet-wide sources; [] for anything else."""
+    if resource_type == FIREWALL:
+        return list(_vpc_rule(props))
+    if resource_type in POLICY_RULE_TYPES:
+        return list(_policy_rule(props, ""))
+    if resource_type in POLICY_WITH_RULES_TYPES:
+        rules = props.get("rules")
+        if not isinstance(rules, Sequence) or isinstance(rules, str):
+            return []
+        return [
+            exposure
+            for index, rule in enumerate(rules)
+            if isinstance(rule, Mapping)
+            for exposure in _policy_rule(rule, f"rules[{index}]")
+        ]
+    return []
