@@ -113,7 +113,7 @@ def log_source(vertex: Vertex, run_id: str, job: str | None = None) -> LogSource
     """The logs of every attempt of ``run_id``, or of the one ``job`` (no vtx run id)."""
     stack = vertex.stack
     if stack.vertex_endpoint:
-        return LocalLogSource(stack.vertex_endpoint, run_id, job=job)
+        return LocalLogSource(stack.vertex_endpoint, run_id, job=job, token=stack.local_token or "")
 
     def attempts() -> list[tuple[str, int]]:
         if job is not None:

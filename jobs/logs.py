@@ -44,13 +44,20 @@ class LocalLogSource:
     """The local platform's per-replica logs, served by its control plane."""
 
     def __init__(
-        self, endpoint: str, run_id: str | None, timeout_s: float = 10.0, job: str | None = None
+        self,
+        endpoint: str,
+        run_id: str | None,
+        timeout_s: float = 10.0,
+        job: str | None = None,
+        token: str = "",
     ) -> None:
-        """Logs of run ``run_id``, or of the one ``job`` (a job not launched by vtx)."""
+        """Logs of run ``run_id``, or of the one ``job`` (a job not launched by vtx); ``token``
+        is the platform's (StackOutputs.local_token)."""
         self.url = f"{endpoint.rstrip('/')}/vtx/logs"
         self.run_id = run_id
         self.job = job
         self.timeout_s = timeout_s
+        self.token = token
 
     def fetch(self, cursor: Any) -> tuple[list[LogEntry], Any]:
         """Every entry after ``cursor``: the control plane serves pages of at most 1000, so
@@ -70,6 +77,7 @@ class LocalLogSource:
             response = requests.get(
                 self.url,
                 params={**which, "cursor": cursor or 0},
+                headers={"Authorization": f"Bearer {self.token}"},
                 timeout=self.timeout_s,
             )
             response.raise_for_status()

@@ -72,6 +72,8 @@ class StackOutputs(BaseModel):
     # Set only by the local platform; None means Google's public endpoints.
     vertex_endpoint: str | None = None
     gcs_endpoint: str | None = None
+    local_token: str | None = Field(default=None, repr=False, exclude=True)
+    """The local platform's token for its vtx-only endpoints; never exported."""
 
     @property
     def is_local(self) -> bool:

@@ -40,8 +40,9 @@ def wait_for_port(port: int, timeout_s: float = 20.0) -> None:
 
 @pytest.fixture(scope="session")
 def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Start the local platform's GCS emulator (gcp-storage-emulator plus the objects.move call
-    it lacks, see jobs/local/gcs_emulator.py), in memory, for the session; yield its URL.
+    """Start the local platform's GCS emulator (gcp-storage-emulator, hardened, plus the
+    objects.move call it lacks, see jobs/local/gcs_emulator.py), in memory, for the session;
+    yield its URL.
 
     Sets STORAGE_EMULATOR_HOST so google-cloud-storage and gcsfs talk to it."""
     port = free_port()
@@ -51,7 +52,6 @@ def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             sys.executable,
             "-m",
             "jobs.local.gcs_emulator",
-            "start",
             "--host",
             "127.0.0.1",
             "--port",

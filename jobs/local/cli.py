@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from jobs.local.state import PlatformState
 from jobs.problems import print_error
 
 local_app = typer.Typer(
@@ -57,21 +58,21 @@ def up(
     ),
     chaos_seed: int = typer.Option(0, help="Seed of the chaos schedule (label vtx-chaos-seed)."),
 ) -> None:
-    """Start the GCS emulator and the control plane in the background."""
-    from jobs.local.platform import ExecutorOptions, PlatformError, clear_stale, start_platform
+    """Start the GCS emulator and the control plane in the background; after a crash, start
+    again only what stopped (running jobs go on)."""
+    from jobs.local.platform import ExecutorOptions, PlatformError, bring_up
     from jobs.stack import StackError
 
-    directory = _data_dir(data_dir)
     try:
-        stale = clear_stale(directory)
-        if stale:
-            err_console.print(f"[yellow]note:[/yellow] {escape(stale)}")
         options = ExecutorOptions(
             max_replicas=max_replicas, grace_s=grace_s, chaos_per_hour=chaos, chaos_seed=chaos_seed
         )
-        state = start_platform(directory, Path.cwd(), port, gcs_port, options=options)
+        started = bring_up(_data_dir(data_dir), Path.cwd(), port, gcs_port, options=options)
     except (PlatformError, StackError, OSError) as exc:
         raise _fail(str(exc)) from None
+    if started.note:
+        err_console.print(f"[yellow]note:[/yellow] {escape(started.note)}")
+    state = started.state
     console.print(f"[green]local platform up[/green] (data in {escape(state.data_dir)})")
     console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
     console.print(f"  GCS endpoint        {state.gcs_endpoint}")
@@ -104,7 +105,7 @@ def status(
     directory = _data_dir(data_dir)
     try:
         state = running_state(directory)
-        stale = state is None and read_state(directory) is not None
+        recorded = read_state(directory) if state is None else None
     except StackError as exc:
         raise _fail(str(exc)) from None
     info: dict[str, object] = {"running": state is not None, "data_dir": str(directory.resolve())}
@@ -126,8 +127,7 @@ def status(
     if as_json:
         console.print_json(json.dumps(info))
     elif state is None:
-        note = " (a stale state file is left; `vtx local up` cleans it)" if stale else ""
-        console.print(f"local platform not running in {info['data_dir']}{note}")
+        console.print(f"local platform not running in {info['data_dir']}{_why_down(recorded)}")
     else:
         console.print(f"local platform running (data in {info['data_dir']})")
         console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
@@ -138,6 +138,19 @@ def status(
         console.print(f"  active jobs         {jobs or 'none'}")
     if state is None:
         raise typer.Exit(1)
+
+
+def _why_down(recorded: PlatformState | None) -> str:
+    from jobs.local.platform import gcs_alive, server_alive
+
+    if recorded is None:
+        return ""
+    if server_alive(recorded) or gcs_alive(recorded):
+        return (
+            " (part of it stopped, the control plane or the GCS emulator: `vtx local up` starts "
+            "it again; running jobs go on)"
+        )
+    return " (a stale state file is left; `vtx local up` cleans it)"
 
 
 @local_app.command("preempt")
@@ -155,7 +168,7 @@ def preempt(
 
     try:
         stack = local_stack_outputs(_data_dir(data_dir) if data_dir else None)
-        target = preempt_replica(stack.vertex_endpoint or "", job, replica)
+        target = preempt_replica(stack.vertex_endpoint or "", stack.local_token or "", job, replica)
     except (StackError, LocalApiError) as exc:
         raise _fail(str(exc)) from None
     console.print(

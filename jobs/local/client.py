@@ -1,5 +1,6 @@
 """Calls to the control plane's vtx-only endpoints (preemption, logs). JobService calls go
-through the real aiplatform client instead; these two have no Google counterpart."""
+through the real aiplatform client instead; these two have no Google counterpart, and want the
+platform's token (``state.json``; see jobs/local/guard.py)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ class LocalApiError(Exception):
     """The control plane refused a request or could not be reached."""
 
 
-def _call(url: str, body: dict | None = None) -> dict:
+def _call(url: str, token: str, body: dict | None = None) -> dict:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
         url,
         data=data,
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
         method="POST" if data else "GET",
     )
     try:
@@ -34,19 +35,26 @@ def _call(url: str, body: dict | None = None) -> dict:
         raise LocalApiError(f"cannot reach the local control plane at {url}: {exc}") from exc
 
 
-def preempt_replica(endpoint: str, job: str, replica: str | None = None) -> str:
+def preempt_replica(endpoint: str, token: str, job: str, replica: str | None = None) -> str:
     """Preempt one replica of a running job; returns the replica's name."""
     job_id = job.rsplit("/", 1)[-1]
-    answer = _call(f"{endpoint}/vtx/jobs/{job_id}:preempt", {"replica": replica} if replica else {})
-    return answer["replica"]
+    body = {"replica": replica} if replica else {}
+    return _call(f"{endpoint}/vtx/jobs/{job_id}:preempt", token, body)["replica"]
 
 
-def read_logs(endpoint: str, *, run_id: str | None = None, job: str | None = None, cursor: int = 0):
+def read_logs(
+    endpoint: str,
+    token: str,
+    *,
+    run_id: str | None = None,
+    job: str | None = None,
+    cursor: int = 0,
+) -> dict:
     """One page of log entries after ``cursor``: ``{"entries": [...], "cursor": N}``."""
     query = {"cursor": cursor} | ({"run_id": run_id} if run_id else {"job": job})
-    return _call(f"{endpoint}/vtx/logs?{urllib.parse.urlencode(query)}")
+    return _call(f"{endpoint}/vtx/logs?{urllib.parse.urlencode(query)}", token)
 
 
 def health(endpoint: str) -> dict:
-    """``{"status": "ok", "active_jobs": {STATE: count}}``."""
-    return _call(f"{endpoint}/vtx/health")
+    """``{"status": "ok", "active_jobs": {STATE: count}}`` (needs no token)."""
+    return _call(f"{endpoint}/vtx/health", "")

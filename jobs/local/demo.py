@@ -2,7 +2,8 @@
 
 1. start the local platform unless one runs in the data dir (and stop it at the end);
 2. print the offline preview of the dev stack (infra under Pulumi mocks);
-3. upload the tiny example dataset to gs://vtx-local-data/examples/tiny.jsonl;
+3. the tiny example dataset is in gs://vtx-local-data/examples/tiny.jsonl (`vtx local up` put
+   it there);
 4. launch jobs/templates/smoke-cpu.yaml with --stack local --follow (chief + one worker,
    DDP over gloo, LoRA on the tiny model) through the same code as `vtx launch`;
 5. once the first checkpoint is committed, preempt workerpool1-0 as a Spot VM is preempted;
@@ -23,10 +24,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from jobs.stack import StackOutputs
+
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "jobs" / "templates" / "smoke-cpu.yaml"
-DATASET = REPO / "trainer" / "examples" / "data" / "tiny.jsonl"
-DATASET_OBJECT = "examples/tiny.jsonl"
 PREEMPTED_REPLICA = "workerpool1-0"
 
 
@@ -106,21 +107,23 @@ def summarize(entries: list[dict[str, Any]]) -> RunSummary:
     return summary
 
 
-def read_run_logs(endpoint: str, run_id: str) -> list[dict[str, Any]]:
+def read_run_logs(stack: StackOutputs, run_id: str) -> list[dict[str, Any]]:
     import dataclasses
 
     from jobs.logs import LocalLogSource
 
-    entries, _ = LocalLogSource(endpoint, run_id).fetch(None)
+    source = LocalLogSource(stack.vertex_endpoint or "", run_id, token=stack.local_token or "")
+    entries, _ = source.fetch(None)
     return [dataclasses.asdict(e) for e in entries]
 
 
 class PreemptAfterFirstCheckpoint(threading.Thread):
     """Watches the run's logs; after the first committed checkpoint, preempts one replica."""
 
-    def __init__(self, endpoint: str, run_id: str, console: Console) -> None:
+    def __init__(self, stack: StackOutputs, run_id: str, console: Console) -> None:
         super().__init__(name="vtx-demo-preempter", daemon=True)
-        self.endpoint, self.run_id, self.console = endpoint, run_id, console
+        self.endpoint, self.token = stack.vertex_endpoint or "", stack.local_token or ""
+        self.run_id, self.console = run_id, console
         self.done = threading.Event()
         self.preempted: str | None = None
         self.error: str | None = None
@@ -131,7 +134,7 @@ class PreemptAfterFirstCheckpoint(threading.Thread):
         cursor = 0
         while not self.done.wait(0.5):
             try:
-                page = read_logs(self.endpoint, run_id=self.run_id, cursor=cursor)
+                page = read_logs(self.endpoint, self.token, run_id=self.run_id, cursor=cursor)
             except LocalApiError as exc:
                 self.error = str(exc)
                 return
@@ -141,7 +144,7 @@ class PreemptAfterFirstCheckpoint(threading.Thread):
                 if data.get("message") != "checkpoint committed":
                     continue
                 try:
-                    preempt_replica(self.endpoint, entry["job"], PREEMPTED_REPLICA)
+                    preempt_replica(self.endpoint, self.token, entry["job"], PREEMPTED_REPLICA)
                 except LocalApiError as exc:
                     self.error = str(exc)
                     return
@@ -155,14 +158,9 @@ class PreemptAfterFirstCheckpoint(threading.Thread):
 
 
 def _ensure_platform(data_dir: Path, console: Console):
-    """The running platform in data_dir, or a new one; returns (state, started_here)."""
-    from jobs.local.platform import (
-        PlatformError,
-        clear_stale,
-        free_port,
-        running_state,
-        start_platform,
-    )
+    """The running platform in data_dir (recovered if part of it had stopped), or a new one;
+    returns (state, started_here)."""
+    from jobs.local.platform import PlatformError, bring_up, free_port, running_state
 
     state = running_state(data_dir)
     if state is not None:
@@ -173,12 +171,14 @@ def _ensure_platform(data_dir: Path, console: Console):
                 f"relative paths may not resolve (restart it from the checkout)[/yellow]"
             )
         return state, False
-    clear_stale(data_dir)
     console.print("starting the local platform (GCS emulator + control plane)...")
     try:
-        state = start_platform(data_dir, REPO, free_port(), free_port())
+        started = bring_up(data_dir, REPO, free_port(), free_port())
     except PlatformError as exc:
         raise DemoError(f"could not start the local platform: {exc}") from exc
+    if started.note:
+        console.print(f"[yellow]note: {started.note}[/yellow]")
+    state = started.state
     console.print(f"  Vertex AI endpoint {state.vertex_endpoint}, GCS {state.gcs_endpoint}")
     return state, True
 
@@ -191,19 +191,6 @@ def _preview(console: Console) -> None:
         console.print(render_preview(run_offline("dev")))
     except Exception as exc:  # the preview informs; the run below does not depend on it
         console.print(f"[yellow]stack preview unavailable: {exc}[/yellow]")
-
-
-def upload_dataset(gcs_endpoint: str, bucket: str) -> str:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    client = storage.Client(
-        project="vtx-local",
-        credentials=AnonymousCredentials(),
-        client_options={"api_endpoint": gcs_endpoint},
-    )
-    client.bucket(bucket).blob(DATASET_OBJECT).upload_from_filename(str(DATASET))
-    return f"gs://{bucket}/{DATASET_OBJECT}"
 
 
 def _template(trainer_overrides: list[str]):
@@ -266,21 +253,16 @@ def run_demo(
 ) -> DemoResult:
     """Run the demo; DemoError if it could not, a DemoResult (any final state) otherwise."""
     from jobs.local.platform import stop_platform
-    from jobs.local.state import stack_outputs_for
+    from jobs.local.state import EXAMPLE_DATA, stack_outputs_for
 
     state, started = _ensure_platform(data_dir, console)
     try:
         if preview:
             _preview(console)
         stack = stack_outputs_for(state)
-        console.rule("[bold]2. Data into the emulated GCS")
-        from google.api_core.exceptions import GoogleAPIError
-
-        try:
-            uri = upload_dataset(state.gcs_endpoint, stack.buckets.data)
-        except (OSError, GoogleAPIError) as exc:
-            raise DemoError(f"could not upload {DATASET} to the emulator: {exc}") from exc
-        console.print(f"uploaded {DATASET.relative_to(REPO)} -> {uri}")
+        console.rule("[bold]2. Data in the emulated GCS")
+        for local, (bucket, name) in EXAMPLE_DATA.items():
+            console.print(f"{local.relative_to(REPO)} -> gs://{bucket}/{name} (by vtx local up)")
         console.rule("[bold]3. vtx launch jobs/templates/smoke-cpu.yaml --stack local --follow")
         return _launch_and_follow(console, stack, trainer_overrides or [])
     finally:
@@ -296,7 +278,7 @@ def _launch_and_follow(console: Console, stack, trainer_overrides: list[str]) ->
 
     template = _template(trainer_overrides)
     run_id = new_run_id(template.name)
-    watcher = PreemptAfterFirstCheckpoint(stack.vertex_endpoint, run_id, console)
+    watcher = PreemptAfterFirstCheckpoint(stack, run_id, console)
     watcher.start()
     try:
         launch_job(
@@ -318,7 +300,7 @@ def _launch_and_follow(console: Console, stack, trainer_overrides: list[str]) ->
     if not attempts:
         raise DemoError(f"the job of run {run_id} was not submitted (see the messages above)")
     final = attempts[0]
-    summary = summarize(read_run_logs(stack.vertex_endpoint, run_id))
+    summary = summarize(read_run_logs(stack, run_id))
     console.rule("[bold]4. Summary")
     outputs = final.job_spec.base_output_directory.output_uri_prefix
     print_summary(console, summary, state_name(final), outputs)

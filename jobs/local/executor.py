@@ -299,7 +299,7 @@ class Executor:
             if self._fits(job_id, len(rt.replicas)):
                 self._start_job(job, rt)
             return
-        if job["state"] == PENDING:
+        if job["state"] == PENDING and rt.stopping is None:
             self._start_job(job, rt)
         self._ingest_logs(job, rt)
         for replica in rt.replicas:
@@ -327,10 +327,24 @@ class Executor:
             rt.ports = self._ports(rt)
         for replica in rt.replicas:
             if replica.status == "new":
-                self._spawn(job, rt, replica)
+                try:
+                    self._spawn(job, rt, replica)
+                except (OSError, ValueError) as exc:  # no such cwd, a NUL in argv or env, ...
+                    self._unstartable(job, rt, replica, exc)
+                    return
         if rt.started_at is None:
             rt.started_at = time.time()
         self._set_state(job, rt, RUNNING)
+
+    def _unstartable(self, job: dict, rt: Runtime, replica: Replica, exc: Exception) -> None:
+        """A replica that cannot be started fails the job at once (stopping the replicas that
+        did start): trying again would fail the same way, forever."""
+        message = (
+            f"The replica {replica.name} could not be started: {exc}. Check the pool's "
+            f"command, args and env, and the directory `vtx local up` ran in ({self.cwd})."
+        )
+        self._service_log(job, rt, message)
+        self._stop_all(job, rt, "failed", {"code": CODE_INVALID_ARGUMENT, "message": message})
 
     def _ports(self, rt: Runtime) -> dict[str, int]:
         """A free port per replica for this job attempt; the primary's is MASTER_PORT."""

@@ -1,9 +1,12 @@
-"""Start, inspect and stop the local platform's two background processes.
+"""Start, inspect, recover and stop the local platform's two background processes.
 
 The GCS emulator (gcp-storage-emulator from PyPI) and the control plane (`python -m
 jobs.local.server`) each run in their own session so that closing the terminal does not kill
 them, and so that replicas (in sessions of their own) survive a control-plane crash and can be
-re-attached. Used by `vtx local up|down|status`, `vtx demo` and the test fixture.
+re-attached: `vtx local up` after a crash starts only what is gone, on the ports recorded, and
+leaves what survived (the emulator the replicas write to, the replicas) alone. Both run with
+umask 077 in a 0700 data dir: jobs, logs, objects and the token are the user's alone. Used by
+`vtx local up|down|status`, `vtx demo` and the test fixture.
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +29,14 @@ from pathlib import Path
 import psutil
 
 from jobs.local.state import (
+    EXAMPLE_DATA,
     LOCAL_BUCKETS,
     LOCAL_PROJECT,
     LOCAL_PROJECT_NUMBER,
+    PRIVATE_DIR_MODE,
+    PRIVATE_FILE_MODE,
+    PRIVATE_UMASK,
+    TOKEN_ENV,
     PlatformState,
     read_state,
     state_path,
@@ -89,7 +99,10 @@ def running_state(data_dir: Path) -> PlatformState | None:
 
 
 def port_free(port: int) -> bool:
+    """Whether a server could listen on the port now. SO_REUSEADDR, as uvicorn and the
+    emulator bind: a port whose last connections sit in TIME_WAIT is free to them."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -142,15 +155,28 @@ def _wait_until_answers(url: str, proc: subprocess.Popen[bytes], name: str, log_
     raise PlatformError(f"the {name} did not answer on {url} within {STARTUP_TIMEOUT_S:.0f} s")
 
 
-def _spawn(cmd: list[str], log_path: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    with log_path.open("ab") as out:
+def private_dir(path: Path) -> Path:
+    """Create (or tighten) a directory only the user may enter."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    path.chmod(PRIVATE_DIR_MODE)
+    return path
+
+
+def _spawn(
+    cmd: list[str], log_path: Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A background process in a session of its own, writing private files (umask 077)."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "ab") as out:
         return subprocess.Popen(
             cmd,
             cwd=cwd,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            umask=PRIVATE_UMASK,
         )
 
 
@@ -175,11 +201,28 @@ def create_buckets(gcs_endpoint: str) -> None:
             raise PlatformError(f"could not create bucket {name} at {gcs_endpoint}: {exc}") from exc
 
 
+def upload_examples(gcs_endpoint: str) -> None:
+    """Put the example data the shipped templates read (smoke-cpu's gs://vtx-local-data/
+    examples/tiny.jsonl) into the data bucket, as a stack's data bucket would hold a team's
+    data. Plain JSON-API media upload, like create_buckets; overwriting is harmless."""
+    for local, (bucket, name) in EXAMPLE_DATA.items():
+        query = urllib.parse.urlencode({"uploadType": "media", "name": name})
+        request = urllib.request.Request(
+            f"{gcs_endpoint}/upload/storage/v1/b/{bucket}/o?{query}",
+            data=local.read_bytes(),
+            headers={"Content-Type": "application/octet-stream"},
+            method="POST",
+        )
+        try:
+            urllib.request.urlopen(request, timeout=30).close()
+        except OSError as exc:  # HTTPError included
+            raise PlatformError(f"could not upload {local} to gs://{bucket}/{name}: {exc}") from exc
+
+
 def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    gcs_dir = data_dir / "gcs"
-    gcs_dir.mkdir(parents=True, exist_ok=True)
-    # gcp-storage-emulator with objects.move added (see jobs/local/gcs_emulator.py).
-    cmd = [sys.executable, "-m", "jobs.local.gcs_emulator", "start"]
+    gcs_dir = private_dir(data_dir / "gcs")
+    # gcp-storage-emulator, hardened and with objects.move (see jobs/local/gcs_emulator.py).
+    cmd = [sys.executable, "-m", "jobs.local.gcs_emulator"]
     cmd += ["--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--project-number", LOCAL_PROJECT_NUMBER, "-q"]
     # The emulator keeps objects under ./.cloudstorage of its working directory.
@@ -187,7 +230,12 @@ def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 def _start_server(
-    data_dir: Path, cwd: Path, port: int, gcs_endpoint: str, options: ExecutorOptions
+    data_dir: Path,
+    cwd: Path,
+    port: int,
+    gcs_endpoint: str,
+    options: ExecutorOptions,
+    token: str,
 ) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "jobs.local.server", "--data-dir", str(data_dir.resolve())]
     cmd += ["--port", str(port), "--gcs-endpoint", gcs_endpoint, "--cwd", str(cwd)]
@@ -199,38 +247,21 @@ def _start_server(
         str(options.chaos_seed),
     ]
     env = dict(os.environ)
+    env[TOKEN_ENV] = token
     # Replicas need the checkout importable even when vtx is not installed in editable mode.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
-    with (data_dir / "server.log").open("ab") as out:
-        return subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    return _spawn(cmd, data_dir / "server.log", cwd, env)
 
 
 def clear_stale(data_dir: Path) -> str | None:
-    """Remove a state file whose processes are gone; say what was done, or None if nothing."""
+    """Remove a state file none of whose processes runs; say so, or None if nothing was done.
+    A platform that is partly alive is not stale: `bring_up` recovers it."""
     state = read_state(data_dir)
-    if state is None:
+    if state is None or server_alive(state) or gcs_alive(state):
         return None
-    server_up, gcs_up = server_alive(state), gcs_alive(state)
-    if server_up and gcs_up:
-        return None
-    leftovers = [(state.server_pid, "control plane")] if server_up else []
-    if gcs_up and state.gcs_pid is not None:
-        leftovers.append((state.gcs_pid, "GCS emulator"))
-    for pid, _name in leftovers:
-        _terminate(pid)
     state_path(data_dir).unlink(missing_ok=True)
-    stopped = "; stopped the surviving " + ", ".join(n for _, n in leftovers) if leftovers else ""
     return (
-        f"found a stale state file in {data_dir} (a platform that is no longer running){stopped}; "
-        f"removed it"
+        f"found a stale state file in {data_dir} (a platform that is no longer running); removed it"
     )
 
 
@@ -243,13 +274,13 @@ def start_platform(
     options: ExecutorOptions | None = None,
 ) -> PlatformState:
     """Start the emulator (unless ``gcs_endpoint`` names one already running) and the control
-    plane, create the buckets, record the state, and return once both answer."""
-    data_dir = data_dir.resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    if running_state(data_dir) is not None:
+    plane, create the buckets with the example data, record the state, and return once both
+    answer."""
+    data_dir = private_dir(data_dir.resolve())
+    if read_state(data_dir) is not None:
         raise PlatformError(
-            f"the local platform is already running from {data_dir}; "
-            f"see `vtx local status`, or stop it with `vtx local down`"
+            f"the local platform is already running from {data_dir}, or was and crashed; "
+            f"`vtx local up` recovers it, `vtx local down` stops it"
         )
     _check_port(vertex_port, "--port")
     gcs_proc = None
@@ -265,21 +296,17 @@ def start_platform(
         gcs_endpoint = f"http://127.0.0.1:{gcs_port}"
     else:
         gcs_port = int(gcs_endpoint.rsplit(":", 1)[1])
+    token = secrets.token_urlsafe(32)
     server = None
     try:
         if gcs_proc is not None:
-            _wait_until_answers(
-                f"{gcs_endpoint}/storage/v1/b?project={LOCAL_PROJECT}",
-                gcs_proc,
-                "GCS emulator",
-                data_dir / "gcs.log",
-            )
+            _wait_for_gcs(gcs_endpoint, gcs_proc, data_dir)
         create_buckets(gcs_endpoint)
+        upload_examples(gcs_endpoint)
         server = _start_server(
-            data_dir, cwd, vertex_port, gcs_endpoint, options or ExecutorOptions()
+            data_dir, cwd, vertex_port, gcs_endpoint, options or ExecutorOptions(), token
         )
-        url = f"http://127.0.0.1:{vertex_port}/vtx/health"
-        _wait_until_answers(url, server, "control plane", data_dir / "server.log")
+        _wait_for_server(vertex_port, server, data_dir)
     except BaseException:
         for proc in (server, gcs_proc):
             if proc is not None and proc.poll() is None:
@@ -295,9 +322,88 @@ def start_platform(
         server_create_time=psutil.Process(server.pid).create_time(),
         gcs_pid=gcs_proc.pid if gcs_proc else None,
         gcs_create_time=psutil.Process(gcs_proc.pid).create_time() if gcs_proc else None,
+        token=token,
     )
     write_state(state)
     return state
+
+
+def _wait_for_gcs(gcs_endpoint: str, proc: subprocess.Popen[bytes], data_dir: Path) -> None:
+    url = f"{gcs_endpoint}/storage/v1/b?project={LOCAL_PROJECT}"
+    _wait_until_answers(url, proc, "GCS emulator", data_dir / "gcs.log")
+
+
+def _wait_for_server(port: int, proc: subprocess.Popen[bytes], data_dir: Path) -> None:
+    url = f"http://127.0.0.1:{port}/vtx/health"
+    _wait_until_answers(url, proc, "control plane", data_dir / "server.log")
+
+
+@dataclass(frozen=True)
+class Started:
+    """What `bring_up` did: the running platform, and a note when it was not a fresh start."""
+
+    state: PlatformState
+    note: str | None = None
+
+
+def bring_up(
+    data_dir: Path,
+    cwd: Path,
+    vertex_port: int = DEFAULT_VERTEX_PORT,
+    gcs_port: int = DEFAULT_GCS_PORT,
+    options: ExecutorOptions | None = None,
+) -> Started:
+    """`vtx local up`: start the platform, or bring back the part of it that died.
+
+    After a crash of the control plane the emulator and the replicas live on: only the control
+    plane is started again (on its recorded port, with the same token), and it re-attaches to
+    the running jobs. A dead emulator is started again on its port over the same objects."""
+    data_dir = private_dir(data_dir.resolve())
+    state = read_state(data_dir)
+    if state is not None:
+        server_up, gcs_up = server_alive(state), gcs_alive(state)
+        if server_up and gcs_up:
+            raise PlatformError(
+                f"the local platform is already running from {data_dir}; "
+                f"see `vtx local status`, or stop it with `vtx local down`"
+            )
+        if server_up or gcs_up:
+            return _recover(state, options or ExecutorOptions(), server_up)
+    note = clear_stale(data_dir)
+    return Started(start_platform(data_dir, cwd, vertex_port, gcs_port, options=options), note)
+
+
+def _recover(state: PlatformState, options: ExecutorOptions, server_up: bool) -> Started:
+    data_dir = Path(state.data_dir)
+    if server_up:  # the emulator died: same port, same objects on disk
+        _check_port(state.gcs_port, "--gcs-port")
+        gcs = _start_gcs(data_dir, state.gcs_port)
+        _wait_for_gcs(state.gcs_endpoint, gcs, data_dir)
+        create_buckets(state.gcs_endpoint)
+        state = state.model_copy(
+            update={"gcs_pid": gcs.pid, "gcs_create_time": psutil.Process(gcs.pid).create_time()}
+        )
+        write_state(state)
+        return Started(
+            state, f"the GCS emulator had stopped; started it again on :{state.gcs_port}"
+        )
+    _check_port(state.vertex_port, "--port")
+    server = _start_server(
+        data_dir, Path(state.cwd), state.vertex_port, state.gcs_endpoint, options, state.token
+    )
+    _wait_for_server(state.vertex_port, server, data_dir)
+    state = state.model_copy(
+        update={
+            "server_pid": server.pid,
+            "server_create_time": psutil.Process(server.pid).create_time(),
+        }
+    )
+    write_state(state)
+    return Started(
+        state,
+        f"the control plane had stopped; started it again on :{state.vertex_port} and it "
+        f"re-attached to the running jobs (the GCS emulator and the replicas were left running)",
+    )
 
 
 def _terminate(pid: int, timeout_s: float = 10.0) -> None:
@@ -315,7 +421,8 @@ def _terminate(pid: int, timeout_s: float = 10.0) -> None:
 
 
 def stop_platform(data_dir: Path) -> PlatformState:
-    """Stop a running platform (its control plane stops running replicas first)."""
+    """Stop a running platform (its control plane stops running replicas first). A control
+    plane that crashed is brought back first, so that it stops the replicas it left."""
     data_dir = data_dir.resolve()
     stale = clear_stale(data_dir)
     state = read_state(data_dir)
@@ -324,40 +431,10 @@ def stop_platform(data_dir: Path) -> PlatformState:
         raise PlatformError(
             f"nothing to stop: no local platform is running from {data_dir}{detail}"
         )
+    if not server_alive(state):
+        state = _recover(state, ExecutorOptions(), server_up=False).state
     _terminate(state.server_pid, SHUTDOWN_TIMEOUT_S)
     if state.gcs_pid is not None:
         _terminate(state.gcs_pid)
     state_path(data_dir).unlink(missing_ok=True)
     return state
-
-
-def crash_server(state: PlatformState) -> None:
-    """SIGKILL the control plane, as a crash would (tests and drills): replicas live on."""
-    try:
-        proc = psutil.Process(state.server_pid)
-        proc.kill()
-        proc.wait(timeout=10)
-    except psutil.NoSuchProcess:
-        return
-
-
-def restart_server(state: PlatformState, options: ExecutorOptions | None = None) -> PlatformState:
-    """Start the control plane again on the same data dir and port (after a crash)."""
-    data_dir = Path(state.data_dir)
-    server = _start_server(
-        data_dir,
-        Path(state.cwd),
-        state.vertex_port,
-        state.gcs_endpoint,
-        options or ExecutorOptions(),
-    )
-    url = f"http://127.0.0.1:{state.vertex_port}/vtx/health"
-    _wait_until_answers(url, server, "control plane", data_dir / "server.log")
-    new = state.model_copy(
-        update={
-            "server_pid": server.pid,
-            "server_create_time": psutil.Process(server.pid).create_time(),
-        }
-    )
-    write_state(new)
-    return new

@@ -6,43 +6,69 @@ delete under ``/v1/projects/{p}/locations/{l}/customJobs``. Bodies are parsed an
 protobuf's own json_format against the real ``CustomJob`` message, so unknown fields are
 rejected exactly as the proto defines them and enums come back as ints when the client asks
 (``$alt=json;enum-encoding=int``). Plus two vtx endpoints: ``/vtx/logs`` and
-``/vtx/jobs/{id}:preempt``.
+``/vtx/jobs/{id}:preempt``, which want the platform's token.
 
-Run by `vtx local up` as ``python -m jobs.local.server --data-dir D --port P ...``.
+Every request first passes ``LocalClientsOnly`` (the rules are in jobs/local/guard.py): local,
+non-browser clients only, JSON bodies of at most 1 MiB. Every error, ours or the framework's,
+answers in Google's JSON error shape.
+
+Run by `vtx local up` as ``python -m jobs.local.server --data-dir D --port P ...``, with the
+token in the environment variable ``VTX_LOCAL_TOKEN`` (not on the command line, which any user
+of the machine can read).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import os
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from jobs.local import vertex_env
 from jobs.local.executor import Executor, ExecutorError
 from jobs.local.filters import FilterError, parse_filter
-from jobs.local.state import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, LOCAL_REGION
+from jobs.local.guard import (
+    Refusal,
+    body_refusal,
+    error_body,
+    origin_refusal,
+    token_refusal,
+)
+from jobs.local.state import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV
 from jobs.local.store import Store
 
 log = logging.getLogger(__name__)
 
 HTTP_STATUS = {
     400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
     404: "NOT_FOUND",
     405: "UNIMPLEMENTED",
+    411: "INVALID_ARGUMENT",
+    413: "INVALID_ARGUMENT",
+    415: "INVALID_ARGUMENT",
+    422: "INVALID_ARGUMENT",
     429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
 }
 DEFAULT_PAGE_SIZE = 100
 MAX_LOG_ENTRIES = 1000
+MAX_CURSOR = 2**63 - 1
+"""SQLite's largest integer: cursors and page tokens are row ids."""
+HEALTH_PATH = "/vtx/health"
 
 
 @dataclass(frozen=True)
@@ -50,6 +76,8 @@ class ServerSettings:
     data_dir: Path
     cwd: Path
     gcs_endpoint: str
+    port: int
+    token: str
     max_replicas: int = 8
     grace_s: float = 30.0
     chaos_per_hour: float = 0.0
@@ -64,9 +92,38 @@ class ApiError(Exception):
         self.status = status or HTTP_STATUS.get(http_code, "UNKNOWN")
 
 
-def error_body(http_code: int, message: str, status: str) -> dict[str, Any]:
-    """Google's JSON error shape, which google.api_core turns into the right exception."""
-    return {"error": {"code": http_code, "message": message, "status": status}}
+def error_response(http_code: int, message: str, status: str | None = None) -> JSONResponse:
+    status = status or HTTP_STATUS.get(http_code, "UNKNOWN")
+    return JSONResponse(error_body(http_code, message, status), http_code)
+
+
+def describe(errors: Sequence[Any]) -> str:
+    """Pydantic's (or FastAPI's) errors as 'where: what; ...'."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors)
+
+
+class LocalClientsOnly:
+    """ASGI middleware: the checks of jobs/local/guard.py before any route runs. Pure ASGI,
+    not BaseHTTPMiddleware: a refused request must never reach the app, body and all."""
+
+    def __init__(self, app: ASGIApp, port: int, token: str) -> None:
+        self.app, self.port, self.token = app, port, token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self.refusal(scope)
+            if refusal is not None:
+                response = error_response(refusal.http_code, refusal.message, refusal.status)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> Refusal | None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = origin_refusal(headers, self.port) or body_refusal(scope["method"], headers)
+        if refusal is None and scope["path"].startswith("/vtx/") and scope["path"] != HEALTH_PATH:
+            refusal = token_refusal(headers, self.token)
+        return refusal
 
 
 # -- proto conversion ----------------------------------------------------------------------------
@@ -79,8 +136,10 @@ def parse_custom_job(body: bytes) -> dict:
 
     message = CustomJob.pb(CustomJob())
     try:
-        json_format.Parse(body or b"{}", message, ignore_unknown_fields=False)
-    except json_format.ParseError as exc:
+        json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
+    except (json_format.ParseError, RecursionError) as exc:
         raise ApiError(400, f"Invalid JSON payload received. {exc}") from exc
     return json_format.MessageToDict(message)
 
@@ -109,6 +168,24 @@ def _validation_problems(job: dict, location: str) -> list[str]:
     return [str(p) for p in validate_custom_job(job, region=location)]
 
 
+def _check_replica_total(job: dict, max_replicas: int) -> None:
+    """Before any other work: a count is data, not a loop bound, until it is known to fit."""
+    counts = vertex_env.replica_counts(job)
+    for i, count in enumerate(counts):
+        if count < 0:
+            raise ApiError(
+                400,
+                f"jobSpec.workerPoolSpecs[{i}].replicaCount: {count} is negative; write 1 or more",
+            )
+    if sum(counts) > max_replicas:
+        raise ApiError(
+            429,
+            f"the job needs {sum(counts)} replicas but this local platform runs at most "
+            f"{max_replicas} at once; lower replicaCount or restart it with "
+            f"`vtx local up --max-replicas N`",
+        )
+
+
 def _executor_problems(job: dict) -> list[str]:
     """What the local executor itself needs to run a job, whatever the templates allow."""
     problems = []
@@ -126,6 +203,13 @@ def _executor_problems(job: dict) -> list[str]:
                 f"no container runtime can supply the image's ENTRYPOINT; set command "
                 f"(e.g. [python, -m, trainer.launch])"
             )
+        env = pool.get("containerSpec", {}).get("env", []) if pool else []
+        words = [*vertex_env.replica_command(pool), *(str(e) for e in env)] if pool else []
+        if any("\x00" in word for word in words):
+            problems.append(
+                f"jobSpec.workerPoolSpecs[{i}]: its command, args or env hold a NUL character, "
+                f"which no process can be started with; remove it"
+            )
     return problems
 
 
@@ -133,6 +217,7 @@ def _executor_problems(job: dict) -> list[str]:
 
 
 def create_app(settings: ServerSettings) -> FastAPI:
+    """The app, wrapped in LocalClientsOnly: nothing reaches a route without passing it."""
     store = Store(settings.data_dir / "jobs.sqlite")
     executor = Executor(
         store,
@@ -153,11 +238,19 @@ def create_app(settings: ServerSettings) -> FastAPI:
         executor.shutdown()
         store.close()
 
-    app = FastAPI(title="vtx local control plane", lifespan=lifespan)
+    # No OpenAPI pages: a browser has nothing to read here.
+    app = FastAPI(
+        title="vtx local control plane",
+        lifespan=lifespan,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.executor = executor
     app.state.store = store
+    app.add_middleware(LocalClientsOnly, port=settings.port, token=settings.token)
     _add_error_handlers(app)
-    _add_job_routes(app, executor, store)
+    _add_job_routes(app, executor, store, settings.max_replicas)
     _add_vtx_routes(app, executor, store)
     return app
 
@@ -165,21 +258,25 @@ def create_app(settings: ServerSettings) -> FastAPI:
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.http_code, exc.message, exc.status), exc.http_code)
+        return error_response(exc.http_code, exc.message, exc.status)
 
     @app.exception_handler(ExecutorError)
     async def _executor_error(_request: Request, exc: ExecutorError) -> JSONResponse:
-        return JSONResponse(error_body(exc.http_code, exc.message, exc.status), exc.http_code)
+        return error_response(exc.http_code, exc.message, exc.status)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(error_body(400, str(exc), "INVALID_ARGUMENT"), 400)
+        return error_response(400, describe(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        message = f"{request.method} {request.url.path}: {exc.detail}"
-        status = HTTP_STATUS.get(exc.status_code, "UNKNOWN")
-        return JSONResponse(error_body(exc.status_code, message, status), exc.status_code)
+        return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}")
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        # A bug of ours: the traceback goes to server.log, the client gets Google's shape.
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, f"internal error of the local control plane: {exc!r}")
 
 
 def _parent(project: str, location: str) -> str:
@@ -204,7 +301,7 @@ def _new_job_id(store: Store) -> str:
             return job_id
 
 
-def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
+def _add_job_routes(app: FastAPI, executor: Executor, store: Store, max_replicas: int) -> None:
     base = "/v1/projects/{project}/locations/{location}/customJobs"
 
     def get_or_404(project: str, location: str, job_id: str) -> dict:
@@ -223,6 +320,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
     async def create_custom_job(request: Request, project: str, location: str) -> Response:
         parent = _parent(project, location)
         job = parse_custom_job(await request.body())
+        _check_replica_total(job, max_replicas)
         problems = _executor_problems(job) + _validation_problems(job, location)
         if problems:
             raise ApiError(400, "; ".join(problems))
@@ -241,7 +339,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         project: str,
         location: str,
         filter: str = "",
-        pageSize: int = DEFAULT_PAGE_SIZE,
+        pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
         pageToken: str = "",
     ) -> Response:
         _parent(project, location)
@@ -249,7 +347,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
             matches = parse_filter(filter)
         except FilterError as exc:
             raise ApiError(400, str(exc)) from exc
-        if pageToken and not pageToken.isdigit():
+        if pageToken and not (pageToken.isdigit() and int(pageToken) <= MAX_CURSOR):
             raise ApiError(400, f"invalid pageToken {pageToken!r}: pass the nextPageToken given")
         size = pageSize if pageSize > 0 else DEFAULT_PAGE_SIZE
         # The token is the creation position of the last job returned: jobs created while a
@@ -282,14 +380,25 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         }
 
 
+class PreemptRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    replica: str | None = None
+    """e.g. workerpool1-0; None: the last replica."""
+
+
 def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
-    @app.get("/vtx/health")
+    @app.get(HEALTH_PATH)
     def health() -> dict:
         """Liveness, and how many jobs are in each active state (for `vtx local status`)."""
         return {"status": "ok", "active_jobs": executor.active_counts()}
 
     @app.get("/vtx/logs")
-    def logs(run_id: str | None = None, job: str | None = None, cursor: int = 0) -> dict:
+    def logs(
+        run_id: str | None = None,
+        job: str | None = None,
+        cursor: int = Query(0, ge=0, le=MAX_CURSOR),
+    ) -> dict:
         """Log entries after ``cursor`` for every job of a run (or one job), oldest first."""
         if (run_id is None) == (job is None):
             raise ApiError(400, "pass exactly one of run_id=RUN or job=projects/.../customJobs/ID")
@@ -314,9 +423,12 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
 
     @app.post("/vtx/jobs/{job_id}:preempt")
     async def preempt(request: Request, job_id: str) -> dict:
-        body = json.loads(await request.body() or b"{}")
         try:
-            replica = executor.preempt(job_id, body.get("replica"))
+            body = PreemptRequest.model_validate_json(await request.body() or b"{}")
+        except ValidationError as exc:
+            raise ApiError(400, f"invalid preempt request: {describe(exc.errors())}") from exc
+        try:
+            replica = executor.preempt(job_id, body.replica)
         except KeyError as exc:
             raise ApiError(404, f"no job {job_id}") from exc
         return {"job": job_id, "replica": replica}
@@ -335,6 +447,9 @@ def main() -> None:
     parser.add_argument("--chaos-per-hour", type=float, default=0.0)
     parser.add_argument("--chaos-seed", type=int, default=0)
     args = parser.parse_args()
+    token = os.environ.pop(TOKEN_ENV, "")  # popped: replicas inherit this environment
+    if not token:
+        parser.error(f"{TOKEN_ENV} must hold the platform's token (vtx local up sets it)")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -342,6 +457,8 @@ def main() -> None:
         data_dir=args.data_dir,
         cwd=args.cwd,
         gcs_endpoint=args.gcs_endpoint,
+        port=args.port,
+        token=token,
         max_replicas=args.max_replicas,
         grace_s=args.grace_s,
         chaos_per_hour=args.chaos_per_hour,

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobs.stack import Buckets, StackError, StackOutputs
 
@@ -27,8 +27,21 @@ LOCAL_BUCKETS = Buckets(
     staging="vtx-local-staging",
     models="vtx-local-models",
 )
+EXAMPLE_DATA = {
+    Path(__file__).resolve().parents[2] / "trainer" / "examples" / "data" / "tiny.jsonl": (
+        LOCAL_BUCKETS.data,
+        "examples/tiny.jsonl",
+    ),
+}
+"""What `vtx local up` puts into the data bucket: the data the shipped templates read."""
 STATE_FILE = "state.json"
 DEFAULT_DIR = Path(".vtx") / "local"
+TOKEN_ENV = "VTX_LOCAL_TOKEN"
+"""How `vtx local up` hands the token to the control plane (its command line is public)."""
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_UMASK = 0o077
+"""The data dir holds jobs, logs, checkpoints and the token: the user's alone."""
 
 
 class PlatformState(BaseModel):
@@ -47,6 +60,8 @@ class PlatformState(BaseModel):
     gcs_pid: int | None = None
     """None when the platform reuses an emulator it did not start (tests)."""
     gcs_create_time: float | None = None
+    token: str = Field(repr=False)
+    """Wanted by the vtx-only endpoints (logs, preemption); see jobs/local/guard.py."""
 
     @property
     def vertex_endpoint(self) -> str:
@@ -82,9 +97,13 @@ def read_state(data_dir: Path) -> PlatformState | None:
 
 
 def write_state(state: PlatformState) -> None:
+    """Atomically, and readable by the user only: it holds the token."""
     path = state_path(Path(state.data_dir))
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(state.model_dump_json(indent=2))
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "w") as out:
+        out.write(state.model_dump_json(indent=2))
     tmp.replace(path)
 
 
@@ -100,6 +119,7 @@ def stack_outputs_for(state: PlatformState) -> StackOutputs:
         artifact_registry=f"local-docker.pkg.dev/{LOCAL_PROJECT}/vtx",
         vertex_endpoint=state.vertex_endpoint,
         gcs_endpoint=state.gcs_endpoint,
+        local_token=state.token,
     )
 
 

@@ -48,13 +48,20 @@ def pools(job: dict) -> list[dict]:
     return list(job.get("jobSpec", {}).get("workerPoolSpecs", []))
 
 
+def replica_counts(job: dict) -> list[int]:
+    """Each pool's replicaCount (0 for an empty pool ``{}``), as numbers: int64 comes as a
+    string in the REST form."""
+    return [int(pool.get("replicaCount", 0) or 0) if pool else 0 for pool in pools(job)]
+
+
 def replica_slots(job: dict) -> list[ReplicaSlot]:
-    """Every replica of every pool, primary first. Empty pools (``{}``) are skipped."""
-    slots = []
-    for position, pool in enumerate(pools(job)):
-        count = int(pool.get("replicaCount", 0) or 0) if pool else 0
-        slots.extend(ReplicaSlot(position, i) for i in range(count))
-    return slots
+    """Every replica of every pool, primary first. Empty pools are skipped. Callers bound the
+    counts first (the server refuses more than --max-replicas before anything else)."""
+    return [
+        ReplicaSlot(position, i)
+        for position, count in enumerate(replica_counts(job))
+        for i in range(count)
+    ]
 
 
 def is_distributed(job: dict) -> bool:

@@ -1,15 +1,24 @@
-"""Drill: the local control plane is SIGKILLed three times while a real training job runs.
+"""Drill: the local control plane is SIGKILLed three times while a real training job runs,
+and brought back each time the way a user would: `vtx local up` again.
 
-Jobs are submitted through the real aiplatform_v1 REST client between crashes: a training job
-(the trainer, reading data from and checkpointing to the emulated GCS), quick jobs and a
-failing one. Crash times are seeded. After every restart each job submitted so far must still
-be listed, and in the end every job reaches the terminal state its code deserves; the training
-job's model is in its output directory.
+Everything goes through the user's commands: `vtx local up` starts the platform (its own GCS
+emulator), `kill -9` hits the control plane's pid as `vtx local status --json` reports it, and
+`vtx local up` recovers it; `vtx local down` ends the drill. Jobs are submitted through the
+real aiplatform_v1 REST client between crashes: a training job (the trainer, reading data from
+and checkpointing to the emulated GCS), quick jobs and a failing one. Crash times are seeded.
+After every recovery each job submitted so far must still be listed, the emulator the replicas
+write to must be the same process, and in the end every job reaches the terminal state its code
+deserves; the training job's model is in its output directory.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,14 +26,7 @@ from typing import Any
 import yaml
 from drill_support import REPO, drill_config, write_small_dataset
 
-from jobs.local.platform import (
-    ExecutorOptions,
-    crash_server,
-    free_port,
-    restart_server,
-    start_platform,
-    stop_platform,
-)
+from jobs.local.platform import free_port
 from jobs.local.state import LOCAL_BUCKETS
 from tests.local.local_helpers import PARENT, client, custom_job, wait_terminal
 
@@ -49,24 +51,44 @@ def _listed(jobs: Any) -> set[str]:
     return {j.name for j in pager}
 
 
-def test_control_plane_crashes_lose_no_job_and_jobs_finish(gcs_emulator: str, tmp_path: Path):
+def vtx_local(data_dir: Path, *args: str) -> str:
+    """`vtx local ARGS --data-dir D`, run from the checkout as a user would; its output."""
+    vtx = Path(sys.executable).with_name("vtx")
+    done = subprocess.run(
+        [str(vtx), "local", *args, "--data-dir", str(data_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def status(data_dir: Path) -> dict[str, Any]:
+    return json.loads(vtx_local(data_dir, "status", "--json"))
+
+
+def test_control_plane_crashes_lose_no_job_and_jobs_finish(tmp_path: Path):
     import gcsfs
 
     rng = random.Random(SEED)
-    options = ExecutorOptions(grace_s=5.0)
     data_dir = tmp_path / "platform"
-    state = start_platform(
-        data_dir, REPO, vertex_port=free_port(), gcs_endpoint=gcs_emulator, options=options
-    )
+    ports = ["--port", str(free_port()), "--gcs-port", str(free_port()), "--grace-s", "5"]
+    vtx_local(data_dir, "up", *ports)
     try:
+        info = status(data_dir)
+        gcs_pid = info["gcs_pid"]
+        fs = gcsfs.GCSFileSystem(token="anon", endpoint_url=info["gcs_endpoint"])
         dataset = write_small_dataset(tmp_path)
         data_uri = f"gs://{LOCAL_BUCKETS.data}/drills/control-plane/small.jsonl"
-        gcsfs.GCSFileSystem(token="anon").put_file(str(dataset), data_uri.removeprefix("gs://"))
+        fs.put_file(str(dataset), data_uri.removeprefix("gs://"))
         config = tmp_path / "train.yaml"
         config.write_text(yaml.safe_dump(drill_config(data_uri, str(tmp_path / "unused"))))
         base = f"gs://{LOCAL_BUCKETS.checkpoints}/runs/drill-control-plane"
 
-        jobs = client(state.vertex_endpoint)
+        jobs = client(info["vertex_endpoint"])
         submitted: dict[str, int] = {}  # name -> the terminal state it must reach
 
         def submit(name: str, argv: list[str], expected: int, base: str | None = None) -> str:
@@ -85,10 +107,11 @@ def test_control_plane_crashes_lose_no_job_and_jobs_finish(gcs_emulator: str, tm
             submit(f"broken-{crash}", ["python", "-c", "raise SystemExit(3)"], FAILED)
             time.sleep(rng.uniform(0.5, 4.0))
             train_state_at_crash.append(jobs.get_custom_job(name=train).state)
-            crash_server(state)
+            os.kill(status(data_dir)["server_pid"], signal.SIGKILL)  # kill -9
             time.sleep(rng.uniform(0.0, 2.0))  # replicas keep running (and may end) meanwhile
-            state = restart_server(state, options)
-            jobs = client(state.vertex_endpoint)
+            said = vtx_local(data_dir, "up", *ports)
+            assert "control plane had stopped" in " ".join(said.split()), said
+            assert status(data_dir)["gcs_pid"] == gcs_pid, "the emulator was restarted"
             assert _listed(jobs) == set(submitted), f"after crash {crash}"
 
         assert RUNNING in train_state_at_crash, "no crash hit the training job while it ran"
@@ -96,8 +119,7 @@ def test_control_plane_crashes_lose_no_job_and_jobs_finish(gcs_emulator: str, tm
         wrong = {n: j.state for n, j in outcomes.items() if j.state != submitted[n]}
         assert not wrong, {n: (s, outcomes[n].error.message) for n, s in wrong.items()}
         assert _listed(jobs) == set(submitted)
-        fs = gcsfs.GCSFileSystem(token="anon")
         fs.invalidate_cache()
         assert fs.exists(f"{base.removeprefix('gs://')}/model/model.safetensors"), train
     finally:
-        stop_platform(data_dir)
+        vtx_local(data_dir, "down")

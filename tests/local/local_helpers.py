@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import urllib.request
 from typing import Any
 
 from jobs.local.state import LOCAL_PROJECT, LOCAL_REGION
+from jobs.stack import StackOutputs
 
 PARENT = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"
 TERMINAL = {4, 5, 7}  # SUCCEEDED, FAILED, CANCELLED
@@ -67,22 +69,31 @@ def wait_for(predicate, timeout_s: float = 60.0, interval_s: float = 0.2):
     raise AssertionError("condition not met before the test's deadline")
 
 
-def logs(endpoint: str, **query: str | int) -> dict:
-    params = "&".join(f"{k}={v}" for k, v in query.items())
-    with urllib.request.urlopen(f"{endpoint}/vtx/logs?{params}") as resp:
+def logs(platform: StackOutputs, **query: str | int) -> dict:
+    """GET /vtx/logs with the platform's token."""
+    params = urllib.parse.urlencode(query)
+    request = urllib.request.Request(
+        f"{platform.vertex_endpoint}/vtx/logs?{params}",
+        headers={"Authorization": f"Bearer {platform.local_token}"},
+    )
+    with urllib.request.urlopen(request) as resp:
         return json.load(resp)
 
 
-def replica_output(endpoint: str, job_name: str, replica: str) -> list[str]:
-    entries = logs(endpoint, job=job_name)["entries"]
+def replica_output(platform: StackOutputs, job_name: str, replica: str) -> list[str]:
+    entries = logs(platform, job=job_name)["entries"]
     return [e["message"] for e in entries if e["replica"] == replica]
 
 
-def post(endpoint: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+def post(platform: StackOutputs, path: str, body: dict | None = None) -> tuple[int, dict]:
+    """POST a JSON body with the platform's token."""
     request = urllib.request.Request(
-        endpoint + path,
+        f"{platform.vertex_endpoint}{path}",
         data=json.dumps(body or {}).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {platform.local_token}",
+        },
         method="POST",
     )
     try:

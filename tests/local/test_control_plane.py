@@ -22,7 +22,7 @@ def test_job_runs_to_success_through_the_rest_client(local_platform: StackOutput
     done = wait_terminal(jobs, created.name)
     assert done.state == 4, done.error
     assert done.start_time and done.end_time
-    out = replica_output(local_platform.vertex_endpoint, created.name, "workerpool0-0")
+    out = replica_output(local_platform, created.name, "workerpool0-0")
     assert out == ["hello from the primary"]
 
 
@@ -71,7 +71,7 @@ def test_cancel_stops_a_running_job(local_platform: StackOutputs) -> None:
         parent=PARENT,
         custom_job=custom_job("c", pool("import time; print('up', flush=True); time.sleep(600)")),
     )
-    wait_for(lambda: replica_output(local_platform.vertex_endpoint, job.name, "workerpool0-0"))
+    wait_for(lambda: replica_output(local_platform, job.name, "workerpool0-0"))
     jobs.cancel_custom_job(name=job.name)
     done = wait_terminal(jobs, job.name)
     assert done.state == 7  # CANCELLED
@@ -173,7 +173,7 @@ def test_job_waits_queued_while_the_replica_cap_is_taken(local_platform: StackOu
     wait_for(lambda: jobs.get_custom_job(name=big.name).state == 3)
     small = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("small", pool("pass")))
     # The executor ticks several times per second: a job that could start would have.
-    wait_for(lambda: len(replica_output(local_platform.vertex_endpoint, big.name, "service")) >= 9)
+    wait_for(lambda: len(replica_output(local_platform, big.name, "service")) >= 9)
     assert jobs.get_custom_job(name=small.name).state == 1  # QUEUED: all 8 replicas are busy
     jobs.cancel_custom_job(name=big.name)
     assert wait_terminal(jobs, small.name).state == 4
@@ -203,13 +203,13 @@ def test_log_cursor_pages_without_gaps_or_repeats(local_platform: StackOutputs) 
     wait_terminal(jobs, job.name)
     seen, cursor = [], 0
     while True:
-        page = logs(local_platform.vertex_endpoint, run_id="chatty", cursor=cursor)
+        page = logs(local_platform, run_id="chatty", cursor=cursor)
         if not page["entries"]:
             break
         seen += [e["message"] for e in page["entries"] if e["replica"] == "workerpool0-0"]
         cursor = page["cursor"]
     assert seen == [str(i) for i in range(2500)]
-    assert logs(local_platform.vertex_endpoint, run_id="chatty", cursor=cursor)["cursor"] == cursor
+    assert logs(local_platform, run_id="chatty", cursor=cursor)["cursor"] == cursor
 
 
 def test_missing_executable_fails_the_job_with_127_and_says_why(
@@ -222,7 +222,7 @@ def test_missing_executable_fails_the_job_with_127_and_says_why(
     done = wait_terminal(jobs, job.name)
     assert done.state == 5
     assert "non-zero status of 127" in done.error.message
-    output = replica_output(local_platform.vertex_endpoint, job.name, "workerpool0-0")
+    output = replica_output(local_platform, job.name, "workerpool0-0")
     assert output and output[0].startswith("cannot start vtx-no-such-program")
 
 

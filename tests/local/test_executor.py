@@ -25,8 +25,8 @@ from jobs.stack import StackOutputs
 SLEEP = "import time; print('up', flush=True); time.sleep(600)"
 
 
-def _service_lines(endpoint: str, job_name: str) -> list[str]:
-    return replica_output(endpoint, job_name, "service")
+def _service_lines(platform: StackOutputs, job_name: str) -> list[str]:
+    return replica_output(platform, job_name, "service")
 
 
 def test_twenty_concurrent_jobs_are_all_accounted_for(local_platform: StackOutputs) -> None:
@@ -44,13 +44,13 @@ def test_twenty_concurrent_jobs_are_all_accounted_for(local_platform: StackOutpu
     finished = [wait_terminal(jobs, name, timeout_s=120) for name in names]
     assert [j.state for j in finished] == [4] * 20
     for i, name in enumerate(names):
-        assert replica_output(local_platform.vertex_endpoint, name, "workerpool0-0") == [f"job {i}"]
+        assert replica_output(local_platform, name, "workerpool0-0") == [f"job {i}"]
     listed = jobs.list_custom_jobs(
         request={"parent": PARENT, "filter": 'labels.vtx-run-id="twenty"'}
     )
     assert {j.name for j in listed} == set(names)
     # One run id covers all twenty jobs' logs.
-    entries = logs(local_platform.vertex_endpoint, run_id="twenty")["entries"]
+    entries = logs(local_platform, run_id="twenty")["entries"]
     assert {e["job"] for e in entries if e["replica"] == "workerpool0-0"} == set(names)
 
 
@@ -64,7 +64,7 @@ def test_worker_exiting_nonzero_fails_the_job_and_stops_the_primary(
     done = wait_terminal(jobs, job.name)
     assert done.state == 5  # FAILED
     assert "workerpool1-0 exited with a non-zero status of 3" in done.error.message
-    service = _service_lines(local_platform.vertex_endpoint, job.name)
+    service = _service_lines(local_platform, job.name)
     assert "workerpool0-0 exited with code 143" in service  # stopped by SIGTERM
 
 
@@ -86,12 +86,12 @@ def test_cancel_escalates_to_sigkill_when_sigterm_is_ignored(local_platform: Sta
     )
     jobs = client(local_platform.vertex_endpoint)
     job = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("stubborn", pool(stubborn)))
-    wait_for(lambda: replica_output(local_platform.vertex_endpoint, job.name, "workerpool0-0"))
+    wait_for(lambda: replica_output(local_platform, job.name, "workerpool0-0"))
     jobs.cancel_custom_job(name=job.name)
     assert jobs.get_custom_job(name=job.name).state in (6, 7)  # CANCELLING, then CANCELLED
     done = wait_terminal(jobs, job.name)
     assert done.state == 7
-    service = _service_lines(local_platform.vertex_endpoint, job.name)
+    service = _service_lines(local_platform, job.name)
     assert "workerpool0-0 still running after grace: SIGKILL" in service
     assert "workerpool0-0 exited with code 137" in service
 
@@ -144,14 +144,17 @@ def test_preemption_restarts_and_collective_exits_do_not_fail_the_job(
     )
     wait_for(
         lambda: (
-            len(logs(endpoint, job=job.name)["entries"]) >= 2
+            len(logs(local_platform, job=job.name)["entries"]) >= 2
             and all(
-                replica_output(endpoint, job.name, r) for r in ("workerpool0-0", "workerpool1-0")
+                replica_output(local_platform, job.name, r)
+                for r in ("workerpool0-0", "workerpool1-0")
             )
         )
     )
     status, answer = post(
-        endpoint, f"/vtx/jobs/{job.name.rsplit('/', 1)[1]}:preempt", {"replica": "workerpool1-0"}
+        local_platform,
+        f"/vtx/jobs/{job.name.rsplit('/', 1)[1]}:preempt",
+        {"replica": "workerpool1-0"},
     )
     assert (status, answer["replica"]) == (200, "workerpool1-0")
 
@@ -159,15 +162,15 @@ def test_preemption_restarts_and_collective_exits_do_not_fail_the_job(
     assert done.state == 4, done.error
     assert (tmp_path / "workerpool0.starts").read_text() == "xx"
     assert (tmp_path / "workerpool1.starts").read_text() == "xx"
-    service = _service_lines(endpoint, job.name)
+    service = _service_lines(local_platform, job.name)
     expected = "restarting every replica" if whole_job else "restarting it"
     # Whichever replica's exit is seen first names the loss; both belong to the preemption.
     assert any(line.endswith(f"lost; {expected}") for line in service)
     assert not any("non-zero" in line for line in service)
-    assert replica_output(endpoint, job.name, "workerpool0-0")[-1] == "resumed and finished"
+    assert replica_output(local_platform, job.name, "workerpool0-0")[-1] == "resumed and finished"
     attempts = {
         e["attempt"]
-        for e in logs(endpoint, job=job.name)["entries"]
+        for e in logs(local_platform, job=job.name)["entries"]
         if e["replica"] == "workerpool0-0"
     }
     assert attempts == {0, 1}
@@ -177,9 +180,7 @@ def test_preempting_a_job_that_is_not_running_is_refused(local_platform: StackOu
     jobs = client(local_platform.vertex_endpoint)
     job = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("quick", pool("pass")))
     wait_terminal(jobs, job.name)
-    status, answer = post(
-        local_platform.vertex_endpoint, f"/vtx/jobs/{job.name.rsplit('/', 1)[1]}:preempt"
-    )
+    status, answer = post(local_platform, f"/vtx/jobs/{job.name.rsplit('/', 1)[1]}:preempt")
     assert status == 400
     assert "is not running" in answer["error"]["message"]
 
@@ -199,7 +200,7 @@ def test_seeded_chaos_preempts_a_spot_job_which_then_restarts(
     )
     done = wait_terminal(jobs, job.name)
     assert done.state == 4, done.error
-    service = _service_lines(local_platform.vertex_endpoint, job.name)
+    service = _service_lines(local_platform, job.name)
     assert any(line.startswith("preempting workerpool0-0 (chaos)") for line in service)
     assert len((tmp_path / "starts").read_text()) >= 2
 
@@ -213,7 +214,7 @@ def test_vtx_local_preempt_hits_the_named_replica(local_platform: StackOutputs) 
     job = jobs.create_custom_job(
         parent=PARENT, custom_job=custom_job("cli-preempt", pool(SLEEP), pool(SLEEP))
     )
-    wait_for(lambda: replica_output(local_platform.vertex_endpoint, job.name, "workerpool1-0"))
+    wait_for(lambda: replica_output(local_platform, job.name, "workerpool1-0"))
     result = CliRunner().invoke(app, ["local", "preempt", job.name, "--replica", "workerpool1-0"])
     assert result.exit_code == 0, result.output
     assert "preempting workerpool1-0" in result.output
@@ -221,10 +222,7 @@ def test_vtx_local_preempt_hits_the_named_replica(local_platform: StackOutputs) 
     assert wrong.exit_code == 1
     assert "no replica 'workerpool9-0'" in " ".join(wrong.output.split())
     wait_for(
-        lambda: (
-            "workerpool1-0 lost; restarting it"
-            in _service_lines(local_platform.vertex_endpoint, job.name)
-        )
+        lambda: "workerpool1-0 lost; restarting it" in _service_lines(local_platform, job.name)
     )
     jobs.cancel_custom_job(name=job.name)
     assert wait_terminal(jobs, job.name).state == 7
@@ -261,5 +259,5 @@ def test_sigabrt_exit_is_retried_unless_retries_are_disabled(
     else:
         assert done.state == 4, done.error
         assert (tmp_path / "starts").read_text() == "xx"
-        service = _service_lines(local_platform.vertex_endpoint, job.name)
+        service = _service_lines(local_platform, job.name)
         assert "workerpool0-0 crashed (134); retrying the job" in service

@@ -82,6 +82,9 @@ def _write_stale_state(data_dir: Path) -> None:
             gcs_port=free_port(),
             server_pid=dead.pid,
             server_create_time=0.0,
+            gcs_pid=dead.pid,
+            gcs_create_time=0.0,
+            token="unused",
         )
     )
 

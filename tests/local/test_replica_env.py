@@ -49,8 +49,8 @@ def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
     return aiplatform
 
 
-def _env_of(endpoint: str, job_name: str, replica: str) -> dict:
-    lines = replica_output(endpoint, job_name, replica)
+def _env_of(platform: StackOutputs, job_name: str, replica: str) -> dict:
+    lines = replica_output(platform, job_name, replica)
     return json.loads(lines[0])
 
 
@@ -66,7 +66,7 @@ def test_sdk_custom_job_run_gives_the_primary_vertex_env(
     )
     job.run()  # raises unless the job SUCCEEDED
 
-    seen = _env_of(local_platform.vertex_endpoint, job.resource_name, "workerpool0-0")
+    seen = _env_of(local_platform, job.resource_name, "workerpool0-0")
     spec = json.loads(seen["CLUSTER_SPEC"])
     assert spec["task"] == {"type": "workerpool0", "index": 0}
     assert list(spec["cluster"]) == ["workerpool0"]
@@ -99,7 +99,7 @@ def test_multi_replica_job_gives_each_node_its_rank_and_cluster(
     assert done.state == 4, done.error
 
     envs = {
-        name: _env_of(local_platform.vertex_endpoint, created.name, name)
+        name: _env_of(local_platform, created.name, name)
         for name in ("workerpool0-0", "workerpool1-0", "workerpool1-1")
     }
     cluster = json.loads(envs["workerpool0-0"]["CLUSTER_SPEC"])["cluster"]

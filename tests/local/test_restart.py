@@ -1,6 +1,7 @@
-"""A control-plane crash loses nothing: running replicas are re-attached, replicas that ended
-while it was down are accounted for by their recorded exit, and a replica whose machine
-vanished is restarted as Vertex restarts a lost worker."""
+"""A control-plane crash loses nothing: `bring_up` (what `vtx local up` runs) starts only the
+control plane again, running replicas are re-attached, replicas that ended while it was down
+are accounted for by their recorded exit, and a replica whose machine vanished is restarted as
+Vertex restarts a lost worker."""
 
 from __future__ import annotations
 
@@ -22,12 +23,12 @@ from local_helpers import (
 
 from jobs.local.platform import (
     ExecutorOptions,
-    crash_server,
+    bring_up,
     free_port,
-    restart_server,
     start_platform,
     stop_platform,
 )
+from jobs.local.state import stack_outputs_for
 from jobs.local.store import Store
 
 WAIT_FOR_FILE = """
@@ -46,6 +47,7 @@ def test_control_plane_crash_and_restart_loses_no_job(gcs_emulator: str, tmp_pat
     state = start_platform(
         data_dir, repo, vertex_port=free_port(), gcs_endpoint=gcs_emulator, options=options
     )
+    platform = stack_outputs_for(state)
     try:
         jobs = client(state.vertex_endpoint)
 
@@ -59,26 +61,31 @@ def test_control_plane_crash_and_restart_loses_no_job(gcs_emulator: str, tmp_pat
         ends_while_down = submit("ends", WAIT_FOR_FILE, GO=str(tmp_path / "go-ends"))
         lost = submit("lost", RESTARTS_THEN_SUCCEEDS, STARTS=str(tmp_path / "starts"))
         for name in (survives, ends_while_down, lost):
-            wait_for(lambda name=name: replica_output(state.vertex_endpoint, name, "workerpool0-0"))
+            wait_for(lambda name=name: replica_output(platform, name, "workerpool0-0"))
 
-        crash_server(state)
+        server = psutil.Process(state.server_pid)
+        server.kill()  # kill -9, as a crash
+        server.wait(timeout=10)
         (tmp_path / "go-ends").write_text("go")
         # The "machine" of `lost` disappears: its runner and command die without a record.
         runtime = Store(data_dir / "jobs.sqlite").get_runtime(lost.rsplit("/", 1)[1])
         assert runtime is not None
         os.killpg(runtime["replicas"][0]["pid"], signal.SIGKILL)
-        state = restart_server(state, options)
+        started = bring_up(data_dir, repo, options=options)
+        assert started.note and "control plane had stopped" in started.note
+        state = started.state
+        platform = stack_outputs_for(state)
 
         assert jobs.get_custom_job(name=done_before).state == 4
         assert jobs.get_custom_job(name=survives).state == 3  # still RUNNING, re-attached
         assert wait_terminal(jobs, ends_while_down).state == 4
-        assert replica_output(state.vertex_endpoint, ends_while_down, "workerpool0-0") == [
+        assert replica_output(platform, ends_while_down, "workerpool0-0") == [
             "waiting",
             "finished",
         ]
         assert wait_terminal(jobs, lost).state == 4
         assert (tmp_path / "starts").read_text() == "xx"
-        service = replica_output(state.vertex_endpoint, lost, "service")
+        service = replica_output(platform, lost, "service")
         assert "workerpool0-0 was lost (no exit recorded)" in service
         (tmp_path / "go-survives").write_text("go")
         assert wait_terminal(jobs, survives).state == 4
