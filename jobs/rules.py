@@ -7,6 +7,7 @@ rules never hard-code a machine or a price."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 from collections import Counter
@@ -503,24 +504,88 @@ SECRET_NAME = re.compile(
 """A Secret Manager secret id, or its full resource name (optionally a version)."""
 
 
-def secret_names_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
-    """``secrets:`` maps env names to secret *names*; a value written there would travel in
-    the job's VTX_SECRETS as plain text. Neither is echoed back."""
-    for env_name, secret in job.secret_env.items():
-        path = f"{job.path('secrets')}.{env_name}"
-        name = env_name.lower().replace("_", "-")
-        hint = (
-            f"secrets: {{{env_name}: {name}}}, after storing the value in Secret Manager "
-            f"(`gcloud secrets create {name} --data-file=-`)"
+def _secret_ref_problems(path: str, env_name: str, ref: object, who: str = "") -> Iterator[Problem]:
+    """Problems of one reference; ``who`` names the entry where ``path`` does not."""
+    name = env_name.lower().replace("_", "-")
+    hint = (
+        f"secrets: {{{env_name}: {name}}}, after storing the value in Secret Manager "
+        f"(`gcloud secrets create {name} --data-file=-`)"
+    )
+    if isinstance(ref, str) and _looks_like_key(ref):
+        yield Problem(path, f"{who}this looks like the secret's value, not its name", hint)
+    elif not isinstance(ref, str) or not SECRET_NAME.match(ref):
+        yield Problem(
+            path,
+            f"{who}not a Secret Manager secret name (letters, digits, '_' and '-', at most 255)",
+            hint,
         )
-        if _looks_like_key(secret):
-            yield Problem(path, "this looks like the secret's value, not its name", hint)
-        elif not SECRET_NAME.match(secret):
+
+
+_VTX_SECRETS_HINT = (
+    "names only: ENV_NAME=SECRET_ID[,...] or a JSON object of them (a vtx template writes it "
+    "from `secrets:`)"
+)
+
+
+def _vtx_secrets_problems(raw: str, path: str) -> Iterator[Problem]:
+    """What the trainer would refuse in a REST job's VTX_SECRETS (see trainer/secrets.py)."""
+    raw = raw.strip()
+    entries: list[tuple[int, object, object]] = []
+    if raw.startswith("{"):
+        try:
+            refs = json.loads(raw)
+        except json.JSONDecodeError:
+            refs = None
+        if not isinstance(refs, dict):
+            yield Problem(path, f"{VTX_SECRETS_ENV} is not a JSON object", _VTX_SECRETS_HINT)
+            return
+        entries = [(i, name, ref) for i, (name, ref) in enumerate(refs.items(), 1)]
+    elif raw:
+        for i, item in enumerate(raw.split(","), 1):
+            name, sep, ref = item.strip().partition("=")
+            if sep:
+                entries.append((i, name.strip(), ref.strip()))
+            else:
+                yield Problem(
+                    path, f"{VTX_SECRETS_ENV} entry {i} is not ENV_NAME=SECRET", _VTX_SECRETS_HINT
+                )
+    for i, name, ref in entries:
+        if not isinstance(name, str) or not ENV_NAME.match(name) or _looks_like_key(name):
             yield Problem(
                 path,
-                "not a Secret Manager secret name (letters, digits, '_' and '-', at most 255)",
-                hint,
+                f"{VTX_SECRETS_ENV} entry {i} does not start with an environment variable name",
+                _VTX_SECRETS_HINT,
             )
+        else:
+            yield from _secret_ref_problems(path, name, ref, f"{VTX_SECRETS_ENV} {name}: ")
+
+
+def secret_names_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    """``secrets:`` maps env names to secret *names*; a value written there would travel in
+    the job's VTX_SECRETS as plain text. Neither is echoed back. A REST job carries the same
+    names in its VTX_SECRETS variable: that is checked as the trainer will read it."""
+    for env_name, secret in job.secret_env.items():
+        if _looks_like_key(env_name):
+            yield Problem(
+                job.path("secrets"),
+                "a name under secrets looks like a key, not an environment variable",
+                "secrets: {ENV_NAME: secret-id}",
+            )
+        elif not ENV_NAME.match(env_name):
+            fixed = re.sub(r"\W", "_", env_name).upper()
+            yield Problem(
+                f"{job.path('secrets')}.{env_name}",
+                f"invalid environment variable name {env_name!r}",
+                f"e.g. {fixed if ENV_NAME.match(fixed) else 'MY_TOKEN'}",
+            )
+        else:
+            yield from _secret_ref_problems(f"{job.path('secrets')}.{env_name}", env_name, secret)
+    seen: set[str] = set()  # a template's shared env reaches every pool with one path
+    for pool in job.pools:
+        for name, value, path in pool.env:
+            if name == VTX_SECRETS_ENV and path not in seen:
+                seen.add(path)
+                yield from _vtx_secrets_problems(value, path)
 
 
 # ---- metadata -----------------------------------------------------------------------------

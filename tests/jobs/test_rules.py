@@ -5,6 +5,7 @@ rule (and only it) turns the mutation into a problem at the right path with a hi
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -131,6 +132,8 @@ CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     ("env_not_reserved", _set(ENV0, [{"name": "AIP_CHECKPOINT_DIR", "value": "gs://b/x"}]), f"{POOL0}.containerSpec.env[0]", "set by Vertex"),
     ("no_plaintext_secrets", _set(ENV0, [{"name": "WANDB_API_KEY", "value": "abc123"}]), f"{POOL0}.containerSpec.env[0]", "secrets:"),
     ("no_plaintext_secrets", _set(ENV0, [{"name": "HUB_LOGIN", "value": "hf_" + "a1B2c3D4" * 5}]), f"{POOL0}.containerSpec.env[0]", "looks like a key"),
+    ("secret_names_valid", _set(ENV0, [{"name": "VTX_SECRETS", "value": json.dumps({"HF_TOKEN": "hf_" + "a1B2c3D4" * 5})}]), f"{POOL0}.containerSpec.env[0]", "VTX_SECRETS HF_TOKEN: this looks like the secret's value"),
+    ("secret_names_valid", _set(ENV0, [{"name": "VTX_SECRETS", "value": "HF_TOKEN=hf-token,hf-token"}]), f"{POOL0}.containerSpec.env[0]", "entry 2 is not ENV_NAME=SECRET"),
 ]  # fmt: skip
 
 
@@ -153,10 +156,8 @@ def test_rule_reports_problem_only_when_enabled(
 
 
 def test_every_rule_has_a_test() -> None:
-    # secret_names_valid reads template `secrets:` (no REST form): tested in test_spec.py.
     assert {c[0] for c in CASES} | {"region_known", "machine_offered_in_region",
-                                   "accelerator_offered_in_region",
-                                   "secret_names_valid"} == set(RULES)  # fmt: skip
+                                   "accelerator_offered_in_region"} == set(RULES)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -181,3 +182,56 @@ def test_regional_rules(rule: str, region: str, mutate: Callable, path: str | No
     else:
         assert path in with_rule
         assert path not in without
+
+
+KEY = "hf_" + "Q7pZ2xL9" * 5  # a value: none of the problems below may show it
+MALFORMED_VTX_SECRETS = {
+    "a value alone": KEY,
+    "a value for a name": f"HF_TOKEN={KEY}",
+    "a colon for '='": f"HF_TOKEN:{KEY}",
+    "a quoted value": f'HF_TOKEN="{KEY} x"',
+    "JSON with an object for a name": json.dumps({"HF_TOKEN": {"value": KEY}}),
+    "JSON cut short": json.dumps({"HF_TOKEN": KEY})[:-1],
+    "a value as the variable": json.dumps({KEY: "hf-token"}),
+}
+
+
+@pytest.mark.parametrize(
+    "raw", list(MALFORMED_VTX_SECRETS.values()), ids=list(MALFORMED_VTX_SECRETS)
+)
+def test_a_rest_jobs_vtx_secrets_is_read_as_the_trainer_reads_it_and_never_echoed(
+    raw: str,
+) -> None:
+    job = valid_job()
+    _set(ENV0, [{"name": "VTX_SECRETS", "value": raw}])(job)
+    problems = [p for p in validate_custom_job(job) if p.path == f"{POOL0}.containerSpec.env[0]"]
+    assert problems, f"{raw!r} passed"
+    assert KEY not in "\n".join(str(p) for p in problems)
+
+
+def test_vtx_secrets_as_vtx_compiles_it_passes() -> None:
+    job = valid_job()
+    compiled = {
+        "HF_TOKEN": "projects/vtx-dev-123/secrets/hf-token/versions/latest",
+        "WANDB_API_KEY": "projects/123456789012/secrets/wandb/versions/3",
+    }
+    _set(ENV0, [{"name": "VTX_SECRETS", "value": json.dumps(compiled)}])(job)
+    assert validate_custom_job(job) == []
+    _set(ENV0, [{"name": "VTX_SECRETS", "value": "HF_TOKEN=hf-token, B=projects/p/secrets/b"}])(job)
+    assert validate_custom_job(job) == []
+
+
+def test_a_key_or_a_bad_name_as_a_secrets_variable_is_refused_without_echoing_the_key() -> None:
+    from jobs.validate import validate_template_doc
+
+    doc = {
+        "name": "t",
+        "image": "trainer",
+        "pools": {"chief": {"machine": "n1-standard-4"}},
+        "secrets": {KEY: "hf-token", "hf-token": "hf-token", "HF_TOKEN": "hf-token"},
+    }
+    problems = {p.path: p for p in validate_template_doc(doc)}
+    assert "looks like a key" in problems["secrets"].message
+    assert "HF_TOKEN" in (problems["secrets.hf-token"].hint or "")
+    assert set(problems) == {"secrets", "secrets.hf-token"}
+    assert KEY not in "\n".join(str(p) for p in problems.values())
