@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import secrets as random
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -64,11 +65,50 @@ def resolve_image(image: str, stack: StackOutputs) -> str:
     return f"{stack.artifact_registry.rstrip('/')}/{image}"
 
 
-def secret_resource(name: str, stack: StackOutputs) -> str:
-    """A secret name -> the version the trainer reads. The stack's ``secrets`` map names to
-    resources; an unknown name is taken as a secret in the stack's project."""
-    resource = stack.secrets.get(name, f"projects/{stack.project}/secrets/{name}")
-    return resource if "/versions/" in resource else f"{resource}/versions/latest"
+SECRET_RESOURCE = re.compile(
+    r"^projects/(?P<project>[^/]+)/secrets/(?P<secret>[^/]+)(/versions/(?P<version>[^/]+))?$"
+)
+
+
+def secret_parts(ref: str) -> tuple[str | None, str, str]:
+    """A template's secret reference as (project or None, secret id, version): a secret id, or
+    a full ``projects/P/secrets/S[/versions/V]`` name. The version is ``latest`` unless pinned."""
+    match = SECRET_RESOURCE.match(ref)
+    if match is None:
+        return None, ref, "latest"
+    return match["project"], match["secret"], match["version"] or "latest"
+
+
+def secret_resource(ref: str, stack: StackOutputs) -> str:
+    """A secret reference -> the version the trainer reads. An id and a full name in the stack's
+    project mean the same secret (``stack_problems`` refuses one in another project): the stack's
+    ``secrets`` map ids to resources; an id it does not list is a secret in the stack's project."""
+    _, secret, version = secret_parts(ref)
+    resource = stack.secrets.get(secret, f"projects/{stack.project}/secrets/{secret}")
+    return f"{resource.split('/versions/')[0]}/versions/{version}"
+
+
+def _secret_problems(template: JobTemplate, stack: StackOutputs) -> Iterator[Problem]:
+    """The same judgement on every stack, local included. References are not echoed: a value
+    written by mistake would be (`vtx validate` refuses those; this may run without it)."""
+    for env_name, ref in template.secrets.items():
+        project, secret, _ = secret_parts(ref)
+        path = f"secrets.{env_name}"
+        if project is not None and project not in (stack.project, stack.project_number):
+            yield Problem(
+                path,
+                f"names a secret in another project than stack {stack.project}'s; its jobs read "
+                "only their own project's secrets (the trainer account may read no others)",
+                f"the secret id alone (what follows secrets/), `secrets: {{{env_name}: ID}}`: "
+                "every stack resolves an id in its own project",
+            )
+        elif stack.secrets and secret not in stack.secrets:
+            yield Problem(
+                path,
+                "not a secret the stack created",
+                f"one of {', '.join(sorted(stack.secrets))} (add others in the stack config so "
+                "the trainer account may read them)",
+            )
 
 
 def stack_problems(template: JobTemplate, stack: StackOutputs) -> list[Problem]:
@@ -91,17 +131,7 @@ def stack_problems(template: JobTemplate, stack: StackOutputs) -> list[Problem]:
                 "web_access: false (use a dev stack to debug)",
             )
         )
-    if stack.secrets:
-        for env_name, secret in template.secrets.items():
-            if secret not in stack.secrets:
-                problems.append(
-                    Problem(
-                        f"secrets.{env_name}",
-                        f"secret {secret!r} is not one the stack created",
-                        f"one of {', '.join(sorted(stack.secrets))} (add others in the stack "
-                        "config so the trainer account may read them)",
-                    )
-                )
+    problems.extend(_secret_problems(template, stack))
     return problems
 
 

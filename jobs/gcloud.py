@@ -100,11 +100,17 @@ def _secrets_from_env(template: dict[str, Any], notes: list[str]) -> None:
     except json.JSONDecodeError:
         notes.append(f"{VTX_SECRETS_ENV} was not JSON; dropped")
         return
-    # Back to secret names: the last path segment of projects/P/secrets/NAME/versions/V.
-    template["secrets"] = {
-        name: re.sub(r"^projects/[^/]+/secrets/([^/]+)(/versions/.*)?$", r"\1", str(ref))
-        for name, ref in secrets.items()
-    }
+    if not isinstance(secrets, dict):
+        notes.append(f"{VTX_SECRETS_ENV} was not a JSON object; dropped")
+        return
+    # Back to secret ids (projects/P/secrets/ID[/versions/latest] -> ID), which every stack
+    # resolves in its own project; a pinned version keeps its full name, bound to project P.
+    template["secrets"] = {}
+    for name, ref in secrets.items():
+        match = re.match(r"^projects/[^/]+/secrets/([^/]+)(/versions/([^/]+))?$", str(ref))
+        if match and match[3] not in (None, "latest"):
+            notes.append(f"secret {name} pins a version: kept as its full name (one project only)")
+        template["secrets"][name] = match[1] if match and match[3] in (None, "latest") else str(ref)
 
 
 def _plaintext_credentials_to_secrets(

@@ -123,6 +123,94 @@ def test_unknown_secret_region_mismatch_and_prod_web_access_are_problems(
     assert {p.path for p in err.value.problems} == {"region", "web_access", "secrets.API_TOKEN"}
 
 
+def local(stack: StackOutputs) -> StackOutputs:
+    """A stack shaped as the local platform's: its own project, no secrets map, endpoints."""
+    return stack.model_copy(
+        update={
+            "project": "vtx-local",
+            "project_number": "000000000000",
+            "environment": "local",
+            "secrets": {},
+            "vertex_endpoint": "http://127.0.0.1:1",
+            "gcs_endpoint": "http://127.0.0.1:2",
+        }
+    )
+
+
+STACKS = {
+    "dev": lambda s: s,
+    "dev without a secrets map": lambda s: s.model_copy(update={"secrets": {}}),
+    "local": local,
+}
+
+
+def secrets_env(template: JobTemplate, stack: StackOutputs) -> dict[str, str]:
+    job = custom_job_dict(template, stack, RUN_ID)
+    env = job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["env"]
+    return json.loads(next(e["value"] for e in env if e["name"] == "VTX_SECRETS"))
+
+
+def secrets_template(secrets: dict[str, str]) -> JobTemplate:
+    return JobTemplate.model_validate(
+        {
+            "name": "t",
+            "image": "trainer",
+            "secrets": secrets,
+            "pools": {"chief": {"machine": "n1-standard-4"}},
+        }
+    )
+
+
+@pytest.mark.parametrize("make", list(STACKS.values()), ids=list(STACKS))
+def test_a_full_secret_name_in_the_stacks_project_is_its_id_with_the_version_kept(
+    make, stack: StackOutputs
+) -> None:
+    target = make(stack)
+    own = target.secrets.get("hf-token", f"projects/{target.project}/secrets/hf-token")
+    template = secrets_template(
+        {
+            "BY_ID": "hf-token",
+            "BY_NAME": f"projects/{target.project}/secrets/hf-token",
+            "BY_NUMBER": f"projects/{target.project_number}/secrets/hf-token",
+            "PINNED": f"projects/{target.project}/secrets/hf-token/versions/3",
+        }
+    )
+    assert secrets_env(template, target) == {
+        "BY_ID": f"{own}/versions/latest",
+        "BY_NAME": f"{own}/versions/latest",
+        "BY_NUMBER": f"{own}/versions/latest",
+        "PINNED": f"{own}/versions/3",
+    }
+
+
+@pytest.mark.parametrize("make", list(STACKS.values()), ids=list(STACKS))
+def test_a_secret_in_another_project_is_refused_on_every_stack_without_echoing_it(
+    make, stack: StackOutputs
+) -> None:
+    ref = "projects/elsewhere-9/secrets/hf-token/versions/2"
+    with pytest.raises(CompileError) as err:
+        custom_job_dict(secrets_template({"HF_TOKEN": ref}), make(stack), RUN_ID)
+    (problem,) = err.value.problems
+    assert problem.path == "secrets.HF_TOKEN"
+    assert "another project" in problem.message and "secrets: {HF_TOKEN: ID}" in problem.hint
+    assert "elsewhere-9" not in str(problem)
+
+
+def test_an_imported_job_keeps_its_secrets_and_a_pinned_version(stack: StackOutputs) -> None:
+    from jobs.gcloud import import_spec
+
+    secrets = {
+        "HF_TOKEN": "hf-token",
+        "PINNED": f"projects/{stack.project}/secrets/hf-token/versions/3",
+    }
+    compiled = custom_job_dict(secrets_template(secrets), stack, RUN_ID)
+    imported = import_spec(compiled["jobSpec"], "t")
+    assert imported.template["secrets"] == secrets
+    assert any("PINNED pins a version" in note for note in imported.notes)
+    again = JobTemplate.model_validate(imported.template)
+    assert secrets_env(again, stack) == secrets_env(secrets_template(secrets), stack)
+
+
 def test_web_access_only_outside_prod(stack: StackOutputs) -> None:
     template = JobTemplate.model_validate(
         {
