@@ -44,8 +44,12 @@ def _data_dir(data_dir: Path | None) -> Path:
 @local_app.command("up")
 def up(
     data_dir: Path | None = DataDirOption,
-    port: int = typer.Option(8470, min=1, max=65535, help="Control plane port on 127.0.0.1."),
-    gcs_port: int = typer.Option(8471, min=1, max=65535, help="GCS emulator port on 127.0.0.1."),
+    port: int = typer.Option(
+        8470, min=1, max=65535, envvar="VTX_LOCAL_PORT", help="Control plane port on 127.0.0.1."
+    ),
+    gcs_port: int = typer.Option(
+        8471, min=1, max=65535, envvar="VTX_LOCAL_GCS_PORT", help="GCS emulator port on 127.0.0.1."
+    ),
     max_replicas: int = typer.Option(8, min=1, help="Replicas that may run at once."),
     grace_s: float = typer.Option(
         30.0, min=0, max=3600, help="SIGTERM-to-SIGKILL delay (a Spot VM gets 30 s)."
@@ -159,6 +163,9 @@ def preempt(
     replica: str | None = typer.Option(
         None, help="Replica to preempt, e.g. workerpool1-0 [default: the last one]."
     ),
+    wait_s: float = typer.Option(
+        60.0, min=0, max=300, help="Wait this long for a job that is queued or starting."
+    ),
     data_dir: Path | None = DataDirOption,
 ) -> None:
     """Deliver a Spot preemption to one replica: SIGTERM, grace, SIGKILL, then restart."""
@@ -168,7 +175,8 @@ def preempt(
 
     try:
         stack = local_stack_outputs(_data_dir(data_dir) if data_dir else None)
-        target = preempt_replica(stack.vertex_endpoint or "", stack.local_token or "", job, replica)
+        endpoint, token = stack.vertex_endpoint or "", stack.local_token or ""
+        target = preempt_replica(endpoint, token, job, replica, wait_s)
     except (StackError, LocalApiError) as exc:
         raise _fail(str(exc)) from None
     console.print(

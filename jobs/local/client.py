@@ -14,7 +14,7 @@ class LocalApiError(Exception):
     """The control plane refused a request or could not be reached."""
 
 
-def _call(url: str, token: str, body: dict | None = None) -> dict:
+def _call(url: str, token: str, body: dict | None = None, wait_s: float = 0.0) -> dict:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
         url,
@@ -23,7 +23,7 @@ def _call(url: str, token: str, body: dict | None = None) -> dict:
         method="POST" if data else "GET",
     )
     try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
+        with urllib.request.urlopen(request, timeout=30 + wait_s) as resp:
             return json.load(resp)
     except urllib.error.HTTPError as exc:
         try:
@@ -35,11 +35,14 @@ def _call(url: str, token: str, body: dict | None = None) -> dict:
         raise LocalApiError(f"cannot reach the local control plane at {url}: {exc}") from exc
 
 
-def preempt_replica(endpoint: str, token: str, job: str, replica: str | None = None) -> str:
-    """Preempt one replica of a running job; returns the replica's name."""
+def preempt_replica(
+    endpoint: str, token: str, job: str, replica: str | None = None, wait_s: float = 0.0
+) -> str:
+    """Preempt one replica of a running job, waiting up to ``wait_s`` for a job that is
+    queued or starting to run it; returns the replica's name."""
     job_id = job.rsplit("/", 1)[-1]
-    body = {"replica": replica} if replica else {}
-    return _call(f"{endpoint}/vtx/jobs/{job_id}:preempt", token, body)["replica"]
+    body = {"replica": replica, "wait_s": wait_s} if replica else {"wait_s": wait_s}
+    return _call(f"{endpoint}/vtx/jobs/{job_id}:preempt", token, body, wait_s)["replica"]
 
 
 def read_logs(

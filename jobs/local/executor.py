@@ -71,6 +71,13 @@ class ExecutorError(Exception):
         self.http_code, self.status, self.message = http_code, status, message
 
 
+class NotYetRunning(ExecutorError):
+    """The job or replica asked for will run but does not yet (QUEUED, PENDING, starting)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(400, "FAILED_PRECONDITION", message)
+
+
 def now_rfc3339() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
@@ -234,6 +241,8 @@ class Executor:
         replica name, the last replica (the highest pool's) is hit. Returns its name."""
         with self._lock:
             entry = self._jobs.get(job_id)
+            if entry and entry[0]["state"] in (QUEUED, PENDING) and not entry[1].stopping:
+                raise NotYetRunning(f"job {job_id} is not running yet ({entry[0]['state']})")
             if entry is None or entry[0]["state"] != RUNNING or entry[1].stopping:
                 state = (
                     entry[0]["state"] if entry else (self.store.get_job(job_id) or {}).get("state")
@@ -253,6 +262,8 @@ class Executor:
                     "INVALID_ARGUMENT",
                     f"job {job_id} has no replica {target!r}; its replicas: {', '.join(names)}",
                 )
+            if found[0].status == "new":
+                raise NotYetRunning(f"replica {target} is starting")
             if found[0].status != "running":
                 raise ExecutorError(
                     400,

@@ -5,8 +5,9 @@ it lacks.
 under ``./.cloudstorage`` of the working directory.
 
 What is added to the emulator, and why:
-- The checks of jobs/local/guard.py before any route: loopback ``Host`` only, no browser
-  requests. The emulator serves the same machine's SDKs and gcsfs, never a web page.
+- The checks of jobs/local/guard.py before any route: the user who started it only (Linux),
+  loopback ``Host`` only, no browser requests. The emulator serves that user's SDKs and gcsfs,
+  never a web page.
 - GCS's naming rules for buckets and objects (a 400, as GCS answers). The emulator maps names
   to files: a bucket named ``.`` or an object named ``a/../b`` would otherwise read or
   overwrite objects of another bucket, and a NUL or an over-long name dropped the connection.
@@ -47,6 +48,7 @@ from jobs.local.guard import (
     error_body,
     object_name_problem,
     origin_refusal,
+    peer_refusal,
 )
 
 log = logging.getLogger(__name__)
@@ -160,7 +162,10 @@ class GuardedRequestHandler(server.RequestHandler):
 
     def _route(self, method: str) -> None:
         port = self.server.server_address[1]
-        refusal = origin_refusal(self.headers, port)  # type: ignore[arg-type]
+        refusal = peer_refusal(self.client_address[1], port) or origin_refusal(
+            self.headers,  # type: ignore[arg-type]
+            port,
+        )
         if refusal is None:
             problem = path_name_problem(self.path)
             if problem:

@@ -20,9 +20,11 @@ of the machine can read).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import secrets
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -32,18 +34,19 @@ from typing import Any
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobs.local import vertex_env
-from jobs.local.executor import Executor, ExecutorError
+from jobs.local.executor import Executor, ExecutorError, NotYetRunning
 from jobs.local.filters import FilterError, parse_filter
 from jobs.local.guard import (
     Refusal,
     body_refusal,
     error_body,
     origin_refusal,
+    peer_refusal,
     token_refusal,
 )
 from jobs.local.state import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV
@@ -69,6 +72,8 @@ MAX_LOG_ENTRIES = 1000
 MAX_CURSOR = 2**63 - 1
 """SQLite's largest integer: cursors and page tokens are row ids."""
 HEALTH_PATH = "/vtx/health"
+MAX_PREEMPT_WAIT_S = 300.0
+PREEMPT_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,11 @@ class LocalClientsOnly:
 
     def refusal(self, scope: Scope) -> Refusal | None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        refusal = origin_refusal(headers, self.port) or body_refusal(scope["method"], headers)
+        refusal = (
+            peer_refusal(scope["client"][1], self.port)
+            or origin_refusal(headers, self.port)
+            or body_refusal(scope["method"], headers)
+        )
         if refusal is None and scope["path"].startswith("/vtx/") and scope["path"] != HEALTH_PATH:
             refusal = token_refusal(headers, self.token)
         return refusal
@@ -385,6 +394,8 @@ class PreemptRequest(BaseModel):
 
     replica: str | None = None
     """e.g. workerpool1-0; None: the last replica."""
+    wait_s: float = Field(default=0.0, ge=0.0, le=MAX_PREEMPT_WAIT_S)
+    """How long to wait for a job that is queued or starting to run its replica."""
 
 
 def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
@@ -427,11 +438,18 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
             body = PreemptRequest.model_validate_json(await request.body() or b"{}")
         except ValidationError as exc:
             raise ApiError(400, f"invalid preempt request: {describe(exc.errors())}") from exc
-        try:
-            replica = executor.preempt(job_id, body.replica)
-        except KeyError as exc:
-            raise ApiError(404, f"no job {job_id}") from exc
-        return {"job": job_id, "replica": replica}
+        deadline = time.monotonic() + body.wait_s
+        while True:
+            try:
+                replica = executor.preempt(job_id, body.replica)
+            except KeyError as exc:
+                raise ApiError(404, f"no job {job_id}") from exc
+            except NotYetRunning:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(PREEMPT_POLL_S)
+                continue
+            return {"job": job_id, "replica": replica}
 
 
 def main() -> None:
