@@ -1,0 +1,194 @@
+"""Who may talk to the local platform, and what a GCS name may be there: pure checks shared by
+the control plane (an ASGI middleware in server.py) and the GCS emulator (its router in
+gcs_emulator.py).
+
+The control plane runs whatever command a job names, so a request it should not serve is code
+execution on the developer's machine. The rules, each against one way in:
+- a web page the developer has open (cross-site POST, ``fetch`` with ``no-cors``): browsers
+  mark every such request with ``Origin`` or ``Sec-Fetch-Site``; the SDKs, gcsfs and curl send
+  neither, so any request carrying one is refused;
+- DNS rebinding (a page whose host name later resolves to 127.0.0.1): the browser still sends
+  its own name in ``Host``, so only the loopback address (or ``localhost``) with the port the
+  server was started on is served;
+- a body a browser can send without a preflight (``text/plain``, forms): the control plane
+  takes JSON bodies only, at most ``MAX_BODY_BYTES``;
+- another user of the machine: on Linux the kernel's socket table says which user owns the
+  client's end of a loopback connection, and only the user who started the platform is served.
+  This guards every route, the JobService's too, without asking anything of the client: the
+  real SDK, gcsfs and the user's own code work unchanged. (Elsewhere there is no such table.)
+- another program of the same user: the vtx-only endpoints (logs, preemption) also want the
+  platform's token from ``state.json`` (mode 0600), as Jupyter does. The JobService routes
+  cannot: the real SDK has no way to send one, and that program could run what it likes anyway.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_BODY_BYTES = 1 << 20
+"""Largest request body the control plane reads; a CustomJob is a few KiB."""
+LOOPBACK_NAMES = ("127.0.0.1", "localhost")
+BROWSER_HEADERS = ("origin", "sec-fetch-site")
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+SOCKET_TABLE = Path("/proc/net/tcp")
+LOOPBACK_HEX = "0100007F"
+"""127.0.0.1 as the socket table writes it (little-endian hex)."""
+
+BUCKET_NAME_MAX = 63
+BUCKET_NAME_DOTTED_MAX = 222
+OBJECT_NAME_MAX_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request is not served: an HTTP code, Google's status name and a message."""
+
+    http_code: int
+    status: str
+    message: str
+
+
+def error_body(http_code: int, message: str, status: str) -> dict[str, Any]:
+    """Google's JSON error shape, which google.api_core (and google-cloud-storage) turn into
+    the right exception."""
+    return {"error": {"code": http_code, "message": message, "status": status}}
+
+
+def origin_refusal(headers: Mapping[str, str], port: int) -> Refusal | None:
+    """Refuse what did not come from a local, non-browser client. ``headers`` has lower-case
+    names (both servers' header types look up case-insensitively)."""
+    host = headers.get("host", "")
+    allowed = [f"{name}:{port}" for name in LOOPBACK_NAMES]
+    if host not in allowed:
+        return Refusal(
+            403,
+            "PERMISSION_DENIED",
+            f"Host {host!r} is not this local platform: it serves requests addressed to "
+            f"{' or '.join(allowed)} only (a different name is how DNS rebinding gets in)",
+        )
+    for name in BROWSER_HEADERS:
+        if name in headers:
+            return Refusal(
+                403,
+                "PERMISSION_DENIED",
+                f"requests from web browsers ({name}: {headers[name]}) are refused: the local "
+                f"platform serves command-line tools and SDKs on this machine only",
+            )
+    return None
+
+
+def body_refusal(method: str, headers: Mapping[str, str]) -> Refusal | None:
+    """The control plane's bodies: JSON, with a declared length of at most MAX_BODY_BYTES."""
+    if method not in BODY_METHODS:
+        return None
+    length = headers.get("content-length")
+    if length is None:
+        if "transfer-encoding" in headers:
+            return Refusal(411, "INVALID_ARGUMENT", "a request body needs a Content-Length")
+        return None
+    if not length.isdigit():
+        return Refusal(400, "INVALID_ARGUMENT", f"Content-Length {length!r} is not a number")
+    if int(length) > MAX_BODY_BYTES:
+        return Refusal(
+            413,
+            "INVALID_ARGUMENT",
+            f"request body of {int(length)} bytes is over the limit of {MAX_BODY_BYTES} bytes",
+        )
+    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if int(length) > 0 and media_type != "application/json":
+        return Refusal(
+            415,
+            "INVALID_ARGUMENT",
+            f"request bodies must be Content-Type: application/json, not {media_type or 'none'!r}",
+        )
+    return None
+
+
+def socket_owner(client_port: int, server_port: int, table: Path = SOCKET_TABLE) -> int | None:
+    """The uid owning the client's end of the loopback connection 127.0.0.1:client_port ->
+    127.0.0.1:server_port, from Linux's socket table; -1 if the table has no such connection;
+    None where there is no table (not Linux). Read per request: a few KiB, microseconds, and a
+    port seen before may belong to another connection now."""
+    try:
+        lines = table.read_text().splitlines()[1:]
+    except OSError:
+        return None
+    local, remote = f"{LOOPBACK_HEX}:{client_port:04X}", f"{LOOPBACK_HEX}:{server_port:04X}"
+    for line in lines:
+        fields = line.split()
+        if fields[1:3] == [local, remote]:
+            return int(fields[7])
+    return -1
+
+
+def peer_refusal(client_port: int, server_port: int) -> Refusal | None:
+    """Refuse connections from programs of other users (where the kernel can tell)."""
+    owner = socket_owner(client_port, server_port)
+    if owner is None or owner == os.getuid():
+        return None
+    who = "an unknown user" if owner < 0 else f"uid {owner}"
+    return Refusal(
+        403,
+        "PERMISSION_DENIED",
+        f"this local platform serves the user who started it (uid {os.getuid()}) only; the "
+        f"request came from {who}",
+    )
+
+
+def token_refusal(headers: Mapping[str, str], token: str) -> Refusal | None:
+    """The vtx-only endpoints want ``Authorization: Bearer <token from state.json>``."""
+    given = headers.get("authorization", "")
+    if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        return None
+    return Refusal(
+        401,
+        "UNAUTHENTICATED",
+        "this endpoint needs the local platform's token (Authorization: Bearer TOKEN, where "
+        "TOKEN is `token` in the data dir's state.json); `vtx` commands send it themselves",
+    )
+
+
+# -- GCS names -----------------------------------------------------------------------------------
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """GCS's bucket naming rules (cloud.google.com/storage/docs/buckets#naming), or None."""
+    if not 3 <= len(name) <= BUCKET_NAME_DOTTED_MAX:
+        return f"bucket name {name!r} must be 3 to {BUCKET_NAME_MAX} characters long"
+    if not all(c.islower() or c.isdigit() or c in "-_." for c in name) or not name.isascii():
+        return f"bucket name {name!r} may hold only lowercase letters, digits, '-', '_' and '.'"
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return f"bucket name {name!r} must start and end with a letter or a digit"
+    parts = name.split(".")
+    if len(parts) == 1 and len(name) > BUCKET_NAME_MAX:
+        return f"bucket name {name!r} is longer than {BUCKET_NAME_MAX} characters"
+    if any(not part or len(part) > BUCKET_NAME_MAX for part in parts):
+        return (
+            f"bucket name {name!r}: each dot-separated part must be 1 to {BUCKET_NAME_MAX} "
+            f"characters long"
+        )
+    if len(parts) == 4 and all(part.isdigit() for part in parts):
+        return f"bucket name {name!r} may not be an IP address"
+    if name.startswith("goog") or "google" in name:
+        return f"bucket name {name!r} may not start with 'goog' or contain 'google'"
+    return None
+
+
+def object_name_problem(name: str) -> str | None:
+    """GCS's object naming rules, plus what the emulator needs to keep a name inside its
+    bucket: it stores objects as files, and reads both '/' and '\\' as separators."""
+    size = len(name.encode("utf-8", errors="surrogatepass"))
+    if not 1 <= size <= OBJECT_NAME_MAX_BYTES:
+        return f"object names must be 1 to {OBJECT_NAME_MAX_BYTES} bytes of UTF-8, not {size}"
+    if any(c in name for c in "\x00\r\n"):
+        return "object names may not contain NUL, carriage return or line feed"
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in name):
+        return "object names must be valid UTF-8"
+    if any(part in (".", "..") for part in name.replace("\\", "/").split("/")):
+        return f"object name {name!r} has a '.' or '..' segment, which the local emulator refuses"
+    return None
