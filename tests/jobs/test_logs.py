@@ -140,11 +140,12 @@ def test_local_logs_are_read_past_one_page(monkeypatch: pytest.MonkeyPatch) -> N
         def json(self) -> dict:
             return {"entries": self.entries, "cursor": self.cursor}
 
-    def get(url: str, params: dict, timeout: float) -> Response:
+    def get(url: str, params: dict, headers: dict, timeout: float) -> Response:
+        assert headers == {"Authorization": "Bearer t0ken"}
         asked.append(params["cursor"])
         return Response(params["cursor"])
 
     monkeypatch.setattr(requests, "get", get)
-    entries, cursor = LocalLogSource("http://127.0.0.1:1", "run-1").fetch(None)
+    entries, cursor = LocalLogSource("http://127.0.0.1:1", "run-1", token="t0ken").fetch(None)
     assert [e.message for e in entries] == ["a", "b", "c"] and cursor == 3
     assert asked == [0, 2, 3]
