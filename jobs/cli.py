@@ -226,7 +226,16 @@ def render(
 
         print_problems(_console(), problems)
         raise typer.Exit(1)
-    job = compile_job(template, outputs, run_id)
+    from google.protobuf.json_format import ParseError
+
+    try:
+        job = compile_job(template, outputs, run_id)
+    except ParseError as exc:  # validation should have refused it first: a vtx bug
+        raise _fail(
+            f"{file}: the compiled job does not convert to the API's types ({exc}); "
+            "validation missed this: please report it",
+            code=1,
+        ) from exc
     text = render_yaml(job, outputs) if format_ == "yaml" else render_json(job)
     if output:
         output.write_text(text)

@@ -90,8 +90,9 @@ def _int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    # int64 fields arrive as JSON strings in REST form.
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    # int64 fields arrive as JSON strings in REST form. A longer string is beyond any 64-bit
+    # integer (the structural check says so) and int() of 4,300 digits or more raises.
+    if isinstance(value, str) and len(value) <= 32 and value.strip().lstrip("-").isdigit():
         return int(value)
     return None
 

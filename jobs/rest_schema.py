@@ -23,6 +23,35 @@ _SCALAR_MESSAGES = {
 }
 
 
+def integer_range(scalar: str) -> tuple[int, int] | None:
+    """The values a protobuf integer type holds (``int64``, ``uint32``...); None for floats."""
+    bits = {"int32": 32, "int64": 64, "uint32": 32, "uint64": 64}.get(scalar)
+    if bits is None:
+        return None
+    if scalar.startswith("u"):
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def _scalar_types() -> dict[int, str]:
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    return {
+        F.TYPE_INT32: "int32",
+        F.TYPE_SINT32: "int32",
+        F.TYPE_SFIXED32: "int32",
+        F.TYPE_INT64: "int64",
+        F.TYPE_SINT64: "int64",
+        F.TYPE_SFIXED64: "int64",
+        F.TYPE_UINT32: "uint32",
+        F.TYPE_FIXED32: "uint32",
+        F.TYPE_UINT64: "uint64",
+        F.TYPE_FIXED64: "uint64",
+        F.TYPE_FLOAT: "float",
+        F.TYPE_DOUBLE: "double",
+    }
+
+
 def _describe_field(field: Any, messages: dict[str, dict], todo: list[Any]) -> dict[str, Any]:
     from google.protobuf.descriptor import FieldDescriptor
 
@@ -47,9 +76,13 @@ def _describe_field(field: Any, messages: dict[str, dict], todo: list[Any]) -> d
         entry["kind"] = "bool"
     elif field.type == FieldDescriptor.TYPE_STRING:
         entry["kind"] = "string"
+    elif field.type == FieldDescriptor.TYPE_BYTES:
+        entry["kind"] = "bytes"  # base64 text in JSON
     else:
-        # int64 travels as a JSON string or number; both are accepted by the API.
+        # int64 travels as a JSON string or number; both are accepted by the API. The proto
+        # type bounds the value: the API (and the client's own conversion) refuse the rest.
         entry["kind"] = "number"
+        entry["scalar"] = _scalar_types()[field.type]
     return entry
 
 

@@ -16,12 +16,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from jobs.durations import parse_duration_s
 from jobs.facts import ROLES
 from jobs.problems import Problem
+from jobs.rest_schema import integer_range, message_fields
+from jobs.safe_yaml import (
+    MAX_DEPTH,
+    YamlInputError,
+    check_text,
+    load_yaml_text,
+    read_yaml_file,
+    short_repr,
+    shown,
+)
 
 TEMPLATE = "template"
 CUSTOM_JOB = "custom_job"
@@ -53,7 +62,7 @@ def _check_duration(value: Any) -> Any:
         return None
     seconds = parse_duration_s(value)
     if seconds is None:
-        raise ValueError(f"{value!r} is not a duration: write e.g. 24h, 90m, 7d or 3600s")
+        raise ValueError(f"{short_repr(value)} is not a duration: write e.g. 24h, 90m, 7d or 3600s")
     return value
 
 
@@ -61,8 +70,56 @@ def _lower(value: Any) -> Any:
     return value.lower() if isinstance(value, str) else value
 
 
+class HintedValueError(ValueError):
+    """A field check failure that also says what to write instead."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _api_integer(message: str, field: str, hint: str) -> AfterValidator:
+    """The range of the proto field a template integer is sent as (replicaCount is int64,
+    acceleratorCount and bootDiskSizeGb int32): what the API and the client refuse, refused
+    here with the template's key path."""
+
+    def check(value: int) -> int:
+        scalar = message_fields(f"google.cloud.aiplatform.v1.{message}")[field]["scalar"]
+        low, high = integer_range(scalar) or (value, value)
+        if not low <= value <= high:
+            raise HintedValueError(
+                f"{value} is out of range: the API stores {field} as {scalar} "
+                f"({low:,} to {high:,})",
+                hint,
+            )
+        return value
+
+    return AfterValidator(check)
+
+
 EnvValue = Annotated[str, BeforeValidator(_scalar_to_str)]
 Duration = Annotated[str | int | float | None, BeforeValidator(_check_duration)]
+
+
+Replicas = Annotated[
+    int, _api_integer("WorkerPoolSpec", "replicaCount", "replicas: machines in the pool, e.g. 2")
+]
+AcceleratorCount = Annotated[
+    int,
+    _api_integer(
+        "MachineSpec",
+        "acceleratorCount",
+        "accelerator_count: accelerators per machine, e.g. 1, 2, 4 or 8",
+    ),
+]
+DiskSizeGb = Annotated[
+    int,
+    _api_integer(
+        "DiskSpec",
+        "bootDiskSizeGb",
+        "size_gb: the boot disk in GB, e.g. 100; data and checkpoints belong on gs://",
+    ),
+]
 
 
 class _Strict(BaseModel):
@@ -73,7 +130,7 @@ class BootDisk(_Strict):
     """Boot disk of each replica. Not durable: checkpoints go to gs:// (AIP_CHECKPOINT_DIR)."""
 
     type: str = "pd-ssd"
-    size_gb: int = 100
+    size_gb: DiskSizeGb = 100
 
 
 class Pool(_Strict):
@@ -82,8 +139,8 @@ class Pool(_Strict):
     machine: str
     accelerator: str | None = None
     """Left out on A2/A3/A4/G2/TPU machines: their built-in accelerators are filled in."""
-    accelerator_count: int | None = None
-    replicas: int = 1
+    accelerator_count: AcceleratorCount | None = None
+    replicas: Replicas = 1
     boot_disk: BootDisk = BootDisk()
     tpu_topology: str | None = None
     image: str | None = None
@@ -233,7 +290,7 @@ def _pydantic_problems(exc: ValidationError, source: str | None = None) -> list[
         message = _MESSAGES.get(error["type"], error["msg"])
         if error["type"] == "value_error":
             message = str(error.get("ctx", {}).get("error", error["msg"]))
-        hint = None
+        hint = getattr(error.get("ctx", {}).get("error"), "hint", None)
         if path == "pools.chief" and error["type"] == "missing":
             hint = "pools: {chief: {machine: n1-standard-4, replicas: 1}}"
         elif path.startswith("scheduling.strategy"):
@@ -277,44 +334,13 @@ class Document:
     """Problems found while reading (YAML syntax, extends, overrides)."""
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key repeated in one mapping. PyYAML keeps the last silently,
-    so `env: {A: 1, A: 2}` or a second `chief:` would vanish without a word."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *base` then overriding its keys is the point of merging
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:  # an unhashable key: the base class reports it
-                continue
-            if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r}",
-                    key_node.start_mark,
-                )
-        return super().construct_mapping(node, deep)
-
-
 def read_yaml(path: Path) -> tuple[Any, list[Problem]]:
+    """The document in ``path``, or the problem that stops it being read (see jobs.safe_yaml:
+    size, UTF-8, depth and value limits, duplicate keys)."""
     try:
-        # A SafeLoader subclass: no arbitrary objects are built.
-        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader), []
-    except FileNotFoundError:
-        return None, [Problem("(file)", f"{path} does not exist", None, str(path))]
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem("(file)", f"cannot read {path}: {exc}", None, str(path))]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(file)"
-        reason = getattr(exc, "problem", None) or str(exc)
-        return None, [Problem(where, f"invalid YAML: {reason}", None, str(path))]
+        return read_yaml_file(path), []
+    except YamlInputError as exc:
+        return None, [exc.problem]
 
 
 def deep_merge(base: Any, override: Any) -> Any:
@@ -358,17 +384,26 @@ def resolve_extends(
 
 
 def parse_override(text: str) -> tuple[list[str | int], Any]:
-    """``pools.chief.replicas=2`` -> (["pools", "chief", "replicas"], 2); values are YAML."""
+    """``pools.chief.replicas=2`` -> (["pools", "chief", "replicas"], 2); values are YAML, read
+    within the same limits as a file; text that is not YAML is kept as a string."""
+    try:
+        check_text(text)
+    except YamlInputError as exc:
+        raise ValueError(exc.problem.message) from None
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"--set {text!r}: write key.path=value")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
     parts: list[str | int] = [int(p) if p.isdigit() else p for p in key.strip().split(".")]
     if any(p == "" for p in parts):
         raise ValueError(f"--set {text!r}: empty key in path")
+    if len(parts) > MAX_DEPTH:
+        raise ValueError(f"the key path is more than {MAX_DEPTH} levels deep")
+    try:
+        value = load_yaml_text(raw) if raw.strip() else ""
+    except YamlInputError as exc:
+        if not exc.problem.message.startswith("invalid YAML"):
+            raise ValueError(exc.problem.message) from None
+        value = raw  # `--set args=[a` is the text "[a"
     return parts, value
 
 
@@ -399,7 +434,8 @@ def apply_overrides(doc: Any, overrides: Iterable[str], source: str) -> tuple[An
             parts, value = parse_override(text)
             doc = apply_override(doc, parts, value)
         except ValueError as exc:
-            problems.append(Problem(f"--set {text}", str(exc), "--set key.path=value", source))
+            where = f"--set {text if len(text) <= 80 else text[:80] + '…'}"
+            problems.append(Problem(shown(where), str(exc), "--set key.path=value", source))
     return doc, problems
 
 

@@ -17,8 +17,9 @@ from jobs.catalog import Catalog, load_catalog
 from jobs.durations import format_duration_s, parse_duration_s
 from jobs.facts import JobFacts, facts_from_rest_job, facts_from_rest_spec, facts_from_template
 from jobs.problems import Problem
-from jobs.rest_schema import ROOT, message_fields
+from jobs.rest_schema import ROOT, integer_range, message_fields
 from jobs.rules import run_rules
+from jobs.safe_yaml import join_path, short_repr
 
 SPEC_MESSAGE = "google.cloud.aiplatform.v1.CustomJobSpec"
 NO_PERSISTENT_DISK = (
@@ -50,14 +51,6 @@ def _normalised(name: str) -> str:
     return name.replace("_", "").replace("-", "").lower()
 
 
-def _join(path: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if key == "" or "." in key:
-        return f"{path}[{key!r}]"  # keep the path readable for odd keys
-    return f"{path}.{key}" if path else str(key)
-
-
 _KIND_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "bool": (bool,),
@@ -67,6 +60,7 @@ _KIND_TYPES: dict[str, tuple[type, ...]] = {
     "map": (dict,),
     "message": (dict,),
     "enum": (str,),
+    "bytes": (str,),
 }
 _KIND_EXAMPLES = {
     "string": "a string",
@@ -77,10 +71,12 @@ _KIND_EXAMPLES = {
     "map": "a mapping",
     "message": "a mapping",
     "enum": "a value name",
+    "bytes": "base64 text",
 }
 # Protobuf JSON durations are seconds with an 's' suffix; int64 may travel as a string.
 _PROTO_DURATION = re.compile(r"^-?\d+(\.\d{1,9})?s$")
 _INT_STRING = re.compile(r"^-?\d+$")
+_INT_MAX_CHARS = 21  # "-" and 20 digits: longer digit strings are beyond any 64-bit integer
 
 
 def _unknown_field(key: str, fields: dict[str, dict], path: str) -> Problem:
@@ -102,6 +98,37 @@ def _unknown_field(key: str, fields: dict[str, dict], path: str) -> Problem:
     return Problem(path, f"unknown field {key!r}", hint)
 
 
+def _check_number(value: Any, scalar: str, path: str) -> list[Problem]:
+    """What protobuf's JSON parser would refuse in an integer field: fractions, and values
+    outside the proto type (replicaCount is int64, acceleratorCount and bootDiskSizeGb int32)."""
+    if integer_range(scalar) is None:
+        return []
+    if isinstance(value, float):
+        if not value.is_integer():
+            return [Problem(path, f"expected a whole number, got {value!r}")]
+        value = int(value)
+    elif isinstance(value, str):
+        # int() refuses 4,300 digits or more; 21 characters already exceed any 64-bit integer.
+        value = int(value) if len(value) <= _INT_MAX_CHARS else value
+    return integer_range_problems(value, scalar, path)
+
+
+def integer_range_problems(value: int | str, scalar: str, path: str) -> list[Problem]:
+    """``value`` (an int, or the text of one too long to convert) outside the proto type."""
+    low, high = integer_range(scalar) or (0, 0)
+    if isinstance(value, int) and low <= value <= high:
+        return []
+    field = re.sub(r"\[\d+\]$", "", path).rsplit(".", 1)[-1]
+    return [
+        Problem(
+            path,
+            f"{short_repr(value) if isinstance(value, str) else value} is out of range: the API "
+            f"stores {field} as {scalar} ({low:,} to {high:,})",
+            f"a whole number up to {high:,}",
+        )
+    ]
+
+
 def _check_value(value: Any, spec: dict, path: str) -> list[Problem]:
     kind = spec["kind"]
     if kind in ("struct", "value"):
@@ -114,17 +141,19 @@ def _check_value(value: Any, spec: dict, path: str) -> list[Problem]:
         ok = False
     if not ok:
         # Environment entries may hold credentials (`- "HF_TOKEN=hf_..."`): name the type only.
-        got = type(value).__name__ if ".env[" in path else repr(value)
+        got = type(value).__name__ if ".env[" in path else short_repr(value)
         return [Problem(path, f"expected {_KIND_EXAMPLES[kind]}, got {got}")]
+    if kind == "number":
+        return _check_number(value, spec.get("scalar", "double"), path)
     if kind == "duration" and not _PROTO_DURATION.match(value):
         seconds = parse_duration_s(value)
         hint = f"write {format_duration_s(seconds)}" if seconds is not None else 'e.g. "86400s"'
-        return [Problem(path, f"invalid duration {value!r}: the API takes seconds", hint)]
+        return [Problem(path, f"invalid duration {short_repr(value)}: the API takes seconds", hint)]
     if kind == "enum" and value not in spec["values"]:
         values = [v for v in spec["values"] if not v.endswith("_UNSPECIFIED")]
         upper = str(value).upper()
         hint = f"write {upper}" if upper in values else f"one of {', '.join(values)}"
-        return [Problem(path, f"invalid value {value!r}", hint)]
+        return [Problem(path, f"invalid value {short_repr(value)}", hint)]
     if kind == "message":
         return check_rest_fields(value, spec["type"], path)
     return []
@@ -138,7 +167,7 @@ def check_rest_fields(doc: Any, message: str = ROOT, path: str = "") -> list[Pro
     fields = message_fields(message)
     problems: list[Problem] = []
     for key, value in doc.items():
-        where = _join(path, str(key))
+        where = join_path(path, str(key))
         spec = fields.get(key) if isinstance(key, str) else None
         if spec is None:
             problems.append(_unknown_field(str(key), fields, where))
@@ -150,7 +179,7 @@ def check_rest_fields(doc: Any, message: str = ROOT, path: str = "") -> list[Pro
                 continue
             # An empty pool `{}` is how a position is skipped; it has no fields to check.
             for i, item in enumerate(value):
-                problems.extend(_check_value(item, spec, _join(where, i)))
+                problems.extend(_check_value(item, spec, join_path(where, i)))
         else:
             problems.extend(_check_value(value, spec, where))
     return problems

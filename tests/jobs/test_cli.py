@@ -311,3 +311,109 @@ def test_catalog_on_80_columns_shows_every_name_whole(args: tuple[str, ...]) -> 
     )
     shown = {line.split("│")[1].strip() for line in result.output.splitlines() if "│" in line}
     assert expected <= shown, expected - shown
+
+
+# ---- hostile inputs: exit 1 with the key path, on every command that reads a job ----------
+
+SMOKE = yaml.safe_load((TEMPLATES / "smoke-cpu.yaml").read_text())
+GCLOUD_POOL = {
+    "machineSpec": {"machineType": "n1-standard-4"},
+    "replicaCount": 1,
+    "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/trainer:1"},
+}
+
+
+def _smoke_with(**pool_changes: object) -> bytes:
+    doc = yaml.safe_load((TEMPLATES / "smoke-cpu.yaml").read_text())
+    doc["pools"]["workers"].update(pool_changes)
+    return yaml.safe_dump(doc).encode()
+
+
+def _text_with_workers_replicas(literal: str) -> bytes:
+    return _smoke_with(replicas=0).replace(b"replicas: 0", f"replicas: {literal}".encode())
+
+
+HOSTILE_JOBS = {
+    # name: (file bytes, the key path or place the answer names)
+    "5,000-deep nesting": (
+        ("name: deep\nlabels: " + "[" * 5000 + "]" * 5000 + "\n").encode(),
+        "labels[0][0]",
+    ),
+    "non-UTF-8 bytes": (yaml.safe_dump(SMOKE).encode() + b"description: \xff\xfe\n", "line "),
+    "a 20 MB file": (yaml.safe_dump(SMOKE).encode() + b"#" + b"x" * 20_000_000, "(file)"),
+    "200,000 args": (
+        yaml.safe_dump({**SMOKE, "args": ["--x"] * 200_000}, width=10**9).encode(),
+        "(file)",
+    ),
+    "30,000 args": (
+        yaml.safe_dump({**SMOKE, "args": ["a"] * 30_000}, default_flow_style=True).encode(),
+        "args[",
+    ),
+    "an integer beyond int64": (
+        _text_with_workers_replicas("99999999999999999999999"),
+        "pools.workers.replicas",
+    ),
+    "int64 max + 1": (
+        _text_with_workers_replicas(str(2**63)),
+        "pools.workers.replicas",
+    ),
+    "a quoted integer beyond int64": (
+        _text_with_workers_replicas('"99999999999999999999999"'),
+        "pools.workers.replicas",
+    ),
+    "a disk size beyond int32": (
+        _smoke_with(boot_disk={"size_gb": 2**40}),
+        "pools.workers.boot_disk.size_gb",
+    ),
+    "a gcloud replicaCount beyond int64": (
+        yaml.safe_dump(
+            {
+                "workerPoolSpecs": [
+                    GCLOUD_POOL,
+                    {**GCLOUD_POOL, "replicaCount": str(2**63)},
+                ]
+            }
+        ).encode(),
+        "workerPoolSpecs[1].replicaCount",
+    ),
+}
+COMMANDS = {
+    "validate": ["validate"],
+    "validate --stack-file": ["validate", "--stack-file", str(STACK)],
+    "render": ["render", "--stack-file", str(STACK)],
+    "cost": ["cost"],
+    "launch --dry-run": ["launch", "--dry-run", "--stack-file", str(STACK)],
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS.values(), ids=list(COMMANDS))
+@pytest.mark.parametrize(("content", "place"), HOSTILE_JOBS.values(), ids=list(HOSTILE_JOBS))
+def test_hostile_job_files_exit_1_naming_the_place_on_every_command(
+    tmp_path: Path, command: list[str], content: bytes, place: str
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_bytes(content)
+    result = runner.invoke(app, [command[0], str(path), *command[1:]])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1, result.output
+    assert f"✗ {path}: {place}" in result.output, result.output[:2000]
+    assert "Traceback" not in result.output
+
+
+def test_what_validate_accepts_at_the_int64_edge_render_renders(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_bytes(_text_with_workers_replicas(str(2**63 - 1)))
+    code, out = vtx("validate", str(path), "--stack-file", str(STACK))
+    assert code == 0, out
+    code, out = vtx("render", str(path), "--stack-file", str(STACK), "--format", "json")
+    assert code == 0, out
+    assert f'"replicaCount": "{2**63 - 1}"' in out
+
+
+def test_a_file_name_that_is_not_utf8_is_named_not_a_crash(tmp_path: Path) -> None:
+    import os
+
+    path = tmp_path / os.fsdecode(b"caf\xe9.yaml")
+    code, out = vtx("validate", str(path))
+    assert code == 1, out
+    assert "caf\\udce9.yaml: (file): does not exist" in out

@@ -326,15 +326,105 @@ def test_a_secret_value_or_a_bad_name_under_secrets_is_refused_without_echoing_i
     assert validate_template_doc(fine) == []
 
 
-def test_a_key_written_twice_is_reported_with_its_line(tmp_path: Path) -> None:
+def test_a_key_written_twice_is_reported_with_its_key_path_and_lines(tmp_path: Path) -> None:
     path = tmp_path / "dup.yaml"
     path.write_text(
         'name: dup\nimage: x\nenv:\n  A: "1"\n  A: "2"\npools: {chief: {machine: n1-standard-4}}\n'
     )
     document = load_document(path)
     assert [(p.path, p.message) for p in document.problems] == [
-        ("line 5, column 3", "invalid YAML: found duplicate key 'A'")
+        (
+            "env.A",
+            "key written twice (lines 4 and 5); YAML would keep only the last one without a word",
+        )
     ]
+
+
+# ---- hostile files: a problem with a place, fast, never an exception ----------------------
+
+NEST = 5000
+HOSTILE_FILES = {
+    # name: (file bytes, problem path, fragment of the message)
+    "deep lists": (
+        ("name: x\nlabels: " + "[" * NEST + "]" * NEST + "\n").encode(),
+        "labels" + "[0]" * 31,
+        "nested more than 32 levels deep",
+    ),
+    "deep mappings": (
+        ("name: x\nenv: " + "{a: " * NEST + "1" + "}" * NEST + "\n").encode(),
+        "env" + ".a" * 31,
+        "nested more than 32 levels deep",
+    ),
+    "deep block mappings": (
+        "".join(f"{'  ' * i}k:\n" for i in range(200)).encode(),
+        "k" + ".k" * 31,
+        "nested more than 32 levels deep",
+    ),
+    "not UTF-8": (
+        b"name: x\ndescription: caf\xe9\n",
+        "line 2, column 17",
+        "byte 0xe9 at offset 24",
+    ),
+    "UTF-16": ("name: x\n".encode("utf-16"), "line 1, column 1", "not UTF-8 text: byte 0xff"),
+    "NUL bytes": (b"name: x\x00\n", "line 1, column 8", "#x0000 is not allowed"),
+    "20 MB": (b"name: x\n#" + b"x" * 20_000_000 + b"\n", "(file)", "is 20,000,010 bytes"),
+    "200,000 args": (
+        ("name: x\nargs: [" + ",".join(["a"] * 200_000) + "]\n").encode(),
+        "(file)",
+        "is 400,016 bytes",
+    ),
+    "billion laughs": (
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n"
+                for i in range(8)
+            )
+        ).encode(),
+        "e[1]",
+        "more than 20,000 values",
+    ),
+    "unpaired surrogate escape": (b'name: x\ndescription: "\\ud800"\n', "line 2, column ", ""),
+    "key written twice in flow": (b"name: x\nenv: {A: '1', A: '2'}\n", "env.A", "written twice"),
+}
+
+
+@pytest.mark.parametrize(
+    ("content", "path", "message"), HOSTILE_FILES.values(), ids=list(HOSTILE_FILES)
+)
+def test_hostile_files_are_one_problem_with_its_place(
+    tmp_path: Path, content: bytes, path: str, message: str
+) -> None:
+    file = tmp_path / "job.yaml"
+    file.write_bytes(content)
+    document = load_document(file)
+    assert len(document.problems) == 1, document.problems
+    problem = document.problems[0]
+    assert problem.path.startswith(path) and message in problem.message, problem
+    assert problem.source == str(file)
+
+
+def test_a_directory_or_a_missing_file_is_a_problem(tmp_path: Path) -> None:
+    assert load_document(tmp_path).problems[0].message == "is a directory"
+    assert load_document(tmp_path / "nope.yaml").problems[0].message == "does not exist"
+
+
+@pytest.mark.parametrize(
+    ("override", "path", "message"),
+    [
+        ("labels=" + "[" * NEST + "]" * NEST, "--set labels=", "nested more than 32 levels"),
+        ("a" + ".a" * NEST + "=1", "--set aa", "more than 32 levels"),
+        ("env.A=caf\udce9", "--set env.A=", "not UTF-8 text: byte 0xe9"),
+        ("env={A: 1, A: 2}", "--set env=", "written twice"),
+    ],
+    ids=["deep value", "deep key path", "not UTF-8", "key written twice"],
+)
+def test_hostile_set_overrides_are_problems(override: str, path: str, message: str) -> None:
+    doc, problems = apply_overrides(BASE, [override], "t.yaml")
+    assert len(problems) == 1, problems
+    assert problems[0].path.replace(".", "").startswith(path.replace(".", "")[:12])
+    assert message in problems[0].message, problems[0]
+    assert doc == BASE
 
 
 def test_yaml_merge_keys_may_still_override_what_they_merge(tmp_path: Path) -> None:
