@@ -14,6 +14,8 @@ This module has no pulumi import: tests and ``vtx review`` validate configs with
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import ipaddress
 import re
 from collections.abc import Iterator, Mapping
@@ -21,12 +23,12 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from jobs import catalog
 from jobs.problems import Problem
-from jobs.stack import is_production
+from jobs.safe_yaml import YamlInputError, read_yaml_file, short_repr
+from jobs.stack import PROD_ENVIRONMENTS, is_production
 
 QUOTA_SERVICE = "aiplatform.googleapis.com"
 # Vertex AI training reserves this range for its own networking (VERTEX.md): a peered or
@@ -98,6 +100,65 @@ def _known_accelerator(value: str) -> str:
     return value
 
 
+# GCP region names are <geography>-<direction><number> (Google's "Regions and zones" list): a
+# closed grammar, so `mars-north1` or `europe-wset4` is a typo, never a region Google added.
+_GCP_REGION = re.compile(
+    r"(africa|asia|australia|europe|me|northamerica|southamerica|us)-"
+    r"(central|east|north|northeast|northwest|south|southeast|southwest|west)[1-9][0-9]?"
+)
+# Cloud Storage multi-regions and predefined dual-regions (Bucket locations page).
+BUCKET_MULTI_REGIONS = ("ASIA", "EU", "US", "ASIA1", "EUR4", "EUR5", "EUR7", "EUR8", "NAM4")
+
+ENVIRONMENTS = ("dev", "staging", *sorted(PROD_ENVIRONMENTS))
+"""The environments a stack may be. Production ones (jobs.stack.PROD_ENVIRONMENTS) get CMEK,
+immutable tags, the prod-only policies and no web access; dev and staging do not."""
+
+
+def _closest(value: str, known: Any) -> str:
+    guess = difflib.get_close_matches(value, list(known), n=1, cutoff=0.6)
+    return f"did you mean {guess[0]}? " if guess else ""
+
+
+def _gcp_region(value: str) -> str:
+    if not _GCP_REGION.fullmatch(value):
+        raise HintedValueError(
+            f"{value!r} is not a GCP region",
+            f"{_closest(value, catalog.load_catalog().regions)}a region such as europe-west4",
+        )
+    return value
+
+
+def _vertex_region(value: str) -> str:
+    known = catalog.load_catalog().regions
+    if value not in known:
+        what = "a GCP region" if _GCP_REGION.fullmatch(value) else "not a GCP region"
+        raise HintedValueError(
+            f"{value!r} ({what}) is not a GCP region vtx knows for Vertex AI training",
+            f"{_closest(value, known)}one of {', '.join(known)}; a region Google lists for "
+            "Vertex AI training goes into jobs/catalog/regions.yaml first",
+        )
+    return value
+
+
+def _bucket_location(value: str) -> str:
+    if value.upper() not in BUCKET_MULTI_REGIONS and not _GCP_REGION.fullmatch(value.lower()):
+        raise HintedValueError(
+            f"{value!r} is not a Cloud Storage location",
+            f"a region such as europe-west4, or one of {', '.join(BUCKET_MULTI_REGIONS)}",
+        )
+    return value
+
+
+def _environment(value: str) -> str:
+    if value not in ENVIRONMENTS:
+        raise HintedValueError(
+            f"unknown environment {value!r}",
+            f"{_closest(value, ENVIRONMENTS)}one of {', '.join(ENVIRONMENTS)} "
+            f"({' and '.join(sorted(PROD_ENVIRONMENTS))} get production treatment)",
+        )
+    return value
+
+
 def _label_map(labels: dict[str, str]) -> dict[str, str]:
     key_re, value_re = re.compile(r"[a-z][a-z0-9_-]{0,62}"), re.compile(r"[a-z0-9_-]{0,63}")
     for key, value in labels.items():
@@ -118,7 +179,12 @@ Cidr = Annotated[str, AfterValidator(_cidr)]
 ProjectId = Annotated[
     str, _pattern(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", "GCP project id", "acme-ml-dev")
 ]
-Region = Annotated[str, _pattern(r"[a-z]+-[a-z]+[0-9]+", "GCP region", "europe-west4")]
+GcpRegion = Annotated[str, AfterValidator(_gcp_region)]
+"""Any GCP region: quotas and secret replicas may be wanted where this stack runs no job."""
+VertexRegion = Annotated[str, AfterValidator(_vertex_region)]
+"""A region where the catalog knows what Vertex AI training offers: jobs run there."""
+Environment = Annotated[str, AfterValidator(_environment)]
+BucketLocation = Annotated[str, AfterValidator(_bucket_location)]
 Email = Annotated[str, _pattern(r"[^@\s]+@[^@\s]+\.[a-z]{2,}", "email address", "ml@acme.com")]
 # Service account ids are 6-30 chars and we append "-launcher" (9), hence ≤ 21 for the prefix.
 Prefix = Annotated[
@@ -159,7 +225,7 @@ class NetworkConfig(_Model):
 class StorageConfig(_Model):
     """The four buckets (data, checkpoints, staging, models)."""
 
-    location: str | None = None
+    location: BucketLocation | None = None
     """Bucket location; default: the stack's gcp:region (same region as the jobs: no egress)."""
     soft_delete_days: int = 7
     """How long deleted objects stay restorable: 0 (off) or 7..90 days."""
@@ -195,7 +261,7 @@ class QuotaRequest(_Model):
     """GPUs wanted in that region."""
     spot: bool = False
     """True: the preemptible metric (SPOT and FLEX_START jobs); false: on-demand."""
-    region: Region | None = None
+    region: GcpRegion | None = None
     """Region of the quota; default: the stack's gcp:region."""
     quota_id: (
         Annotated[
@@ -238,8 +304,8 @@ class CiConfig(_Model):
 class PlatformConfig(_Model):
     """The ``vtx:platform`` object. Secure defaults; prod rules in :func:`_cross_checks`."""
 
-    environment: Annotated[str, _pattern(r"[a-z][a-z0-9-]{1,15}", "environment name", "dev")]
-    """Environment name, exported as StackOutputs.environment and as a label."""
+    environment: Environment
+    """One of ENVIRONMENTS, exported as StackOutputs.environment and as a label."""
     prefix: Prefix
     """Prepended to every resource name (buckets are global: make it unique to your org)."""
     labels: Labels = Field(default_factory=dict)
@@ -252,7 +318,7 @@ class PlatformConfig(_Model):
     """Who Google contacts about quota requests."""
     secrets: list[SecretName] = Field(default_factory=list)
     """Secret Manager secret ids to create (values are added out of band with gcloud)."""
-    secret_locations: list[Region] = Field(default_factory=list)
+    secret_locations: list[GcpRegion] = Field(default_factory=list)
     """Pin secret replicas to these regions; empty: automatic replication."""
     tensorboard: bool = True
     """Create a Vertex TensorBoard instance for the jobs' logs."""
@@ -278,7 +344,7 @@ class StackConfig(_Model):
     """The whole stack configuration: provider settings plus ``vtx:platform``."""
 
     project: ProjectId
-    region: Region
+    region: VertexRegion
     platform: PlatformConfig
 
     @property
@@ -329,11 +395,12 @@ def load_stack_config(values: Mapping[str, Any], source: str) -> StackConfig:
 def read_stack_file(path: Path) -> dict[str, Any]:
     """The ``config:`` mapping of a ``Pulumi.<stack>.yaml`` file, secure values included as-is."""
     try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except FileNotFoundError:
-        raise ConfigError([Problem("(file)", "does not exist", None, str(path))]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError([Problem("(file)", f"is not YAML: {exc}", None, str(path))]) from None
+        document = read_yaml_file(path) or {}
+    except YamlInputError as exc:
+        # Paths inside the file are written as the rest of this module writes them (no
+        # leading `config.`): `vtx:platform.labels.team`.
+        path_in_config = exc.problem.path.removeprefix("config.")
+        raise ConfigError([dataclasses.replace(exc.problem, path=path_in_config)]) from None
     config = document.get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict):
         raise ConfigError(
@@ -370,7 +437,8 @@ def _problem(err: Any, source: str) -> Problem:
     if err["type"] == "missing":
         hint = _MISSING_HINTS.get(loc, f"see {REFERENCE}")
         return Problem(_dotted(loc), "required key is missing", hint, source)
-    return Problem(_dotted(loc), f"{err['msg']} (got {err.get('input')!r})", None, source)
+    got = short_repr(err.get("input"))
+    return Problem(_dotted(loc), f"{err['msg']} (got {got})", None, source)
 
 
 def _known_keys(loc: tuple[int | str, ...]) -> list[str]:

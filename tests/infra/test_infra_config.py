@@ -18,6 +18,7 @@ from infra.config import (
     read_stack_file,
 )
 from infra.quotas import quota_target
+from jobs.stack import is_production
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
@@ -205,3 +206,94 @@ def test_readme_reference_lists_every_platform_key() -> None:
     # List items (quotas[]) are documented in one row, field by field.
     missing += [f"quotas[].{f}" for f in QuotaRequest.model_fields if f"`{f}`" not in reference]
     assert not missing, f"infra/README.md reference lacks: {missing}"
+
+
+# ---- hostile stack files: ConfigError with the key path, never another exception ---------
+
+STACK_TEXT = (PROJECT_DIR / "Pulumi.dev.yaml").read_text()
+HOSTILE_STACK_FILES = {
+    # name: (file bytes, problem path, fragment of the message)
+    "binary": (bytes(range(256)) * 4, "line 2, column 118", "not UTF-8 text: byte 0x80"),
+    "NUL bytes": (bytes(1024), "line 1, column 1", "#x0000 is not allowed"),
+    "non-UTF-8": (STACK_TEXT.encode() + b"# caf\xe9\n", "line ", "not UTF-8 text: byte 0xe9"),
+    "gzip": (b"\x1f\x8b\x08\x00" + bytes(64), "line 1, column 2", "not UTF-8 text: byte 0x8b"),
+    "deep nesting": (
+        STACK_TEXT.replace("team: ml-platform", "team: " + "[" * 5000 + "]" * 5000).encode(),
+        "vtx:platform.labels.team[0][0]",
+        "nested more than 32 levels deep",
+    ),
+    "20 MB": (STACK_TEXT.encode() + b"#" + b"x" * 20_000_000, "(file)", "bytes"),
+    "key written twice": (
+        STACK_TEXT.replace("    cmek: false\n", "    cmek: false\n    cmek: true\n").encode(),
+        "vtx:platform.cmek",
+        "written twice",
+    ),
+    "integer beyond 64 bits": (
+        STACK_TEXT.replace("count: 8", "count: 99999999999999999999999").encode(),
+        "vtx:platform.quotas[0].count",
+        "beyond what a 64-bit integer holds",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("content", "path", "message"), HOSTILE_STACK_FILES.values(), ids=list(HOSTILE_STACK_FILES)
+)
+def test_hostile_stack_files_raise_config_error_with_the_place(
+    tmp_path: Path, content: bytes, path: str, message: str
+) -> None:
+    file = tmp_path / "Pulumi.hostile.yaml"
+    file.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        read_stack_file(file)
+    (problem,) = info.value.problems
+    assert problem.path.startswith(path) and message in problem.message, problem
+    assert problem.source == str(file)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "path", "expected"),
+    [
+        ("gcp:region", "mars-north1", "gcp:region", "europe-west4"),
+        ("gcp:region", "europe-west9", "gcp:region", "jobs/catalog/regions.yaml"),
+        (
+            "vtx:platform",
+            {"quotas": [{"region": "mars-north1"}]},
+            "quotas[0].region",
+            "europe-west4",
+        ),
+        ("vtx:platform", {"secret_locations": ["mars-north1"]}, "secret_locations[0]", "region"),
+        ("vtx:platform", {"storage": {"location": "mars-north1"}}, "storage.location", "EU"),
+        ("vtx:platform", {"environment": "prdo"}, "environment", "did you mean prod?"),
+        ("vtx:platform", {"environment": "qa"}, "environment", "dev, staging, prod, production"),
+    ],
+    ids=["region", "region not in the catalog", "quota", "secret", "bucket", "prdo", "qa"],
+)
+def test_unknown_regions_and_environments_are_refused_with_what_to_write(
+    key: str, value: Any, path: str, expected: str
+) -> None:
+    values = copy.deepcopy(stack_values("dev"))
+    if key == "vtx:platform":
+        for name, item in value.items():
+            if name == "quotas":
+                item = [values[key]["quotas"][0] | item[0]]
+            values[key][name] = item
+        path = f"vtx:platform.{path}"
+    else:
+        values[key] = value
+    problems = [p for p in problems_of(values) if p.path == path]
+    assert problems, [str(p) for p in problems_of(values)]
+    assert any(expected in str(p) for p in problems), [str(p) for p in problems]
+
+
+@pytest.mark.parametrize("environment", ["dev", "staging", "prod", "production"])
+def test_every_documented_environment_is_accepted(environment: str) -> None:
+    stack = "prod" if is_production(environment) else "dev"
+    values = mutated(stack, ("environment", environment))
+    assert load_stack_config(values, "Pulumi.test.yaml").platform.environment == environment
+
+
+def test_an_error_quotes_a_huge_value_in_one_short_line() -> None:
+    problems = problems_of(mutated("dev", ("prefix", list(range(100_000)))))
+    (problem,) = [p for p in problems if p.path == "vtx:platform.prefix"]
+    assert len(str(problem)) < 300, str(problem)[:400]
