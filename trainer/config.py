@@ -10,11 +10,20 @@ from any working directory; paths given with `--set` resolve against the working
 from __future__ import annotations
 
 import difflib
+import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 # Keys holding file locations, resolved against the config file's directory when relative.
 PATH_KEYS = (
@@ -48,6 +57,146 @@ class LoraConfig(_Strict):
     )
 
 
+class KeyedValueError(ValueError):
+    """A check failure inside a mapping field; ``key`` is the path below the field."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+# Sizes of a transformers config that build tensors or loops, so each must be a whole number
+# >= 1. transformers accepts 0 and negatives and then fails deep in torch ("negative
+# dimension", ZeroDivisionError, a C++ size overflow) or builds a model with no layers.
+MODEL_SIZES = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "n_positions",
+    "d_model",
+)
+MAX_DIMENSION = 2**24
+"""16.7M: above any real vocabulary (~262k), width (~25k), or context (10M tokens)."""
+MAX_PARAMETERS = 2 * 10**12
+"""~2 trillion: beyond the largest published models; a random init this big is a typo."""
+ROPE_TYPES: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor",),
+    "longrope": ("short_factor", "long_factor"),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor"),
+    "proportional": (),
+}
+"""transformers' RoPE types (ROPE_INIT_FUNCTIONS plus "default") and the keys each needs
+besides those transformers fills in (rope_theta, original_max_position_embeddings). For a
+missing or junk value transformers only logs a warning, then fails in model init with a
+KeyError or TypeError, or trains with a broken position encoding. A test pins this table to
+transformers'."""
+_ROPE_POSITIVE = ("low_freq_factor", "high_freq_factor", "rope_theta", "attention_factor")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_model_config(config: dict[str, Any]) -> None:
+    """Sizes, integer ranges and RoPE settings of a `model.config`, before transformers and
+    torch see them; raises KeyedValueError naming the key."""
+    for key in MODEL_SIZES:
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise KeyedValueError(key, f"{value!r} must be a whole number >= 1")
+        if value > MAX_DIMENSION:
+            raise KeyedValueError(
+                key, f"{value:,} is beyond any model trained here (at most {MAX_DIMENSION:,})"
+            )
+    parameters = _rough_parameters(config)
+    if parameters > MAX_PARAMETERS:
+        raise KeyedValueError(
+            "",
+            f"about {parameters:.1e} parameters, beyond any model trained here (at most "
+            f"{MAX_PARAMETERS:.0e}): check hidden_size, intermediate_size, num_hidden_layers "
+            "and vocab_size",
+        )
+    for key in ("rope_scaling", "rope_parameters"):
+        _check_rope(config.get(key), key)
+    todo: list[tuple[str, Any]] = [("", config)]
+    while todo:  # torch sizes and ids are int64: a larger integer anywhere is a typo
+        path, node = todo.pop()
+        if isinstance(node, dict):
+            todo += [(f"{path}.{k}".lstrip("."), v) for k, v in node.items()]
+        elif isinstance(node, list):
+            todo += [(f"{path}[{i}]", v) for i, v in enumerate(node)]
+        elif isinstance(node, int) and not -(2**63) <= node < 2**63:
+            raise KeyedValueError(path, f"{node} is beyond a 64-bit integer")
+
+
+def _rough_parameters(config: dict[str, Any]) -> int:
+    """Embeddings plus per layer 4 h^2 (attention) and 3 h i (a gated MLP) per expert."""
+
+    def first(*keys: str, default: int = 0) -> int:
+        for key in keys:
+            value = config.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return default
+
+    hidden = first("hidden_size", "n_embd", "d_model")
+    layers = first("num_hidden_layers", "n_layer", "num_layers")
+    inner = first("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden)
+    experts = first("num_local_experts", "num_experts", default=1)
+    return first("vocab_size") * hidden + layers * (4 * hidden**2 + 3 * hidden * inner * experts)
+
+
+def _check_rope(rope: Any, key: str) -> None:
+    example = "{rope_type: linear, factor: 2.0}"
+    if rope is None or rope == {}:
+        return
+    if not isinstance(rope, dict):
+        raise KeyedValueError(key, f"must be a mapping such as {example}, got {rope!r:.60}")
+    rope_type = rope.get("rope_type", rope.get("type"))
+    if rope_type is None:
+        if all(isinstance(v, dict | None) for v in rope.values()):  # per layer type (Gemma 3)
+            for layer, params in rope.items():
+                _check_rope(params, f"{key}.{layer}")
+            return
+        raise KeyedValueError(key, f"needs rope_type: one of {', '.join(ROPE_TYPES)}")
+    if rope_type not in ROPE_TYPES:
+        raise KeyedValueError(
+            f"{key}.rope_type",
+            f"{rope_type!r:.60} is not a RoPE type of transformers: one of {', '.join(ROPE_TYPES)}",
+        )
+    for name in ROPE_TYPES[rope_type]:
+        if name not in rope:
+            raise KeyedValueError(key, f"rope_type {rope_type} needs `{name}`, e.g. {example}")
+    factor = rope.get("factor")
+    if "factor" in rope and not (_is_number(factor) and factor >= 1):
+        raise KeyedValueError(
+            f"{key}.factor", f"{factor!r:.60} must be a number >= 1 (how much the context grows)"
+        )
+    for name in _ROPE_POSITIVE:
+        value = rope.get(name)
+        if name in rope and not (_is_number(value) and value > 0):
+            raise KeyedValueError(f"{key}.{name}", f"{value!r:.60} must be a positive number")
+    for name in ("short_factor", "long_factor"):
+        value = rope.get(name)
+        if name in rope and not (
+            isinstance(value, list) and value and all(_is_number(v) for v in value)
+        ):
+            raise KeyedValueError(f"{key}.{name}", "must be a list of numbers")
+
+
 class ModelConfig(_Strict):
     """Which model to train: pretrained weights, or a `config:` for a random initialisation."""
 
@@ -60,6 +209,13 @@ class ModelConfig(_Strict):
     tokenizer: str | None = Field(None, description="Tokenizer location; default name_or_path.")
     lora: LoraConfig | None = None
     gradient_checkpointing: bool = False
+
+    @field_validator("config")
+    @classmethod
+    def _sane(cls, config: dict[str, Any] | None) -> dict[str, Any] | None:
+        if config is not None:
+            check_model_config(config)
+        return config
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelConfig:
@@ -156,16 +312,184 @@ class TrainConfig(_Strict):
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read a YAML config, apply `key.path=value` overrides, validate."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from exc
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
-    _resolve_paths(raw, path.resolve().parent)
+    try:
+        _resolve_paths(raw, path.resolve().parent)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     for item in overrides:
         _apply_override(raw, item)
-    return parse_config(raw, source=str(path))
+    cfg = parse_config(raw, source=str(path))
+    _check_local_paths(cfg, str(path))
+    return cfg
+
+
+# ---- reading the file -------------------------------------------------------------------
+# The rules of jobs/safe_yaml.py (which job templates and stack configs go through), in a
+# smaller copy: the trainer ships alone in its container and imports nothing of ours.
+# tests/trainer/test_config.py pins the two to the same answers. PyYAML alone raises
+# RecursionError on deep nesting, UnicodeDecodeError on a stray byte, ValueError on a
+# 5,000-digit integer, and keeps the last of two equal keys without a word.
+
+MAX_BYTES = 256 * 1024
+"""A training config is 1-2 KB."""
+MAX_DEPTH = 32
+"""Nesting levels of mappings and lists; a config with a transformers `config:` needs 4-5."""
+MAX_VALUES = 20_000
+"""Scalars, mappings and lists, an alias counting as everything it repeats."""
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
+def read_yaml(path: Path) -> Any:
+    """The document in `path`, or ConfigError naming the file and the place."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_BYTES:,} bytes; a config is a few KB")
+        with path.open("rb") as stream:
+            data = stream.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_BYTES:,} bytes; a config is a few KB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{path}: line {line}: not UTF-8 text: byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start}; save the file as UTF-8"
+        ) from None
+    return load_yaml_text(text, str(path))
+
+
+def load_yaml_text(text: str, source: str) -> Any:
+    """One YAML document within the limits above; a key written twice is an error."""
+    bad = re.search("[\udc80-\udcff]", text)  # how Python keeps non-UTF-8 bytes of argv
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        byte = ord(bad.group()) - 0xDC00
+        raise ConfigError(f"{source}: line {line}: not UTF-8 text: byte 0x{byte:02x}")
+    try:
+        loader = _UniqueKeyLoader(text)
+        loader.source, loader.mapping_paths = source, _check_events(text, source)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{source}: {where}invalid YAML: {reason}") from None
+
+
+class _Level:
+    """An open mapping or list during the event pass."""
+
+    def __init__(self, path: str, is_map: bool, start: int, anchor: str | None) -> None:
+        self.path, self.is_map, self.start, self.anchor = path, is_map, start, anchor
+        self.key: str | int | None = None if is_map else 0
+        """Mappings: the current key (None while the next node is a key); lists: the index."""
+
+
+def _check_events(text: str, source: str) -> dict[tuple[int, int], str]:
+    """Depth, size and integer range in one iterative pass, each refused with its key path;
+    returns each mapping's key path by its start (line, column), for duplicate keys."""
+    levels: list[_Level] = []
+    anchors: dict[str, int] = {}
+    mapping_paths: dict[tuple[int, int], str] = {}
+    values = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionEndEvent):
+            level = levels.pop()
+            if level.anchor:
+                anchors[level.anchor] = values - level.start + 1
+            _advance(levels, "?")
+            continue
+        if not isinstance(event, yaml.NodeEvent):
+            continue
+        parent = levels[-1] if levels else _Level("", False, 0, None)
+        is_key = parent.is_map and parent.key is None
+        path = parent.path if is_key or not levels else _join(parent.path, parent.key)
+        values += anchors.get(event.anchor or "", 1) if isinstance(event, yaml.AliasEvent) else 1
+        if values > MAX_VALUES:
+            raise ConfigError(
+                f"{source}: {path or '(top)'}: the document holds more than {MAX_VALUES:,} "
+                "values (an alias counts as everything it repeats)"
+            )
+        if isinstance(event, yaml.CollectionStartEvent):
+            is_map = isinstance(event, yaml.MappingStartEvent)
+            levels.append(_Level(path, is_map, values, event.anchor))
+            if len(levels) > MAX_DEPTH:
+                raise ConfigError(f"{source}: {path}: nested more than {MAX_DEPTH} levels deep")
+            if levels[-1].is_map:
+                mapping_paths[(event.start_mark.line, event.start_mark.column)] = path
+            continue
+        if isinstance(event, yaml.ScalarEvent):
+            if event.implicit[0] and _beyond_64_bits(event.value):
+                where = f"{path}: " if path else ""
+                raise ConfigError(
+                    f"{source}: {where}{event.value[:40]} is beyond what a 64-bit integer holds"
+                )
+            if event.anchor:
+                anchors[event.anchor] = 1
+        _advance(levels, event.value[:40] if isinstance(event, yaml.ScalarEvent) else "*")
+    return mapping_paths
+
+
+def _advance(levels: list[_Level], key: str) -> None:
+    """A node ended inside ``levels[-1]``; ``key`` is its text in case it was a mapping key."""
+    if not levels:
+        return
+    level = levels[-1]
+    if not level.is_map:
+        level.key = int(level.key or 0) + 1
+    else:
+        level.key = key if level.key is None else None
+
+
+def _beyond_64_bits(text: str) -> bool:
+    """A plain scalar YAML reads as an integer outside -2**63 .. 2**64-1."""
+    if yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False)) != _INT_TAG:
+        return False
+    if len(text.replace("_", "")) > 67:  # "-0b" and 64 binary digits
+        return True
+    value = yaml.constructor.SafeConstructor().construct_yaml_int(yaml.ScalarNode(_INT_TAG, text))
+    return not -(2**63) <= value <= 2**64 - 1
+
+
+def _join(path: str, key: str | int | None) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+class _UniqueKeyLoader(_Loader):
+    source = ""
+    mapping_paths: dict[tuple[int, int], str] = {}
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` then overriding its keys is the point of merging
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+                seen.setdefault(key, line)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if first is not None:
+                at = self.mapping_paths.get((node.start_mark.line, node.start_mark.column), "")
+                raise ConfigError(
+                    f"{self.source}: {_join(at, str(key))}: key written twice (lines {first} "
+                    f"and {line}); YAML would keep only the last one without a word"
+                )
+        return super().construct_mapping(node, deep)
 
 
 def parse_config(raw: dict[str, Any], source: str = "<config>") -> TrainConfig:
@@ -178,6 +502,9 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> TrainConfig:
 
 def _describe(err: Any) -> str:
     loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+    error = (err.get("ctx") or {}).get("error")
+    if isinstance(error, KeyedValueError):
+        return f"{loc}.{error.key}: {error}" if error.key else f"{loc}: {error}"
     if err["type"] != "extra_forbidden":
         return f"{loc}: {err['msg']}"
     parent_model = _model_at(err["loc"][:-1])
@@ -207,10 +534,12 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
         for key in keys[:-1]:
             parent = parent.get(key) if isinstance(parent, dict) else None
         if isinstance(parent, dict) and isinstance(parent.get(keys[-1]), str):
-            parent[keys[-1]] = _resolve(parent[keys[-1]], base)
+            parent[keys[-1]] = _resolve(parent[keys[-1]], base, ".".join(keys))
 
 
-def _resolve(value: str, base: Path) -> str:
+def _resolve(value: str, base: Path, key: str) -> str:
+    if "\x00" in value:  # os calls raise ValueError on it
+        raise ConfigError(f"{key}: {value!r:.60} holds a NUL character; no file name can")
     if "://" in value or Path(value).is_absolute():
         return value
     return str((base / value).resolve())
@@ -223,6 +552,8 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
             f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set data.path=gs://b/x.jsonl"
         )
     parts = key.split(".")
+    if len(parts) > MAX_DEPTH:
+        raise ConfigError(f"--set {item[:60]!r}: the key path is more than {MAX_DEPTH} levels deep")
     target = raw
     for part in parts[:-1]:
         child = target.setdefault(part, {})
@@ -230,13 +561,30 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
             raise ConfigError(f"--set {item!r}: `{part}` is not a mapping in the config")
         target = child
     try:
-        value = yaml.safe_load(text) if text else ""
-    except yaml.YAMLError as exc:
-        problem = str(exc).splitlines()[0]
+        value = load_yaml_text(text, f"--set {key}") if text else ""
+    except ConfigError as exc:
+        if "invalid YAML" not in str(exc):
+            raise
+        problem = str(exc).split("invalid YAML: ", 1)[1]
         raise ConfigError(
             f"--set {item!r}: the value is not valid YAML ({problem}); quote text values, "
             "e.g. --set 'data.path=\"x[1].jsonl\"'"
         ) from None
     if tuple(parts) in PATH_KEYS and isinstance(value, str):
-        value = _resolve(value, Path.cwd())
+        value = _resolve(value, Path.cwd(), key)
     target[parts[-1]] = value
+
+
+def _check_local_paths(cfg: TrainConfig, source: str) -> None:
+    """Files must be files and directories directories: a folder given as `data.path` would
+    otherwise end in IsADirectoryError deep inside the data reader."""
+    for key, path in (("data.path", cfg.data.path), ("data.eval_path", cfg.data.eval_path)):
+        if path is None:
+            continue
+        if path.endswith("/") or ("://" not in path and Path(path).is_dir()):
+            raise ConfigError(
+                f"{source}: {key}: {path} is a folder; give one JSONL or Parquet file"
+            )
+    output = Path(cfg.output_dir)
+    if "://" not in cfg.output_dir and output.exists() and not output.is_dir():
+        raise ConfigError(f"{source}: output_dir: {cfg.output_dir} is a file; give a directory")

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.trainer.conftest import TINY_LLAMA
 from trainer.config import ConfigError, load_config, parse_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "trainer" / "examples"
@@ -140,3 +141,146 @@ def cli_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int,
     err = capsys.readouterr().err
     assert "Traceback" not in err
     return code, next((line for line in err.splitlines() if line.startswith("error: ")), err)
+
+
+# ---- hostile configs: exit 2 naming the key path, never a traceback ----------------------
+
+TINY_TEXT = (EXAMPLES / "tiny.yaml").read_text()
+HOSTILE_CONFIGS = {
+    # name: (file bytes, what the error line says)
+    "non-UTF-8": (
+        TINY_TEXT.encode() + b"# caf\xe9\n",
+        f"line {TINY_TEXT.count(chr(10)) + 1}: not UTF-8 text: byte 0xe9",
+    ),
+    "deep nesting": (
+        TINY_TEXT.replace("hidden_size: 64", "hidden_size: " + "[" * 5000 + "]" * 5000).encode(),
+        "model.config.hidden_size[0][0]",
+    ),
+    "a key written twice": (
+        TINY_TEXT.replace("max_steps: 60", "max_steps: 60\nmax_steps: 6").encode(),
+        "max_steps: key written twice",
+    ),
+    "20 MB": (TINY_TEXT.encode() + b"#" + b"x" * 20_000_000, "larger than 262,144 bytes"),
+    "an integer beyond 64 bits": (
+        TINY_TEXT.replace("max_steps: 60", "max_steps: 99999999999999999999999").encode(),
+        "max_steps: 99999999999999999999999 is beyond what a 64-bit integer holds",
+    ),
+}
+
+
+def trainer_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """(exit code, stderr) of `python -m trainer ARGS`, which must not print a traceback."""
+    import signal
+
+    from trainer.cli import main
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+@pytest.mark.parametrize(("content", "says"), HOSTILE_CONFIGS.values(), ids=list(HOSTILE_CONFIGS))
+def test_hostile_config_files_exit_2_naming_the_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, says: str
+) -> None:
+    path = tmp_path / "hostile.yaml"
+    path.write_bytes(content)
+    code, err = trainer_error(["--config", str(path), "--estimate"], capsys)
+    assert code == 2 and err.startswith(f"error: {path}: ") and says in err, err[:500]
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ("model.config.hidden_size=-8", "model.config.hidden_size: -8 must be a whole number"),
+        ("model.config.num_attention_heads=0", "model.config.num_attention_heads: 0 must be"),
+        ("model.config.num_hidden_layers=-1", "model.config.num_hidden_layers: -1 must be"),
+        ("model.config.vocab_size=0", "model.config.vocab_size: 0 must be"),
+        ("model.config.hidden_size=1.5", "model.config.hidden_size: 1.5 must be a whole number"),
+        ("model.config.hidden_size=100000000000", "model.config.hidden_size: 100,000,000,000"),
+        ("model.config.hidden_size=1000000", "model.config: about 8.0e+12 parameters"),
+        ("model.config.vocab_size=99999999999999999999999", "beyond what a 64-bit integer"),
+        ("model.config.pad_token_id=18446744073709551615", "pad_token_id: 18446744073709551615"),
+        ("model.config.rope_scaling=banana", "model.config.rope_scaling: must be a mapping"),
+        ("model.config.rope_scaling={type: banana}", "rope_scaling.rope_type: 'banana' is not"),
+        ("model.config.rope_scaling={rope_type: 7}", "rope_scaling.rope_type: 7 is not"),
+        ("model.config.rope_scaling={factor: 2}", "model.config.rope_scaling: needs rope_type"),
+        ("model.config.rope_scaling={rope_type: linear}", "rope_type linear needs `factor`"),
+        ("model.config.rope_scaling={rope_type: linear, factor: x}", "factor: 'x' must be"),
+        ("model.config.rope_scaling={rope_type: linear, factor: -3}", "factor: -3 must be"),
+        ("model.config.rope_parameters={rope_type: llama3, factor: 8}", "needs `low_freq_factor`"),
+        ("model.config.rope_scaling={rope_type: longrope, short_factor: 1, long_factor: [1]}", ""),
+        ("data.path=gs://bucket/shards/", "data.path: gs://bucket/shards/ is a folder"),
+        ('data.path="a\\0b"', "data.path: 'a\\x00b' holds a NUL character"),
+        ("model." + ".".join(["a"] * 40) + "=1", "the key path is more than 32 levels deep"),
+        ("model.config.rope_scaling=" + "[" * 5000 + "]" * 5000, "nested more than 32 levels"),
+    ],
+)
+def test_model_size_rope_and_data_mistakes_exit_2_naming_the_key(
+    capsys: pytest.CaptureFixture[str], override: str, says: str
+) -> None:
+    code, err = trainer_error(
+        ["--config", str(EXAMPLES / "tiny.yaml"), "--set", override, "--estimate"], capsys
+    )
+    assert code == 2 and err.startswith("error: ") and says in err, err[:500]
+
+
+def test_a_folder_as_data_path_exits_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--config", str(EXAMPLES / "tiny.yaml"), "--set", f"data.path={tmp_path}"]
+    code, err = trainer_error([*args, "--set", f"output_dir={tmp_path / 'out'}"], capsys)
+    assert code == 2 and f"data.path: {tmp_path} is a folder" in err, err[:500]
+
+
+@pytest.mark.parametrize(
+    "rope_type", ["default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional"]
+)
+def test_rope_table_matches_transformers_and_its_minimal_settings_build(rope_type: str) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from trainer.config import ROPE_TYPES, check_model_config
+
+    assert set(ROPE_TYPES) == {"default", *ROPE_INIT_FUNCTIONS}
+    head_dim = TINY_LLAMA["hidden_size"] // TINY_LLAMA["num_attention_heads"]
+    values = {"short_factor": [1.0] * (head_dim // 2), "long_factor": [1.0] * (head_dim // 2)}
+    values |= {"factor": 2.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    rope = {"rope_type": rope_type} | {k: values[k] for k in ROPE_TYPES[rope_type]}
+    check_model_config({**TINY_LLAMA, "rope_scaling": rope})
+    with torch.device("meta"):
+        AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_LLAMA, rope_scaling=rope))
+
+
+@pytest.mark.parametrize("name", ["deep", "not UTF-8", "written twice", "beyond 64 bits", "big"])
+def test_the_trainer_reads_hostile_yaml_as_jobs_safe_yaml_does(name: str) -> None:
+    """The trainer keeps its own copy of the reader (it ships alone): same limits, same place."""
+    from jobs import safe_yaml
+    from trainer import config as trainer_config
+
+    assert (trainer_config.MAX_BYTES, trainer_config.MAX_DEPTH, trainer_config.MAX_VALUES) == (
+        safe_yaml.MAX_BYTES,
+        safe_yaml.MAX_DEPTH,
+        safe_yaml.MAX_VALUES,
+    )
+    text = {
+        "deep": "a:\n  b: " + "[" * 100 + "]" * 100,
+        "not UTF-8": "a: caf\udce9",
+        "written twice": "a: {b: 1, c: {d: 1, d: 2}}",
+        "beyond 64 bits": "a: [1, 2, 18446744073709551616]",
+        "big": "a: [" + ", ".join(["x"] * 30_000) + "]",
+    }[name]
+    with pytest.raises(safe_yaml.YamlInputError) as jobs_error:
+        safe_yaml.load_yaml_text(text, "f.yaml")
+    with pytest.raises(ConfigError) as trainer_error:
+        trainer_config.load_yaml_text(text, "f.yaml")
+    problem = jobs_error.value.problem
+    place = problem.path if not problem.path.startswith("line") else ""
+    assert f"f.yaml: {place}" in str(trainer_error.value), (problem, trainer_error.value)
+    assert problem.message.split(" (")[0][:20] in str(trainer_error.value), problem
