@@ -31,7 +31,7 @@ def vtx(tmp_path: Path):
 
 
 def _flat(text: str) -> str:
-    return " ".join(text.split())  # rich wraps long lines
+    return " ".join(text.replace("│", " ").split())  # rich wraps long lines, boxes and all
 
 
 def test_up_status_down_and_their_misuses(vtx) -> None:
