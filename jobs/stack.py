@@ -32,6 +32,9 @@ def is_production(environment: str | None) -> bool:
     return environment is not None and environment.strip().lower() in PROD_ENVIRONMENTS
 
 
+MAX_STACK_FILE_BYTES = 1 << 20
+
+
 class StackError(Exception):
     """A stack's outputs could not be found or do not match the contract."""
 
@@ -93,6 +96,11 @@ def parse_stack_outputs(data: object, source: str) -> StackOutputs:
 
 def load_stack_file(path: Path) -> StackOutputs:
     try:
+        if path.stat().st_size > MAX_STACK_FILE_BYTES:
+            raise StackError(
+                f"stack file {path} is {path.stat().st_size:,} bytes; a stack output is a few "
+                f"KiB (files up to {MAX_STACK_FILE_BYTES:,} bytes are read)"
+            )
         data = json.loads(path.read_text())
     except FileNotFoundError as exc:
         raise StackError(f"stack file {path} does not exist") from exc
@@ -100,6 +108,8 @@ def load_stack_file(path: Path) -> StackOutputs:
         raise StackError(f"stack file {path} is not JSON: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, binary data
         raise StackError(f"cannot read stack file {path}: {exc}") from exc
+    except (RecursionError, ValueError) as exc:  # nesting past the parser, 5,000-digit numbers
+        raise StackError(f"stack file {path} is not a stack output: {str(exc)[:200]}") from exc
     # Accept both the bare output and `pulumi stack output --json` of all outputs.
     if isinstance(data, dict) and "platform" in data and "project" not in data:
         data = data["platform"]

@@ -56,7 +56,11 @@ def _run(cfg: TrainConfig, args: argparse.Namespace, stop: StopRequest) -> int:
         return 0
     from trainer.env import VertexEnv
     from trainer.loop import train
-    from trainer.secrets import export_secrets
+    from trainer.secrets import SecretsError, export_secrets
 
-    export_secrets()
+    try:
+        export_secrets()
+    except SecretsError as exc:  # its message holds no value: printing it is safe
+        print(f"error: secrets not exported: {exc}", file=sys.stderr)
+        return 2
     return train(cfg, VertexEnv.from_environ(), stop)

@@ -291,12 +291,15 @@ def test_no_output_log_or_file_of_a_run_holds_a_planted_secret(
         for case in ("a value alone", "JSON with an object for a name"):
             refused = run(module, MALFORMED[case])
             outputs[f"{module} with {case}"] = refused
-            assert refused.returncode != 0
-            assert "secret" in (refused.stdout + refused.stderr).lower()
+            said = refused.stdout + refused.stderr
+            assert refused.returncode == 2 and "Traceback" not in said, said
+            assert "secret" in said.lower()
         asked = len(secret_manager.requested)
         quoted = run(module, f"HF_TOKEN={PLANTED}")  # Secret Manager quotes the name back
         outputs[f"{module} with a value for a name"] = quoted
-        assert quoted.returncode != 0 and "NotFound" in quoted.stdout + quoted.stderr
+        said = quoted.stdout + quoted.stderr
+        assert quoted.returncode == 2 and "Traceback" not in said, said
+        assert "NotFound" in said
         assert len(secret_manager.requested) == asked + 1
 
     for what, result in outputs.items():
