@@ -160,12 +160,16 @@ def path_name_problem(raw_path: str) -> str | None:
 class GuardedRequestHandler(server.RequestHandler):
     """The emulator's handler, with guard.py's checks and the name checks before routing."""
 
+    def setup(self) -> None:
+        super().setup()
+        # Whose connection this is, once per connection (one handler serves all its keep-alive
+        # requests): reading the kernel's socket table costs milliseconds, and gcsfs sends
+        # hundreds of requests per checkpoint over a few connections.
+        self.peer_refusal = peer_refusal(self.client_address[1], self.server.server_address[1])
+
     def _route(self, method: str) -> None:
         port = self.server.server_address[1]
-        refusal = peer_refusal(self.client_address[1], port) or origin_refusal(
-            self.headers,  # type: ignore[arg-type]
-            port,
-        )
+        refusal = self.peer_refusal or origin_refusal(self.headers, port)  # type: ignore[arg-type]
         if refusal is None:
             problem = path_name_problem(self.path)
             if problem:
