@@ -198,17 +198,32 @@ class Executor:
 
     # -- requests ------------------------------------------------------------------------------
 
-    def submit(self, job: dict) -> dict:
-        """Accept a new job (already validated and named): QUEUED until replicas are free."""
-        slots = vertex_env.replica_slots(job)
-        if len(slots) > self.max_replicas:
+    def check_fits(self, job: dict) -> None:
+        """Refuse replica counts this platform cannot run, before anything is built from them:
+        a count is data, not a loop bound, until it is known to fit (the server asks first,
+        before validation; submit asks again for callers that skip the server)."""
+        counts = vertex_env.replica_counts(job)
+        for i, count in enumerate(counts):
+            if count < 0:
+                raise ExecutorError(
+                    400,
+                    "INVALID_ARGUMENT",
+                    f"jobSpec.workerPoolSpecs[{i}].replicaCount: {count} is negative; "
+                    f"write 1 or more",
+                )
+        if sum(counts) > self.max_replicas:
             raise ExecutorError(
                 429,
                 "RESOURCE_EXHAUSTED",
-                f"the job needs {len(slots)} replicas but this local platform runs at most "
+                f"the job needs {sum(counts)} replicas but this local platform runs at most "
                 f"{self.max_replicas} at once; lower replicaCount or restart it with "
-                f"`vtx local up --max-replicas {len(slots)}`",
+                f"`vtx local up --max-replicas N`",
             )
+
+    def submit(self, job: dict) -> dict:
+        """Accept a new job (already validated and named): QUEUED until replicas are free."""
+        self.check_fits(job)
+        slots = vertex_env.replica_slots(job)
         rt = Runtime(replicas=[Replica(name=s.name, pool=s.pool, index=s.index) for s in slots])
         rt.chaos = self._chaos_schedule(job, len(slots))
         with self._lock:

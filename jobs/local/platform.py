@@ -180,43 +180,47 @@ def _spawn(
         )
 
 
-def create_buckets(gcs_endpoint: str) -> None:
-    """Create the local stack's buckets (idempotent).
+def _gcs_post(
+    url: str, data: bytes, content_type: str, what: str, ok: tuple[int, ...] = ()
+) -> None:
+    """One plain JSON-API call: the emulator speaks exactly this, and it spares `vtx local up`
+    the import of google-cloud-storage. HTTP codes in ``ok`` count as success."""
+    request = urllib.request.Request(
+        url, data=data, headers={"Content-Type": content_type}, method="POST"
+    )
+    try:
+        urllib.request.urlopen(request, timeout=30).close()
+    except urllib.error.HTTPError as exc:
+        if exc.code not in ok:
+            raise PlatformError(f"could not {what}: HTTP {exc.code}") from exc
+    except OSError as exc:
+        raise PlatformError(f"could not {what}: {exc}") from exc
 
-    Plain JSON-API calls: the emulator speaks exactly this, and it spares `vtx local up` the
-    import of google-cloud-storage."""
+
+def create_buckets(gcs_endpoint: str) -> None:
+    """Create the local stack's buckets (idempotent: 409 means it exists, after a restart)."""
     for name in LOCAL_BUCKETS.model_dump().values():
-        request = urllib.request.Request(
+        _gcs_post(
             f"{gcs_endpoint}/storage/v1/b?project={LOCAL_PROJECT}",
-            data=json.dumps({"name": name}).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
+            json.dumps({"name": name}).encode(),
+            "application/json",
+            f"create bucket {name} at {gcs_endpoint}",
+            ok=(409,),
         )
-        try:
-            urllib.request.urlopen(request, timeout=10).close()
-        except urllib.error.HTTPError as exc:
-            if exc.code != 409:  # 409: the bucket exists already (a restart on the same dir)
-                raise PlatformError(f"could not create bucket {name}: HTTP {exc.code}") from exc
-        except OSError as exc:
-            raise PlatformError(f"could not create bucket {name} at {gcs_endpoint}: {exc}") from exc
 
 
 def upload_examples(gcs_endpoint: str) -> None:
     """Put the example data the shipped templates read (smoke-cpu's gs://vtx-local-data/
     examples/tiny.jsonl) into the data bucket, as a stack's data bucket would hold a team's
-    data. Plain JSON-API media upload, like create_buckets; overwriting is harmless."""
+    data. Overwriting is harmless."""
     for local, (bucket, name) in EXAMPLE_DATA.items():
         query = urllib.parse.urlencode({"uploadType": "media", "name": name})
-        request = urllib.request.Request(
+        _gcs_post(
             f"{gcs_endpoint}/upload/storage/v1/b/{bucket}/o?{query}",
-            data=local.read_bytes(),
-            headers={"Content-Type": "application/octet-stream"},
-            method="POST",
+            local.read_bytes(),
+            "application/octet-stream",
+            f"upload {local} to gs://{bucket}/{name}",
         )
-        try:
-            urllib.request.urlopen(request, timeout=30).close()
-        except OSError as exc:  # HTTPError included
-            raise PlatformError(f"could not upload {local} to gs://{bucket}/{name}: {exc}") from exc
 
 
 def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:

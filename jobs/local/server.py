@@ -177,24 +177,6 @@ def _validation_problems(job: dict, location: str) -> list[str]:
     return [str(p) for p in validate_custom_job(job, region=location)]
 
 
-def _check_replica_total(job: dict, max_replicas: int) -> None:
-    """Before any other work: a count is data, not a loop bound, until it is known to fit."""
-    counts = vertex_env.replica_counts(job)
-    for i, count in enumerate(counts):
-        if count < 0:
-            raise ApiError(
-                400,
-                f"jobSpec.workerPoolSpecs[{i}].replicaCount: {count} is negative; write 1 or more",
-            )
-    if sum(counts) > max_replicas:
-        raise ApiError(
-            429,
-            f"the job needs {sum(counts)} replicas but this local platform runs at most "
-            f"{max_replicas} at once; lower replicaCount or restart it with "
-            f"`vtx local up --max-replicas N`",
-        )
-
-
 def _executor_problems(job: dict) -> list[str]:
     """What the local executor itself needs to run a job, whatever the templates allow."""
     problems = []
@@ -259,7 +241,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.state.store = store
     app.add_middleware(LocalClientsOnly, port=settings.port, token=settings.token)
     _add_error_handlers(app)
-    _add_job_routes(app, executor, store, settings.max_replicas)
+    _add_job_routes(app, executor, store)
     _add_vtx_routes(app, executor, store)
     return app
 
@@ -310,7 +292,7 @@ def _new_job_id(store: Store) -> str:
             return job_id
 
 
-def _add_job_routes(app: FastAPI, executor: Executor, store: Store, max_replicas: int) -> None:
+def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
     base = "/v1/projects/{project}/locations/{location}/customJobs"
 
     def get_or_404(project: str, location: str, job_id: str) -> dict:
@@ -329,7 +311,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store, max_replicas
     async def create_custom_job(request: Request, project: str, location: str) -> Response:
         parent = _parent(project, location)
         job = parse_custom_job(await request.body())
-        _check_replica_total(job, max_replicas)
+        executor.check_fits(job)
         problems = _executor_problems(job) + _validation_problems(job, location)
         if problems:
             raise ApiError(400, "; ".join(problems))
