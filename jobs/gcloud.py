@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.compile import secret_parts
 from jobs.facts import ROLES
 from jobs.problems import Problem
 from jobs.rules import REDUCTION_SERVER_IMAGE, VTX_SECRETS_ENV
@@ -107,10 +108,10 @@ def _secrets_from_env(template: dict[str, Any], notes: list[str]) -> None:
     # resolves in its own project; a pinned version keeps its full name, bound to project P.
     template["secrets"] = {}
     for name, ref in secrets.items():
-        match = re.match(r"^projects/[^/]+/secrets/([^/]+)(/versions/([^/]+))?$", str(ref))
-        if match and match[3] not in (None, "latest"):
+        _project, secret, version = secret_parts(str(ref))
+        if version != "latest":
             notes.append(f"secret {name} pins a version: kept as its full name (one project only)")
-        template["secrets"][name] = match[1] if match and match[3] in (None, "latest") else str(ref)
+        template["secrets"][name] = secret if version == "latest" else str(ref)
 
 
 def _plaintext_credentials_to_secrets(
