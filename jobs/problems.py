@@ -6,7 +6,6 @@ infra config checks' CLI output, so every error in vtx reads the same way."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -25,10 +24,3 @@ class Problem:
         text = f"{where}{self.path}: {self.message}"
         return f"{text} (hint: {self.hint})" if self.hint else text
 
-
-def print_error(console: Any, message: object, label: str = "error") -> None:
-    """One red-labelled line on `console`; the message is escaped, because paths and API
-    messages may hold [brackets] that rich would take for markup."""
-    from rich.markup import escape
-
-    console.print(f"[red]{label}:[/red] {escape(str(message))}", highlight=False)

@@ -211,7 +211,7 @@ def _yaml_door(document: Any) -> st.SearchStrategy[bytes]:
 def _vtx(*args: str) -> Any:
     from typer.testing import CliRunner
 
-    from jobs.cli import app
+    from vtx.cli import app
 
     result = CliRunner().invoke(app, list(args))
     if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from jobs.catalog import load_catalog
-from jobs.cli import app
+from vtx.cli import app
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -217,7 +217,7 @@ def test_catalog_unknown_accelerator_is_an_error() -> None:
 HEAVY = ("google.cloud.aiplatform", "google.cloud.aiplatform_v1", "pulumi", "torch", "transformers")
 PROBE = """
 import sys
-from jobs.cli import app
+from vtx.cli import app
 sys.argv = ["vtx", *sys.argv[1:]]
 try:
     app()
@@ -262,7 +262,7 @@ def test_unreadable_stack_file_is_an_error_message_not_a_traceback(
 def test_commands_that_load_the_sdk_print_no_python_version_notice() -> None:
     args = ["render", str(TEMPLATES / "smoke-cpu.yaml"), "--stack-file", str(STACK)]
     proc = subprocess.run(
-        [sys.executable, "-c", "from jobs.cli import main; main()", *args],
+        [sys.executable, "-c", "from vtx.cli import main; main()", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

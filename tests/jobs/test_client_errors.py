@@ -172,7 +172,7 @@ def test_persistent_503_gives_up_with_a_message(faults: tuple[Faults, StackOutpu
 def test_an_unreachable_local_endpoint_is_explained_not_a_traceback(tmp_path) -> None:
     from typer.testing import CliRunner
 
-    from jobs.cli import app
+    from vtx.cli import app
 
     closed = free_port()  # nothing listens there
     stack = {

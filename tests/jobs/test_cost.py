@@ -61,7 +61,7 @@ def test_missing_prices_and_other_regions_are_reported_not_guessed() -> None:
 def test_cost_table_on_80_columns_wraps_names_instead_of_cutting_them() -> None:
     from rich.console import Console
 
-    from jobs.present import cost_table
+    from vtx.output import cost_table
 
     result = estimate(load_template(TEMPLATES / "a100x16-fsdp.yaml"))
     console = Console(width=80, record=True, file=io.StringIO())

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.cli import app
 from jobs.client import Vertex, VertexError, is_terminal, state_name
 from jobs.stack import StackOutputs
+from vtx.cli import app
 
 pytestmark = pytest.mark.slow
 runner = CliRunner(env={"COLUMNS": "200"})

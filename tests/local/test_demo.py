@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 from rich.console import Console
 
-from jobs.local.demo import run_demo, summarize
 from jobs.local.platform import running_state, stop_platform
+from vtx.demo import run_demo, summarize
 
 
 def _processes_mentioning(text: str) -> list[psutil.Process]:

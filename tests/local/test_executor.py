@@ -208,7 +208,7 @@ def test_seeded_chaos_preempts_a_spot_job_which_then_restarts(
 def test_vtx_local_preempt_hits_the_named_replica(local_platform: StackOutputs) -> None:
     from typer.testing import CliRunner
 
-    from jobs.cli import app
+    from vtx.cli import app
 
     jobs = client(local_platform.vertex_endpoint)
     job = jobs.create_custom_job(

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jobs.cli import app
 from jobs.local.platform import free_port
 from jobs.local.state import PlatformState, write_state
+from vtx.cli import app
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ import typer
 from typer.testing import CliRunner
 
 from infra.review.builder import Report, build_report
-from infra.review.cli import Format, render_review, review_app
 from infra.review.render_html import to_html
 from infra.review.render_json import to_data
 from infra.review.render_markdown import to_markdown
 from infra.review.sources import ReviewSource, ReviewSourceError, from_offline, from_preview_json
+from vtx.review_commands import Format, render_review, review_app
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PREVIEW = FIXTURES / "preview-dev.json"
@@ -46,7 +46,7 @@ def offline() -> dict[str, tuple[ReviewSource, Report]]:
 
 
 def cli() -> typer.Typer:
-    """The review command registered the way jobs/cli.py registers it."""
+    """The review command registered the way vtx/cli.py registers it."""
     app = typer.Typer()
     app.command("noop")(lambda: None)
     app.add_typer(review_app)
@@ -291,7 +291,7 @@ def test_html_report_renders_in_headless_chromium_without_console_errors(tmp_pat
 
 def test_review_cli_module_is_cheap_to_import() -> None:
     code = (
-        "import sys, infra.review.cli; "
+        "import sys, vtx.review_commands; "
         "heavy = [m for m in ('pulumi', 'pulumi_gcp', 'infra.offline') if m in sys.modules]; "
         "assert not heavy, heavy"
     )

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from jobs.local.state import PlatformState
-from jobs.problems import print_error
+from vtx.output import print_error
 
 local_app = typer.Typer(
     help="Run the Vertex-compatible local platform on this machine.", no_args_is_help=True
@@ -190,7 +190,7 @@ def demo(
     keep_up: bool = typer.Option(False, help="Leave a platform this command started running."),
 ) -> None:
     """The whole path offline: platform, stack preview, a 2-replica LoRA job, a preemption."""
-    from jobs.local.demo import DemoError, run_demo
+    from vtx.demo import DemoError, run_demo
 
     try:
         result = run_demo(_data_dir(data_dir), console=console, keep_up=keep_up)

@@ -1,10 +1,11 @@
-"""Rich rendering of problems, plans, costs and the catalog (user output only; logic elsewhere)."""
+"""What the CLI prints: problems, errors, plans, costs and the catalog (presentation only)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -18,6 +19,12 @@ BASIS_NOTE = {
     "derived": "derived from verified figures",
     "recalled": "recalled, not re-checked: confirm on the pricing page",
 }
+
+
+def print_error(console: Console, message: object, label: str = "error") -> None:
+    """One red-labelled line on `console`; the message is escaped, because paths and API
+    messages may hold [brackets] that rich would take for markup."""
+    console.print(f"[red]{label}:[/red] {escape(str(message))}", highlight=False)
 
 
 def print_problems(console: Console, problems: Iterable[Problem]) -> None:

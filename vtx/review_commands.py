@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from jobs.problems import print_error
+from vtx.output import print_error
 
 logger = logging.getLogger(__name__)
 

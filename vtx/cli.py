@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from infra.review.cli import review_app
-from jobs.local.cli import demo_app, local_app
-from jobs.problems import print_error
+from vtx.local_commands import demo_app, local_app
+from vtx.output import print_error
+from vtx.review_commands import review_app
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -95,7 +95,7 @@ def _template(document: Document) -> JobTemplate:
     try:
         return template_from_document(document)
     except TemplateError as exc:
-        from jobs.present import print_problems
+        from vtx.output import print_problems
 
         print_problems(_console(), exc.problems)
         raise typer.Exit(1) from exc
@@ -115,8 +115,8 @@ def validate(
     """Check jobs locally and report every problem at once; exit 1 if there is any."""
     from rich.text import Text
 
-    from jobs.present import print_problems
     from jobs.spec import load_document
+    from vtx.output import print_problems
 
     console = _console()
     outputs = _load_stack(stack, stack_file, required=policy)
@@ -141,8 +141,8 @@ def validate(
 
 
 def _valid_template(path: Path, overrides: list[str], region: str | None) -> JobTemplate:
-    from jobs.present import print_problems
     from jobs.spec import load_document
+    from vtx.output import print_problems
 
     document = load_document(path, overrides)
     problems = _problems(document, region)
@@ -162,7 +162,7 @@ def catalog(
 ) -> None:
     """Machines, accelerators, allowed counts, regions and prices (like `sky show-gpus`)."""
     from jobs.catalog import load_catalog
-    from jobs.present import catalog_table, machines_table
+    from vtx.output import catalog_table, machines_table
 
     cat = load_catalog()
     console = _console()
@@ -187,7 +187,7 @@ def cost(
 ) -> None:
     """$/h per pool and in total, cost at the timeout cap, on-demand vs Spot, quota needed."""
     from jobs.cost import estimate
-    from jobs.present import print_cost
+    from vtx.output import print_cost
 
     outputs = _load_stack(stack, stack_file, required=False)
     region = region or (outputs.region if outputs else None)
@@ -222,7 +222,7 @@ def render(
 
     _, problems = validate_compiled(template, outputs, run_id, str(file), policy=False)
     if problems:
-        from jobs.present import print_problems
+        from vtx.output import print_problems
 
         print_problems(_console(), problems)
         raise typer.Exit(1)
@@ -253,8 +253,8 @@ def import_(
     import yaml
 
     from jobs.gcloud import import_document
-    from jobs.present import print_problems
     from jobs.spec import TEMPLATE, TemplateError, load_document
+    from vtx.output import print_problems
 
     document = load_document(file)
     if document.problems:
@@ -291,7 +291,7 @@ def launch(
     poll_s: PollOpt = 5.0,
 ) -> None:
     """Plan, confirm and submit a job; print its name and run id."""
-    from jobs.launch import launch_job
+    from vtx.runs import launch_job
 
     outputs = _load_stack(stack, stack_file)
     assert outputs is not None
@@ -316,7 +316,7 @@ RefArg = Annotated[str, typer.Argument(help="Run id, job id or full job resource
 @app.command()
 def status(ref: RefArg, stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
     """State of a run's newest attempt (or of one job)."""
-    from jobs.launch import show_status
+    from vtx.runs import show_status
 
     raise typer.Exit(show_status(_console(), _load_stack(stack, stack_file), ref))
 
@@ -330,7 +330,7 @@ def list_(
     ] = None,
 ) -> None:
     """Jobs launched with vtx in this stack, newest first."""
-    from jobs.launch import show_list
+    from vtx.runs import show_list
 
     raise typer.Exit(show_list(_console(), _load_stack(stack, stack_file), run_id))
 
@@ -344,7 +344,7 @@ def logs(
     poll_s: PollOpt = 5.0,
 ) -> None:
     """Logs of a run across all its attempts."""
-    from jobs.launch import show_logs
+    from vtx.runs import show_logs
 
     outputs = _load_stack(stack, stack_file)
     raise typer.Exit(show_logs(_console(), outputs, ref, follow, poll_s=poll_s))
@@ -353,7 +353,7 @@ def logs(
 @app.command()
 def cancel(ref: RefArg, stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
     """Cancel a run's newest attempt (or one job)."""
-    from jobs.launch import cancel_run
+    from vtx.runs import cancel_run
 
     raise typer.Exit(cancel_run(_console(), _load_stack(stack, stack_file), ref))
 

@@ -17,11 +17,10 @@ from jobs.client import Backoff, Vertex, VertexError, is_terminal, state_name
 from jobs.compile import LABEL_RUN_ID, new_run_id, output_prefix, to_custom_job
 from jobs.cost import estimate
 from jobs.logs import CloudLoggingSource, LocalLogSource, LogsError, LogSource, stream
-from jobs.present import print_cost, print_problems
-from jobs.problems import print_error
 from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs
 from jobs.validate import validate_compiled
+from vtx.output import print_cost, print_error, print_problems
 
 SUCCEEDED = "JOB_STATE_SUCCEEDED"
 

@@ -274,7 +274,7 @@ def run_demo(
 def _launch_and_follow(console: Console, stack, trainer_overrides: list[str]) -> DemoResult:
     from jobs.client import Vertex, state_name
     from jobs.compile import new_run_id
-    from jobs.launch import launch_job
+    from vtx.runs import launch_job
 
     template = _template(trainer_overrides)
     run_id = new_run_id(template.name)

@@ -1,0 +1,3 @@
+from vtx.cli import main
+
+main()
