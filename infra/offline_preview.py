@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from infra.offline import OfflineRun, RecordedResource
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from infra.offline_records import OfflineRun, RecordedResource
 
 # The settings worth seeing per type in a preview (dotted paths into the inputs).
 KEY_SETTINGS: dict[str, tuple[str, ...]] = {
@@ -112,10 +115,6 @@ def settings_line(resource: RecordedResource) -> str:
 
 def render_preview(run: OfflineRun) -> Any:
     """A rich renderable: resources grouped by component, with their key settings."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
     platform = run.outputs.get("platform", {})
     title = Text.assemble(
         ("vtx offline preview ", "bold"),
