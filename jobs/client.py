@@ -21,7 +21,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.compile import LABEL_RUN_ID
+from jobs.catalog import load_catalog
+from jobs.contract import LABEL_RUN_ID
+from jobs.plan import Plan
 from jobs.stack import StackOutputs
 
 if TYPE_CHECKING:
@@ -97,8 +99,6 @@ def _retry(backoff: Backoff) -> Retry:
 
 def _quota_entry(metric: str, units: int | None) -> str | None:
     """The stack config entry that requests ``metric`` (infra's vtx:platform ``quotas`` list)."""
-    from jobs.catalog import load_catalog
-
     for acc in load_catalog().accelerators.values():
         for spot in (False, True):
             if acc.quota_key and acc.metric(spot) == metric:
@@ -150,6 +150,13 @@ def explain(
     if isinstance(exc, exceptions.ServiceUnavailable | exceptions.RetryError):
         return VertexError(f"Vertex stayed unavailable after retries: {exc}. Try again later.")
     return VertexError(f"Vertex API error: {exc}")
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job: aiplatform_v1.CustomJob
+    attempt: int
+    """1 for a new run; more when a run is resubmitted (it resumes from its checkpoints)."""
 
 
 class Vertex:
@@ -228,6 +235,24 @@ class Vertex:
             landed = [j for j in self.list(run_id) if j.name not in existing] if run_id else []
             if landed:
                 return landed[0]
+
+    def submit(self, plan: Plan) -> Submitted:
+        """The submit stage: create the planned job as the next attempt of its run. Refused while
+        an earlier attempt is still live: two attempts would write one checkpoint prefix."""
+        run_id = plan.job.run_id
+        attempts = self.list(run_id)
+        live = [j for j in attempts if not is_terminal(j)]
+        if live:
+            raise VertexError(
+                f"run {run_id} is still active as {live[0].name} ({state_name(live[0])}): "
+                f"`vtx cancel {run_id}` first, or wait for it to end"
+            )
+        created = self.create(
+            plan.job.to_proto(),
+            needed=plan.quota,
+            existing={j.name for j in attempts},  # listed just above: no second request
+        )
+        return Submitted(created, attempt=len(attempts) + 1)
 
     def get(self, name: str) -> aiplatform_v1.CustomJob:
         return self._call("get_custom_job", name=name)

@@ -1,9 +1,9 @@
-"""Template + StackOutputs + run id -> CustomJob.
+"""Template + StackOutputs + run id -> CompiledJob: the REST CustomJob and its facts, built once.
 
-``custom_job_dict`` builds the REST form (camelCase) with plain Python, so policies and
-``vtx validate --policy`` can read it without importing aiplatform; ``compile_job`` turns it into
-a real ``aiplatform_v1.CustomJob`` with ``CustomJob.from_json``, which rejects any field the API
-does not know (so a typo in this module cannot reach the API either).
+``custom_job_dict`` builds the REST form (camelCase) with plain Python, so the rules, policies and
+cost read it without importing aiplatform; ``CompiledJob.to_proto`` turns it into a real
+``aiplatform_v1.CustomJob`` with ``CustomJob.from_json``, which rejects any field the API does not
+know (so a typo in this module cannot reach the API either).
 
 What the stack decides (never the template): the service account, the network attachment or
 peering network, ``baseOutputDirectory = gs://<checkpoints>/runs/<run-id>/``, TensorBoard, the
@@ -13,44 +13,35 @@ from __future__ import annotations
 
 import json
 import re
-import secrets as random
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.catalog import load_catalog
+from jobs.contract import (
+    LABEL_ENVIRONMENT,
+    LABEL_RUN_ID,
+    LABEL_TEMPLATE,
+    RUN_ID_ENV,
+    RUN_ID_PATTERN,
+    VTX_SECRETS_ENV,
+    output_prefix,
+    secret_parts,
+)
 from jobs.durations import format_duration_s
-from jobs.facts import builtin_accelerator, reduction_server_image
+from jobs.facts import JobFacts, facts_from_rest_job
 from jobs.problems import Problem
-from jobs.rules import VTX_SECRETS_ENV
-from jobs.spec import JobTemplate, Pool
+from jobs.spec import ROLES, JobTemplate, Pool
 from jobs.stack import StackOutputs, is_production
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
-
-LABEL_RUN_ID = "vtx-run-id"
-LABEL_TEMPLATE = "vtx-template"
-LABEL_ENVIRONMENT = "vtx-environment"
-RUN_ID_ENV = "VTX_RUN_ID"
-RUN_ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 
 
 class CompileError(Exception):
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))
-
-
-def new_run_id(template_name: str, now: datetime | None = None) -> str:
-    """``<name>-<UTC yyyymmdd-hhmmss>-<4 hex>``: sortable, unique, a valid label value."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-    return f"{template_name[:40]}-{stamp}-{random.token_hex(2)}"
-
-
-def output_prefix(stack: StackOutputs, run_id: str) -> str:
-    """Where every attempt of a run reads and writes: checkpoints, model, logs."""
-    return f"gs://{stack.buckets.checkpoints}/runs/{run_id}/"
 
 
 def resolve_image(image: str, stack: StackOutputs) -> str:
@@ -63,20 +54,6 @@ def resolve_image(image: str, stack: StackOutputs) -> str:
     if "@" not in image and ":" not in image.rsplit("/", 1)[-1]:
         image = f"{image}:latest"
     return f"{stack.artifact_registry.rstrip('/')}/{image}"
-
-
-SECRET_RESOURCE = re.compile(
-    r"^projects/(?P<project>[^/]+)/secrets/(?P<secret>[^/]+)(/versions/(?P<version>[^/]+))?$"
-)
-
-
-def secret_parts(ref: str) -> tuple[str | None, str, str]:
-    """A template's secret reference as (project or None, secret id, version): a secret id, or
-    a full ``projects/P/secrets/S[/versions/V]`` name. The version is ``latest`` unless pinned."""
-    match = SECRET_RESOURCE.match(ref)
-    if match is None:
-        return None, ref, "latest"
-    return match["project"], match["secret"], match["version"] or "latest"
 
 
 def secret_resource(ref: str, stack: StackOutputs) -> str:
@@ -138,7 +115,7 @@ def stack_problems(template: JobTemplate, stack: StackOutputs) -> list[Problem]:
 def _machine_spec(pool: Pool) -> dict[str, Any]:
     spec: dict[str, Any] = {"machineType": pool.machine}
     accelerator, count = pool.accelerator, pool.accelerator_count
-    builtin = builtin_accelerator(load_catalog(), pool.machine)
+    builtin = load_catalog().builtin_accelerator(pool.machine)
     if accelerator is None and builtin is not None and count is None:
         accelerator, count = builtin
     if accelerator is not None:
@@ -168,7 +145,7 @@ def _pool_spec(
         "diskSpec": {"bootDiskType": pool.boot_disk.type, "bootDiskSizeGb": pool.boot_disk.size_gb},
     }
     if role == "reduction_server":
-        image = pool.image or reduction_server_image(load_catalog(), stack.region)
+        image = pool.image or load_catalog().reduction_server_image(stack.region)
         spec["containerSpec"] = {"imageUri": image}
         return spec
     image = pool.image or template.image
@@ -223,7 +200,7 @@ def custom_job_dict(template: JobTemplate, stack: StackOutputs, run_id: str) -> 
     pools = dict(template.pools.by_role())
     specs = [
         _pool_spec(role, pools[role], template, stack, run_id) if role in pools else {}
-        for role in ("chief", "workers", "reduction_server", "evaluator")
+        for role in ROLES
     ]
     while specs and not specs[-1]:
         specs.pop()  # trailing empty positions are not sent
@@ -260,12 +237,29 @@ def to_custom_job(job: dict[str, Any]) -> aiplatform_v1.CustomJob:
     return aiplatform_v1.CustomJob.from_json(json.dumps(job), ignore_unknown_fields=False)
 
 
-def compile_job(template: JobTemplate, stack: StackOutputs, run_id: str) -> aiplatform_v1.CustomJob:
-    return to_custom_job(custom_job_dict(template, stack, run_id))
+@dataclass(frozen=True)
+class CompiledJob:
+    """A template compiled for a stack, built once: the REST CustomJob (what is submitted) and
+    its facts (what the rules, the policies and the cost read)."""
+
+    template: JobTemplate
+    stack: StackOutputs
+    run_id: str
+    rest: dict[str, Any]
+    facts: JobFacts
+
+    @property
+    def output_prefix(self) -> str:
+        return output_prefix(self.stack, self.run_id)
+
+    def to_proto(self) -> aiplatform_v1.CustomJob:
+        return to_custom_job(self.rest)
 
 
-def job_to_rest(job: aiplatform_v1.CustomJob) -> dict[str, Any]:
-    """A CustomJob proto as its REST dict (camelCase, int64 as strings, durations as "Ns")."""
-    from google.cloud import aiplatform_v1
-
-    return json.loads(aiplatform_v1.CustomJob.to_json(job, indent=None))
+def compile_job(template: JobTemplate, stack: StackOutputs, run_id: str) -> CompiledJob:
+    """Raises CompileError when the stack cannot give what the template asks for."""
+    rest = custom_job_dict(template, stack, run_id)
+    facts = facts_from_rest_job(rest)
+    # The region is the endpoint's, not a field: the stack's, except on the local platform.
+    facts.region = None if stack.is_local else stack.region
+    return CompiledJob(template, stack, run_id, rest, facts)

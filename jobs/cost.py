@@ -1,5 +1,6 @@
-"""Cost and quota of a template: $/h per pool and in total, on-demand vs Spot, the cost at the
-timeout cap, and the Vertex quota the job needs per metric and region.
+"""Cost and quota of a job: $/h per pool and in total, on-demand vs Spot, the cost at the timeout
+cap, and the Vertex quota the job needs per metric and region. Read from the job's facts, so a
+template (``vtx cost``) and a compiled job (the launch plan) are priced by the same code.
 
 Prices come from a dated table in `jobs/catalog/prices/`; every estimate names the table and
 says which figures are verified, derived, recalled or missing. Spot is an estimate unless the
@@ -10,12 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from jobs.catalog import Catalog, PriceTable, load_catalog
-from jobs.facts import builtin_accelerator
-from jobs.spec import JobTemplate, Pool
+from jobs.catalog import Catalog, PriceTable, load_catalog, vertex_default_timeout_s
+from jobs.facts import JobFacts, PoolFacts
 
-DEFAULT_TIMEOUT_S = 7 * 24 * 3600  # Vertex's default Scheduling.timeout
-PREEMPTIBLE_STRATEGIES = ("spot", "flex_start")
+PREEMPTIBLE_STRATEGIES = ("SPOT", "FLEX_START")
 
 
 @dataclass
@@ -55,7 +54,7 @@ class CostEstimate:
     @property
     def usd_per_h(self) -> float:
         """What this job pays per hour with its strategy (Spot is an estimate)."""
-        return self.spot_usd_per_h if self.strategy == "spot" else self.on_demand_usd_per_h
+        return self.spot_usd_per_h if self.strategy == "SPOT" else self.on_demand_usd_per_h
 
     @property
     def usd_at_timeout(self) -> float:
@@ -66,8 +65,8 @@ class CostEstimate:
         return set().union(*(p.bases for p in self.pools)) if self.pools else set()
 
 
-def _accelerator(pool: Pool, cat: Catalog) -> tuple[str | None, int]:
-    builtin = builtin_accelerator(cat, pool.machine)
+def _accelerator(pool: PoolFacts, cat: Catalog) -> tuple[str | None, int]:
+    builtin = cat.builtin_accelerator(pool.machine)
     if pool.accelerator is None and builtin is not None:
         return builtin
     if pool.accelerator is None:
@@ -75,15 +74,14 @@ def _accelerator(pool: Pool, cat: Catalog) -> tuple[str | None, int]:
     return pool.accelerator, pool.accelerator_count or (builtin[1] if builtin else 1)
 
 
-def _pool_cost(
-    role: str, pool: Pool, table: PriceTable, cat: Catalog, missing: list[str]
-) -> PoolCost:
+def _pool_cost(pool: PoolFacts, table: PriceTable, cat: Catalog, missing: list[str]) -> PoolCost:
+    machine = pool.machine or ""
     accelerator, count = _accelerator(pool, cat)
     bases: set[str] = set()
     vm_usd = 0.0
-    machine_price = table.machines.get(pool.machine)
+    machine_price = table.machines.get(machine)
     if machine_price is None or machine_price.usd_per_h is None:
-        missing.append(pool.machine)
+        missing.append(machine)
     else:
         vm_usd += machine_price.usd_per_h
         bases.add(machine_price.basis)
@@ -94,49 +92,50 @@ def _pool_cost(
         else:
             vm_usd += acc_price.usd_per_h * count
             bases.add(acc_price.basis)
-    on_demand = vm_usd * pool.replicas
+    replicas = pool.replicas or 0
+    on_demand = vm_usd * replicas
     return PoolCost(
-        role=role,
-        machine=pool.machine,
+        role=pool.role,
+        machine=machine,
         accelerator=accelerator,
         accelerator_count=count,
-        replicas=pool.replicas,
+        replicas=replicas,
         on_demand_usd_per_h=on_demand,
         spot_usd_per_h=on_demand * table.spot_estimate_factor,
         bases=bases,
     )
 
 
-def quota_needed(template: JobTemplate, cat: Catalog) -> dict[str, int]:
+def quota_needed(job: JobFacts, cat: Catalog) -> dict[str, int]:
     """Quota metric -> units, for every pool at full size (Vertex checks it when the job starts)."""
-    preemptible = template.scheduling.strategy in PREEMPTIBLE_STRATEGIES
+    preemptible = job.strategy in PREEMPTIBLE_STRATEGIES
     needed: dict[str, int] = defaultdict(int)
-    for _, pool in template.pools.by_role():
-        machine = cat.machines.get(pool.machine)
+    for pool in job.pools:
+        machine = cat.machines.get(pool.machine or "")
         if machine is None:
             continue
-        needed[machine.cpu_quota_metric] += machine.vcpus * pool.replicas
+        replicas = pool.replicas or 0
+        needed[machine.cpu_quota_metric] += machine.vcpus * replicas
         accelerator, count = _accelerator(pool, cat)
         acc = cat.accelerators.get(accelerator or "")
         if acc is not None:
-            needed[acc.metric(preemptible)] += count * pool.replicas
+            needed[acc.metric(preemptible)] += count * replicas
     return dict(needed)
 
 
-def estimate(template: JobTemplate, region: str | None = None) -> CostEstimate:
-    """Cost of ``template`` in ``region`` (the template's, else the given stack region)."""
+def estimate(job: JobFacts, region: str | None = None) -> CostEstimate:
+    """Cost of a checked job in ``region`` (the job's, else the given stack region)."""
     cat = load_catalog()
-    region = template.region or region or cat.price_tables[0].region
+    region = job.region or region or cat.price_tables[0].region
     table, matches = cat.price_table(region)
     missing: list[str] = []
-    pools = [_pool_cost(role, p, table, cat, missing) for role, p in template.pools.by_role()]
     return CostEstimate(
         table=table,
         table_matches_region=matches,
         region=region,
-        strategy=template.scheduling.strategy,
-        timeout_s=template.scheduling.timeout_s or DEFAULT_TIMEOUT_S,
-        pools=pools,
-        quota=quota_needed(template, cat),
+        strategy=job.strategy or "STANDARD",
+        timeout_s=job.timeout_s or vertex_default_timeout_s(),
+        pools=[_pool_cost(pool, table, cat, missing) for pool in job.pools],
+        quota=quota_needed(job, cat),
         missing=sorted(set(missing)),
     )

@@ -13,11 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.catalog import Catalog
+from jobs.catalog import Catalog, load_catalog
 from jobs.durations import parse_duration_s
+from jobs.spec import ROLES, BootDisk, JobTemplate, Pool
 
-ROLES = ("chief", "workers", "reduction_server", "evaluator")
-"""Pool roles in Vertex's worker pool order (position 0..3)."""
 REST_KEYS = {
     "accelerator": "acceleratorType",
     "accelerator_count": "acceleratorCount",
@@ -111,6 +110,14 @@ def _scalar_str(value: Any) -> str | None:
     if isinstance(value, bool | int | float):
         return str(value).lower() if isinstance(value, bool) else str(value)
     return None
+
+
+_TEMPLATE_DEFAULTS = {
+    "replicas": Pool.model_fields["replicas"].default,
+    "boot_disk_type": BootDisk.model_fields["type"].default,
+    "boot_disk_size_gb": BootDisk.model_fields["size_gb"].default,
+}
+"""What a template means when it leaves a field out: the model's defaults, read, not copied."""
 
 
 # ---- REST / gcloud form -------------------------------------------------------------------
@@ -231,17 +238,17 @@ def _template_pool(role: str, pool: dict, doc: dict, cat: Catalog) -> PoolFacts:
         machine=_str(pool.get("machine")),
         accelerator=_str(pool.get("accelerator")),
         accelerator_count=_int(pool.get("accelerator_count")),
-        replicas=_int(pool.get("replicas", 1)),
+        replicas=_int(pool.get("replicas", _TEMPLATE_DEFAULTS["replicas"])),
         tpu_topology=_str(pool.get("tpu_topology")),
-        boot_disk_type=_str(disk.get("type", "pd-ssd")),
-        boot_disk_size_gb=_int(disk.get("size_gb", 100)),
+        boot_disk_type=_str(disk.get("type", _TEMPLATE_DEFAULTS["boot_disk_type"])),
+        boot_disk_size_gb=_int(disk.get("size_gb", _TEMPLATE_DEFAULTS["boot_disk_size_gb"])),
         image=_str(pool.get("image", doc.get("image"))),
     )
     if role == "reduction_server" and "image" not in pool:
-        facts.image = reduction_server_image(cat, _str(doc.get("region")))
+        facts.image = cat.reduction_server_image(_str(doc.get("region")))
     # Templates may leave a built-in GPU implicit (`machine: g2-standard-8`): the compiler fills
     # it in the same way, so validate what will be sent.
-    builtin = builtin_accelerator(cat, facts.machine)
+    builtin = cat.builtin_accelerator(facts.machine)
     if builtin and facts.accelerator is None and "accelerator_count" not in pool:
         facts.accelerator, facts.accelerator_count = builtin
     elif facts.accelerator is not None and "accelerator_count" not in pool:
@@ -257,25 +264,6 @@ def _template_pool(role: str, pool: dict, doc: dict, cat: Catalog) -> PoolFacts:
                 if isinstance(arg, str):
                     facts.args.append((arg, f"{source}.{key}[{i}]".lstrip(".")))
     return facts
-
-
-def builtin_accelerator(cat: Catalog, machine_name: str | None) -> tuple[str, int] | None:
-    """(type, count) of the accelerators a machine comes with (A2/A3/A4/G2/TPU), else None."""
-    machine = cat.machines.get(machine_name or "")
-    if machine is None or not machine.builtin:
-        return None
-    (acc, counts), *_ = machine.accelerators.items()
-    return acc, counts[0]
-
-
-def reduction_server_image(cat: Catalog, region: str | None) -> str:
-    """Google's Reduction Server image for the region's multi-region (us when unknown)."""
-    known = cat.regions.get(region or "")
-    if known is not None:
-        return known.reduction_server_image
-    prefix = (region or "us").split("-")[0]
-    prefix = prefix if prefix in ("us", "europe", "asia") else "us"
-    return f"{prefix}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 
 
 def facts_from_template(doc: dict, cat: Catalog) -> JobFacts:
@@ -311,3 +299,8 @@ def facts_from_template(doc: dict, cat: Catalog) -> JobFacts:
         if isinstance(pools.get(role), dict):
             facts.pools.append(_template_pool(role, pools[role], doc, cat))
     return facts
+
+
+def template_facts(template: JobTemplate) -> JobFacts:
+    """Facts of a parsed template (what `vtx cost` prices without a stack)."""
+    return facts_from_template(template.to_document(), load_catalog())

@@ -1,6 +1,7 @@
-"""gcloud's formats in and out: a CustomJobSpec (``gcloud ai custom-jobs create --config``) or a
-whole CustomJob (REST form) become vtx templates (``vtx import``), and a compiled job becomes
-the CustomJobSpec YAML gcloud accepts (``vtx render --format yaml``).
+"""Documents to templates: a vtx template as written, and gcloud's formats converted: a
+CustomJobSpec (``gcloud ai custom-jobs create --config``) or a whole CustomJob (REST form) become
+vtx templates (``vtx import``, and every command that reads such a file). The way back out, the
+CustomJobSpec YAML gcloud accepts, is `jobs.render`.
 
 What a stack provides (service account, network, output directory, TensorBoard, encryption) is
 not part of a template: import drops it and says so, compile puts the stack's values back."""
@@ -9,16 +10,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.compile import secret_parts
-from jobs.facts import ROLES
+from jobs.catalog import REDUCTION_SERVER_IMAGE
+from jobs.contract import LABEL_TEMPLATE, RUN_ID_ENV, VTX_LABELS, VTX_SECRETS_ENV, secret_parts
+from jobs.credentials import looks_like_credential_name, looks_like_key
+from jobs.document import CUSTOM_JOB, TEMPLATE, Document, load_document
 from jobs.problems import Problem
-from jobs.rules import REDUCTION_SERVER_IMAGE, VTX_SECRETS_ENV
-from jobs.spec import CUSTOM_JOB, NAME_PATTERN, JobTemplate, TemplateError
+from jobs.rest_check import SPEC_MESSAGE, check_rest_fields
+from jobs.spec import NAME_PATTERN, ROLES, BootDisk, JobTemplate, Pool, TemplateError
 
+_DEFAULT_DISK = BootDisk()
 STACK_FIELDS = {
     "serviceAccount": "the stack's trainer service account",
     "network": "the stack's network",
@@ -28,7 +33,6 @@ STACK_FIELDS = {
     "tensorboard": "the stack's TensorBoard",
     "encryptionSpec": "the stack's KMS key",
 }
-VTX_LABELS = ("vtx-run-id", "vtx-template", "vtx-environment")
 
 
 @dataclass
@@ -56,11 +60,11 @@ def _pool_from_rest(spec: dict, role: str, notes: list[str]) -> dict[str, Any]:
         pool["accelerator_count"] = int(machine.get("acceleratorCount", 1))
     if machine.get("tpuTopology"):
         pool["tpu_topology"] = machine["tpuTopology"]
-    pool["replicas"] = int(spec.get("replicaCount", 1))
+    pool["replicas"] = int(spec.get("replicaCount", Pool.model_fields["replicas"].default))
     if disk:
         pool["boot_disk"] = {
-            "type": disk.get("bootDiskType", "pd-ssd"),
-            "size_gb": int(disk.get("bootDiskSizeGb", 100)),
+            "type": disk.get("bootDiskType", _DEFAULT_DISK.type),
+            "size_gb": int(disk.get("bootDiskSizeGb", _DEFAULT_DISK.size_gb)),
         }
     image = container.get("imageUri")
     if role == "reduction_server" and image and REDUCTION_SERVER_IMAGE.match(image):
@@ -93,7 +97,7 @@ def _hoist(pools: dict[str, dict], template: dict[str, Any]) -> None:
 def _secrets_from_env(template: dict[str, Any], notes: list[str]) -> None:
     env = template.get("env") or {}
     raw = env.pop(VTX_SECRETS_ENV, None)
-    env.pop("VTX_RUN_ID", None)
+    env.pop(RUN_ID_ENV, None)
     if raw is None:
         return
     try:
@@ -119,13 +123,11 @@ def _plaintext_credentials_to_secrets(
 ) -> None:
     """Credentials in env become ``secrets:`` names: the template must not carry their values
     (the same judgement as `vtx validate`'s no_plaintext_secrets rule)."""
-    from jobs.rules import _looks_like_credential_name, _looks_like_key
-
     for env in [template.get("env") or {}, *((p.get("env") or {}) for p in pools.values())]:
         for name, value in list(env.items()):
             if name == "GOOGLE_APPLICATION_CREDENTIALS" or not value:
                 continue  # a key file path: validation explains why it goes
-            if _looks_like_credential_name(name) or _looks_like_key(value):
+            if looks_like_credential_name(name) or looks_like_key(value):
                 del env[name]
                 secret = name.lower().replace("_", "-")
                 template.setdefault("secrets", {})[name] = secret
@@ -190,8 +192,6 @@ def import_spec(spec: dict, name: str, labels: dict | None = None) -> Imported:
 
 def import_document(doc: dict, kind: str, source: str) -> Imported:
     """A gcloud document (spec or whole job) as a template; raises TemplateError when invalid."""
-    from jobs.validate import SPEC_MESSAGE, check_rest_fields
-
     problems = (
         check_rest_fields(doc) if kind == CUSTOM_JOB else check_rest_fields(doc, SPEC_MESSAGE)
     )
@@ -200,7 +200,7 @@ def import_document(doc: dict, kind: str, source: str) -> Imported:
     if kind == CUSTOM_JOB:
         # A job vtx rendered names its template in a label; its display name is the run id.
         labels = doc.get("labels") or {}
-        raw_name = labels.get("vtx-template") or doc.get("displayName") or Path(source).stem
+        raw_name = labels.get(LABEL_TEMPLATE) or doc.get("displayName") or Path(source).stem
         name = template_name(raw_name)
         imported = import_spec(doc.get("jobSpec") or {}, name, doc.get("labels"))
         if "encryptionSpec" in doc:
@@ -213,10 +213,19 @@ def import_document(doc: dict, kind: str, source: str) -> Imported:
     return imported
 
 
-def template_from_gcloud(doc: dict, kind: str, source: str) -> JobTemplate:
-    return JobTemplate.from_document(import_document(doc, kind, source).template, source)
+def template_from_document(document: Document) -> JobTemplate:
+    """The JobTemplate a document describes: a vtx template as written, a gcloud document
+    converted. Raises TemplateError with every structural problem (the rules run elsewhere)."""
+    if document.kind == TEMPLATE:
+        return JobTemplate.from_document(document.doc, document.source)
+    imported = import_document(document.doc, document.kind, document.source)
+    return JobTemplate.from_document(imported.template, document.source)
 
 
-def spec_for_gcloud(job_dict: dict) -> dict:
-    """The CustomJobSpec part of a REST CustomJob dict: what ``--config`` takes."""
-    return job_dict["jobSpec"]
+def load_template(path: Path, overrides: Iterable[str] = ()) -> JobTemplate:
+    """The JobTemplate in ``path`` (any format), with ``--set`` overrides applied. Raises
+    TemplateError with every structural problem; `jobs.validate` runs the rules."""
+    document = load_document(path, overrides)
+    if document.problems:
+        raise TemplateError(document.problems)
+    return template_from_document(document)

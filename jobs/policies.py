@@ -11,16 +11,15 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from jobs.catalog import vertex_default_timeout_s
+from jobs.durations import parse_duration_s
 from jobs.problems import Problem
 from jobs.stack import StackOutputs, is_production
 
 SECONDS_PER_HOUR = 3600
 
-VERTEX_DEFAULT_TIMEOUT_S = 7 * 24 * SECONDS_PER_HOUR
-"""What Vertex applies when `scheduling.timeout` is absent (CustomJob Scheduling docs)."""
-
-PROD_TIMEOUT_CAP_S = VERTEX_DEFAULT_TIMEOUT_S
-# Outside prod, a forgotten job should stop burning accelerators within two days.
+# Outside prod, a forgotten job should stop burning accelerators within two days; in prod the
+# cap is Vertex's own default timeout (the catalog's limits).
 NON_PROD_TIMEOUT_CAP_S = 48 * SECONDS_PER_HOUR
 
 # Google's own images that a prod job may pull besides the stack's registry: the prebuilt
@@ -33,21 +32,11 @@ GOOGLE_VERTEX_IMAGE_PREFIXES = tuple(
 
 DEFAULT_COMPUTE_ACCOUNT = re.compile(r"^\d+-compute@developer\.gserviceaccount\.com$")
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
-
 JobRule = Callable[[Mapping[str, Any], StackOutputs], Iterator[Problem]]
 
 
 def timeout_cap_s(environment: str) -> int:
-    return PROD_TIMEOUT_CAP_S if is_production(environment) else NON_PROD_TIMEOUT_CAP_S
-
-
-def parse_duration_s(value: object) -> float | None:
-    """Seconds in a protobuf JSON Duration (``"3600s"``, ``"1.5s"``); None if malformed."""
-    if not isinstance(value, str):
-        return None
-    match = _DURATION.match(value.strip())
-    return float(match.group(1)) if match else None
+    return vertex_default_timeout_s() if is_production(environment) else NON_PROD_TIMEOUT_CAP_S
 
 
 def _job_spec(job: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -106,10 +95,10 @@ def timeout_within_cap(job: Mapping[str, Any], stack: StackOutputs) -> Iterator[
     path = "jobSpec.scheduling.timeout"
     hint = f"set {path} to at most {cap_s}s ({cap_s / SECONDS_PER_HOUR:g} h)"
     if raw is None:
-        if cap_s < VERTEX_DEFAULT_TIMEOUT_S:
+        if cap_s < vertex_default_timeout_s():
             yield Problem(
                 path=path,
-                message=f"no timeout: Vertex would allow {VERTEX_DEFAULT_TIMEOUT_S}s, over the "
+                message=f"no timeout: Vertex would allow {vertex_default_timeout_s()}s, over the "
                 f"{stack.environment} cap of {cap_s}s",
                 hint=hint,
             )

@@ -5,6 +5,7 @@ infra config checks' CLI output, so every error in vtx reads the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -24,3 +25,19 @@ class Problem:
         text = f"{where}{self.path}: {self.message}"
         return f"{text} (hint: {self.hint})" if self.hint else text
 
+
+def join_path(path: str, key: str | int) -> str:
+    """``a.b[0]``; keys holding '.' (or empty) as ``['a.b']`` so the path stays readable."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if key == "" or "." in key or "[" in key:
+        return f"{path}[{key!r}]"
+    return f"{path}.{key}" if path else key
+
+
+def field_path(parts: Iterable[str | int]) -> str:
+    """The path of a field from its parts (pydantic's ``loc``): ``pools.chief.env['A.B']``."""
+    path = ""
+    for part in parts:
+        path = join_path(path, part)
+    return path or "(top)"

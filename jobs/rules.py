@@ -6,25 +6,23 @@ rules never hard-code a machine or a price."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from jobs.catalog import Catalog, closest
+from jobs.catalog import REDUCTION_SERVER_IMAGE, Catalog, closest
+from jobs.contract import VTX_SECRETS_ENV
+from jobs.credentials import looks_like_credential_name, looks_like_key
 from jobs.durations import human_duration
-from jobs.facts import JobFacts, PoolFacts, reduction_server_image
+from jobs.facts import JobFacts, PoolFacts
 from jobs.problems import Problem
 
 Rule = Callable[[JobFacts, Catalog], Iterator[Problem]]
 
 STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 DEPRECATED_STRATEGIES = {"ON_DEMAND": "STANDARD", "LOW_COST": "SPOT"}
-REDUCTION_SERVER_IMAGE = re.compile(
-    r"^(us|europe|asia)-docker\.pkg\.dev/vertex-ai-restricted/training/reductionserver(:[\w.-]+)?$"
-)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 LABEL_VALUE = re.compile(r"^[a-z0-9_-]*$")
@@ -33,27 +31,6 @@ LABEL_VALUE = re.compile(r"^[a-z0-9_-]*$")
 RESERVED_ENV = re.compile(
     r"^(AIP_\w+|CLUSTER_SPEC|TF_CONFIG|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|CLOUD_ML_\w+)$"
 )
-# Env name parts that say "this is a credential". Whole underscore-separated parts only, so
-# TOKENIZERS_PARALLELISM is fine and HF_TOKEN is not.
-CREDENTIAL_PARTS = {
-    "TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "APIKEY", "CREDENTIALS",
-    "CREDENTIAL", "PRIVATE", "AUTH",
-}  # fmt: skip
-CREDENTIAL_PAIRS = {("API", "KEY"), ("ACCESS", "KEY"), ("SECRET", "KEY"), ("PRIVATE", "KEY")}
-# Well-known key formats (prefix + length): Hugging Face, AWS, GitHub, OpenAI/Anthropic,
-# Google API keys, Slack, PEM private keys, service account key JSON.
-KEY_VALUE_PATTERNS = (
-    re.compile(r"\bhf_[A-Za-z0-9]{30,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\b(ghp|gho|ghs)_[A-Za-z0-9]{36}\b|\bgithub_pat_\w{40,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-    re.compile(r'"private_key"\s*:'),
-)
-# Our own variable: it carries Secret Manager secret *names* for the trainer (never values).
-VTX_SECRETS_ENV = "VTX_SECRETS"
 
 
 def _secrets_hint(name: str) -> str:
@@ -266,7 +243,7 @@ def reduction_server_rules(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             "remove the accelerator; n1-highcpu-16 is the recommended machine",
         )
     if rs.image is not None and not REDUCTION_SERVER_IMAGE.match(rs.image):
-        image = reduction_server_image(cat, job.region)
+        image = cat.reduction_server_image(job.region)
         yield Problem(
             rs.path("image"),
             f"the Reduction Server pool must run Google's reduction server image, not {rs.image}",
@@ -449,27 +426,6 @@ def env_not_reserved(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
                 )
 
 
-def _looks_like_credential_name(name: str) -> bool:
-    parts = name.upper().split("_")
-    return bool(CREDENTIAL_PARTS & set(parts)) or any(
-        pair in CREDENTIAL_PAIRS for pair in itertools.pairwise(parts)
-    )
-
-
-def _looks_like_key(value: str) -> bool:
-    if any(p.search(value) for p in KEY_VALUE_PATTERNS):
-        return True
-    # A long random token (API keys without a known prefix). Paths, URIs and hex digests are
-    # excluded: they have '/', ':' or no upper case.
-    token = value.strip()
-    if len(token) < 32 or not re.fullmatch(r"[A-Za-z0-9+=_-]+", token):
-        return False
-    classes = sum(bool(re.search(c, token)) for c in ("[a-z]", "[A-Z]", "[0-9]"))
-    counts = Counter(token)
-    entropy = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
-    return classes == 3 and entropy >= 4.0
-
-
 def no_plaintext_secrets(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
     for pool in job.pools:
         for name, value, path in pool.env:
@@ -482,14 +438,14 @@ def no_plaintext_secrets(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
                     "trainer service account",
                     "remove GOOGLE_APPLICATION_CREDENTIALS",
                 )
-            elif _looks_like_credential_name(name):
+            elif looks_like_credential_name(name):
                 yield Problem(
                     path, f"{name} looks like a credential in plain text", _secrets_hint(name)
                 )
-            elif _looks_like_key(value):
+            elif looks_like_key(value):
                 yield Problem(path, f"the value of {name} looks like a key", _secrets_hint(name))
         for value, path in pool.args:
-            if _looks_like_key(value):
+            if looks_like_key(value):
                 yield Problem(
                     path,
                     "this argument looks like a key in plain text",
@@ -511,7 +467,7 @@ def _secret_ref_problems(path: str, env_name: str, ref: object, who: str = "") -
         f"secrets: {{{env_name}: {name}}}, after storing the value in Secret Manager "
         f"(`gcloud secrets create {name} --data-file=-`)"
     )
-    if isinstance(ref, str) and _looks_like_key(ref):
+    if isinstance(ref, str) and looks_like_key(ref):
         yield Problem(path, f"{who}this looks like the secret's value, not its name", hint)
     elif not isinstance(ref, str) or not SECRET_NAME.match(ref):
         yield Problem(
@@ -550,7 +506,7 @@ def _vtx_secrets_problems(raw: str, path: str) -> Iterator[Problem]:
                     path, f"{VTX_SECRETS_ENV} entry {i} is not ENV_NAME=SECRET", _VTX_SECRETS_HINT
                 )
     for i, name, ref in entries:
-        if not isinstance(name, str) or not ENV_NAME.match(name) or _looks_like_key(name):
+        if not isinstance(name, str) or not ENV_NAME.match(name) or looks_like_key(name):
             yield Problem(
                 path,
                 f"{VTX_SECRETS_ENV} entry {i} does not start with an environment variable name",
@@ -565,7 +521,7 @@ def secret_names_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
     the job's VTX_SECRETS as plain text. Neither is echoed back. A REST job carries the same
     names in its VTX_SECRETS variable: that is checked as the trainer will read it."""
     for env_name, secret in job.secret_env.items():
-        if _looks_like_key(env_name):
+        if looks_like_key(env_name):
             yield Problem(
                 job.path("secrets"),
                 "a name under secrets looks like a key, not an environment variable",

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from jobs.problems import Problem
+from jobs.problems import Problem, join_path
 
 MAX_BYTES = 256 * 1024
 """Job templates and stack configs are a few KB; 256 KiB is generous and parses in ~0.2 s."""
@@ -58,15 +58,6 @@ class YamlInputError(Exception):
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
         super().__init__(str(problem))
-
-
-def join_path(path: str, key: str | int) -> str:
-    """``a.b[0]``; keys holding '.' (or empty) as ``['a.b']`` so the path stays readable."""
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if key == "" or "." in key or "[" in key:
-        return f"{path}[{key!r}]"
-    return f"{path}.{key}" if path else key
 
 
 def shown(text: str) -> str:

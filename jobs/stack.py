@@ -4,10 +4,11 @@ The infra program exports one stack output named ``platform``; everything the la
 render and submit a CustomJob against that stack is in it. This module is pure pydantic (no
 pulumi import) so that the CLI stays fast and the contract can be tested on both sides.
 
-Sources, in order of use by ``load_stack``:
-- ``--stack-file FILE.json``: an exported JSON document (``pulumi stack output platform --json``);
-- ``--stack local``: the embedded local platform (``vtx local up``);
-- ``--stack NAME``: ``pulumi stack output platform --json --stack NAME`` when the Pulumi CLI exists.
+Sources (the CLI's ``--stack``/``--stack-file`` pick one, see `vtx.options`):
+- ``load_stack_file``: an exported JSON document (``pulumi stack output platform --json``);
+- ``load_pulumi_stack``: ``pulumi stack output platform --json --stack NAME`` when the Pulumi CLI
+  exists;
+- the embedded local platform (``vtx local up``) writes its own (`jobs.local.state`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import subprocess
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jobs.problems import field_path
 
 PROD_ENVIRONMENTS = frozenset({"prod", "production"})
 """Environment names that get production treatment everywhere: the stack's prod-only policy
@@ -88,9 +91,7 @@ def parse_stack_outputs(data: object, source: str) -> StackOutputs:
     try:
         return StackOutputs.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(f"{field_path(e['loc'])}: {e['msg']}" for e in exc.errors())
         raise StackError(f"{source} is not a vtx stack output: {problems}") from exc
 
 
@@ -139,16 +140,3 @@ def load_pulumi_stack(stack: str) -> StackOutputs:
             f"`pulumi stack output platform --stack {stack}` did not print JSON: {exc}"
         ) from exc
     return parse_stack_outputs(data, f"pulumi stack {stack!r}")
-
-
-def load_stack(stack: str | None, stack_file: Path | None) -> StackOutputs:
-    """Resolve the CLI's ``--stack``/``--stack-file`` options into StackOutputs."""
-    if stack_file is not None:
-        return load_stack_file(stack_file)
-    if stack is None:
-        raise StackError("no stack given: pass --stack NAME, --stack local or --stack-file FILE")
-    if stack == "local":
-        from jobs.local.state import local_stack_outputs
-
-        return local_stack_outputs()
-    return load_pulumi_stack(stack)

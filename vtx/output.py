@@ -86,12 +86,12 @@ def print_cost(console: Console, estimate: CostEstimate, title: str) -> None:
     console.print(cost_table(estimate, title))
     strategy = estimate.strategy
     console.print(
-        f"This job ({strategy}): {_usd(estimate.usd_per_h)}/h; at its timeout cap "
+        f"This job ({strategy.lower()}): {_usd(estimate.usd_per_h)}/h; at its timeout cap "
         f"({human_duration(estimate.timeout_s)}): {_usd(estimate.usd_at_timeout)}"
-        + (" (Spot price estimated)" if strategy == "spot" else ""),
+        + (" (Spot price estimated)" if strategy == "SPOT" else ""),
         highlight=False,
     )
-    if strategy == "flex_start":
+    if strategy == "FLEX_START":
         console.print(
             "FLEX_START has its own discounted prices, not in this table: shown on-demand."
         )

@@ -7,6 +7,7 @@ them, so a new machine type or a new price is a data change, not a code change. 
 from __future__ import annotations
 
 import difflib
+import re
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -17,6 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field
 CATALOG_DIR = Path(__file__).parent
 QUOTA_PREFIX = "aiplatform.googleapis.com/"
 DEFAULT_CPU_QUOTA_METRIC = f"{QUOTA_PREFIX}custom_model_training_cpus"
+REDUCTION_SERVER_IMAGE = re.compile(
+    r"^(us|europe|asia)-docker\.pkg\.dev/vertex-ai-restricted/training/reductionserver(:[\w.-]+)?$"
+)
+"""Google's Reduction Server images (one per multi-region): the only image that pool may run."""
 
 
 class _Data(BaseModel):
@@ -138,6 +143,23 @@ class Catalog(_Data):
     def machines_for(self, accelerator: str) -> list[Machine]:
         return [m for m in self.machines.values() if accelerator in m.accelerators]
 
+    def builtin_accelerator(self, machine_name: str | None) -> tuple[str, int] | None:
+        """(type, count) of the accelerators a machine comes with (A2/A3/A4/G2/TPU), else None."""
+        machine = self.machines.get(machine_name or "")
+        if machine is None or not machine.builtin:
+            return None
+        (accelerator, counts), *_ = machine.accelerators.items()
+        return accelerator, counts[0]
+
+    def reduction_server_image(self, region: str | None) -> str:
+        """Google's Reduction Server image for the region's multi-region (us when unknown)."""
+        known = self.regions.get(region or "")
+        if known is not None:
+            return known.reduction_server_image
+        prefix = (region or "us").split("-")[0]
+        prefix = prefix if prefix in ("us", "europe", "asia") else "us"
+        return f"{prefix}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+
 
 def closest(name: str, choices: object) -> str | None:
     """The most similar known name, for 'did you mean' hints. Case and '-'/'_' do not count
@@ -197,3 +219,11 @@ def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
         price_tables=tuple(tables),
         sources=sources,
     )
+
+
+def vertex_default_timeout_s() -> int:
+    """What Vertex applies when ``scheduling.timeout`` is absent (limits.yaml, from its docs)."""
+    default = load_catalog().limits.timeout_s.default
+    if default is None:
+        raise ValueError("limits.yaml: timeout_s has no default")
+    return default

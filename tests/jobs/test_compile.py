@@ -15,12 +15,13 @@ from jobs.compile import (
     CompileError,
     compile_job,
     custom_job_dict,
-    new_run_id,
     resolve_image,
     to_custom_job,
 )
+from jobs.contract import new_run_id
+from jobs.gcloud import load_template
 from jobs.render import render_json, rest_dict
-from jobs.spec import JobTemplate, load_template
+from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs, load_stack_file
 from jobs.validate import validate_custom_job
 
@@ -41,7 +42,7 @@ def prod(stack: StackOutputs, **changes: object) -> StackOutputs:
 
 @pytest.mark.parametrize("path", sorted(TEMPLATES.glob("*.yaml")), ids=lambda p: p.stem)
 def test_example_template_compiles_to_snapshot(path: Path, stack: StackOutputs) -> None:
-    job = compile_job(load_template(path), stack, RUN_ID)
+    job = compile_job(load_template(path), stack, RUN_ID).to_proto()
     rendered = render_json(job)
     snapshot = SNAPSHOTS / f"{path.stem}.json"
     if os.environ.get("VTX_UPDATE_SNAPSHOTS"):
@@ -56,7 +57,7 @@ def test_compiled_job_passes_validation_and_parses_without_unknown_fields(
 ) -> None:
     from google.cloud import aiplatform_v1
 
-    job = compile_job(load_template(path), stack, RUN_ID)
+    job = compile_job(load_template(path), stack, RUN_ID).to_proto()
     rest = rest_dict(job)
     assert validate_custom_job(rest, region=stack.region) == []
     again = aiplatform_v1.CustomJob.from_json(render_json(job), ignore_unknown_fields=False)

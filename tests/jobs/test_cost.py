@@ -9,14 +9,16 @@ import pytest
 
 from jobs.catalog import load_catalog
 from jobs.cost import estimate
-from jobs.spec import JobTemplate, load_template
+from jobs.facts import template_facts
+from jobs.gcloud import load_template
+from jobs.spec import JobTemplate
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
 
 
 def test_multi_pool_cost_adds_machines_accelerators_and_replicas() -> None:
     table, _ = load_catalog().price_table("us-central1")
-    result = estimate(load_template(TEMPLATES / "a100x16-fsdp.yaml"), "us-central1")
+    result = estimate(template_facts(load_template(TEMPLATES / "a100x16-fsdp.yaml")), "us-central1")
     node = (
         table.machines["a2-ultragpu-8g"].usd_per_h
         + 8 * table.accelerators["NVIDIA_A100_80GB"].usd_per_h
@@ -34,7 +36,7 @@ def test_multi_pool_cost_adds_machines_accelerators_and_replicas() -> None:
 
 
 def test_spot_jobs_use_the_preemptible_quota_and_spot_estimate() -> None:
-    result = estimate(load_template(TEMPLATES / "l4-spot-lora.yaml"), "us-central1")
+    result = estimate(template_facts(load_template(TEMPLATES / "l4-spot-lora.yaml")), "us-central1")
     assert result.usd_per_h == pytest.approx(
         result.on_demand_usd_per_h * result.table.spot_estimate_factor
     )
@@ -52,7 +54,7 @@ def test_missing_prices_and_other_regions_are_reported_not_guessed() -> None:
             "pools": {"chief": {"machine": "a3-ultragpu-8g"}},
         }
     )
-    result = estimate(template)
+    result = estimate(template_facts(template))
     assert not result.table_matches_region and result.region == "europe-west4"
     assert result.missing == ["NVIDIA_H200_141GB", "a3-ultragpu-8g"]
     assert result.on_demand_usd_per_h == 0
@@ -63,7 +65,7 @@ def test_cost_table_on_80_columns_wraps_names_instead_of_cutting_them() -> None:
 
     from vtx.output import cost_table
 
-    result = estimate(load_template(TEMPLATES / "a100x16-fsdp.yaml"))
+    result = estimate(template_facts(load_template(TEMPLATES / "a100x16-fsdp.yaml")))
     console = Console(width=80, record=True, file=io.StringIO())
     console.print(cost_table(result, "plan"))
     text = console.export_text()

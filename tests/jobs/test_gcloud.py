@@ -8,9 +8,10 @@ import pytest
 import yaml
 
 from jobs.compile import compile_job, custom_job_dict, to_custom_job
-from jobs.gcloud import import_document, template_name
+from jobs.document import CUSTOM_JOB, CUSTOM_JOB_SPEC, load_document
+from jobs.gcloud import import_document, load_template, template_name
 from jobs.render import render_json, render_yaml, rest_dict
-from jobs.spec import CUSTOM_JOB, CUSTOM_JOB_SPEC, TemplateError, load_document, load_template
+from jobs.spec import TemplateError
 from jobs.stack import StackOutputs, load_stack_file
 from jobs.validate import validate_custom_job_spec, validate_template_doc
 
@@ -28,14 +29,14 @@ def stack() -> StackOutputs:
 def test_rendered_yaml_imports_back_to_an_equivalent_spec(
     path: Path, stack: StackOutputs, tmp_path: Path
 ) -> None:
-    first = compile_job(load_template(path), stack, RUN_ID)
+    first = compile_job(load_template(path), stack, RUN_ID).to_proto()
     config = tmp_path / f"{path.stem}.yaml"
     config.write_text(render_yaml(first, stack))
     document = load_document(config)
     assert document.kind == CUSTOM_JOB_SPEC
     assert validate_custom_job_spec(document.doc, region=stack.region) == []
     # Every command accepts gcloud's format directly: load_template auto-detects it.
-    second = compile_job(load_template(config), stack, RUN_ID)
+    second = compile_job(load_template(config), stack, RUN_ID).to_proto()
     assert rest_dict(second)["jobSpec"] == rest_dict(first)["jobSpec"]
 
 
@@ -44,7 +45,7 @@ def test_rendered_json_custom_job_imports_back_with_name_and_labels(
     path: Path, stack: StackOutputs, tmp_path: Path
 ) -> None:
     template = load_template(path)
-    first = compile_job(template, stack, RUN_ID)
+    first = compile_job(template, stack, RUN_ID).to_proto()
     job_file = tmp_path / "job.json"
     job_file.write_text(render_json(first))
     document = load_document(job_file)

@@ -14,7 +14,8 @@ import pytest
 from jobs.catalog import load_catalog
 from jobs.facts import facts_from_rest_job
 from jobs.rules import RULES, run_rules
-from jobs.validate import check_rest_fields, validate_custom_job
+from jobs.rest_check import check_rest_fields
+from jobs.validate import validate_custom_job
 
 POOL0 = "jobSpec.workerPoolSpecs[0]"
 POOL1 = "jobSpec.workerPoolSpecs[1]"

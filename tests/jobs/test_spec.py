@@ -10,17 +10,16 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.spec import (
+from jobs.document import (
     CUSTOM_JOB,
     CUSTOM_JOB_SPEC,
     TEMPLATE,
-    JobTemplate,
-    TemplateError,
     apply_overrides,
     detect_format,
     load_document,
-    load_template,
 )
+from jobs.gcloud import load_template
+from jobs.spec import JobTemplate, TemplateError
 from jobs.validate import validate_document, validate_template_doc
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"

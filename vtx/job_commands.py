@@ -1,0 +1,319 @@
+"""`vtx validate|catalog|cost|render|import|launch`: one job through the pipeline
+
+    document -> template -> compiled job -> checks -> plan -> submit
+
+Each command runs the stages it needs, in that order, each on the previous stage's value
+(jobs.document, jobs.validate, jobs.compile, jobs.plan, jobs.client)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from rich.console import Console
+from rich.text import Text
+
+from jobs.catalog import load_catalog
+from jobs.client import Vertex
+from jobs.compile import CompiledJob, CompileError, compile_job
+from jobs.contract import new_run_id
+from jobs.cost import estimate
+from jobs.document import TEMPLATE, load_document
+from jobs.facts import template_facts
+from jobs.gcloud import import_document, template_from_document
+from jobs.plan import Plan, plan_job
+from jobs.problems import Problem
+from jobs.render import render_json, render_yaml
+from jobs.spec import JobTemplate, TemplateError
+from jobs.stack import StackOutputs
+from jobs.validate import check_compiled, checked_template, validate_document
+from vtx.options import (
+    FileArg,
+    PollOpt,
+    RegionOpt,
+    SetOpt,
+    StackFileOpt,
+    StackOpt,
+    api_errors,
+    console,
+    fail,
+    optional_stack,
+    required_stack,
+)
+from vtx.output import catalog_table, machines_table, print_cost, print_problems
+from vtx.run_commands import follow_run
+
+app = typer.Typer()
+
+
+def _region(stack: StackOutputs | None) -> str | None:
+    """The region rules check availability in: the stack's, except on the local platform."""
+    return stack.region if stack is not None and not stack.is_local else None
+
+
+def _template(path: Path, overrides: list[str], region: str | None) -> JobTemplate:
+    template, problems = checked_template(load_document(path, overrides), region)
+    if template is None:
+        print_problems(console(), problems)
+        raise typer.Exit(1)
+    return template
+
+
+def _compiled(
+    template: JobTemplate, stack: StackOutputs, run_id: str, source: str, policy: bool
+) -> tuple[CompiledJob | None, list[Problem]]:
+    """Compile, then check: what the stack cannot give, or every reason not to submit."""
+    try:
+        job = compile_job(template, stack, run_id)
+    except CompileError as exc:
+        return None, [Problem(p.path, p.message, p.hint, source) for p in exc.problems]
+    return job, check_compiled(job, source, policy)
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Templates or gcloud YAML files.")],
+    set_: SetOpt = None,
+    region: RegionOpt = None,
+    stack: StackOpt = None,
+    stack_file: StackFileOpt = None,
+    policy: Annotated[
+        bool, typer.Option("--policy", help="Also check organisation policies (needs a stack).")
+    ] = False,
+) -> None:
+    """Check jobs locally and report every problem at once; exit 1 if there is any."""
+    out = console()
+    outputs = required_stack(stack, stack_file) if policy else optional_stack(stack, stack_file)
+    region = region or _region(outputs)
+    failed = False
+    for path in files:
+        document = load_document(path, set_ or [])
+        problems = document.problems or validate_document(
+            document.doc, document.kind, region, document.source
+        )
+        if not problems and outputs is not None:  # and what this stack would make of it
+            try:
+                template = template_from_document(document)
+            except TemplateError as exc:
+                problems = exc.problems
+            else:
+                _, problems = _compiled(template, outputs, "validate-run", str(path), policy)
+        if problems:
+            failed = True
+            print_problems(out, problems)
+        else:
+            out.print(Text("✓ ", style="green") + Text(f"{path}: valid ({document.kind})"))
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def catalog(
+    accelerator: Annotated[
+        str | None, typer.Option("--accelerator", help="Show one accelerator's machines.")
+    ] = None,
+    region: RegionOpt = None,
+    machines: Annotated[bool, typer.Option("--machines", help="List machine types.")] = False,
+) -> None:
+    """Machines, accelerators, allowed counts, regions and prices (like `sky show-gpus`)."""
+    cat = load_catalog()
+    out = console()
+    if region and region not in cat.regions:
+        raise fail(f"region {region!r} is not in the catalog: one of {', '.join(cat.regions)}")
+    if accelerator and accelerator.upper() not in cat.accelerators:
+        raise fail(f"unknown accelerator {accelerator!r}: one of {', '.join(cat.accelerators)}")
+    out.print(machines_table(cat, region) if machines else catalog_table(cat, accelerator, region))
+    for name, source in cat.sources.items():
+        out.print(f"{name}: {source}", style="dim", highlight=False)
+
+
+@app.command()
+def cost(
+    file: FileArg,
+    set_: SetOpt = None,
+    region: RegionOpt = None,
+    stack: StackOpt = None,
+    stack_file: StackFileOpt = None,
+) -> None:
+    """$/h per pool and in total, cost at the timeout cap, on-demand vs Spot, quota needed."""
+    outputs = optional_stack(stack, stack_file)
+    region = region or (outputs.region if outputs else None)
+    template = _template(file, set_ or [], region)
+    print_cost(
+        console(), estimate(template_facts(template), region), f"{template.name}: cost per hour"
+    )
+
+
+@app.command()
+def render(
+    file: FileArg,
+    set_: SetOpt = None,
+    stack: StackOpt = None,
+    stack_file: StackFileOpt = None,
+    format_: Annotated[
+        str,
+        typer.Option("--format", help="yaml: CustomJobSpec for gcloud --config; json: CustomJob."),
+    ] = "yaml",
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: new).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
+) -> None:
+    """Print the job exactly as it would be submitted."""
+    from google.protobuf.json_format import ParseError
+
+    if format_ not in ("yaml", "json"):
+        raise fail("--format is yaml or json")
+    outputs = required_stack(stack, stack_file)
+    template = _template(file, set_ or [], _region(outputs))
+    job, problems = _compiled(
+        template, outputs, run_id or new_run_id(template.name), str(file), policy=False
+    )
+    if job is None or problems:
+        print_problems(console(), problems)
+        raise typer.Exit(1)
+    try:
+        proto = job.to_proto()
+    except ParseError as exc:  # validation should have refused it first: a vtx bug
+        raise fail(
+            f"{file}: the compiled job does not convert to the API's types ({exc}); "
+            "validation missed this: please report it",
+            code=1,
+        ) from exc
+    text = render_yaml(proto, outputs) if format_ == "yaml" else render_json(proto)
+    if output:
+        output.write_text(text)
+        console(stderr=True).print(f"wrote {output}", highlight=False)
+    else:
+        sys.stdout.write(text)
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="gcloud CustomJobSpec or CustomJob YAML/JSON.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
+) -> None:
+    """Turn a gcloud --config YAML (or a whole CustomJob) into a vtx template."""
+    document = load_document(file)
+    if document.problems:
+        print_problems(console(), document.problems)
+        raise typer.Exit(1)
+    if document.kind == TEMPLATE:
+        raise fail(f"{file} is already a vtx template (no workerPoolSpecs/jobSpec)", code=1)
+    try:
+        imported = import_document(document.doc, document.kind, document.source)
+    except TemplateError as exc:
+        print_problems(console(), exc.problems)
+        raise typer.Exit(1) from exc
+    text = yaml.safe_dump(imported.template, sort_keys=False)
+    if output:
+        output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    for note in imported.notes:
+        console(stderr=True).print(f"note: {note}", style="dim", highlight=False)
+
+
+def print_plan(out: Console, plan: Plan) -> None:
+    """What will run, where, as whom, and at what cost: everything a reviewer needs."""
+    job, stack = plan.job, plan.job.stack
+    spec = job.rest["jobSpec"]
+    where = "local platform" if stack.is_local else f"{stack.project} ({stack.region})"
+    images = sorted({p["containerSpec"]["imageUri"] for p in spec["workerPoolSpecs"] if p})
+    network = spec.get("pscInterfaceConfig", {}).get("networkAttachment") or spec.get("network")
+    out.print(
+        f"[bold]Plan[/bold]: {job.template.name} on stack {stack.environment}: {where}",
+        highlight=False,
+    )
+    lines = {
+        "run id": job.run_id,
+        "outputs": job.output_prefix,
+        "images": ", ".join(images),
+        "runs as": spec["serviceAccount"],
+        "network": network or "Google-managed (no VPC)",
+        "scheduling": ", ".join(f"{k}={v}" for k, v in spec["scheduling"].items()),
+    }
+    for key, value in lines.items():
+        out.print(f"{key:>10}: {value}", highlight=False)
+    print_cost(out, plan.cost, "pools")
+
+
+def launch_job(
+    out: Console,
+    template: JobTemplate,
+    stack: StackOutputs,
+    source: str,
+    *,
+    run_id: str | None = None,
+    yes: bool = False,
+    dry_run: bool = False,
+    follow: bool = False,
+    vertex: Vertex | None = None,
+    confirm: Callable[[str], bool] = lambda q: typer.confirm(q, default=False),
+    poll_s: float = 5.0,
+) -> int:
+    """Compile, check, plan, confirm, submit (and follow); the exit code."""
+    run_id = run_id or new_run_id(template.name)
+    job, problems = _compiled(template, stack, run_id, source, policy=True)
+    if job is None or problems:
+        print_problems(out, problems)
+        return 1
+    plan = plan_job(job)
+    print_plan(out, plan)
+    if dry_run:
+        out.print("dry run: nothing submitted")
+        return 0
+    if not yes and not confirm("Submit this job?"):
+        out.print("not submitted")
+        return 1
+    vertex = vertex or Vertex(stack)
+    with api_errors(out, "not submitted"):
+        submitted = vertex.submit(plan)
+    out.print(f"submitted [bold]{submitted.job.name}[/bold]", highlight=False)
+    resumed = (
+        f" (attempt {submitted.attempt}: resumes from its checkpoints)"
+        if submitted.attempt > 1
+        else ""
+    )
+    out.print(f"run id: [bold]{run_id}[/bold]{resumed}", highlight=False)
+    if follow:
+        return follow_run(out, vertex, run_id, poll_s)
+    out.print(
+        f"follow: vtx logs {run_id} --follow (with this launch's --stack or --stack-file)",
+        style="dim",
+        highlight=False,
+    )
+    return 0
+
+
+@app.command()
+def launch(
+    file: FileArg,
+    set_: SetOpt = None,
+    stack: StackOpt = None,
+    stack_file: StackFileOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Stop after the plan.")] = False,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream logs to the end.")] = False,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Resubmit an existing run (same output prefix).")
+    ] = None,
+    poll_s: PollOpt = 5.0,
+) -> None:
+    """Plan, confirm and submit a job; print its name and run id."""
+    outputs = required_stack(stack, stack_file)
+    template = _template(file, set_ or [], _region(outputs))
+    code = launch_job(
+        console(),
+        template,
+        outputs,
+        str(file),
+        run_id=run_id,
+        yes=yes,
+        dry_run=dry_run,
+        follow=follow,
+        poll_s=poll_s,
+    )
+    raise typer.Exit(code)

@@ -1,0 +1,84 @@
+"""What the commands share: their option types, the console, the stack the options name, and the
+one wrapper that turns an API failure into a message and an exit code."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from jobs.client import VertexError
+from jobs.local.state import local_stack_outputs
+from jobs.logs import LogsError
+from jobs.stack import StackError, StackOutputs, load_pulumi_stack, load_stack_file
+from vtx.output import print_error
+
+FileArg = Annotated[
+    Path, typer.Argument(help="A vtx template, or gcloud CustomJobSpec/CustomJob YAML.")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a field: key.path=value (YAML value). Repeatable."),
+]
+PollOpt = Annotated[
+    float, typer.Option("--poll-s", hidden=True, help="Seconds between polls when following.")
+]
+StackOpt = Annotated[str | None, typer.Option("--stack", help="Stack name (Pulumi), or `local`.")]
+StackFileOpt = Annotated[
+    Path | None, typer.Option("--stack-file", help="Exported `platform` stack output JSON.")
+]
+RegionOpt = Annotated[
+    str | None, typer.Option("--region", help="Region to check against (default: the stack's).")
+]
+RefArg = Annotated[str, typer.Argument(help="Run id, job id or full job resource name.")]
+FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Until the run ends.")]
+
+
+def console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    print_error(console(stderr=True), message)
+    return typer.Exit(code)
+
+
+@contextmanager
+def api_errors(out: Console, label: str = "error") -> Iterator[None]:
+    """Vertex and log failures become one red line and exit code 1 (never a traceback)."""
+    try:
+        yield
+    except (VertexError, LogsError) as exc:
+        print_error(out, exc, label)
+        raise typer.Exit(1) from exc
+
+
+def _stack_outputs(stack: str | None, stack_file: Path | None) -> StackOutputs:
+    if stack_file is not None:
+        return load_stack_file(stack_file)
+    if stack == "local":
+        return local_stack_outputs()
+    if stack is None:
+        raise StackError("no stack given: pass --stack NAME, --stack local or --stack-file FILE")
+    return load_pulumi_stack(stack)
+
+
+def optional_stack(stack: str | None, stack_file: Path | None) -> StackOutputs | None:
+    """The stack the options name, or None when they name none."""
+    if stack is None and stack_file is None:
+        return None
+    try:
+        return _stack_outputs(stack, stack_file)
+    except StackError as exc:
+        raise fail(str(exc)) from exc
+
+
+def required_stack(stack: str | None, stack_file: Path | None) -> StackOutputs:
+    outputs = optional_stack(stack, stack_file)
+    if outputs is None:
+        raise fail("no stack given: pass --stack NAME, --stack local or --stack-file FILE")
+    return outputs
