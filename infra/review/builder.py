@@ -16,36 +16,10 @@ from infra.policy.evaluate import PolicySubject, Verdict, evaluate
 from infra.policy.iam import grants_of
 from infra.policy.rules import UNKNOWN, RuleContext
 from infra.review.diagram import display_name, mermaid
+from infra.review.rows import IamRow, PolicyRow, TypeCount
 from infra.review.sources import ReviewResource, ReviewSource
 
 COMPUTED = "(computed)"
-
-
-@dataclass(frozen=True)
-class TypeCount:
-    component: str
-    type: str
-    count: int
-
-
-@dataclass(frozen=True)
-class IamRow:
-    principal: str
-    role: str
-    resource_kind: str
-    resource: str
-    project_wide: bool
-    declared_by: str
-
-
-@dataclass(frozen=True)
-class PolicyRow:
-    policy: str
-    status: str
-    mandatory: bool
-    description: str
-    violations: list[str]
-    note: str = ""
 
 
 @dataclass

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from infra.policy.rules import UNKNOWN
+from infra.review.rows import IamRow
 from infra.review.sources import ReviewResource
-
-if TYPE_CHECKING:
-    from infra.review.builder import IamRow
 
 # type token -> (Mermaid shape open, close, what to call it)
 _SHAPES: dict[str, tuple[str, str, str]] = {
