@@ -1,7 +1,8 @@
 """`vtx review --stack dev|prod [--against prod] [--preview-json FILE] [--format md|html|json]`.
 
-Cheap to import (the CLI loads it for `vtx --help`): the infra program, Pulumi and pulumi-gcp are
-only imported when a review actually runs.
+Cheap to import (the CLI loads it for `vtx --help`): the infra modules it imports keep Pulumi and
+pulumi-gcp out of their module tops (``infra.offline`` imports them inside ``run_offline``), so the
+infra program and the providers are only imported when a review actually runs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from infra.config import ConfigError
+from infra.offline import OfflineError
+from infra.review.builder import build_report
+from infra.review.diff import diff_stacks
+from infra.review.render_html import to_html
+from infra.review.render_json import to_json
+from infra.review.render_markdown import to_markdown
+from infra.review.sources import ReviewSourceError, from_offline, from_preview_json
 from vtx.output import print_error
 
 logger = logging.getLogger(__name__)
@@ -33,13 +42,6 @@ def render_review(
     fmt: Format = Format.md,
 ) -> tuple[str, int]:
     """The rendered report and the exit code (1 when a mandatory policy is violated)."""
-    from infra.review.builder import build_report
-    from infra.review.diff import diff_stacks
-    from infra.review.render_html import to_html
-    from infra.review.render_json import to_json
-    from infra.review.render_markdown import to_markdown
-    from infra.review.sources import from_offline, from_preview_json
-
     source = from_preview_json(preview_json, stack) if preview_json else from_offline(stack)
     report = build_report(source)
     diff = None
@@ -70,11 +72,6 @@ def review(
     output: Path | None = typer.Option(None, "--output", "-o", help="write here, not stdout"),
 ) -> None:
     """Review what a stack creates: resources, network, IAM, buckets, quotas, secrets, policies."""
-    # Cheap (no pulumi): infra.offline imports Pulumi only inside run_offline.
-    from infra.config import ConfigError
-    from infra.offline import OfflineError
-    from infra.review.sources import ReviewSourceError
-
     console = Console(stderr=True)
     try:
         text, code = render_review(stack, against, preview_json, fmt)

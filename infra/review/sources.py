@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.offline import run_offline
+
 STACK_TYPE = "pulumi:pulumi:Stack"
 # Preview steps whose resource will not exist after the update.
 _GONE_OPS = frozenset(
@@ -51,10 +53,6 @@ class ReviewSource:
     """The ``platform`` stack output (StackOutputs fields), {} when not known."""
 
 
-def _short_type(resource_type: str) -> str:
-    return resource_type.rsplit(":", 1)[-1]
-
-
 def _urn_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
@@ -76,8 +74,6 @@ def _platform_environment(
 
 def from_offline(stack: str, config_file: Path | None = None) -> ReviewSource:
     """Run the infra program under Pulumi's mocks (``infra.offline``); review what it declares."""
-    from infra.offline import run_offline  # imports pulumi and the program: only when asked to
-
     run = run_offline(stack, config_file)
     platform = dict(run.outputs.get("platform") or {})
     resources = []
