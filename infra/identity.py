@@ -186,7 +186,3 @@ class Identity(pulumi.ComponentResource):
     @property
     def trainer_member(self) -> pulumi.Output[str]:
         return sa_member(self.trainer.email)
-
-    @property
-    def launcher_member(self) -> pulumi.Output[str]:
-        return sa_member(self.launcher.email)

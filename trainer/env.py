@@ -48,10 +48,6 @@ class VertexEnv:
     """`AIP_TENSORBOARD_LOG_DIR`. None: the config decides."""
     cluster_spec: Mapping[str, Any] | None = None
 
-    @property
-    def is_chief(self) -> bool:
-        return self.node_rank == 0
-
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> VertexEnv:
         env = os.environ if environ is None else environ

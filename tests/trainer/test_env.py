@@ -8,7 +8,7 @@ from trainer.env import DEFAULT_MASTER_PORT, VertexEnv
 def test_defaults_describe_one_local_node():
     env = VertexEnv.from_environ({})
     assert (env.nnodes, env.node_rank, env.master_addr) == (1, 0, "127.0.0.1")
-    assert env.checkpoint_dir is None and env.job_id is None and env.is_chief
+    assert env.checkpoint_dir is None and env.job_id is None
 
 
 def test_multi_replica_pytorch_variables_count_nodes():
@@ -31,7 +31,6 @@ def test_multi_replica_pytorch_variables_count_nodes():
         1234,
     )
     assert env.checkpoint_dir == "gs://b/runs/r/checkpoints/" and env.job_id == "42"
-    assert not env.is_chief
 
 
 def test_cluster_spec_with_job_as_json_string_gives_topology_without_pytorch_vars():
