@@ -89,11 +89,6 @@ def validate_template_doc(
     return _finish(structural, facts, source)
 
 
-def validate_template(template: JobTemplate, region: str | None = None) -> list[Problem]:
-    """Every problem in a parsed JobTemplate (``region``: the stack's, if the template has none)."""
-    return validate_template_doc(template.to_document(), region=region)
-
-
 def validate_document(
     doc: Any, kind: str, region: str | None = None, source: str | None = None
 ) -> list[Problem]:

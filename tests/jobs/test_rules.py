@@ -13,8 +13,8 @@ import pytest
 
 from jobs.catalog import load_catalog
 from jobs.facts import facts_from_rest_job
-from jobs.rules import RULES, run_rules
 from jobs.rest_check import check_rest_fields
+from jobs.rules import RULES, run_rules
 from jobs.validate import validate_custom_job
 
 POOL0 = "jobSpec.workerPoolSpecs[0]"

@@ -278,14 +278,12 @@ def test_template_level_env_problems_are_not_repeated_per_pool() -> None:
     assert [p.path for p in problems] == ["env"]
 
 
-def test_validate_template_uses_the_stack_region_when_the_template_has_none() -> None:
-    from jobs.validate import validate_template
-
-    template = JobTemplate.model_validate(
+def test_validation_uses_the_stack_region_when_the_template_has_none() -> None:
+    doc = JobTemplate.model_validate(
         {**BASE, "pools": {"chief": {"machine": "a2-highgpu-1g"}}}
-    )
-    assert validate_template(template) == []
-    problems = validate_template(template, region="europe-west1")
+    ).to_document()
+    assert validate_template_doc(doc) == []
+    problems = validate_template_doc(doc, region="europe-west1")
     assert [p.path for p in problems] == ["pools.chief.machine", "pools.chief.accelerator"]
 
 
