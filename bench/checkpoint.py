@@ -54,8 +54,8 @@ def _config(data: str) -> Any:
 def _training_state(cfg: Any) -> tuple[Any, Any, Any, dict[str, Any]]:
     import torch
 
-    from trainer.data import BatchStream
-    from trainer.loop import build_optimizer, build_rows, build_scheduler
+    from trainer.data import BatchStream, build_rows
+    from trainer.loop import build_optimizer, build_scheduler
     from trainer.model import build_model, build_tokenizer
     from trainer.state import Progress, TrainState
 

@@ -203,9 +203,9 @@ def run_ours(variant: str, data: str, steps: int, batch: int, timer: StepTimer) 
     import logging
 
     from trainer.config import parse_config
-    from trainer.data import BatchStream
+    from trainer.data import BatchStream, build_rows
     from trainer.env import VertexEnv
-    from trainer.loop import build_rows, train
+    from trainer.loop import train
     from trainer.model import build_tokenizer
 
     class StepEnds(logging.Handler):

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from trainer.attention import Buckets
-from trainer.config import ConfigError, DataConfig
+from trainer.config import ConfigError, DataConfig, TrainConfig
 
 IGNORE = -100
 # HF's group_by_length heuristic: sort by length inside windows of 50 batches, so batches are
@@ -244,6 +244,27 @@ def pack_rows(examples: list[Example], max_seq_length: int) -> list[Row]:
         if room - size > 0:
             bisect.insort(free, (room - size, b))
     return [Row(tuple(examples[i] for i in members)) for members in bins]
+
+
+def build_rows(cfg: TrainConfig, tokenizer: Any) -> tuple[list[Row], list[Row]]:
+    """The training and eval rows of a config: read, tokenized, split, packed (or one each)."""
+
+    def load(key: str, path: str) -> list[Example]:
+        # Bad data is a mistake in the config or the file, not a bug: say which key and where.
+        try:
+            return tokenize_records(read_records(path, cfg.data.format), tokenizer, cfg.data, path)
+        except FileNotFoundError:
+            raise ConfigError(f"{key}: {path} does not exist") from None
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+
+    examples = load("data.path", cfg.data.path)
+    if cfg.data.eval_path:
+        train, evals = examples, load("data.eval_path", cfg.data.eval_path)
+    else:
+        train, evals = split_train_eval(examples, cfg.data.eval_fraction, cfg.seed)
+    rows = pack_rows if cfg.data.packing else (lambda ex, _n: single_rows(ex))
+    return rows(train, cfg.data.max_seq_length), rows(evals, cfg.data.max_seq_length)
 
 
 def plan_buckets(lengths: list[int], cost: int = BUCKET_COST_SLOTS) -> list[int]:

@@ -31,18 +31,8 @@ from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
 from trainer.allocator import retain_freed_memory
 from trainer.checkpoint import Checkpointer
-from trainer.config import ConfigError, TrainConfig
-from trainer.data import (
-    BatchStream,
-    Example,
-    Row,
-    eval_batches,
-    pack_rows,
-    read_records,
-    single_rows,
-    split_train_eval,
-    tokenize_records,
-)
+from trainer.config import TrainConfig
+from trainer.data import BatchStream, build_rows, eval_batches
 from trainer.env import VertexEnv
 from trainer.export import export_model
 from trainer.metrics import TensorBoard, Throughput, peak_flops_per_s, setup_logging
@@ -94,25 +84,6 @@ def init_distributed() -> None:
             dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank_from_env())
-
-
-def build_rows(cfg: TrainConfig, tokenizer: Any) -> tuple[list[Row], list[Row]]:
-    def load(key: str, path: str) -> list[Example]:
-        # Bad data is a mistake in the config or the file, not a bug: say which key and where.
-        try:
-            return tokenize_records(read_records(path, cfg.data.format), tokenizer, cfg.data, path)
-        except FileNotFoundError:
-            raise ConfigError(f"{key}: {path} does not exist") from None
-        except ValueError as exc:
-            raise ConfigError(f"{key}: {exc}") from None
-
-    examples = load("data.path", cfg.data.path)
-    if cfg.data.eval_path:
-        train, evals = examples, load("data.eval_path", cfg.data.eval_path)
-    else:
-        train, evals = split_train_eval(examples, cfg.data.eval_fraction, cfg.seed)
-    rows = pack_rows if cfg.data.packing else (lambda ex, _n: single_rows(ex))
-    return rows(train, cfg.data.max_seq_length), rows(evals, cfg.data.max_seq_length)
 
 
 def wrap_model(
