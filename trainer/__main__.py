@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import sys
 
-from trainer.cli import main
+from trainer.preemption import StopRequest
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # First thing, before trainer.cli loads torch and transformers (seconds): a SIGTERM during
+    # start-up becomes a stop request that the loop sees at its first check, not a death.
+    stop = StopRequest().install()
+
+    from trainer.cli import main
+
+    sys.exit(main(stop=stop))

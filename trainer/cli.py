@@ -6,7 +6,11 @@ import argparse
 import sys
 
 from trainer.config import ConfigError, TrainConfig, load_config
+from trainer.env import VertexEnv
+from trainer.estimate import print_estimate
+from trainer.loop import train
 from trainer.preemption import StopRequest
+from trainer.secrets import SecretsError, export_secrets
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -30,9 +34,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    # Before anything slow: a SIGTERM during start-up must become a stop request, not a death.
-    stop = StopRequest().install()
+def main(argv: list[str] | None = None, stop: StopRequest | None = None) -> int:
+    """Pass the `stop` that `python -m trainer` installs before importing this module (and with
+    it torch): a SIGTERM during start-up must become a stop request, not a death."""
+    stop = stop or StopRequest().install()
     args = parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)
@@ -50,14 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(cfg: TrainConfig, args: argparse.Namespace, stop: StopRequest) -> int:
     if args.estimate:
-        from trainer.estimate import print_estimate
-
         print_estimate(cfg, args.accelerator, args.devices)
         return 0
-    from trainer.env import VertexEnv
-    from trainer.loop import train
-    from trainer.secrets import SecretsError, export_secrets
-
     try:
         export_secrets()
     except SecretsError as exc:  # its message holds no value: printing it is safe

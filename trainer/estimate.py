@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trainer.config import TrainConfig
+from trainer.model import build_skeleton, count_parameters
 
 # Memory per device in GiB for Vertex accelerator types (Vertex enum names).
 ACCELERATOR_MEMORY_GIB = {
@@ -34,8 +35,6 @@ GIB = 2**30
 
 
 def estimate(cfg: TrainConfig, devices: int) -> dict[str, float]:
-    from trainer.model import build_skeleton, count_parameters
-
     model = build_skeleton(cfg.model)
     total, trainable = count_parameters(model)
     config = model.config

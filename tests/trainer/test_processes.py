@@ -194,3 +194,40 @@ def test_process_killed_while_committing_resumes_from_previous_checkpoint(tmp_pa
     assert_bit_identical(
         final_weights(tmp_path / "straight" / "model"), final_weights(tmp_path / "killed" / "model")
     )
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has a SIGTERM handler (Linux: the SigCgt mask in /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(
+        next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16
+    )
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_during_start_up_is_a_stop_request_taken_before_torch_loads(
+    tmp_path, small_dataset
+):
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(tiny_config(str(small_dataset), str(tmp_path / "out"))))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "--config", str(config)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        while proc.poll() is None and not _catches_sigterm(proc.pid):
+            pass
+        maps = Path(f"/proc/{proc.pid}/maps").read_text()
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "libtorch" not in maps, "the SIGTERM handler came after torch was loaded"
+    assert proc.returncode == EXIT_PREEMPTED, output[-3000:]
+    assert any("during start-up" in e.get("message", "") for e in read_json_lines(output)), output
