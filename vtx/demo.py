@@ -24,6 +24,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from jobs.local.client import LocalApiError, preempt_replica, read_logs
+from jobs.local.platform import PlatformError, bring_up, free_port, stop_platform
+from jobs.local.settings import LocalSettings
+from jobs.local.state import EXAMPLE_DATA, running_state, stack_outputs_for
 from jobs.stack import StackOutputs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,8 +133,6 @@ class PreemptAfterFirstCheckpoint(threading.Thread):
         self.error: str | None = None
 
     def run(self) -> None:
-        from jobs.local.client import LocalApiError, preempt_replica, read_logs
-
         cursor = 0
         while not self.done.wait(0.5):
             try:
@@ -160,8 +162,6 @@ class PreemptAfterFirstCheckpoint(threading.Thread):
 def _ensure_platform(data_dir: Path, console: Console):
     """The running platform in data_dir (recovered if part of it had stopped), or a new one;
     returns (state, started_here)."""
-    from jobs.local.platform import PlatformError, bring_up, free_port, running_state
-
     state = running_state(data_dir)
     if state is not None:
         console.print(f"using the local platform already running from {state.data_dir}")
@@ -173,7 +173,10 @@ def _ensure_platform(data_dir: Path, console: Console):
         return state, False
     console.print("starting the local platform (GCS emulator + control plane)...")
     try:
-        started = bring_up(data_dir, REPO, free_port(), free_port())
+        settings = LocalSettings(
+            data_dir=data_dir, cwd=REPO, port=free_port(), gcs_port=free_port()
+        )
+        started = bring_up(settings)
     except PlatformError as exc:
         raise DemoError(f"could not start the local platform: {exc}") from exc
     if started.note:
@@ -252,9 +255,6 @@ def run_demo(
     trainer_overrides: list[str] | None = None,
 ) -> DemoResult:
     """Run the demo; DemoError if it could not, a DemoResult (any final state) otherwise."""
-    from jobs.local.platform import stop_platform
-    from jobs.local.state import EXAMPLE_DATA, stack_outputs_for
-
     state, started = _ensure_platform(data_dir, console)
     try:
         if preview:

@@ -1,17 +1,32 @@
 """`vtx local up|down|status|preempt` and `vtx demo`: the embedded local platform.
 
-Cheap to import (loaded by `vtx --help`): the platform modules are imported in the commands."""
+Loaded by `vtx --help`, so it imports only cheap modules: the platform's client side (state,
+settings, process control over psutil and urllib); the server's FastAPI stays in its process.
+`up`'s options take their defaults, bounds and help from ``LocalSettings``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from jobs.local.state import PlatformState
+from jobs.local.client import LocalApiError, health, preempt_replica
+from jobs.local.platform import PlatformError, bring_up, stop_platform
+from jobs.local.settings import LocalSettings, default_data_dir, option_spec
+from jobs.local.state import (
+    PlatformState,
+    gcs_alive,
+    local_stack_outputs,
+    read_state,
+    running_state,
+    server_alive,
+)
+from jobs.stack import StackError
+from vtx.demo import DemoError, run_demo
 from vtx.output import print_error
 
 local_app = typer.Typer(
@@ -36,42 +51,38 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _data_dir(data_dir: Path | None) -> Path:
-    from jobs.local.state import default_data_dir
-
     return data_dir or default_data_dir()
+
+
+def _setting(field: str, flag: str, envvar: str | None = None) -> Any:
+    """The option for a LocalSettings field: its default, bounds and help are the field's."""
+    spec = option_spec(field)
+    return typer.Option(spec.pop("default"), flag, envvar=envvar, **spec)
 
 
 @local_app.command("up")
 def up(
     data_dir: Path | None = DataDirOption,
-    port: int = typer.Option(
-        8470, min=1, max=65535, envvar="VTX_LOCAL_PORT", help="Control plane port on 127.0.0.1."
-    ),
-    gcs_port: int = typer.Option(
-        8471, min=1, max=65535, envvar="VTX_LOCAL_GCS_PORT", help="GCS emulator port on 127.0.0.1."
-    ),
-    max_replicas: int = typer.Option(8, min=1, help="Replicas that may run at once."),
-    grace_s: float = typer.Option(
-        30.0, min=0, max=3600, help="SIGTERM-to-SIGKILL delay (a Spot VM gets 30 s)."
-    ),
-    chaos: float = typer.Option(
-        0.0,
-        min=0,
-        max=3600,
-        help="Random preemptions per replica-hour for Spot jobs (label vtx-chaos-per-hour).",
-    ),
-    chaos_seed: int = typer.Option(0, help="Seed of the chaos schedule (label vtx-chaos-seed)."),
+    port: int = _setting("port", "--port", envvar="VTX_LOCAL_PORT"),
+    gcs_port: int = _setting("gcs_port", "--gcs-port", envvar="VTX_LOCAL_GCS_PORT"),
+    max_replicas: int = _setting("max_replicas", "--max-replicas"),
+    grace_s: float = _setting("grace_s", "--grace-s"),
+    chaos: float = _setting("chaos_per_hour", "--chaos"),
+    chaos_seed: int = _setting("chaos_seed", "--chaos-seed"),
 ) -> None:
     """Start the GCS emulator and the control plane in the background; after a crash, start
     again only what stopped (running jobs go on)."""
-    from jobs.local.platform import ExecutorOptions, PlatformError, bring_up
-    from jobs.stack import StackError
-
     try:
-        options = ExecutorOptions(
-            max_replicas=max_replicas, grace_s=grace_s, chaos_per_hour=chaos, chaos_seed=chaos_seed
+        settings = LocalSettings(
+            data_dir=_data_dir(data_dir),
+            port=port,
+            gcs_port=gcs_port,
+            max_replicas=max_replicas,
+            grace_s=grace_s,
+            chaos_per_hour=chaos,
+            chaos_seed=chaos_seed,
         )
-        started = bring_up(_data_dir(data_dir), Path.cwd(), port, gcs_port, options=options)
+        started = bring_up(settings)
     except (PlatformError, StackError, OSError) as exc:
         raise _fail(str(exc)) from None
     if started.note:
@@ -86,9 +97,6 @@ def up(
 @local_app.command("down")
 def down(data_dir: Path | None = DataDirOption) -> None:
     """Stop the local platform (running replicas are stopped and their jobs fail)."""
-    from jobs.local.platform import PlatformError, stop_platform
-    from jobs.stack import StackError
-
     try:
         state = stop_platform(_data_dir(data_dir))
     except (PlatformError, StackError, OSError) as exc:
@@ -102,10 +110,6 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show whether the local platform runs and where."""
-    from jobs.local.platform import running_state
-    from jobs.local.state import read_state
-    from jobs.stack import StackError
-
     directory = _data_dir(data_dir)
     try:
         state = running_state(directory)
@@ -114,8 +118,6 @@ def status(
         raise _fail(str(exc)) from None
     info: dict[str, object] = {"running": state is not None, "data_dir": str(directory.resolve())}
     if state is not None:
-        from jobs.local.client import LocalApiError, health
-
         try:
             active = health(state.vertex_endpoint)["active_jobs"]
         except LocalApiError as exc:
@@ -145,8 +147,6 @@ def status(
 
 
 def _why_down(recorded: PlatformState | None) -> str:
-    from jobs.local.platform import gcs_alive, server_alive
-
     if recorded is None:
         return ""
     if server_alive(recorded) or gcs_alive(recorded):
@@ -169,10 +169,6 @@ def preempt(
     data_dir: Path | None = DataDirOption,
 ) -> None:
     """Deliver a Spot preemption to one replica: SIGTERM, grace, SIGKILL, then restart."""
-    from jobs.local.client import LocalApiError, preempt_replica
-    from jobs.local.state import local_stack_outputs
-    from jobs.stack import StackError
-
     try:
         stack = local_stack_outputs(_data_dir(data_dir) if data_dir else None)
         endpoint, token = stack.vertex_endpoint or "", stack.local_token or ""
@@ -190,8 +186,6 @@ def demo(
     keep_up: bool = typer.Option(False, help="Leave a platform this command started running."),
 ) -> None:
     """The whole path offline: platform, stack preview, a 2-replica LoRA job, a preemption."""
-    from vtx.demo import DemoError, run_demo
-
     try:
         result = run_demo(_data_dir(data_dir), console=console, keep_up=keep_up)
     except DemoError as exc:

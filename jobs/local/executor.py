@@ -38,6 +38,8 @@ import psutil
 from pydantic import BaseModel, Field
 
 from jobs.local import vertex_env
+from jobs.local.settings import LocalSettings
+from jobs.local.state import LOCAL_PROJECT_NUMBER
 from jobs.local.store import Store
 
 log = logging.getLogger(__name__)
@@ -117,27 +119,17 @@ class Runtime(BaseModel):
 
 
 class Executor:
-    def __init__(
-        self,
-        store: Store,
-        data_dir: Path,
-        cwd: Path,
-        gcs_endpoint: str,
-        project_number: str,
-        max_replicas: int = 8,
-        grace_s: float = 30.0,
-        chaos_per_hour: float = 0.0,
-        chaos_seed: int = 0,
-    ) -> None:
+    def __init__(self, store: Store, settings: LocalSettings) -> None:
         self.store = store
-        self.data_dir = data_dir
-        self.cwd = cwd
-        self.gcs_endpoint = gcs_endpoint
-        self.project_number = project_number
-        self.max_replicas = max_replicas
-        self.grace_s = grace_s
-        self.chaos_per_hour = chaos_per_hour
-        self.chaos_seed = chaos_seed
+        self.settings = settings
+        self.data_dir = settings.data_dir
+        self.cwd = settings.cwd
+        self.gcs_endpoint = settings.gcs_endpoint
+        self.project_number = LOCAL_PROJECT_NUMBER
+        self.max_replicas = settings.max_replicas
+        self.grace_s = settings.grace_s
+        self.chaos_per_hour = settings.chaos_per_hour
+        self.chaos_seed = settings.chaos_seed
         self._jobs: dict[str, tuple[dict, Runtime]] = {}
         self._procs: dict[tuple[str, str, int], subprocess.Popen[bytes]] = {}
         self._offsets: dict[str, int] = {}

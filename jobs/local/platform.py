@@ -6,7 +6,8 @@ them, and so that replicas (in sessions of their own) survive a control-plane cr
 re-attached: `vtx local up` after a crash starts only what is gone, on the ports recorded, and
 leaves what survived (the emulator the replicas write to, the replicas) alone. Both run with
 umask 077 in a 0700 data dir: jobs, logs, objects and the token are the user's alone. Used by
-`vtx local up|down|status`, `vtx demo` and the test fixture.
+`vtx local up|down|status`, `vtx demo` and the test fixture. Everything about how to run
+comes as one ``LocalSettings`` (jobs/local/settings.py), handed whole to the control plane.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import psutil
 
+from jobs.local.settings import LocalSettings
 from jobs.local.state import (
     EXAMPLE_DATA,
     LOCAL_BUCKETS,
@@ -38,15 +40,15 @@ from jobs.local.state import (
     PRIVATE_UMASK,
     TOKEN_ENV,
     PlatformState,
+    gcs_alive,
     read_state,
+    server_alive,
     state_path,
     write_state,
 )
 
 log = logging.getLogger(__name__)
 
-DEFAULT_VERTEX_PORT = 8470
-DEFAULT_GCS_PORT = 8471
 STARTUP_TIMEOUT_S = 30.0
 # The control plane stops running replicas on shutdown (SIGTERM, grace, SIGKILL): wait for that.
 SHUTDOWN_TIMEOUT_S = 60.0
@@ -56,46 +58,8 @@ class PlatformError(Exception):
     """Something the user can fix about starting or stopping the local platform."""
 
 
-@dataclass(frozen=True)
-class ExecutorOptions:
-    """Knobs of the local executor, passed to the control plane on start."""
-
-    max_replicas: int = 8
-    """Replicas that may run at once; a job needing more is refused, others wait QUEUED."""
-    grace_s: float = 30.0
-    """SIGTERM-to-SIGKILL delay on cancel, timeout and preemption (a Spot VM gets 30 s)."""
-    chaos_per_hour: float = 0.0
-    """Random preemptions per replica-hour of Spot jobs (0: none); labels can override."""
-    chaos_seed: int = 0
-
-
-def _alive(pid: int | None, create_time: float | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return create_time is None or abs(proc.create_time() - create_time) < 0.5
-    except psutil.NoSuchProcess:
-        return False
-
-
-def server_alive(state: PlatformState) -> bool:
-    return _alive(state.server_pid, state.server_create_time)
-
-
-def gcs_alive(state: PlatformState) -> bool:
-    # An emulator we did not start (gcs_pid None) is someone else's to keep alive.
-    return state.gcs_pid is None or _alive(state.gcs_pid, state.gcs_create_time)
-
-
-def running_state(data_dir: Path) -> PlatformState | None:
-    """The state of a platform whose processes are all alive, else None."""
-    state = read_state(data_dir)
-    if state is None or not (server_alive(state) and gcs_alive(state)):
-        return None
-    return state
+ExecutorOptions = LocalSettings
+"""The former name, still imported by tests/conftest.py and bench/goodput.py."""
 
 
 def port_free(port: int) -> bool:
@@ -233,28 +197,16 @@ def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     return _spawn(cmd, data_dir / "gcs.log", gcs_dir)
 
 
-def _start_server(
-    data_dir: Path,
-    cwd: Path,
-    port: int,
-    gcs_endpoint: str,
-    options: ExecutorOptions,
-    token: str,
-) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "jobs.local.server", "--data-dir", str(data_dir.resolve())]
-    cmd += ["--port", str(port), "--gcs-endpoint", gcs_endpoint, "--cwd", str(cwd)]
-    cmd += ["--max-replicas", str(options.max_replicas), "--grace-s", str(options.grace_s)]
-    cmd += [
-        "--chaos-per-hour",
-        str(options.chaos_per_hour),
-        "--chaos-seed",
-        str(options.chaos_seed),
-    ]
+def _start_server(settings: LocalSettings, token: str) -> subprocess.Popen[bytes]:
+    """The control plane, given its settings whole as one JSON argument (`--settings`) and the
+    token in its environment only."""
+    cmd = [sys.executable, "-m", "jobs.local.server", "--settings", settings.model_dump_json()]
     env = dict(os.environ)
     env[TOKEN_ENV] = token
     # Replicas need the checkout importable even when vtx is not installed in editable mode.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
-    return _spawn(cmd, data_dir / "server.log", cwd, env)
+    cwd = str(settings.cwd)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [cwd, env.get("PYTHONPATH")]))
+    return _spawn(cmd, settings.data_dir / "server.log", settings.cwd, env)
 
 
 def clear_stale(data_dir: Path) -> str | None:
@@ -269,48 +221,40 @@ def clear_stale(data_dir: Path) -> str | None:
     )
 
 
-def start_platform(
-    data_dir: Path,
-    cwd: Path,
-    vertex_port: int = DEFAULT_VERTEX_PORT,
-    gcs_port: int = DEFAULT_GCS_PORT,
-    gcs_endpoint: str | None = None,
-    options: ExecutorOptions | None = None,
-) -> PlatformState:
+def start_fresh(settings: LocalSettings, gcs_endpoint: str | None = None) -> PlatformState:
     """Start the emulator (unless ``gcs_endpoint`` names one already running) and the control
     plane, create the buckets with the example data, record the state, and return once both
     answer."""
-    data_dir = private_dir(data_dir.resolve())
+    data_dir = private_dir(settings.data_dir.resolve())
     if read_state(data_dir) is not None:
         raise PlatformError(
             f"the local platform is already running from {data_dir}, or was and crashed; "
             f"`vtx local up` recovers it, `vtx local down` stops it"
         )
-    _check_port(vertex_port, "--port")
+    _check_port(settings.port, "--port")
     gcs_proc = None
     if gcs_endpoint is None:
-        if gcs_port == vertex_port:
+        if settings.gcs_port == settings.port:
             # The emulator would take the port and answer the control plane's health check.
             raise PlatformError(
-                f"--port and --gcs-port are both {vertex_port}: the control plane and the GCS "
+                f"--port and --gcs-port are both {settings.port}: the control plane and the GCS "
                 f"emulator need a port each"
             )
-        _check_port(gcs_port, "--gcs-port")
-        gcs_proc = _start_gcs(data_dir, gcs_port)
-        gcs_endpoint = f"http://127.0.0.1:{gcs_port}"
+        _check_port(settings.gcs_port, "--gcs-port")
+        gcs_proc = _start_gcs(data_dir, settings.gcs_port)
+        gcs_port = settings.gcs_port
     else:
         gcs_port = int(gcs_endpoint.rsplit(":", 1)[1])
+    settings = settings.replace(data_dir=data_dir, gcs_port=gcs_port)
     token = secrets.token_urlsafe(32)
     server = None
     try:
         if gcs_proc is not None:
-            _wait_for_gcs(gcs_endpoint, gcs_proc, data_dir)
-        create_buckets(gcs_endpoint)
-        upload_examples(gcs_endpoint)
-        server = _start_server(
-            data_dir, cwd, vertex_port, gcs_endpoint, options or ExecutorOptions(), token
-        )
-        _wait_for_server(vertex_port, server, data_dir)
+            _wait_for_gcs(settings.gcs_endpoint, gcs_proc, data_dir)
+        create_buckets(settings.gcs_endpoint)
+        upload_examples(settings.gcs_endpoint)
+        server = _start_server(settings, token)
+        _wait_for_server(settings.port, server, data_dir)
     except BaseException:
         for proc in (server, gcs_proc):
             if proc is not None and proc.poll() is None:
@@ -319,8 +263,8 @@ def start_platform(
         raise
     state = PlatformState(
         data_dir=str(data_dir),
-        cwd=str(cwd.resolve()),
-        vertex_port=vertex_port,
+        cwd=str(settings.cwd.resolve()),
+        vertex_port=settings.port,
         gcs_port=gcs_port,
         server_pid=server.pid,
         server_create_time=psutil.Process(server.pid).create_time(),
@@ -330,6 +274,26 @@ def start_platform(
     )
     write_state(state)
     return state
+
+
+def start_platform(
+    data_dir: Path,
+    cwd: Path,
+    vertex_port: int | None = None,
+    gcs_port: int | None = None,
+    gcs_endpoint: str | None = None,
+    options: LocalSettings | None = None,
+) -> PlatformState:
+    """``start_fresh`` under its former signature, which tests/conftest.py and bench/goodput.py
+    still call: ``options`` with this data dir, working directory and ports."""
+    base = options or LocalSettings()
+    settings = base.replace(
+        data_dir=data_dir,
+        cwd=cwd,
+        port=vertex_port or base.port,
+        gcs_port=gcs_port or base.gcs_port,
+    )
+    return start_fresh(settings, gcs_endpoint)
 
 
 def _wait_for_gcs(gcs_endpoint: str, proc: subprocess.Popen[bytes], data_dir: Path) -> None:
@@ -350,19 +314,13 @@ class Started:
     note: str | None = None
 
 
-def bring_up(
-    data_dir: Path,
-    cwd: Path,
-    vertex_port: int = DEFAULT_VERTEX_PORT,
-    gcs_port: int = DEFAULT_GCS_PORT,
-    options: ExecutorOptions | None = None,
-) -> Started:
+def bring_up(settings: LocalSettings) -> Started:
     """`vtx local up`: start the platform, or bring back the part of it that died.
 
     After a crash of the control plane the emulator and the replicas live on: only the control
     plane is started again (on its recorded port, with the same token), and it re-attaches to
     the running jobs. A dead emulator is started again on its port over the same objects."""
-    data_dir = private_dir(data_dir.resolve())
+    data_dir = private_dir(settings.data_dir.resolve())
     state = read_state(data_dir)
     if state is not None:
         server_up, gcs_up = server_alive(state), gcs_alive(state)
@@ -372,13 +330,18 @@ def bring_up(
                 f"see `vtx local status`, or stop it with `vtx local down`"
             )
         if server_up or gcs_up:
-            return _recover(state, options or ExecutorOptions(), server_up)
+            return _recover(state, settings, server_up)
     note = clear_stale(data_dir)
-    return Started(start_platform(data_dir, cwd, vertex_port, gcs_port, options=options), note)
+    return Started(start_fresh(settings.replace(data_dir=data_dir)), note)
 
 
-def _recover(state: PlatformState, options: ExecutorOptions, server_up: bool) -> Started:
+def _recover(state: PlatformState, settings: LocalSettings, server_up: bool) -> Started:
+    """Start again what stopped, where the state says it ran (data dir, directory, ports);
+    ``settings`` gives the executor's knobs."""
     data_dir = Path(state.data_dir)
+    settings = settings.replace(
+        data_dir=data_dir, cwd=Path(state.cwd), port=state.vertex_port, gcs_port=state.gcs_port
+    )
     if server_up:  # the emulator died: same port, same objects on disk
         _check_port(state.gcs_port, "--gcs-port")
         gcs = _start_gcs(data_dir, state.gcs_port)
@@ -392,9 +355,7 @@ def _recover(state: PlatformState, options: ExecutorOptions, server_up: bool) ->
             state, f"the GCS emulator had stopped; started it again on :{state.gcs_port}"
         )
     _check_port(state.vertex_port, "--port")
-    server = _start_server(
-        data_dir, Path(state.cwd), state.vertex_port, state.gcs_endpoint, options, state.token
-    )
+    server = _start_server(settings, state.token)
     _wait_for_server(state.vertex_port, server, data_dir)
     state = state.model_copy(
         update={
@@ -436,7 +397,7 @@ def stop_platform(data_dir: Path) -> PlatformState:
             f"nothing to stop: no local platform is running from {data_dir}{detail}"
         )
     if not server_alive(state):
-        state = _recover(state, ExecutorOptions(), server_up=False).state
+        state = _recover(state, LocalSettings(), server_up=False).state
     _terminate(state.server_pid, SHUTDOWN_TIMEOUT_S)
     if state.gcs_pid is not None:
         _terminate(state.gcs_pid)

@@ -12,9 +12,9 @@ Every request first passes ``LocalClientsOnly`` (the rules are in jobs/local/gua
 non-browser clients only, JSON bodies of at most 1 MiB. Every error, ours or the framework's,
 answers in Google's JSON error shape.
 
-Run by `vtx local up` as ``python -m jobs.local.server --data-dir D --port P ...``, with the
-token in the environment variable ``VTX_LOCAL_TOKEN`` (not on the command line, which any user
-of the machine can read).
+Run by `vtx local up` as ``python -m jobs.local.server --settings JSON`` (a ``LocalSettings``,
+jobs/local/settings.py, passed whole to the executor), with the token in the environment
+variable ``VTX_LOCAL_TOKEN`` (not on the command line, which any user of the machine can read).
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
@@ -49,6 +47,7 @@ from jobs.local.guard import (
     peer_refusal,
     token_refusal,
 )
+from jobs.local.settings import LocalSettings
 from jobs.local.state import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV
 from jobs.local.store import Store
 
@@ -74,19 +73,6 @@ MAX_CURSOR = 2**63 - 1
 HEALTH_PATH = "/vtx/health"
 MAX_PREEMPT_WAIT_S = 300.0
 PREEMPT_POLL_S = 0.2
-
-
-@dataclass(frozen=True)
-class ServerSettings:
-    data_dir: Path
-    cwd: Path
-    gcs_endpoint: str
-    port: int
-    token: str
-    max_replicas: int = 8
-    grace_s: float = 30.0
-    chaos_per_hour: float = 0.0
-    chaos_seed: int = 0
 
 
 class ApiError(Exception):
@@ -207,20 +193,10 @@ def _executor_problems(job: dict) -> list[str]:
 # -- the app -------------------------------------------------------------------------------------
 
 
-def create_app(settings: ServerSettings) -> FastAPI:
+def create_app(settings: LocalSettings, token: str) -> FastAPI:
     """The app, wrapped in LocalClientsOnly: nothing reaches a route without passing it."""
     store = Store(settings.data_dir / "jobs.sqlite")
-    executor = Executor(
-        store,
-        data_dir=settings.data_dir,
-        cwd=settings.cwd,
-        gcs_endpoint=settings.gcs_endpoint,
-        project_number=LOCAL_PROJECT_NUMBER,
-        max_replicas=settings.max_replicas,
-        grace_s=settings.grace_s,
-        chaos_per_hour=settings.chaos_per_hour,
-        chaos_seed=settings.chaos_seed,
-    )
+    executor = Executor(store, settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -239,7 +215,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     )
     app.state.executor = executor
     app.state.store = store
-    app.add_middleware(LocalClientsOnly, port=settings.port, token=settings.token)
+    app.add_middleware(LocalClientsOnly, port=settings.port, token=token)
     _add_error_handlers(app)
     _add_job_routes(app, executor, store)
     _add_vtx_routes(app, executor, store)
@@ -438,33 +414,22 @@ def main() -> None:
     import uvicorn
 
     parser = argparse.ArgumentParser(description="vtx local control plane")
-    parser.add_argument("--data-dir", type=Path, required=True)
-    parser.add_argument("--cwd", type=Path, required=True)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--gcs-endpoint", required=True)
-    parser.add_argument("--max-replicas", type=int, default=8)
-    parser.add_argument("--grace-s", type=float, default=30.0)
-    parser.add_argument("--chaos-per-hour", type=float, default=0.0)
-    parser.add_argument("--chaos-seed", type=int, default=0)
+    parser.add_argument(
+        "--settings",
+        type=LocalSettings.model_validate_json,
+        required=True,
+        help="LocalSettings as JSON (vtx local up passes them)",
+    )
     args = parser.parse_args()
+    settings: LocalSettings = args.settings
     token = os.environ.pop(TOKEN_ENV, "")  # popped: replicas inherit this environment
     if not token:
         parser.error(f"{TOKEN_ENV} must hold the platform's token (vtx local up sets it)")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = ServerSettings(
-        data_dir=args.data_dir,
-        cwd=args.cwd,
-        gcs_endpoint=args.gcs_endpoint,
-        port=args.port,
-        token=token,
-        max_replicas=args.max_replicas,
-        grace_s=args.grace_s,
-        chaos_per_hour=args.chaos_per_hour,
-        chaos_seed=args.chaos_seed,
-    )
-    uvicorn.run(create_app(settings), host="127.0.0.1", port=args.port, log_level="warning")
+    app = create_app(settings, token)
+    uvicorn.run(app, host="127.0.0.1", port=settings.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 `vtx local up` writes ``state.json`` into the data directory (ports, pids, the working directory
 replicas run in); every other command reads it back. ``local_stack_outputs()`` turns it into the
 same StackOutputs a Pulumi stack exports, so `--stack local` needs no special case downstream.
-This module stays cheap to import: `vtx --help` loads it through jobs.stack.
+Whether what it records still runs (``running_state``) is answered here too, from the pids and
+their create times. This module stays cheap to import: `vtx --help` loads it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import json
 import os
 from pathlib import Path
 
+import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from jobs.local.settings import DATA_DIR_ENV, default_data_dir
 from jobs.stack import Buckets, StackError, StackOutputs
 
 # The local stack's fixed identity. The project number is what Vertex puts into resource names
@@ -35,7 +38,6 @@ EXAMPLE_DATA = {
 }
 """What `vtx local up` puts into the data bucket: the data the shipped templates read."""
 STATE_FILE = "state.json"
-DEFAULT_DIR = Path(".vtx") / "local"
 TOKEN_ENV = "VTX_LOCAL_TOKEN"
 """How `vtx local up` hands the token to the control plane (its command line is public)."""
 PRIVATE_DIR_MODE = 0o700
@@ -72,12 +74,6 @@ class PlatformState(BaseModel):
         return f"http://127.0.0.1:{self.gcs_port}"
 
 
-def default_data_dir() -> Path:
-    """``$VTX_LOCAL_DIR`` if set, else ``.vtx/local`` under the current directory."""
-    env = os.environ.get("VTX_LOCAL_DIR")
-    return Path(env) if env else DEFAULT_DIR
-
-
 def state_path(data_dir: Path) -> Path:
     return data_dir / STATE_FILE
 
@@ -107,6 +103,35 @@ def write_state(state: PlatformState) -> None:
     tmp.replace(path)
 
 
+def _alive(pid: int | None, create_time: float | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(proc.create_time() - create_time) < 0.5
+    except psutil.NoSuchProcess:
+        return False
+
+
+def server_alive(state: PlatformState) -> bool:
+    return _alive(state.server_pid, state.server_create_time)
+
+
+def gcs_alive(state: PlatformState) -> bool:
+    # An emulator we did not start (gcs_pid None) is someone else's to keep alive.
+    return state.gcs_pid is None or _alive(state.gcs_pid, state.gcs_create_time)
+
+
+def running_state(data_dir: Path) -> PlatformState | None:
+    """The state of a platform whose processes are all alive, else None."""
+    state = read_state(data_dir)
+    if state is None or not (server_alive(state) and gcs_alive(state)):
+        return None
+    return state
+
+
 def stack_outputs_for(state: PlatformState) -> StackOutputs:
     return StackOutputs(
         project=LOCAL_PROJECT,
@@ -125,14 +150,12 @@ def stack_outputs_for(state: PlatformState) -> StackOutputs:
 
 def local_stack_outputs(data_dir: Path | None = None) -> StackOutputs:
     """StackOutputs of the running local platform; StackError when it is not up."""
-    from jobs.local.platform import running_state
-
     directory = data_dir or default_data_dir()
     state = running_state(directory)
     if state is None:
         raise StackError(
             f"the local platform is not running (no live platform in {directory}): "
             f"run `vtx local up` first"
-            + ("" if os.environ.get("VTX_LOCAL_DIR") else ", or set VTX_LOCAL_DIR to its data dir")
+            + ("" if os.environ.get(DATA_DIR_ENV) else ", or set VTX_LOCAL_DIR to its data dir")
         )
     return stack_outputs_for(state)

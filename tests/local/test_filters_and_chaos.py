@@ -8,6 +8,7 @@ import pytest
 
 from jobs.local.executor import Executor
 from jobs.local.filters import FilterError, parse_filter
+from jobs.local.settings import LocalSettings
 from jobs.local.store import Store
 
 JOB = {"state": "JOB_STATE_RUNNING", "displayName": "lora-7b", "labels": {"team": "nlp"}}
@@ -42,7 +43,8 @@ def test_unsupported_filters_are_rejected(text: str) -> None:
 
 def _executor(tmp_path: Path, rate: float) -> Executor:
     store = Store(tmp_path / "db.sqlite")
-    return Executor(store, tmp_path, tmp_path, "http://127.0.0.1:1", "1", chaos_per_hour=rate)
+    settings = LocalSettings(data_dir=tmp_path, cwd=tmp_path, gcs_port=1, chaos_per_hour=rate)
+    return Executor(store, settings)
 
 
 def _spot(labels: dict[str, str] | None = None) -> dict:

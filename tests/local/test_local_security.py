@@ -24,6 +24,7 @@ from local_helpers import PARENT, client, custom_job, pool, wait_terminal
 from jobs.local.executor import Executor
 from jobs.local.guard import MAX_BODY_BYTES, socket_owner
 from jobs.local.platform import port_free
+from jobs.local.settings import LocalSettings
 from jobs.local.state import LOCAL_PROJECT_NUMBER, PlatformState
 from jobs.local.store import Store
 from jobs.stack import StackOutputs
@@ -312,14 +313,7 @@ def test_data_dir_files_are_private_to_the_user(
 
 def _executor(tmp_path: Path, cwd: Path) -> Executor:
     store = Store(tmp_path / "jobs.sqlite")
-    return Executor(
-        store,
-        data_dir=tmp_path,
-        cwd=cwd,
-        gcs_endpoint="http://127.0.0.1:1",
-        project_number=LOCAL_PROJECT_NUMBER,
-        grace_s=1.0,
-    )
+    return Executor(store, LocalSettings(data_dir=tmp_path, cwd=cwd, gcs_port=1, grace_s=1.0))
 
 
 def _rest_job(job_id: str) -> dict[str, Any]:

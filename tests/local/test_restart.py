@@ -21,13 +21,8 @@ from local_helpers import (
     wait_terminal,
 )
 
-from jobs.local.platform import (
-    ExecutorOptions,
-    bring_up,
-    free_port,
-    start_platform,
-    stop_platform,
-)
+from jobs.local.platform import bring_up, free_port, start_fresh, stop_platform
+from jobs.local.settings import LocalSettings
 from jobs.local.state import stack_outputs_for
 from jobs.local.store import Store
 
@@ -42,11 +37,9 @@ print("finished", flush=True)
 
 def test_control_plane_crash_and_restart_loses_no_job(gcs_emulator: str, tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
-    options = ExecutorOptions(grace_s=5.0)
     data_dir = tmp_path / "platform"
-    state = start_platform(
-        data_dir, repo, vertex_port=free_port(), gcs_endpoint=gcs_emulator, options=options
-    )
+    settings = LocalSettings(data_dir=data_dir, cwd=repo, port=free_port(), grace_s=5.0)
+    state = start_fresh(settings, gcs_endpoint=gcs_emulator)
     platform = stack_outputs_for(state)
     try:
         jobs = client(state.vertex_endpoint)
@@ -71,7 +64,7 @@ def test_control_plane_crash_and_restart_loses_no_job(gcs_emulator: str, tmp_pat
         runtime = Store(data_dir / "jobs.sqlite").get_runtime(lost.rsplit("/", 1)[1])
         assert runtime is not None
         os.killpg(runtime["replicas"][0]["pid"], signal.SIGKILL)
-        started = bring_up(data_dir, repo, options=options)
+        started = bring_up(settings)
         assert started.note and "control plane had stopped" in started.note
         state = started.state
         platform = stack_outputs_for(state)
@@ -98,13 +91,8 @@ def test_down_stops_running_replicas_and_fails_their_jobs(
 ) -> None:
     repo = Path(__file__).resolve().parents[2]
     data_dir = tmp_path / "platform"
-    state = start_platform(
-        data_dir,
-        repo,
-        vertex_port=free_port(),
-        gcs_endpoint=gcs_emulator,
-        options=ExecutorOptions(grace_s=5.0),
-    )
+    settings = LocalSettings(data_dir=data_dir, cwd=repo, port=free_port(), grace_s=5.0)
+    state = start_fresh(settings, gcs_endpoint=gcs_emulator)
     try:
         jobs = client(state.vertex_endpoint)
         job = jobs.create_custom_job(

@@ -13,11 +13,13 @@ from jobs.local.executor import (
     Replica,
     Runtime,
 )
+from jobs.local.settings import LocalSettings
 from jobs.local.store import Store
 
 
 def _setup(tmp_path: Path, restarts: int, job_retries: int, disable: bool = False):
-    executor = Executor(Store(tmp_path / "db.sqlite"), tmp_path, tmp_path, "http://x", "1")
+    settings = LocalSettings(data_dir=tmp_path, cwd=tmp_path)
+    executor = Executor(Store(tmp_path / "db.sqlite"), settings)
     job = {
         "name": "projects/1/locations/us-central1/customJobs/42",
         "state": "JOB_STATE_RUNNING",
