@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,14 +55,16 @@ def replica_counts(job: dict) -> list[int]:
     return [int(pool.get("replicaCount", 0) or 0) if pool else 0 for pool in pools(job)]
 
 
+def slots_of(counts: Sequence[int]) -> list[ReplicaSlot]:
+    """Every replica of pools with these replica counts, primary first. Empty pools are
+    skipped. Callers bound the counts first (the server refuses more than --max-replicas
+    before anything else)."""
+    return [ReplicaSlot(position, i) for position, count in enumerate(counts) for i in range(count)]
+
+
 def replica_slots(job: dict) -> list[ReplicaSlot]:
-    """Every replica of every pool, primary first. Empty pools are skipped. Callers bound the
-    counts first (the server refuses more than --max-replicas before anything else)."""
-    return [
-        ReplicaSlot(position, i)
-        for position, count in enumerate(replica_counts(job))
-        for i in range(count)
-    ]
+    """Every replica of every pool of ``job``, primary first."""
+    return slots_of(replica_counts(job))
 
 
 def is_distributed(job: dict) -> bool:

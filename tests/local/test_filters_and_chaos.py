@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from jobs.local.executor import Executor
 from jobs.local.filters import FilterError, parse_filter
-from jobs.local.settings import LocalSettings
-from jobs.local.store import Store
+from jobs.local.job import scheduling_of
+from jobs.local.lifecycle import ChaosLabelError, chaos_schedule
 
 JOB = {"state": "JOB_STATE_RUNNING", "displayName": "lora-7b", "labels": {"team": "nlp"}}
 
@@ -41,10 +38,8 @@ def test_unsupported_filters_are_rejected(text: str) -> None:
         parse_filter(text)
 
 
-def _executor(tmp_path: Path, rate: float) -> Executor:
-    store = Store(tmp_path / "db.sqlite")
-    settings = LocalSettings(data_dir=tmp_path, cwd=tmp_path, gcs_port=1, chaos_per_hour=rate)
-    return Executor(store, settings)
+def _schedule(job: dict, rate: float, replicas: int = 2) -> list[tuple[float, int]]:
+    return chaos_schedule(scheduling_of(job), job["labels"], replicas, rate, seed=0)
 
 
 def _spot(labels: dict[str, str] | None = None) -> dict:
@@ -54,17 +49,21 @@ def _spot(labels: dict[str, str] | None = None) -> dict:
     }
 
 
-def test_chaos_schedule_is_seeded_and_only_for_spot(tmp_path: Path) -> None:
-    executor = _executor(tmp_path, rate=30.0)
-    first = executor._chaos_schedule(_spot(), replicas=2)
-    assert first == executor._chaos_schedule(_spot(), replicas=2)
+def test_chaos_schedule_is_seeded_and_only_for_spot() -> None:
+    first = _schedule(_spot(), rate=30.0)
+    assert first == _schedule(_spot(), rate=30.0)
     assert first and all(0 < at <= 3600 and idx in (0, 1) for at, idx in first)
-    assert first != executor._chaos_schedule(_spot({"vtx-chaos-seed": "7"}), replicas=2)
+    assert first != _schedule(_spot({"vtx-chaos-seed": "7"}), rate=30.0)
     standard = {"jobSpec": {"scheduling": {"strategy": "STANDARD"}}, "labels": {}}
-    assert executor._chaos_schedule(standard, replicas=2) == []
+    assert _schedule(standard, rate=30.0) == []
 
 
-def test_chaos_label_overrides_the_platform_rate(tmp_path: Path) -> None:
-    executor = _executor(tmp_path, rate=0.0)
-    assert executor._chaos_schedule(_spot(), replicas=2) == []
-    assert executor._chaos_schedule(_spot({"vtx-chaos-per-hour": "60"}), replicas=2)
+def test_chaos_label_overrides_the_platform_rate() -> None:
+    assert _schedule(_spot(), rate=0.0) == []
+    assert _schedule(_spot({"vtx-chaos-per-hour": "60"}), rate=0.0)
+
+
+@pytest.mark.parametrize("labels", [{"vtx-chaos-per-hour": "often"}, {"vtx-chaos-seed": "x"}])
+def test_chaos_labels_that_are_not_numbers_are_refused(labels: dict[str, str]) -> None:
+    with pytest.raises(ChaosLabelError, match="must be whole numbers"):
+        _schedule(_spot(labels), rate=1.0)

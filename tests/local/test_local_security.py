@@ -23,6 +23,7 @@ from local_helpers import PARENT, client, custom_job, pool, wait_terminal
 
 from jobs.local.executor import Executor
 from jobs.local.guard import MAX_BODY_BYTES, socket_owner
+from jobs.local.lifecycle import JobState
 from jobs.local.platform import port_free
 from jobs.local.settings import LocalSettings
 from jobs.local.state import LOCAL_PROJECT_NUMBER, PlatformState
@@ -358,12 +359,12 @@ def test_cancel_ends_a_pending_job(tmp_path: Path) -> None:
     executor = _executor(tmp_path, cwd=tmp_path)
     job = executor.submit(_rest_job("2"))
     with executor._lock:
-        job, rt = executor._jobs["2"]
-        executor._set_state(job, rt, "JOB_STATE_PENDING")  # admitted, replicas not yet started
+        active = executor._jobs["2"]
+        executor._set_state(active, JobState.PENDING)  # admitted, replicas not yet started
     executor.cancel("2")
     job = _tick_until_terminal(executor, "2")
     assert job["state"] == "JOB_STATE_CANCELLED"
-    assert all(r.status == "new" for r in rt.replicas)  # nothing was started
+    assert all(r.status == "new" for r in active.rt.replicas)  # nothing was started
 
 
 # -- ports -------------------------------------------------------------------------------------
