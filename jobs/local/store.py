@@ -14,6 +14,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.local.job import RUN_ID_LABEL
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -67,7 +69,7 @@ class Store:
             self._db.close()
 
     def put_job(self, job_id: str, resource: dict, runtime: dict) -> None:
-        run_id = resource.get("labels", {}).get("vtx-run-id")
+        run_id = resource.get("labels", {}).get(RUN_ID_LABEL)
         with self._lock:
             # An upsert, not INSERT OR REPLACE: REPLACE deletes the row and gives it a new rowid,
             # and rowid is the creation order that listing and its page tokens rely on.
@@ -110,11 +112,6 @@ class Store:
     def delete_job(self, job_id: str) -> None:
         with self._lock:
             self._db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-
-    def job_ids_of_run(self, run_id: str) -> list[str]:
-        with self._lock:
-            rows = self._db.execute("SELECT id FROM jobs WHERE run_id = ?", (run_id,)).fetchall()
-        return [r[0] for r in rows]
 
     # -- logs -------------------------------------------------------------------------------
 
