@@ -329,7 +329,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 # ---- reading the file -------------------------------------------------------------------
 # The rules of jobs/safe_yaml.py (which job templates and stack configs go through), in a
 # smaller copy: the trainer ships alone in its container and imports nothing of ours.
-# tests/trainer/test_config.py pins the two to the same answers. PyYAML alone raises
+# tests/contracts/test_trainer_copies.py pins the two to the same answers. PyYAML alone raises
 # RecursionError on deep nesting, UnicodeDecodeError on a stray byte, ValueError on a
 # 5,000-digit integer, and keeps the last of two equal keys without a word.
 

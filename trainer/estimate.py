@@ -19,7 +19,8 @@ from rich.table import Table
 from trainer.config import TrainConfig
 from trainer.model import build_skeleton, count_parameters
 
-# Memory per device in GiB for Vertex accelerator types (Vertex enum names).
+# Memory per device in GiB for Vertex accelerator types (Vertex enum names): the GPUs of
+# jobs/catalog/accelerators.yaml (the trainer ships alone; tests/contracts/ pins the copy).
 ACCELERATOR_MEMORY_GIB = {
     "NVIDIA_TESLA_T4": 16,
     "NVIDIA_TESLA_V100": 16,

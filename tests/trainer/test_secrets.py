@@ -213,14 +213,6 @@ def test_a_non_utf8_value_is_refused_without_its_bytes(secret_manager) -> None:
     assert_not_shown(shown(err.value), "the error")
 
 
-def test_the_trainer_copy_of_the_secret_name_grammar_is_the_validators() -> None:
-    from jobs.rules import ENV_NAME, SECRET_NAME
-    from trainer import secrets
-
-    assert secrets.SECRET_NAME.pattern == SECRET_NAME.pattern
-    assert secrets.ENV_NAME.pattern == ENV_NAME.pattern
-
-
 # ---- a whole run, as the container runs it ------------------------------------------------
 
 
