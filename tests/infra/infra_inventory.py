@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from infra.offline import run_offline
+
 INVENTORIES = Path(__file__).resolve().parent / "inventories"
 REGENERATE = ".venv/bin/python tests/infra/infra_inventory.py"
 MISSING = "__missing__"
@@ -110,8 +112,6 @@ def load(stack: str) -> dict[str, Any]:
 
 
 def write(stack: str) -> Path:
-    from infra.offline import run_offline
-
     path = INVENTORIES / f"{stack}.yaml"
     header = (
         f"# Expected resources of stack {stack} (generated, then reviewed like code).\n"

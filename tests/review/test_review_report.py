@@ -13,11 +13,20 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from infra.policy.evaluate import PolicySubject, evaluate
+from infra.policy.policies import POLICIES
+from infra.policy.rules import RuleContext
 from infra.review.builder import Report, build_report
 from infra.review.render_html import to_html
 from infra.review.render_json import to_data
 from infra.review.render_markdown import to_markdown
-from infra.review.sources import ReviewSource, ReviewSourceError, from_offline, from_preview_json
+from infra.review.sources import (
+    ReviewResource,
+    ReviewSource,
+    ReviewSourceError,
+    from_offline,
+    from_preview_json,
+)
 from vtx.review_commands import Format, render_review, review_app
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -311,8 +320,6 @@ def _engine_violations(resources, environment: str) -> set[tuple[str, str]]:
     from pulumi_policy.policy import _NotApplicableError
     from pulumi_policy.proxy import unknown_checking_proxy
 
-    from infra.policy.policies import POLICIES
-
     config = {"environment": environment}
     found: set[tuple[str, str]] = set()
     for policy in POLICIES:
@@ -346,9 +353,6 @@ def _engine_violations(resources, environment: str) -> set[tuple[str, str]]:
 def test_crossguard_policies_agree_with_the_offline_verdicts(offline, stack: str) -> None:
     """The pack `pulumi preview --policy-pack infra/policy` loads finds what the review finds,
     on the real stack plus two resources that must be refused."""
-    from infra.policy.evaluate import PolicySubject, evaluate
-    from infra.policy.rules import RuleContext
-    from infra.review.sources import ReviewResource
 
     source, _ = offline[stack]
     planted = [

@@ -10,6 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
+from trainer.config import parse_config
+from trainer.env import VertexEnv
+from trainer.loop import train
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "trainer" / "examples"
 TOKENIZER = EXAMPLES / "tokenizer"
 DATASET = EXAMPLES / "data" / "tiny.jsonl"
@@ -94,10 +98,6 @@ def read_json_lines(text: str) -> list[dict[str, Any]]:
 
 def run_in_process(cfg: dict[str, Any], environ: dict[str, str] | None = None) -> int:
     """Train in this process (no interpreter start-up: a tiny run takes about a second)."""
-    from trainer.config import parse_config
-    from trainer.env import VertexEnv
-    from trainer.loop import train
-
     return train(parse_config(cfg), VertexEnv.from_environ(environ or {}))
 
 

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from tests.trainer.conftest import TINY_LLAMA
-from trainer.config import ConfigError, load_config, parse_config
+from trainer.cli import main
+from trainer.config import ROPE_TYPES, ConfigError, check_model_config, load_config, parse_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "trainer" / "examples"
 
@@ -131,8 +132,6 @@ def cli_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int,
     """(exit code, the stderr line naming the problem) of `python -m trainer` on tiny.yaml."""
     import signal
 
-    from trainer.cli import main
-
     previous = signal.getsignal(signal.SIGTERM)
     try:
         code = main(["--config", str(EXAMPLES / "tiny.yaml"), *args])
@@ -171,8 +170,6 @@ HOSTILE_CONFIGS = {
 def trainer_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """(exit code, stderr) of `python -m trainer ARGS`, which must not print a traceback."""
     import signal
-
-    from trainer.cli import main
 
     previous = signal.getsignal(signal.SIGTERM)
     try:
@@ -245,8 +242,6 @@ def test_rope_table_matches_transformers_and_its_minimal_settings_build(rope_typ
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
-    from trainer.config import ROPE_TYPES, check_model_config
 
     assert set(ROPE_TYPES) == {"default", *ROPE_INIT_FUNCTIONS}
     head_dim = TINY_LLAMA["hidden_size"] // TINY_LLAMA["num_attention_heads"]

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.trainer.conftest import DATASET, TINY_LLAMA, TOKENIZER
+from trainer.attention import use_segment_attention
 from trainer.config import DataConfig
 from trainer.data import (
     IGNORE,
@@ -171,8 +172,6 @@ def test_ranks_get_disjoint_equal_shares_and_epochs_reshuffle():
 
 def test_a_bucketed_batch_gives_each_example_its_logits_alone(tokenizer):
     from transformers import AutoConfig, AutoModelForCausalLM
-
-    from trainer.attention import use_segment_attention
 
     torch.manual_seed(0)
     options = dict(TINY_LLAMA)

@@ -31,6 +31,7 @@ from trainer.secrets import (
     EMULATOR_ENV,
     SECRETS_ENV,
     SecretsError,
+    _access,
     export_secrets,
     parse_secret_refs,
 )
@@ -206,10 +207,8 @@ def test_a_non_utf8_value_is_refused_without_its_bytes(secret_manager) -> None:
             payload = type("Payload", (), {"data": b"\xff" + PLANTED.encode()})
             return type("Response", (), {"payload": payload})
 
-    from trainer import secrets
-
     with pytest.raises(SecretsError, match="not UTF-8") as err:
-        secrets._access(Client(), "HF_TOKEN", "projects/123/secrets/hf-token/versions/latest")
+        _access(Client(), "HF_TOKEN", "projects/123/secrets/hf-token/versions/latest")
     assert_not_shown(shown(err.value), "the error")
 
 

@@ -119,10 +119,8 @@ def test_early_stopping_ends_the_run_and_still_exports(tmp_path, small_dataset, 
 
 
 def test_save_every_minutes_follows_rank_zero_clock(tmp_path, small_dataset, monkeypatch, capsys):
-    import trainer.loop
-
     clock = iter(range(0, 10_000, 61))  # every reading is 61 s after the previous one
-    monkeypatch.setattr(trainer.loop.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr("trainer.loop.time.monotonic", lambda: float(next(clock)))
     cfg = tiny_config(
         str(small_dataset), str(tmp_path), max_steps=3, save_steps=None, save_every_minutes=1.0
     )
