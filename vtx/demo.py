@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from dataclasses import dataclass, field
@@ -24,13 +25,21 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from infra.offline import render_preview, run_offline
+from jobs.client import Vertex, state_name
+from jobs.contract import new_run_id
+from jobs.document import load_document
 from jobs.local.client import LocalApiError, preempt_replica, read_logs
 from jobs.local.platform import PlatformError, bring_up, free_port, stop_platform
 from jobs.local.settings import LocalSettings
 from jobs.local.state import EXAMPLE_DATA, running_state, stack_outputs_for
+from jobs.logs import LocalLogSource
+from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs
+from jobs.validate import checked_template
+from vtx.job_commands import launch_job
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "jobs" / "templates" / "smoke-cpu.yaml"
 PREEMPTED_REPLICA = "workerpool1-0"
 
@@ -112,10 +121,6 @@ def summarize(entries: list[dict[str, Any]]) -> RunSummary:
 
 
 def read_run_logs(stack: StackOutputs, run_id: str) -> list[dict[str, Any]]:
-    import dataclasses
-
-    from jobs.logs import LocalLogSource
-
     source = LocalLogSource(stack.vertex_endpoint or "", run_id, token=stack.local_token or "")
     entries, _ = source.fetch(None)
     return [dataclasses.asdict(e) for e in entries]
@@ -189,24 +194,15 @@ def _ensure_platform(data_dir: Path, console: Console):
 def _preview(console: Console) -> None:
     console.rule("[bold]1. The dev stack, previewed offline (Pulumi program under mocks)")
     try:
-        from infra.offline import render_preview, run_offline
-
         console.print(render_preview(run_offline("dev")))
     except Exception as exc:  # the preview informs; the run below does not depend on it
         console.print(f"[yellow]stack preview unavailable: {exc}[/yellow]")
 
 
-def _template(trainer_overrides: list[str]):
-    from jobs.spec import load_document, template_from_document
-    from jobs.validate import validate_document
-
-    document = load_document(TEMPLATE, [])
-    problems = document.problems or validate_document(
-        document.doc, document.kind, None, document.source
-    )
-    if problems:
+def _template(trainer_overrides: list[str]) -> JobTemplate:
+    template, problems = checked_template(load_document(TEMPLATE, []))
+    if template is None:
         raise DemoError(f"{TEMPLATE}: " + "; ".join(str(p) for p in problems))
-    template = template_from_document(document)
     extra = [arg for item in trainer_overrides for arg in ("--set", item)]
     return template.model_copy(update={"args": [*template.args, *extra]})
 
@@ -272,10 +268,6 @@ def run_demo(
 
 
 def _launch_and_follow(console: Console, stack, trainer_overrides: list[str]) -> DemoResult:
-    from jobs.client import Vertex, state_name
-    from jobs.compile import new_run_id
-    from vtx.runs import launch_job
-
     template = _template(trainer_overrides)
     run_id = new_run_id(template.name)
     watcher = PreemptAfterFirstCheckpoint(stack, run_id, console)
