@@ -86,19 +86,17 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
     from google.cloud import aiplatform_v1
 
     from jobs.local.client import preempt_replica, read_logs
-    from jobs.local.platform import ExecutorOptions, free_port, start_platform, stop_platform
+    from jobs.local.platform import free_port, start_fresh, stop_platform
+    from jobs.local.settings import LocalSettings
     from jobs.local.state import LOCAL_BUCKETS, LOCAL_PROJECT, LOCAL_REGION
 
     points = sorted(random.Random(seed).sample(range(10, steps - 10, 5), preemptions))
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "platform"
-        state = start_platform(
-            data_dir,
-            REPO,
-            vertex_port=free_port(),
-            gcs_port=free_port(),
-            options=ExecutorOptions(grace_s=30.0),
+        settings = LocalSettings(
+            data_dir=data_dir, cwd=REPO, port=free_port(), gcs_port=free_port(), grace_s=30.0
         )
+        state = start_fresh(settings)
         try:
             os.environ["STORAGE_EMULATOR_HOST"] = state.gcs_endpoint
             data = f"{LOCAL_BUCKETS.data}/bench/tiny.jsonl"

@@ -97,17 +97,20 @@ def local_platform_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     VTX_LOCAL_DIR so that `--stack local` / `local_stack_outputs()` find it. Its emulator is
     not the `gcs_emulator` fixture's: talk to it through `gcs_endpoint`. A 5 s grace period
     keeps stop paths quick (Vertex's is 30 s)."""
-    from jobs.local.platform import ExecutorOptions, start_platform, stop_platform
+    from jobs.local.platform import start_fresh, stop_platform
+    from jobs.local.settings import LocalSettings
 
     data_dir = tmp_path_factory.mktemp("vtx-local")
     repo = Path(__file__).resolve().parent.parent
-    state = start_platform(
-        data_dir,
+    settings = LocalSettings(
+        data_dir=data_dir,
         cwd=repo,
-        vertex_port=free_port(),
+        port=free_port(),
         gcs_port=free_port(),
-        options=ExecutorOptions(grace_s=5.0, max_replicas=8),
+        grace_s=5.0,
+        max_replicas=8,
     )
+    state = start_fresh(settings)
     previous = os.environ.get("VTX_LOCAL_DIR")
     os.environ["VTX_LOCAL_DIR"] = str(data_dir)
     try:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from jobs.contract import LABEL_RUN_ID
+from jobs.durations import parse_duration_s
 from jobs.local import vertex_env
-from jobs.local.lifecycle import Scheduling, duration_s
+from jobs.local.lifecycle import Scheduling
 from jobs.local.vertex_env import ReplicaSlot
-
-RUN_ID_LABEL = "vtx-run-id"
 
 
 def job_id(name: str) -> str:
@@ -26,7 +26,7 @@ def scheduling_of(job: dict) -> Scheduling:
     scheduling = job.get("jobSpec", {}).get("scheduling", {})
     return Scheduling(
         spot=scheduling.get("strategy") == "SPOT",
-        timeout_s=duration_s(scheduling.get("timeout")),
+        timeout_s=parse_duration_s(scheduling.get("timeout")) or None,  # "0s": no timeout
         disable_retries=bool(scheduling.get("disableRetries", False)),
         restart_job_on_worker_restart=bool(scheduling.get("restartJobOnWorkerRestart", False)),
     )
@@ -58,7 +58,7 @@ class JobView:
 
     @property
     def run_id(self) -> str | None:
-        return self.labels.get(RUN_ID_LABEL)
+        return self.labels.get(LABEL_RUN_ID)
 
     @property
     def slots(self) -> list[ReplicaSlot]:

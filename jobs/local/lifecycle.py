@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum, StrEnum
 
+from jobs.catalog import vertex_default_timeout_s
+
 WORKER_RESTART_LIMIT = 5
 """Restarts of one replica after losses before the whole job is retried (Vertex's limit)."""
 JOB_RETRY_LIMIT = 3
@@ -36,8 +38,6 @@ CHAOS_RATE_LABEL = "vtx-chaos-per-hour"
 CHAOS_SEED_LABEL = "vtx-chaos-seed"
 CHAOS_MAX_EVENTS = 1000
 """A bound on one job's chaos schedule, whatever rate a label asks for."""
-CHAOS_HORIZON_S = 7 * 24 * 3600.0
-"""How far ahead a schedule is drawn for a job without a timeout: Vertex's default maximum."""
 
 
 class JobState(StrEnum):
@@ -402,7 +402,8 @@ def chaos_schedule(
     if rate <= 0:
         return []
     rng = random.Random(seed)
-    horizon_s = scheduling.timeout_s or CHAOS_HORIZON_S
+    # Without a timeout, a schedule is drawn as far ahead as Vertex's default timeout.
+    horizon_s = scheduling.timeout_s or vertex_default_timeout_s()
     schedule: list[tuple[float, int]] = []
     at = 0.0
     while len(schedule) < CHAOS_MAX_EVENTS:
@@ -411,12 +412,3 @@ def chaos_schedule(
             break
         schedule.append((at, rng.randrange(replicas)))
     return schedule
-
-
-def duration_s(value: str | None) -> float | None:
-    """A protobuf Duration in JSON form ("3600s", "1.5s") in seconds; None when unset, zero or
-    not finite."""
-    if not value:
-        return None
-    seconds = float(value.rstrip("s"))
-    return seconds if math.isfinite(seconds) and seconds > 0 else None

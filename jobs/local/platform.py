@@ -58,10 +58,6 @@ class PlatformError(Exception):
     """Something the user can fix about starting or stopping the local platform."""
 
 
-ExecutorOptions = LocalSettings
-"""The former name, still imported by tests/conftest.py and bench/goodput.py."""
-
-
 def port_free(port: int) -> bool:
     """Whether a server could listen on the port now. SO_REUSEADDR, as uvicorn and the
     emulator bind: a port whose last connections sit in TIME_WAIT is free to them."""
@@ -274,26 +270,6 @@ def start_fresh(settings: LocalSettings, gcs_endpoint: str | None = None) -> Pla
     )
     write_state(state)
     return state
-
-
-def start_platform(
-    data_dir: Path,
-    cwd: Path,
-    vertex_port: int | None = None,
-    gcs_port: int | None = None,
-    gcs_endpoint: str | None = None,
-    options: LocalSettings | None = None,
-) -> PlatformState:
-    """``start_fresh`` under its former signature, which tests/conftest.py and bench/goodput.py
-    still call: ``options`` with this data dir, working directory and ports."""
-    base = options or LocalSettings()
-    settings = base.replace(
-        data_dir=data_dir,
-        cwd=cwd,
-        port=vertex_port or base.port,
-        gcs_port=gcs_port or base.gcs_port,
-    )
-    return start_fresh(settings, gcs_endpoint)
 
 
 def _wait_for_gcs(gcs_endpoint: str, proc: subprocess.Popen[bytes], data_dir: Path) -> None:

@@ -50,6 +50,8 @@ from jobs.local.guard import (
 from jobs.local.settings import LocalSettings
 from jobs.local.state import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV
 from jobs.local.store import Store
+from jobs.problems import field_path
+from jobs.validate import validate_custom_job
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,7 @@ def error_response(http_code: int, message: str, status: str | None = None) -> J
 
 def describe(errors: Sequence[Any]) -> str:
     """Pydantic's (or FastAPI's) errors as 'where: what; ...'."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors)
+    return "; ".join(f"{field_path(e['loc']) if e['loc'] else 'body'}: {e['msg']}" for e in errors)
 
 
 class LocalClientsOnly:
@@ -157,9 +159,7 @@ def wants_int_enums(request: Request) -> bool:
 
 def _validation_problems(job: dict, location: str) -> list[str]:
     """vtx's own rules for CustomJobs (machines, accelerators, pools, env, secrets...), the
-    same that `vtx validate` applies: jobs.validate, imported lazily (it loads the catalog)."""
-    from jobs.validate import validate_custom_job
-
+    same that `vtx validate` applies."""
     return [str(p) for p in validate_custom_job(job, region=location)]
 
 

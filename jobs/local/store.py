@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.local.job import RUN_ID_LABEL
+from jobs.contract import LABEL_RUN_ID
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -69,7 +69,7 @@ class Store:
             self._db.close()
 
     def put_job(self, job_id: str, resource: dict, runtime: dict) -> None:
-        run_id = resource.get("labels", {}).get(RUN_ID_LABEL)
+        run_id = resource.get("labels", {}).get(LABEL_RUN_ID)
         with self._lock:
             # An upsert, not INSERT OR REPLACE: REPLACE deletes the row and gives it a new rowid,
             # and rowid is the creation order that listing and its page tokens rely on.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from jobs.local.job import scheduling_of
 from jobs.local.lifecycle import (
     JOB_RETRY_LIMIT,
     WORKER_RESTART_LIMIT,
@@ -22,7 +23,6 @@ from jobs.local.lifecycle import (
     admits,
     classify_exit,
     deadline_exceeded,
-    duration_s,
     final_state,
     grace_over,
     job_preemptable,
@@ -321,8 +321,11 @@ def test_the_timeout(
     ("value", "expected"),
     [(None, None), ("", None), ("3600s", 3600.0), ("1.5s", 1.5), ("0s", None), ("infs", None)],
 )
-def test_durations(value: str | None, expected: float | None) -> None:
-    assert duration_s(value) == expected
+def test_a_stored_timeout_reads_as_seconds_and_zero_or_garbage_as_none(
+    value: str | None, expected: float | None
+) -> None:
+    job = {"jobSpec": {"scheduling": {"timeout": value}}}
+    assert scheduling_of(job).timeout_s == expected
 
 
 # -- ends and admission ---------------------------------------------------------------------------
