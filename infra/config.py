@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from jobs import catalog
-from jobs.problems import Problem
+from jobs.problems import HintedValueError, Problem, field_path
 from jobs.safe_yaml import YamlInputError, read_yaml_file, short_repr
 from jobs.stack import PROD_ENVIRONMENTS, is_production
 
@@ -44,14 +44,6 @@ class ConfigError(Exception):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"invalid stack configuration ({len(problems)} problem(s)):\n{lines}")
-
-
-class HintedValueError(ValueError):
-    """A field check failure that carries what to write instead."""
-
-    def __init__(self, message: str, hint: str) -> None:
-        super().__init__(message)
-        self.hint = hint
 
 
 # --- field types ------------------------------------------------------------------------------
@@ -410,13 +402,11 @@ def read_stack_file(path: Path) -> dict[str, Any]:
 
 
 def _dotted(loc: tuple[int | str, ...]) -> str:
+    """The key path as the stack file spells it (``vtx:platform.network.mode``)."""
     if not loc:
         return "(top)"
     head, *rest = loc
-    path = _CONFIG_KEYS.get(str(head), str(head))
-    for part in rest:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path
+    return field_path([_CONFIG_KEYS.get(str(head), str(head)), *rest])
 
 
 # The provider settings are not in the vtx:platform reference: say what to write right here.

@@ -26,6 +26,15 @@ class Problem:
         return f"{text} (hint: {self.hint})" if self.hint else text
 
 
+class HintedValueError(ValueError):
+    """A field check failure that also says what to write instead (pydantic keeps the error in
+    its ``ctx``; the Problem built from it takes ``hint`` from there)."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
 def join_path(path: str, key: str | int) -> str:
     """``a.b[0]``; keys holding '.' (or empty) as ``['a.b']`` so the path stays readable."""
     if isinstance(key, int):

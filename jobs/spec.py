@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from jobs.durations import parse_duration_s
 from jobs.field_hints import field_hint
-from jobs.problems import Problem, field_path
+from jobs.problems import HintedValueError, Problem, field_path
 from jobs.rest_schema import integer_range, message_fields
 from jobs.safe_yaml import (
     short_repr,
@@ -54,14 +54,6 @@ def _check_duration(value: Any) -> Any:
 
 def _lower(value: Any) -> Any:
     return value.lower() if isinstance(value, str) else value
-
-
-class HintedValueError(ValueError):
-    """A field check failure that also says what to write instead."""
-
-    def __init__(self, message: str, hint: str) -> None:
-        super().__init__(message)
-        self.hint = hint
 
 
 def _api_integer(message: str, field: str, hint: str) -> AfterValidator:
