@@ -1,0 +1,54 @@
+"""The architecture rules import-linter cannot see (its contracts, in pyproject.toml, run as
+`lint-imports` in `make test`): our own modules are imported at module top, never inside a
+function; only heavy third-party libraries may be deferred that way, so a cycle cannot hide."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("vtx", "infra", "jobs", "trainer")
+
+
+def _imported_modules(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    return ["." * node.level + (node.module or "")]
+
+
+def own_imports_inside_functions(source: str) -> list[tuple[int, str]]:
+    """(line, module) of every import of one of our packages (or a relative one) made inside a
+    function body of ``source``."""
+    found = []
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for module in _imported_modules(node):
+                    if module.startswith(".") or module.split(".")[0] in PACKAGES:
+                        found.append((node.lineno, module))
+    return sorted(set(found))
+
+
+def test_the_check_finds_a_deferred_import_of_ours_and_ignores_heavy_ones() -> None:
+    source = (
+        "import jobs.stack\n"
+        "def f():\n    from jobs.validate import validate_document\n"
+        "def g():\n    import torch\n    from google.cloud import aiplatform_v1\n"
+        "class C:\n    def m(self):\n        from . import sibling\n"
+    )
+    assert own_imports_inside_functions(source) == [(3, "jobs.validate"), (9, ".")]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_our_modules_are_imported_at_module_top(package: str) -> None:
+    offenders = [
+        f"{path.relative_to(REPO)}:{line} imports {module} inside a function"
+        for path in sorted((REPO / package).rglob("*.py"))
+        for line, module in own_imports_inside_functions(path.read_text())
+    ]
+    assert offenders == []
