@@ -1,11 +1,13 @@
-"""Command line of one training process: parse, load the config, train or estimate."""
+"""One training process: train or estimate with the config `trainer.arguments` read (this
+module loads torch, through the loop)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from trainer.config import ConfigError, TrainConfig, load_config
+from trainer.arguments import parse_args, read_config
+from trainer.config import ConfigError, TrainConfig
 from trainer.env import VertexEnv
 from trainer.estimate import print_estimate
 from trainer.loop import train
@@ -13,37 +15,20 @@ from trainer.preemption import StopRequest
 from trainer.secrets import SecretsError, export_secrets
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__)
-    parser.add_argument("--config", required=True, help="training YAML (see trainer/examples)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY.PATH=VALUE",
-        help="override a config value, e.g. --set data.path=gs://bucket/train.jsonl",
-    )
-    parser.add_argument(
-        "--estimate", action="store_true", help="print sizes and memory; no training"
-    )
-    parser.add_argument(
-        "--accelerator", default="NVIDIA_H100_80GB", help="for --estimate: Vertex accelerator type"
-    )
-    parser.add_argument("--devices", type=int, default=1, help="for --estimate: devices in the job")
-    return parser.parse_args(argv)
-
-
 def main(argv: list[str] | None = None, stop: StopRequest | None = None) -> int:
     """Pass the `stop` that `python -m trainer` installs before importing this module (and with
     it torch): a SIGTERM during start-up must become a stop request, not a death."""
     stop = stop or StopRequest().install()
     args = parse_args(argv)
-    try:
-        cfg = load_config(args.config, args.overrides)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    cfg = read_config(args)
+    if cfg is None:
         return 2
+    return run(cfg, args, stop)
+
+
+def run(cfg: TrainConfig, args: argparse.Namespace, stop: StopRequest) -> int:
+    """Train or estimate with a config already read (`python -m trainer` reads it before this
+    module loads torch, so that a bad config fails fast)."""
     try:
         return _run(cfg, args, stop)
     except ConfigError as exc:

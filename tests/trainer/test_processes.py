@@ -231,3 +231,19 @@ def test_sigterm_during_start_up_is_a_stop_request_taken_before_torch_loads(
     assert "libtorch" not in maps, "the SIGTERM handler came after torch was loaded"
     assert proc.returncode == EXIT_PREEMPTED, output[-3000:]
     assert any("during start-up" in e.get("message", "") for e in read_json_lines(output)), output
+
+
+def test_a_bad_config_fails_with_exit_2_before_torch_is_loaded(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("model: {name: x\n")
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = ['trainer', '--config', {str(config)!r}]\n"
+        "try:\n    runpy.run_module('trainer', run_name='__main__')\n"
+        "except SystemExit as exc:\n    print(exc.code, 'torch' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.stdout.split() == ["2", "False"], proc.stdout + proc.stderr
+    assert "invalid YAML" in proc.stderr
