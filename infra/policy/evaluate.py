@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from infra.policy.rules import RULES, Rule, RuleContext, StackResource
+from infra.policy.rule_types import Rule, RuleContext, StackResource
+from infra.policy.rules import RULES
 from jobs.stack import is_production
 
 

@@ -26,7 +26,8 @@ from pulumi_policy import (
 from pulumi_policy.proxy import UnknownValueError
 
 from infra.policy.evaluate import skip_reason
-from infra.policy.rules import RULES, Rule, RuleContext, StackResource
+from infra.policy.rule_types import Rule, RuleContext, StackResource
+from infra.policy.rules import RULES
 from infra.policy.values import UNKNOWN
 
 CONFIG_SCHEMA = PolicyConfigSchema(

@@ -14,7 +14,8 @@ from typing import Any
 
 from infra.policy.evaluate import PolicySubject, Verdict, evaluate
 from infra.policy.iam import grants_of
-from infra.policy.rules import UNKNOWN, RuleContext
+from infra.policy.rule_types import RuleContext
+from infra.policy.values import UNKNOWN
 from infra.review.diagram import display_name, mermaid
 from infra.review.rows import IamRow, PolicyRow, TypeCount
 from infra.review.sources import ReviewResource, ReviewSource

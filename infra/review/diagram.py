@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from infra.policy.rules import UNKNOWN
+from infra.policy.values import UNKNOWN
 from infra.review.rows import IamRow
 from infra.review.sources import ReviewResource
 

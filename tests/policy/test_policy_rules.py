@@ -10,7 +10,8 @@ import pytest
 from infra.policy.evaluate import PolicySubject, evaluate, mandatory_violations
 from infra.policy.iam import grants_of
 from infra.policy.labels import takes_labels
-from infra.policy.rules import RULES, Rule, RuleContext, StackResource
+from infra.policy.rule_types import Rule, RuleContext, StackResource
+from infra.policy.rules import RULES
 from infra.policy.values import UNKNOWN
 
 PROD = RuleContext(environment="prod")

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from infra.policy.evaluate import PolicySubject, evaluate
 from infra.policy.policies import POLICIES
-from infra.policy.rules import RuleContext
+from infra.policy.rule_types import RuleContext
 from infra.review.builder import Report, build_report
 from infra.review.render_html import to_html
 from infra.review.render_json import to_data
