@@ -84,8 +84,16 @@ class _Pending:
 class Checkpointer:
     """Saves, commits, prunes and finds checkpoints. Collective where noted: call on all ranks."""
 
-    def __init__(self, root: str, keep: int | None, async_save: bool) -> None:
+    def __init__(
+        self,
+        root: str,
+        keep: int | None,
+        async_save: bool,
+        fingerprint: dict[str, Any] | None = None,
+    ) -> None:
         self.root = root.rstrip("/")
+        self.fingerprint = fingerprint
+        """Recorded in every commit marker (see trainer.fingerprint)."""
         self.keep = keep
         self.rank = dist.get_rank()
         self.async_save = async_save
@@ -113,6 +121,10 @@ class Checkpointer:
             self._remove_uncommitted(steps, after=steps[-1] if steps else -1, before=None)
         dist.broadcast_object_list(found, src=0)
         return found[0]
+
+    def marker(self, step: int) -> dict[str, Any]:
+        """What the commit of ``step`` recorded. Local call (rank 0 uses it)."""
+        return json.loads(self._fs.cat_file(f"{step_dir(self._path, step)}/{MARKER}"))
 
     # ------------------------------------------------------------ save / load
 
@@ -157,7 +169,12 @@ class Checkpointer:
         if os.environ.get(KILL_BEFORE_COMMIT_ENV) == str(step):
             log.warning("fault injection: SIGKILL before committing step %d", step)
             os.kill(os.getpid(), signal.SIGKILL)
-        marker = {"step": step, "world_size": dist.get_world_size(), "time": time.time()}
+        marker = {
+            "step": step,
+            "world_size": dist.get_world_size(),
+            "time": time.time(),
+            "fingerprint": self.fingerprint,
+        }
         self._fs.pipe_file(f"{step_dir(self._path, step)}/{MARKER}", json.dumps(marker).encode())
         log.info("checkpoint committed", extra={"step": step, "path": step_dir(self.root, step)})
         self._prune(step)

@@ -295,6 +295,10 @@ class TrainConfig(_Strict):
     )
     early_stopping_threshold: float = Field(0.0, ge=0)
     report_to: list[Literal["tensorboard"]] = Field(["tensorboard"], description="[] disables.")
+    allow_config_change_on_resume: bool = Field(
+        False,
+        description="Resume from checkpoints trained with other settings (named in the logs).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

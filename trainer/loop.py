@@ -30,11 +30,12 @@ import torch.nn.functional as F
 from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
 from trainer.allocator import retain_freed_memory
-from trainer.checkpoint import Checkpointer
-from trainer.config import TrainConfig
+from trainer.checkpoint import Checkpointer, step_dir
+from trainer.config import ConfigError, TrainConfig
 from trainer.data import BatchStream, build_rows, eval_batches
 from trainer.env import VertexEnv
 from trainer.export import export_model
+from trainer.fingerprint import differences, mismatch_message, trajectory
 from trainer.metrics import TensorBoard, Throughput, peak_flops_per_s, setup_logging
 from trainer.model import (
     build_model,
@@ -295,8 +296,9 @@ class Trainer:
                 self.model, self.optimizer, self.scheduler, self.stream, self.progress
             )
         }
+        self.fingerprint = trajectory(cfg, self.world_size)
         self.checkpointer = Checkpointer(
-            self.outputs.checkpoint_dir, cfg.save_total_limit, cfg.async_save
+            self.outputs.checkpoint_dir, cfg.save_total_limit, cfg.async_save, self.fingerprint
         )
         self.board = TensorBoard(self.outputs.tensorboard_dir if self.rank == 0 else None)
         self.meter = Throughput()
@@ -335,8 +337,11 @@ class Trainer:
     def _resume(self) -> None:
         step = self.checkpointer.latest_step()
         if step is not None:
+            verified = self._verify_resume(step)
             self.checkpointer.load(step, self.state)
-            log.info("resumed", extra={**self._at(), "checkpoint": self.outputs.checkpoint_dir})
+            checkpoint = step_dir(self.outputs.checkpoint_dir, step)
+            extra = {**self._at(), "checkpoint": checkpoint, "verified": verified}
+            log.info("resumed", extra=extra)
         log.info(
             "training",
             extra={
@@ -348,6 +353,30 @@ class Trainer:
                 "batches_per_epoch": self.stream.batches_per_epoch,
             },
         )
+
+    def _verify_resume(self, step: int) -> str:
+        """Collective: rank 0 compares the checkpoint's recorded settings with this run's; every
+        rank stops (ConfigError) on a difference the config does not allow."""
+        verdict: list[str | None] = [None, None]  # [error, what was verified]
+        if self.rank == 0:
+            verdict = self._resume_verdict(step)
+        dist.broadcast_object_list(verdict, src=0)
+        if verdict[0] is not None:
+            raise ConfigError(verdict[0])
+        return str(verdict[1])
+
+    def _resume_verdict(self, step: int) -> list[str | None]:
+        recorded = self.checkpointer.marker(step).get("fingerprint")
+        if recorded is None:
+            return [None, "nothing: the checkpoint records no settings (an older trainer wrote it)"]
+        diffs = differences(recorded, self.fingerprint)
+        if not diffs:
+            return [None, f"the {len(recorded)} settings that shape training match"]
+        if not self.cfg.allow_config_change_on_resume:
+            checkpoint = step_dir(self.outputs.checkpoint_dir, step)
+            return [mismatch_message(step, checkpoint, diffs), None]
+        log.warning("resuming with changed settings", extra={"changed": diffs})
+        return [None, f"settings changed on purpose (allow_config_change_on_resume): {diffs}"]
 
     def _step(self) -> StepDecision:
         loss, self.grad_norm, counts = train_step(

@@ -171,7 +171,14 @@ def test_half_written_checkpoint_is_ignored_and_removed(tmp_path, small_dataset)
     partial = Path(step_dir(str(ckpts), 9))
     partial.mkdir()
     (partial / "__0_0.distcp").write_bytes(b"truncated")
-    resumed = tiny_config(str(small_dataset), str(tmp_path), max_steps=6, save_steps=2)
+    # Training on for 2 more steps changes the schedule: on purpose, so it is allowed.
+    resumed = tiny_config(
+        str(small_dataset),
+        str(tmp_path),
+        max_steps=6,
+        save_steps=2,
+        allow_config_change_on_resume=True,
+    )
     assert run_in_process(resumed) == 0
     assert not partial.exists()
     import torch.distributed as dist

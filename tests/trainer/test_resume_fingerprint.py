@@ -1,0 +1,58 @@
+"""A resume never silently mixes two trainings: each checkpoint records the settings that shape
+training; a run resumes only when they match, or when the config allows the change on purpose."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.trainer.conftest import read_json_lines, run_in_process, tiny_config
+from trainer.config import ConfigError, parse_config
+from trainer.fingerprint import differences, trajectory
+
+
+def _events(text: str, message: str) -> list[dict]:
+    return [e for e in read_json_lines(text) if e.get("message") == message]
+
+
+def test_the_record_leaves_out_what_only_says_where_or_how_often(tmp_path: Path) -> None:
+    base = tiny_config("data.jsonl", str(tmp_path))
+    record = trajectory(parse_config(base), world_size=2)
+    assert record["learning_rate"] == 3e-3 and record["world_size"] == 2
+    assert record["data.max_seq_length"] == 128 and record["seed"] == 7
+    assert not {"output_dir", "logging_steps", "save_steps", "report_to"} & record.keys()
+    quieter = trajectory(parse_config({**base, "logging_steps": 5, "output_dir": "x"}), 2)
+    assert differences(record, quieter) == []
+    other = trajectory(parse_config({**base, "seed": 8}), 4)
+    assert differences(record, other) == ["seed: 7 -> 8", "world_size: 2 -> 4"]
+    # A setting only one side knows (another trainer version) is not a difference.
+    assert differences({**record, "new_setting": 1}, record) == []
+
+
+def test_resume_stops_on_changed_settings_names_them_and_resumes_when_allowed(
+    tmp_path: Path, small_dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tiny_config(str(small_dataset), str(tmp_path))
+    assert run_in_process(cfg) == 0
+    capsys.readouterr()
+
+    changed = {**cfg, "learning_rate": 1e-3}
+    with pytest.raises(ConfigError) as err:
+        run_in_process(changed)
+    message = str(err.value)
+    assert "step 8" in message and "learning_rate: 0.003 -> 0.001" in message
+    assert "output_dir=NEW" in message and "allow_config_change_on_resume=true" in message
+    assert not _events(capsys.readouterr().out, "resumed")
+
+    # Logging more often does not shape training: the run resumes and says what it checked.
+    assert run_in_process({**cfg, "logging_steps": 2}) == 0
+    (resumed,) = _events(capsys.readouterr().out, "resumed")
+    assert resumed["step"] == 8 and resumed["checkpoint"].endswith("step-000000008")
+    assert "settings that shape training match" in resumed["verified"]
+
+    assert run_in_process({**changed, "allow_config_change_on_resume": True}) == 0
+    out = capsys.readouterr().out
+    (warning,) = _events(out, "resuming with changed settings")
+    assert warning["changed"] == ["learning_rate: 0.003 -> 0.001"]
+    assert "on purpose" in _events(out, "resumed")[0]["verified"]
