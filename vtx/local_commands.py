@@ -14,8 +14,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from jobs.client import Vertex, VertexError
 from jobs.local.client import LocalApiError, health, preempt_replica
-from jobs.local.platform import PlatformError, bring_up, stop_platform
+from jobs.local.platform import NotRunning, PlatformError, bring_up, stop_platform
 from jobs.local.settings import LocalSettings, default_data_dir, option_spec
 from jobs.local.state import (
     PlatformState,
@@ -25,7 +26,7 @@ from jobs.local.state import (
     running_state,
     server_alive,
 )
-from jobs.stack import StackError
+from jobs.stack import StackError, StackOutputs
 from vtx.demo import DemoError, run_demo
 from vtx.output import print_error
 
@@ -96,9 +97,13 @@ def up(
 
 @local_app.command("down")
 def down(data_dir: Path | None = DataDirOption) -> None:
-    """Stop the local platform (running replicas are stopped and their jobs fail)."""
+    """Stop the local platform (running replicas are stopped and their jobs fail). Nothing to
+    stop is not an error: the platform is down either way."""
     try:
         state = stop_platform(_data_dir(data_dir))
+    except NotRunning as exc:
+        console.print(escape(str(exc)))
+        return
     except (PlatformError, StackError, OSError) as exc:
         raise _fail(str(exc)) from None
     console.print(f"local platform stopped (data kept in {state.data_dir})")
@@ -159,7 +164,9 @@ def _why_down(recorded: PlatformState | None) -> str:
 
 @local_app.command("preempt")
 def preempt(
-    job: str = typer.Argument(..., help="Job id or resource name."),
+    ref: str = typer.Argument(
+        ..., metavar="RUN_ID|JOB_ID", help="Run id (its newest attempt), job id or resource name."
+    ),
     replica: str | None = typer.Option(
         None, help="Replica to preempt, e.g. workerpool1-0 [default: the last one]."
     ),
@@ -172,12 +179,20 @@ def preempt(
     try:
         stack = local_stack_outputs(_data_dir(data_dir) if data_dir else None)
         endpoint, token = stack.vertex_endpoint or "", stack.local_token or ""
+        job = _job_of(stack, ref)
         target = preempt_replica(endpoint, token, job, replica, wait_s)
-    except (StackError, LocalApiError) as exc:
+    except (StackError, LocalApiError, VertexError) as exc:
         raise _fail(str(exc)) from None
     console.print(
         f"preempting {target} of job {job.rsplit('/', 1)[-1]} (SIGTERM; SIGKILL after grace)"
     )
+
+
+def _job_of(stack: StackOutputs, ref: str) -> str:
+    """A job id or resource name as given; a run id as its newest attempt (as `vtx status`)."""
+    if ref.isdigit() or ref.startswith("projects/"):
+        return ref
+    return Vertex(stack).resolve(ref).name
 
 
 @demo_app.command("demo")

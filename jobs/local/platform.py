@@ -58,6 +58,10 @@ class PlatformError(Exception):
     """Something the user can fix about starting or stopping the local platform."""
 
 
+class NotRunning(PlatformError):
+    """There is no platform to stop: what `vtx local down` was asked for is already true."""
+
+
 def port_free(port: int) -> bool:
     """Whether a server could listen on the port now. SO_REUSEADDR, as uvicorn and the
     emulator bind: a port whose last connections sit in TIME_WAIT is free to them."""
@@ -369,9 +373,7 @@ def stop_platform(data_dir: Path) -> PlatformState:
     state = read_state(data_dir)
     if state is None:
         detail = f" ({stale})" if stale else ""
-        raise PlatformError(
-            f"nothing to stop: no local platform is running from {data_dir}{detail}"
-        )
+        raise NotRunning(f"nothing to stop: no local platform is running from {data_dir}{detail}")
     if not server_alive(state):
         state = _recover(state, LocalSettings(), server_up=False).state
     _terminate(state.server_pid, SHUTDOWN_TIMEOUT_S)

@@ -36,7 +36,8 @@ def _flat(text: str) -> str:
 
 def test_up_status_down_and_their_misuses(vtx) -> None:
     ports = ["--port", str(free_port()), "--gcs-port", str(free_port())]
-    assert vtx("down").exit_code == 1
+    nothing = vtx("down")
+    assert nothing.exit_code == 0 and "nothing to stop" in _flat(nothing.output)
     first = vtx("up", *ports)
     assert first.exit_code == 0, first.output
     again = vtx("up", *ports)
@@ -54,8 +55,8 @@ def test_up_status_down_and_their_misuses(vtx) -> None:
     assert "active jobs         none" in vtx("status").output
 
     assert vtx("down").exit_code == 0
-    gone = vtx("down")
-    assert gone.exit_code == 1
+    gone = vtx("down")  # twice is not an error: the platform is down either way
+    assert gone.exit_code == 0
     assert "nothing to stop" in _flat(gone.output)
     assert json.loads(vtx("status", "--json").output)["running"] is False
 
@@ -95,8 +96,8 @@ def test_stale_state_file_is_reported_and_cleared(vtx, tmp_path: Path) -> None:
     status = vtx("status")
     assert status.exit_code == 1
     assert "stale state file" in _flat(status.output)
-    down = vtx("down")
-    assert down.exit_code == 1
+    down = vtx("down")  # a stale file is cleared and said; nothing ran, so nothing failed
+    assert down.exit_code == 0
     assert "stale state file" in _flat(down.output)
     assert not (data_dir / "state.json").exists()
 
