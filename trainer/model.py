@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,9 @@ from trainer.attention import use_segment_attention
 from trainer.config import ConfigError, ModelConfig
 
 log = logging.getLogger(__name__)
+
+REMOTE_READ_TIMEOUT_S = 10.0
+"""How long `--estimate` waits for a remote model's config.json (a few KiB)."""
 
 
 def is_remote(path: str) -> bool:
@@ -116,16 +120,52 @@ def _config_only(path: str, scratch: str) -> str:
     of that one file."""
     if not is_remote(path):
         return path
+    remote = path.rstrip("/") + "/config.json"
+    (Path(scratch) / "config.json").write_bytes(_read_remote(remote))
+    return scratch
+
+
+def _read_remote(remote: str) -> bytes:
+    """One small remote file, or a ConfigError within REMOTE_READ_TIMEOUT_S. Without credentials
+    or network, gcsfs looks for credentials and retries for about a minute, logging each failure;
+    `--estimate` should say so at once instead."""
     import fsspec
 
-    target = Path(scratch)
-    remote = path.rstrip("/") + "/config.json"
+    result: dict[str, Any] = {}
+
+    def read() -> None:
+        try:
+            with fsspec.open(remote, "rb") as f:
+                result["data"] = f.read()
+        except Exception as exc:  # reported below, in the caller's thread
+            result["error"] = exc
+
+    # A daemon thread: left behind on a timeout, it does not keep the process alive.
+    worker = threading.Thread(target=read, name="vtx-read-remote", daemon=True)
+    fs_logger = logging.getLogger("gcsfs")
+    level = fs_logger.level
+    fs_logger.setLevel(logging.CRITICAL)  # its retry tracebacks: the message below says it all
     try:
-        with fsspec.open(remote, "rb") as f:
-            (target / "config.json").write_bytes(f.read())
-    except FileNotFoundError:
-        raise ConfigError(f"model.name_or_path: {remote} does not exist") from None
-    return str(target)
+        worker.start()
+        worker.join(REMOTE_READ_TIMEOUT_S)
+    finally:
+        fs_logger.setLevel(level)
+    error = result.get("error")
+    if isinstance(error, FileNotFoundError):
+        raise ConfigError(f"model.name_or_path: {remote} does not exist")
+    if worker.is_alive() or error is not None:
+        why = (
+            f"no answer in {REMOTE_READ_TIMEOUT_S:g} s"
+            if error is None
+            else str(error).strip().splitlines()[0][:200]
+        )
+        raise ConfigError(
+            f"model.name_or_path: cannot read {remote} ({why}). Outside Google Cloud, sign in "
+            "with `gcloud auth application-default login` (the local platform sets "
+            "STORAGE_EMULATOR_HOST itself), or point model.name_or_path at a local copy of the "
+            "model's directory"
+        )
+    return result["data"]
 
 
 def _from_config_mapping(config: dict[str, Any]) -> torch.nn.Module:

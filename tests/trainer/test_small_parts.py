@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 import pytest
 
@@ -93,6 +94,32 @@ def test_estimate_reads_only_the_config_of_a_stored_model(tmp_path, gcs_bucket):
     missing = {"name_or_path": f"gs://{gcs_bucket}/nothing", "tokenizer": str(TOKENIZER)}
     with pytest.raises(ConfigError, match=r"nothing/config\.json does not exist"):
         estimate(parse_config(tiny_config("x.jsonl", str(tmp_path), model=missing)), devices=1)
+
+
+def test_estimate_of_an_unreadable_stored_model_fails_fast_with_what_to_do(tmp_path, monkeypatch):
+    from trainer import model as model_module
+
+    def estimate_of(source: str) -> None:
+        model = {"name_or_path": source, "tokenizer": str(TOKENIZER)}
+        estimate(parse_config(tiny_config("x.jsonl", str(tmp_path), model=model)), devices=1)
+
+    # A store that fails at once: its first line, and the ways out.
+    with pytest.raises(ConfigError, match=r"cannot read nope://m/config\.json \(.*nope") as err:
+        estimate_of("nope://m")
+    assert "application-default login" in str(err.value) and "local copy" in str(err.value)
+    # A store that does not answer (without credentials or network gcsfs retries for a minute).
+    import fsspec
+
+    def no_answer(*args, **kwargs):
+        time.sleep(3)
+        raise OSError("gave up")
+
+    monkeypatch.setattr(fsspec, "open", no_answer)
+    monkeypatch.setattr(model_module, "REMOTE_READ_TIMEOUT_S", 0.2)
+    with pytest.raises(
+        ConfigError, match=r"cannot read gs://b/m/config\.json \(no answer in 0\.2 s"
+    ):
+        estimate_of("gs://b/m")
 
 
 def test_unpacked_length_grouped_batches_train_and_report_padding(tmp_path, small_dataset, capsys):
