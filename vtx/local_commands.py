@@ -16,7 +16,14 @@ from rich.markup import escape
 
 from jobs.client import Vertex, VertexError
 from jobs.local.client import LocalApiError, health, preempt_replica
-from jobs.local.platform import NotRunning, PlatformError, bring_up, stop_platform
+from jobs.local.platform import (
+    NotRunning,
+    PlatformError,
+    bring_up,
+    free_port,
+    port_free,
+    stop_platform,
+)
 from jobs.local.settings import LocalSettings, default_data_dir, option_spec
 from jobs.local.state import (
     PlatformState,
@@ -61,8 +68,22 @@ def _setting(field: str, flag: str, envvar: str | None = None) -> Any:
     return typer.Option(spec.pop("default"), flag, envvar=envvar, **spec)
 
 
+def _default_or_free(ctx: typer.Context, option: str, port: int) -> int:
+    """A default port another program holds gives way to a free one; a port the user chose
+    (option or environment variable) is kept, and start-up names it if it is taken."""
+    source = ctx.get_parameter_source(option)  # typer's own click: compared by name
+    if source is not None and source.name == "DEFAULT" and not port_free(port):
+        chosen = free_port()
+        err_console.print(
+            f"[yellow]note:[/yellow] the default port {port} is in use: using {chosen} instead"
+        )
+        return chosen
+    return port
+
+
 @local_app.command("up")
 def up(
+    ctx: typer.Context,
     data_dir: Path | None = DataDirOption,
     port: int = _setting("port", "--port", envvar="VTX_LOCAL_PORT"),
     gcs_port: int = _setting("gcs_port", "--gcs-port", envvar="VTX_LOCAL_GCS_PORT"),
@@ -76,8 +97,8 @@ def up(
     try:
         settings = LocalSettings(
             data_dir=_data_dir(data_dir),
-            port=port,
-            gcs_port=gcs_port,
+            port=_default_or_free(ctx, "port", port),
+            gcs_port=_default_or_free(ctx, "gcs_port", gcs_port),
             max_replicas=max_replicas,
             grace_s=grace_s,
             chaos_per_hour=chaos,

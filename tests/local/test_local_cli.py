@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -132,3 +133,26 @@ def test_nonsense_executor_knobs_are_usage_errors(vtx, option: str, value: str) 
     result = vtx("up", option, value)
     assert result.exit_code == 2
     assert f"Invalid value for '{option}'" in _flat(result.output)
+
+
+def test_a_taken_default_port_gives_way_but_a_chosen_one_does_not(
+    vtx, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobs.local.settings import LocalSettings
+
+    monkeypatch.delenv("VTX_LOCAL_PORT", raising=False)
+    default = LocalSettings().port
+    with socket.socket() as busy:
+        with contextlib.suppress(OSError):  # another program holds it already: the same case
+            busy.bind(("127.0.0.1", default))
+            busy.listen()
+        result = vtx("up", "--gcs-port", str(free_port()))
+        assert result.exit_code == 0, result.output
+        assert f"the default port {default} is in use: using" in _flat(result.output)
+        endpoint = json.loads(vtx("status", "--json").output)["vertex_endpoint"]
+        assert not endpoint.endswith(f":{default}")
+        assert vtx("down").exit_code == 0
+        monkeypatch.setenv("VTX_LOCAL_PORT", str(default))  # chosen by the user: kept, named
+        chosen = vtx("up", "--gcs-port", str(free_port()))
+    assert chosen.exit_code == 1
+    assert f"port {default} on 127.0.0.1 is already in use" in _flat(chosen.output)
