@@ -127,7 +127,7 @@ def down(data_dir: Path | None = DataDirOption) -> None:
         return
     except (PlatformError, StackError, OSError) as exc:
         raise _fail(str(exc)) from None
-    console.print(f"local platform stopped (data kept in {state.data_dir})")
+    console.print(f"local platform stopped (data kept in {escape(state.data_dir)})")
 
 
 @local_app.command("status")
@@ -159,9 +159,10 @@ def status(
     if as_json:
         console.print_json(json.dumps(info))
     elif state is None:
-        console.print(f"local platform not running in {info['data_dir']}{_why_down(recorded)}")
+        where = escape(str(info["data_dir"]))
+        console.print(f"local platform not running in {where}{_why_down(recorded)}")
     else:
-        console.print(f"local platform running (data in {info['data_dir']})")
+        console.print(f"local platform running (data in {escape(str(info['data_dir']))})")
         console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
         console.print(f"  GCS endpoint        {state.gcs_endpoint}")
         jobs = ", ".join(
