@@ -31,6 +31,7 @@ from jobs.render import render_json, render_yaml
 from jobs.spec import JobTemplate, TemplateError
 from jobs.stack import StackOutputs
 from jobs.validate import check_compiled, checked_template, validate_document
+from vtx.log_commands import follow_run
 from vtx.options import (
     FileArg,
     PollOpt,
@@ -45,7 +46,6 @@ from vtx.options import (
     required_stack,
 )
 from vtx.output import catalog_table, machines_table, print_cost, print_problems
-from vtx.run_commands import follow_run
 
 app = typer.Typer()
 
