@@ -16,6 +16,7 @@ network attachment in this (service) project, where the job runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -40,6 +41,9 @@ class NetworkArgs:
     flow_logs_sampling: float
     aiplatform_agent: pulumi.Input[str]
     apis: list[pulumi.Resource]
+    labels: Mapping[str, str]
+    """Set on what takes labels here: only the peering range (VPCs, subnets, routers, firewalls
+    and network attachments have none in the Compute API)."""
 
 
 class Network(pulumi.ComponentResource):
@@ -196,6 +200,7 @@ class Network(pulumi.ComponentResource):
             address=address,
             prefix_length=int(prefix_length),
             network=self.network.id,
+            labels=dict(args.labels),
             opts=self._child(),
         )
         self.peering = gcp.servicenetworking.Connection(

@@ -158,6 +158,7 @@ class Platform(pulumi.ComponentResource):
                 flow_logs_sampling=settings.flow_logs_sampling,
                 aiplatform_agent=self._agents.aiplatform,
                 apis=self._apis.on("compute", "servicenetworking", "cloudresourcemanager"),
+                labels=self._labels,
             ),
             self._child,
         )

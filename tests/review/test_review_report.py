@@ -102,6 +102,15 @@ def test_stack_passes_every_mandatory_policy(offline, stack: str) -> None:
     assert skipped == (prod_only if stack == "dev" else set())
 
 
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_shipped_stacks_raise_no_advisory_findings(offline, stack: str) -> None:
+    """The example stacks pass the project's own advice (dev's peering range once had no labels)."""
+    _, report = offline[stack]
+    findings = [(p.policy, v) for p in report.policy if not p.mandatory for v in p.violations]
+    assert findings == []
+    assert "(0 advisory finding(s))" in to_markdown(report)
+
+
 def test_prod_review_applies_the_prod_rules(offline) -> None:
     _, report = offline["prod"]
     verdicts = {p.policy: p.status for p in report.policy}
