@@ -10,10 +10,11 @@ import warnings
 
 import typer
 
-from vtx import job_commands, log_commands, run_commands
+from vtx import help_format, job_commands, log_commands, run_commands
 from vtx.local_commands import demo_app, local_app
 from vtx.review_commands import review_app
 
+help_format.install()
 app = typer.Typer(
     name="vtx",
     help="Vertex AI training platform as code: validate, price, render and launch CustomJobs.",
