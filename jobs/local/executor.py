@@ -427,16 +427,21 @@ class Executor:
         if rt.stopping:
             return  # everything is being stopped already; the outcome is decided
         now = time.time()
+        in_window = lifecycle.in_window(rt.preemption_until, now)
         kind = lifecycle.classify_exit(
-            code,
-            primary=replica.name == PRIMARY,
+            code, primary=replica.name == PRIMARY, preempted=replica.preempted, in_window=in_window
+        )
+        cause = lifecycle.loss_cause(
+            replica.name,
             preempted=replica.preempted,
-            in_window=lifecycle.in_window(rt.preemption_until, now),
+            in_window=in_window,
+            last_preempted=rt.preempted_replica,
         )
         if kind is lifecycle.ReplicaExit.LOST:
             rt.preemption_until = lifecycle.window_after_loss(
                 rt.preemption_until, now, preempted=replica.preempted, grace_s=self.settings.grace_s
             )
+            rt.preempted_replica = cause  # a loss of its own opens a window no preemption owns
         decision = lifecycle.on_exit(
             kind,
             code=code,
@@ -445,6 +450,7 @@ class Executor:
             job_retries=rt.job_retries,
             scheduling=job.view.scheduling,
             job_name=job.view.name,
+            preempted=cause,
         )
         self._apply(job, replica, decision)
 
@@ -468,10 +474,12 @@ class Executor:
     def _preempt(self, job: ActiveJob, replica: Replica, why: str) -> None:
         grace_s = self.settings.grace_s
         replica.preempted = True
+        job.rt.preempted_replica = replica.name
         job.rt.preemption_until = lifecycle.preemption_window(time.time(), grace_s)
         self._service_log(
             job, f"preempting {replica.name} ({why}): SIGTERM now, SIGKILL in {grace_s:g} s"
         )
+        self._service_log(job, lifecycle.PREEMPTION_EXITS_NOTE)
         self._signal(replica, signal.SIGTERM)
         self._persist(job)
 
@@ -528,7 +536,7 @@ class Executor:
         if state is None:  # a job retry: every replica starts again, on new ports
             rt.job_attempt += 1
             rt.ports = self._ports(rt)
-            rt.preemption_until = None
+            rt.preemption_until, rt.preempted_replica = None, None
             for replica in rt.replicas:
                 replica.attempt += 1
                 replica.status = ReplicaStatus.NEW

@@ -38,6 +38,13 @@ CHAOS_RATE_LABEL = "vtx-chaos-per-hour"
 CHAOS_SEED_LABEL = "vtx-chaos-seed"
 CHAOS_MAX_EVENTS = 1000
 """A bound on one job's chaos schedule, whatever rate a label asks for."""
+PREEMPTION_EXITS_NOTE = (
+    "expected now: every rank stops with exit code 143 (SIGTERM), and torchrun's error lines "
+    "about it (SignalException, 'exitcode: 143' or '-15', ChildFailedError) are this "
+    "preemption's SIGTERM, not a failure; the replicas restart (our trainer resumes from its "
+    "last committed checkpoint)"
+)
+"""Said once per preemption in the service log, before the lines it explains."""
 
 
 class JobState(StrEnum):
@@ -218,16 +225,22 @@ def on_exit(
     job_retries: int,
     scheduling: Scheduling,
     job_name: str,
+    preempted: str | None = None,
 ) -> Decision:
     """What a classified exit of ``replica`` (restarted ``restarts`` times; the job retried
-    ``job_retries`` times) does to the job."""
+    ``job_retries`` times) does to the job; ``preempted`` names the replica whose preemption
+    a loss belongs to (see ``loss_cause``)."""
     if kind is ReplicaExit.SUCCEEDED:
         return Decision(Action.SUCCEED)
     if kind is ReplicaExit.FINISHED:
         return Decision(Action.CONTINUE)
     if kind is ReplicaExit.LOST:
         return on_loss(
-            replica=replica, restarts=restarts, job_retries=job_retries, scheduling=scheduling
+            replica=replica,
+            restarts=restarts,
+            job_retries=job_retries,
+            scheduling=scheduling,
+            preempted=preempted,
         )
     if kind is ReplicaExit.CRASHED and may_retry_job(job_retries, scheduling):
         return Decision(
@@ -243,8 +256,38 @@ def on_exit(
     return Decision(Action.FAIL, error=JobError(Code.INVALID_ARGUMENT, message))
 
 
-def on_loss(*, replica: str, restarts: int, job_retries: int, scheduling: Scheduling) -> Decision:
-    """A replica lost to a preemption or an infrastructure fault: Vertex's restart budget."""
+def loss_cause(
+    replica: str, *, preempted: bool, in_window: bool, last_preempted: str | None
+) -> str | None:
+    """The replica whose preemption the loss of ``replica`` belongs to: itself when it was the
+    one preempted, the last one preempted when the loss falls in that preemption's window (the
+    trainer's collective stop brings every rank down with it, often the primary first), None
+    for a loss of its own (a vanished runner)."""
+    if preempted:
+        return replica
+    return last_preempted if in_window else None
+
+
+def _loss_note(replica: str, preempted: str | None) -> str:
+    """How the service log says why ``replica`` is down: the preempted replica is named, not
+    merely the first one whose exit the executor saw."""
+    if preempted is None:
+        return f"{replica} lost"
+    if preempted == replica:
+        return f"{replica} preempted"
+    return f"{preempted} preempted ({replica} stopped with it)"
+
+
+def on_loss(
+    *,
+    replica: str,
+    restarts: int,
+    job_retries: int,
+    scheduling: Scheduling,
+    preempted: str | None = None,
+) -> Decision:
+    """A replica lost to a preemption (of itself, or of ``preempted`` whose window it fell in)
+    or an infrastructure fault: Vertex's restart budget."""
     if restarts >= WORKER_RESTART_LIMIT:
         if may_retry_job(job_retries, scheduling):
             return Decision(
@@ -259,15 +302,12 @@ def on_loss(*, replica: str, restarts: int, job_retries: int, scheduling: Schedu
             f"times; giving up."
         )
         return Decision(Action.FAIL, error=JobError(Code.UNAVAILABLE, message))
+    why = _loss_note(replica, preempted)
     if scheduling.restart_job_on_worker_restart:
         return Decision(
-            Action.RESTART_JOB,
-            count_restart=True,
-            note=f"{replica} lost; restarting every replica",
+            Action.RESTART_JOB, count_restart=True, note=f"{why}; restarting every replica"
         )
-    return Decision(
-        Action.RESTART_REPLICA, count_restart=True, note=f"{replica} lost; restarting it"
-    )
+    return Decision(Action.RESTART_REPLICA, count_restart=True, note=f"{why}; restarting {replica}")
 
 
 def unrecorded_exit(*, killed: bool, terminated: bool) -> int | None:

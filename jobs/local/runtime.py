@@ -51,5 +51,8 @@ class Runtime(BaseModel):
     """CustomJob.error to set once every replica is down (REST form)."""
     preemption_until: float | None = None
     """End of the window in which exits belong to a preemption or a loss."""
+    preempted_replica: str | None = None
+    """The replica whose preemption owns that window (None for a loss's): named in the notes
+    of the other replicas' exits within it."""
     chaos: list[tuple[float, int]] = Field(default_factory=list)
     chaos_next: int = 0

@@ -20,6 +20,7 @@ from local_helpers import (
     wait_terminal,
 )
 
+from jobs.local.lifecycle import PREEMPTION_EXITS_NOTE
 from jobs.stack import StackOutputs
 
 SLEEP = "import time; print('up', flush=True); time.sleep(600)"
@@ -163,9 +164,18 @@ def test_preemption_restarts_and_collective_exits_do_not_fail_the_job(
     assert (tmp_path / "workerpool0.starts").read_text() == "xx"
     assert (tmp_path / "workerpool1.starts").read_text() == "xx"
     service = _service_lines(local_platform, job.name)
-    expected = "restarting every replica" if whole_job else "restarting it"
-    # Whichever replica's exit is seen first names the loss; both belong to the preemption.
-    assert any(line.endswith(f"lost; {expected}") for line in service)
+    # Whichever replica's exit is seen first, the notes name workerpool1-0, the one preempted.
+    notes = [line for line in service if "; restarting " in line]
+    assert notes and all(line.startswith("workerpool1-0 preempted") for line in notes), notes
+    if whole_job:
+        assert notes[0].endswith("; restarting every replica")
+    else:  # each replica is restarted on its own, the primary as part of the worker's preemption
+        assert "workerpool1-0 preempted; restarting workerpool1-0" in notes
+        assert (
+            "workerpool1-0 preempted (workerpool0-0 stopped with it); restarting workerpool0-0"
+            in notes
+        )
+    assert service.count(PREEMPTION_EXITS_NOTE) == 1
     assert not any("non-zero" in line for line in service)
     assert replica_output(local_platform, job.name, "workerpool0-0")[-1] == "resumed and finished"
     attempts = {
@@ -222,7 +232,10 @@ def test_vtx_local_preempt_hits_the_named_replica(local_platform: StackOutputs) 
     assert wrong.exit_code == 1
     assert "no replica 'workerpool9-0'" in " ".join(wrong.output.split())
     wait_for(
-        lambda: "workerpool1-0 lost; restarting it" in _service_lines(local_platform, job.name)
+        lambda: (
+            "workerpool1-0 preempted; restarting workerpool1-0"
+            in _service_lines(local_platform, job.name)
+        )
     )
     jobs.cancel_custom_job(name=job.name)
     assert wait_terminal(jobs, job.name).state == 7

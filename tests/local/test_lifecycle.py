@@ -26,6 +26,7 @@ from jobs.local.lifecycle import (
     final_state,
     grace_over,
     job_preemptable,
+    loss_cause,
     on_cancel,
     on_exit,
     on_shutdown,
@@ -196,6 +197,56 @@ def test_a_crash_retry_is_said_in_the_service_log() -> None:
 )
 def test_actions_that_stop_every_replica(action: Action, stop: StopReason | None) -> None:
     assert action.stop is stop
+
+
+@pytest.mark.parametrize(
+    ("replica", "preempted", "in_window", "last", "expected"),
+    [
+        ("workerpool1-0", True, True, "workerpool1-0", "workerpool1-0"),  # the one preempted
+        # the primary's exit in workerpool1-0's window belongs to workerpool1-0's preemption
+        ("workerpool0-0", False, True, "workerpool1-0", "workerpool1-0"),
+        ("workerpool0-0", False, False, "workerpool1-0", None),  # that window has closed
+        ("workerpool0-0", False, True, None, None),  # a window a loss opened: no preemption
+    ],
+)
+def test_a_loss_is_charged_to_the_preemption_it_belongs_to(
+    replica: str, preempted: bool, in_window: bool, last: str | None, expected: str | None
+) -> None:
+    cause = loss_cause(replica, preempted=preempted, in_window=in_window, last_preempted=last)
+    assert cause == expected
+
+
+@pytest.mark.parametrize(
+    ("replica", "preempted", "scheduling", "note"),
+    [
+        (
+            "workerpool1-0",
+            "workerpool1-0",
+            PLAIN,
+            "workerpool1-0 preempted; restarting workerpool1-0",
+        ),
+        (
+            "workerpool0-0",
+            "workerpool1-0",
+            PLAIN,
+            "workerpool1-0 preempted (workerpool0-0 stopped with it); restarting workerpool0-0",
+        ),
+        (
+            "workerpool0-0",
+            "workerpool1-0",
+            WHOLE_JOB,
+            "workerpool1-0 preempted (workerpool0-0 stopped with it); restarting every replica",
+        ),
+        ("workerpool0-0", None, PLAIN, "workerpool0-0 lost; restarting workerpool0-0"),
+    ],
+)
+def test_the_restart_note_names_the_preempted_replica_not_the_first_exit_seen(
+    replica: str, preempted: str | None, scheduling: Scheduling, note: str
+) -> None:
+    decision = _decide(
+        ReplicaExit.LOST, code=143, replica=replica, scheduling=scheduling, preempted=preempted
+    )
+    assert decision.note == note
 
 
 # -- the preemption window ------------------------------------------------------------------------
