@@ -1,4 +1,4 @@
-"""`vtx local up|down|status|preempt` and `vtx demo`: the embedded local platform.
+"""`vtx local up|down|status|preempt|upload` and `vtx demo`: the embedded local platform.
 
 Loaded by `vtx --help`, so it imports only cheap modules: the platform's client side (state,
 settings, process control over psutil and urllib); the server's FastAPI stays in its process.
@@ -13,6 +13,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import Progress
 
 from jobs.client import Vertex, VertexError
 from jobs.local.client import LocalApiError, health, preempt_replica
@@ -33,6 +34,7 @@ from jobs.local.state import (
     running_state,
     server_alive,
 )
+from jobs.local.upload import Upload, UploadError, plan, upload_all
 from jobs.stack import StackError, StackOutputs
 from vtx.demo import DemoError, run_demo
 from vtx.output import print_error
@@ -215,6 +217,69 @@ def _job_of(stack: StackOutputs, ref: str) -> str:
     if ref.isdigit() or ref.startswith("projects/"):
         return ref
     return Vertex(stack).resolve(ref).name
+
+
+LISTED_UPLOADS = 10
+"""Uploads named one by one in the summary; past that, the count and the first ones."""
+
+
+@local_app.command("upload")
+def upload(
+    path: Path = typer.Argument(..., metavar="PATH", help="A file or a directory tree."),
+    destination: str = typer.Argument(..., metavar="gs://BUCKET[/PREFIX]"),
+    create_bucket: bool = typer.Option(
+        False, "--create-bucket", help="Create the bucket if the local GCS lacks it."
+    ),
+    data_dir: Path | None = DataDirOption,
+) -> None:
+    """Put a file or a directory tree into the local platform's GCS, where jobs read it.
+
+    A file to gs://B/PREFIX/ (or gs://B) lands at PREFIX/NAME; to gs://B/OBJECT, at OBJECT.
+    A directory's files land at gs://B/PREFIX/RELATIVE/PATH. Existing objects are overwritten."""
+    try:
+        stack = local_stack_outputs(_data_dir(data_dir) if data_dir else None)
+        uploads = plan(path, destination)
+        created = _upload_with_progress(stack.gcs_endpoint or "", uploads, create_bucket)
+    except (StackError, UploadError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    if created:
+        console.print(f"created bucket gs://{uploads[0].target.bucket}")
+    _print_uploaded(uploads)
+
+
+def _upload_with_progress(endpoint: str, uploads: list[Upload], create: bool) -> bool:
+    """A progress bar (on stderr, gone when done) by bytes, for trees of many files."""
+    total = sum(item.size for item in uploads)
+    with Progress(console=err_console, transient=True) as progress:
+        task = progress.add_task("uploading", total=total or None)
+        return upload_all(
+            endpoint,
+            uploads,
+            create=create,
+            on_done=lambda item: progress.advance(task, item.size),
+        )
+
+
+def _print_uploaded(uploads: list[Upload]) -> None:
+    size = sum(item.size for item in uploads)
+    console.print(f"uploaded {len(uploads)} file(s), {_bytes(size)}:", highlight=False)
+    for item in uploads[:LISTED_UPLOADS]:
+        console.print(
+            f"  {escape(str(item.source))} -> {escape(str(item.target))}", highlight=False
+        )
+    if len(uploads) > LISTED_UPLOADS:
+        console.print(f"  ... and {len(uploads) - LISTED_UPLOADS} more", highlight=False)
+
+
+def _bytes(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    scaled = float(size)
+    for unit in ("KiB", "MiB", "GiB"):
+        scaled /= 1024
+        if scaled < 1024 or unit == "GiB":
+            break
+    return f"{scaled:.1f} {unit}"
 
 
 @demo_app.command("demo")
