@@ -295,6 +295,9 @@ class TrainConfig(_Strict):
     )
     early_stopping_threshold: float = Field(0.0, ge=0)
     report_to: list[Literal["tensorboard"]] = Field(["tensorboard"], description="[] disables.")
+    disable_tqdm: bool = Field(
+        False, description="No progress bar on a terminal (jobs and pipes never get one)."
+    )
     allow_config_change_on_resume: bool = Field(
         False,
         description="Resume from checkpoints trained with other settings (named in the logs).",

@@ -48,6 +48,12 @@ class VertexEnv:
     """`AIP_TENSORBOARD_LOG_DIR`. None: the config decides."""
     cluster_spec: Mapping[str, Any] | None = None
 
+    @property
+    def in_job(self) -> bool:
+        """Inside a Vertex job (or the local platform's copy of one): its output is read by
+        Cloud Logging and `vtx logs`, not watched on a terminal."""
+        return self.job_id is not None or self.cluster_spec is not None
+
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> VertexEnv:
         env = os.environ if environ is None else environ

@@ -24,6 +24,7 @@ NOT_TRAJECTORY = frozenset(
         "save_total_limit",
         "async_save",
         "report_to",
+        "disable_tqdm",
         "per_device_eval_batch_size",
         "torch_compile",
         "allow_config_change_on_resume",

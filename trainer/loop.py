@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from trainer.model import (
     local_rank_from_env,
 )
 from trainer.preemption import StopRequest
+from trainer.progress import ProgressBar, choose_output
 from trainer.state import Progress, TrainState
 
 log = logging.getLogger(__name__)
@@ -246,9 +248,11 @@ def train(cfg: TrainConfig, env: VertexEnv, stop: StopRequest | None = None) -> 
     stop = stop or StopRequest().install()
     retain_freed_memory()
     init_distributed()
-    setup_logging(dist.get_rank())
+    rank = dist.get_rank()
+    output = choose_output(env.in_job, rank, cfg.disable_tqdm, sys.stdout, sys.stderr)
+    setup_logging(rank, human=output.human_logs)
     try:
-        return Trainer(cfg, env, stop).run()
+        return Trainer(cfg, env, stop, show_bar=output.bar).run()
     finally:
         if owned:
             stop.uninstall()
@@ -267,8 +271,10 @@ class StepDecision:
 class Trainer:
     """One process's run: built from the config, resumed, stepped, checkpointed, exported."""
 
-    def __init__(self, cfg: TrainConfig, env: VertexEnv, stop: StopRequest) -> None:
-        self.cfg, self.stop = cfg, stop
+    def __init__(
+        self, cfg: TrainConfig, env: VertexEnv, stop: StopRequest, show_bar: bool = False
+    ) -> None:
+        self.cfg, self.stop, self.show_bar = cfg, stop, show_bar
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.device = _device()
         self.outputs = Outputs.resolve(cfg, env)
@@ -312,6 +318,7 @@ class Trainer:
             log.warning("stop requested (SIGTERM) during start-up: nothing new to save, exiting")
             return EXIT_PREEMPTED
         self.model.train()
+        self.bar = ProgressBar(self.show_bar, self.steps, self.progress.step)
         try:
             if self.progress.last_eval_step < self.progress.step:
                 # Resumed from a SIGTERM save, which skips the step's eval (30 s budget): run it
@@ -319,6 +326,7 @@ class Trainer:
                 self._stop_early_if_no_improvement()
             while self.progress.step < self.steps and not self.progress.stopped_early:
                 decision = self._step()
+                self.bar.step(decision.loss)
                 if decision.stop:
                     self._save_for_preemption()
                     return EXIT_PREEMPTED
@@ -327,9 +335,11 @@ class Trainer:
                     break
                 if self._save_due(decision):
                     self._save_in_background()
+            self.bar.close()  # before the export's log lines: the finished bar stays above them
             self._finish()
             return 0
         finally:
+            self.bar.close()
             self.board.close()
 
     # ---------------------------------------------------------------- phases
@@ -443,6 +453,7 @@ class Trainer:
         values["lr"] = self.scheduler.get_last_lr()[0]
         values["grad_norm"] = float(self.grad_norm)
         self.meter.reset()
+        self.bar.tokens_per_s(values["tokens_per_s"])
         log.info("train", extra={"step": step, **{k: round(v, 6) for k, v in values.items()}})
         self.board.scalars(step, {f"train/{k}": v for k, v in values.items()})
 

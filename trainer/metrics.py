@@ -2,6 +2,8 @@
 
 Logs are one JSON object per line on stdout with `severity` and `message`: Cloud Logging turns
 each into a structured entry (`jsonPayload.step`, `jsonPayload.loss`...) that can be filtered.
+On a terminal outside a job they are readable lines instead, above the progress bar
+(`trainer.progress` decides).
 
 TensorBoard events are written to a local directory and copied to `AIP_TENSORBOARD_LOG_DIR`
 after every flush: the event writer appends to its file, and GCS objects cannot be appended to.
@@ -16,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 # Dense bf16 peak FLOP/s per device, from the vendors' datasheets (no sparsity). T4 and V100
 # have no bf16: their fp16 tensor-core peak is listed, the ceiling of what they can do.
@@ -53,9 +57,45 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def setup_logging(rank: int, level: int = logging.INFO) -> None:
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(JsonFormatter(rank))
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+class HumanFormatter(logging.Formatter):
+    """`[rank R] SEVERITY message key=value ...`, every `extra=` field kept; the prefix is left
+    out for rank 0 and the severity for INFO, the lines a person reads most."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.prefix = f"[rank {rank}] " if rank else ""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = {k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS}
+        level = "" if record.levelno == logging.INFO else f"{record.levelname} "
+        text = " ".join([record.getMessage(), *(f"{k}={_value(v)}" for k, v in fields.items())])
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return f"{self.prefix}{level}{text}"
+
+
+class TqdmHandler(logging.StreamHandler):
+    """Writes through `tqdm.write`, which lifts a bar drawn on stdout or stderr, prints the line
+    and redraws the bar below it, so log lines and the bar never mangle each other."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:  # logging's contract: a failing handler never raises into the caller
+            self.handleError(record)
+
+
+def setup_logging(rank: int, human: bool = False, level: int = logging.INFO) -> None:
+    """JSON lines on stdout; with `human` (a terminal, see trainer.progress), readable lines
+    written above the progress bar."""
+    handler = TqdmHandler(sys.stdout) if human else logging.StreamHandler(sys.stdout)
+    handler.setFormatter(HumanFormatter(rank) if human else JsonFormatter(rank))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
