@@ -21,7 +21,12 @@ from infra.review.diff import diff_stacks
 from infra.review.render_html import to_html
 from infra.review.render_json import to_json
 from infra.review.render_markdown import to_markdown
-from infra.review.sources import ReviewSourceError, from_offline, from_preview_json
+from infra.review.sources import (
+    ReviewSourceError,
+    from_offline,
+    from_preview_json,
+    require_stack,
+)
 from vtx.output import print_error
 
 logger = logging.getLogger(__name__)
@@ -42,6 +47,8 @@ def render_review(
     fmt: Format = Format.md,
 ) -> tuple[str, int]:
     """The rendered report and the exit code (1 when a mandatory policy is violated)."""
+    if against is not None:
+        require_stack(against)  # a misspelt --against fails before the first stack runs
     source = from_preview_json(preview_json, stack) if preview_json else from_offline(stack)
     report = build_report(source)
     diff = None

@@ -3,6 +3,10 @@
 Resources are matched by type and by name with the environment name blanked out
 (``acme-vtx-dev-data`` and ``acme-vtx-prod-data`` are the same bucket in two stacks), and their
 inputs compared key by key after the same blanking, so only real differences remain.
+
+A reviewer must see what differs, so no differing value is ever shortened: the comparison goes
+down into objects (and lists of objects of the same length) to the keys that differ
+(``labels.cost-center``, ``lifecycleRules[0].condition.age``) and shows those values whole.
 """
 
 from __future__ import annotations
@@ -10,14 +14,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra.review.builder import Report
 from infra.review.sources import ReviewSource
-
-_MAX_VALUE_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,19 @@ def _blank(text: str, blanks: Blanks) -> str:
     return text
 
 
+def _integral(value: Any) -> Any:
+    """Whole floats as ints: engine numbers are protobuf doubles, so a 3-day rule reads 3.0."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_integral(item) for item in value]
+    return value
+
+
 def _normalised(value: Any, blanks: Blanks) -> str:
-    return _blank(json.dumps(value, sort_keys=True, default=str), blanks)
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
+    return _blank(json.dumps(_integral(value), sort_keys=True, default=str), blanks)
 
 
 def _keyed(source: ReviewSource) -> dict[str, Mapping[str, Any]]:
@@ -70,11 +79,36 @@ def _keyed(source: ReviewSource) -> dict[str, Mapping[str, Any]]:
     }
 
 
-def _changes(resource: str, left: Mapping, right: Mapping, blanks: tuple[Blanks, Blanks]):
-    for key in sorted(set(left) | set(right)):
-        a, b = _normalised(left.get(key), blanks[0]), _normalised(right.get(key), blanks[1])
-        if a != b:
-            yield Change(resource, key, _short(a), _short(b))
+def _objects(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, Mapping) for item in value)
+
+
+def _differences(
+    path: str, left: Any, right: Any, blanks: tuple[Blanks, Blanks]
+) -> Iterator[tuple[str, str, str]]:
+    """(key path, left, right) for each smallest part that differs, each value in full.
+
+    Lists of plain values (``sourceRanges``) are compared whole: an element-wise diff of a
+    reordered list would say less than the two lists side by side."""
+    if isinstance(left, Mapping) and isinstance(right, Mapping):
+        for key in sorted(set(left) | set(right)):
+            sub = f"{path}.{key}" if path else str(key)
+            yield from _differences(sub, left.get(key), right.get(key), blanks)
+        return
+    if _objects(left) and _objects(right) and len(left) == len(right):
+        for index, (a, b) in enumerate(zip(left, right, strict=True)):
+            yield from _differences(f"{path}[{index}]", a, b, blanks)
+        return
+    a, b = _normalised(left, blanks[0]), _normalised(right, blanks[1])
+    if a != b:
+        yield path, a, b
+
+
+def _changes(
+    resource: str, left: Mapping, right: Mapping, blanks: tuple[Blanks, Blanks]
+) -> Iterator[Change]:
+    for key, a, b in _differences("", left, right, blanks):
+        yield Change(resource, key, a, b)
 
 
 def _type_totals(report: Report) -> Counter[str]:

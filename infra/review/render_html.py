@@ -22,6 +22,7 @@ from infra.review.sections import (
     Table,
     diff_section,
     report_sections,
+    verdict,
 )
 
 _CSS = """
@@ -95,16 +96,12 @@ def _diagram(report: Report) -> str:
 
 
 def to_html(report: Report, diff: StackDiff | None = None) -> str:
-    failures = report.mandatory_failures
-    verdict = (
-        f'<span class="fail">{failures} mandatory policy violation(s): do not apply.</span>'
-        if failures
-        else '<span class="pass">All mandatory policies pass.</span>'
-    )
+    line = verdict(report)
     title = f"vtx review: stack {report.stack} ({report.environment or 'environment unknown'})"
     sections = [
         f"<h1>{escape(title)}</h1>",
-        f'<p class="verdict">Source: {escape(report.origin)}. {verdict}</p>',
+        f'<p class="verdict">Source: {escape(report.origin)}. '
+        f'<span class="{escape(line.css_class)}">{escape(line.text)}</span></p>',
         *(_section(section) for section in report_sections(report)),
         "<h2>Diagram</h2>",
         _diagram(report),

@@ -14,6 +14,7 @@ from infra.review.sections import (
     Table,
     diff_section,
     report_sections,
+    verdict,
 )
 
 
@@ -56,11 +57,7 @@ def _section(section: Section) -> str:
 
 
 def verdict_line(report: Report) -> str:
-    failures = report.mandatory_failures
-    if failures:
-        return f"**{failures} mandatory policy violation(s): do not apply.**"
-    advisory = sum(len(p.violations) for p in report.policy if not p.mandatory)
-    return f"**All mandatory policies pass** ({advisory} advisory finding(s))."
+    return f"**{verdict(report).text}**"
 
 
 def to_markdown(report: Report, diff: StackDiff | None = None) -> str:

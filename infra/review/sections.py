@@ -2,8 +2,8 @@
 
 A section is a title and a list of blocks (tables and paragraphs) holding plain text; the little
 markup they need (emphasis, raw values, a verdict's colour, multi-line cells) is named by type,
-so each renderer decides how it looks and how to escape it. What is not a table (the title, the
-verdict banner, the Mermaid diagram) stays with each renderer.
+so each renderer decides how it looks and how to escape it. The verdict is worded here too, so
+the Markdown and HTML pages cannot disagree; the title and the diagram stay with each renderer.
 """
 
 from __future__ import annotations
@@ -54,6 +54,18 @@ class Table:
 class Section:
     title: str
     blocks: tuple[Table | Paragraph, ...]
+
+
+def verdict(report: Report) -> Styled:
+    """The one-line verdict both pages show, with the advisory count either way."""
+    advisory = sum(len(p.violations) for p in report.policy if not p.mandatory)
+    findings = f"{advisory} advisory finding(s)"
+    failures = report.mandatory_failures
+    if failures:
+        return Styled(
+            f"{failures} mandatory policy violation(s): do not apply ({findings}).", "fail"
+        )
+    return Styled(f"All mandatory policies pass ({findings}).", "pass")
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> Table:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.offline import run_offline
+from infra.offline import PROJECT_DIR, run_offline
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 # Preview steps whose resource will not exist after the update.
@@ -72,8 +72,29 @@ def _platform_environment(
 # --- offline run -----------------------------------------------------------------------------
 
 
+def stacks(project_dir: Path = PROJECT_DIR) -> list[str]:
+    """The stacks that have a ``Pulumi.<stack>.yaml`` in the project."""
+    return sorted(
+        path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        for path in project_dir.glob("Pulumi.*.yaml")
+    )
+
+
+def require_stack(stack: str, project_dir: Path = PROJECT_DIR) -> None:
+    """A misspelt stack name fails naming the stacks there are, not only the missing file."""
+    if (project_dir / f"Pulumi.{stack}.yaml").is_file():
+        return
+    known = ", ".join(stacks(project_dir)) or "none"
+    raise ReviewSourceError(
+        f"no stack {stack!r}: {project_dir / f'Pulumi.{stack}.yaml'} does not exist; "
+        f"stacks here: {known} (or review a real preview with --preview-json FILE)"
+    )
+
+
 def from_offline(stack: str, config_file: Path | None = None) -> ReviewSource:
     """Run the infra program under Pulumi's mocks (``infra.offline``); review what it declares."""
+    if config_file is None:
+        require_stack(stack)
     run = run_offline(stack, config_file)
     platform = dict(run.outputs.get("platform") or {})
     resources = []

@@ -10,24 +10,21 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from infra.policy.evaluate import PolicySubject, evaluate
 from infra.policy.policies import POLICIES
 from infra.policy.rule_types import RuleContext
-from infra.review.builder import Report, build_report
+from infra.review.builder import build_report
 from infra.review.render_html import to_html
 from infra.review.render_json import to_data
 from infra.review.render_markdown import to_markdown
 from infra.review.sources import (
     ReviewResource,
-    ReviewSource,
     ReviewSourceError,
-    from_offline,
     from_preview_json,
 )
-from vtx.review_commands import Format, render_review, review_app
+from vtx.review_commands import Format, render_review
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PREVIEW = FIXTURES / "preview-dev.json"
@@ -42,24 +39,6 @@ SECTIONS = (
     "## Diagram",
     "```mermaid\nflowchart LR",
 )
-
-
-@pytest.fixture(scope="module")
-def offline() -> dict[str, tuple[ReviewSource, Report]]:
-    """Each stack run once under mocks for the whole module (about 2 s a stack)."""
-    runs = {}
-    for stack in ("dev", "prod"):
-        source = from_offline(stack)
-        runs[stack] = (source, build_report(source))
-    return runs
-
-
-def cli() -> typer.Typer:
-    """The review command registered the way vtx/cli.py registers it."""
-    app = typer.Typer()
-    app.command("noop")(lambda: None)
-    app.add_typer(review_app)
-    return app
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -135,14 +114,21 @@ def test_against_shows_what_differs_between_dev_and_prod(offline) -> None:
     assert "gcp:billing/budget:Budget | 0 | 1 |" in diff
     assert "immutableTags" in diff
     # The environment name and project number are blanked: not every resource differs.
-    assert "storage-data | labels" in diff
+    assert 'storage-data | labels.cost-center | `"ml-research"` | `"ml-production"`' in diff
     assert "Bucket storage-data | name" not in diff
+    # Differing values are whole, numbers read as the stack file wrote them.
+    assert "…" not in diff
+    key = "projects/acme-vtx-{env}/locations/europe-west4/keyRings/acme-vtx-{env}-ring/cryptoKeys/"
+    assert f'`{{"defaultKmsKeyName": "{key}acme-vtx-{{env}}-key"}}`' in diff
+    assert "softDeletePolicy.retentionDurationSeconds | `604800` | `2592000` |" in diff
 
 
-def test_cli_writes_json_and_exits_with_the_policy_verdict(tmp_path: Path, offline) -> None:
+def test_cli_writes_json_and_exits_with_the_policy_verdict(
+    tmp_path: Path, offline, review_cli
+) -> None:
     out = tmp_path / "dev.json"
     result = CliRunner().invoke(
-        cli(), ["review", "--stack", "dev", "--format", "json", "-o", str(out)]
+        review_cli, ["review", "--stack", "dev", "--format", "json", "-o", str(out)]
     )
     data = json.loads(out.read_text())
     assert {
@@ -205,7 +191,7 @@ def test_preview_json_diagram_draws_grants_between_stack_resources() -> None:
     assert f'{launcher} -->|"aiplatform.user"| project' in edges
 
 
-def test_preview_with_public_bucket_grant_fails_the_review(tmp_path: Path) -> None:
+def test_preview_with_public_bucket_grant_fails_the_review(tmp_path: Path, review_cli) -> None:
     digest = json.loads(PREVIEW.read_text())
     step = copy.deepcopy(
         next(s for s in digest["steps"] if s["urn"].endswith("checkpoints-trainer"))
@@ -215,7 +201,9 @@ def test_preview_with_public_bucket_grant_fails_the_review(tmp_path: Path) -> No
     digest["steps"].append(step)
     path = tmp_path / "preview.json"
     path.write_text(json.dumps(digest))
-    result = CliRunner().invoke(cli(), ["review", "--stack", "dev", "--preview-json", str(path)])
+    result = CliRunner().invoke(
+        review_cli, ["review", "--stack", "dev", "--preview-json", str(path)]
+    )
     assert result.exit_code == 1
     assert "no-public-principals | mandatory | fail" in result.output
     assert "grants roles/storage.objectViewer to allUsers" not in result.output
@@ -237,12 +225,16 @@ def test_deleted_resources_are_not_reviewed(tmp_path: Path) -> None:
     assert [b["name"] for b in report.buckets] == ["acme-vtx-dev-checkpoints"]
 
 
-def test_preview_file_without_steps_is_refused_with_the_command_to_make_one(tmp_path: Path) -> None:
+def test_preview_file_without_steps_is_refused_with_the_command_to_make_one(
+    tmp_path: Path, review_cli
+) -> None:
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"config": {}}))
     with pytest.raises(ReviewSourceError, match=r"pulumi preview --json --stack dev"):
         from_preview_json(path, "dev")
-    result = CliRunner().invoke(cli(), ["review", "--stack", "dev", "--preview-json", str(path)])
+    result = CliRunner().invoke(
+        review_cli, ["review", "--stack", "dev", "--preview-json", str(path)]
+    )
     assert result.exit_code == 2
 
 
@@ -407,7 +399,19 @@ def test_crossguard_policies_agree_with_the_offline_verdicts(offline, stack: str
     assert _engine_violations(resources, stack) == offline_found
 
 
-def test_unknown_stack_is_reported_with_the_missing_file() -> None:
-    result = CliRunner().invoke(cli(), ["review", "--stack", "nosuch"])
+def test_unknown_stack_is_reported_with_the_missing_file(review_cli) -> None:
+    result = CliRunner().invoke(review_cli, ["review", "--stack", "nosuch"])
     assert result.exit_code == 2
     assert "Pulumi.nosuch.yaml" in result.output
+    assert "stacks here: dev, prod" in " ".join(result.output.split())
+
+
+def test_misspelt_against_stack_fails_before_any_stack_runs(review_cli, monkeypatch) -> None:
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the first stack ran before --against was checked")
+
+    monkeypatch.setattr("vtx.review_commands.from_offline", must_not_run)
+    result = CliRunner().invoke(review_cli, ["review", "--stack", "dev", "--against", "prdo"])
+    assert result.exit_code == 2
+    assert "no stack 'prdo'" in result.output
+    assert "stacks here: dev, prod" in " ".join(result.output.split())
