@@ -39,10 +39,10 @@ CHAOS_SEED_LABEL = "vtx-chaos-seed"
 CHAOS_MAX_EVENTS = 1000
 """A bound on one job's chaos schedule, whatever rate a label asks for."""
 PREEMPTION_EXITS_NOTE = (
-    "expected now: every rank stops with exit code 143 (SIGTERM), and torchrun's error lines "
-    "about it (SignalException, 'exitcode: 143' or '-15', ChildFailedError) are this "
-    "preemption's SIGTERM, not a failure; the replicas restart (our trainer resumes from its "
-    "last committed checkpoint)"
+    "expected now: this SIGTERM stops every rank with exit code 143; torch elastic's lines "
+    "about it ('Received 15 death signal', 'closing signal SIGTERM', 'failed (exitcode: 143)') "
+    "and the replicas' exits with code 143 are the preemption, not a failure; the replicas "
+    "restart (our trainer resumes from its last committed checkpoint)"
 )
 """Said once per preemption in the service log, before the lines it explains."""
 
