@@ -2,19 +2,40 @@
 cap, and the Vertex quota the job needs per metric and region. Read from the job's facts, so a
 template (``vtx cost``) and a compiled job (the launch plan) are priced by the same code.
 
-Prices come from a dated table in `jobs/catalog/prices/`; every estimate names the table and
-says which figures are verified, derived, recalled or missing. Spot is an estimate unless the
-table has a Spot price (see the table's header)."""
+Prices come from the region's dated table in `jobs/catalog/prices/`; every estimate names the
+table and says which figures are verified, derived or recalled. A figure the table lacks is
+unknown (None), and so is every sum that needs it: no other region's table, no flat Spot
+discount and no partial total stand in for it."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from jobs.catalog import Catalog, PriceTable, load_catalog, vertex_default_timeout_s
+from jobs.catalog import Catalog, Price, PriceTable, load_catalog, vertex_default_timeout_s
 from jobs.facts import JobFacts, PoolFacts
 
 PREEMPTIBLE_STRATEGIES = ("SPOT", "FLEX_START")
+DEFAULT_REGION = "us-central1"
+"""Where a job with no region (no template region, no stack) is priced: Vertex's SDK sends jobs
+there when no location is given. The estimate says it assumed it (``region_assumed``)."""
+
+
+@dataclass(frozen=True)
+class _Sum:
+    """A sum of priced parts: None as soon as one part has no price."""
+
+    usd_per_h: float | None
+    bases: frozenset[str]
+    missing: tuple[str, ...]
+
+
+def _add(parts: list[tuple[str, int, float | None, str | None]]) -> _Sum:
+    """(name, units, $/h per unit or None, basis) -> the total, its bases and the unpriced names."""
+    missing = tuple(name for name, _, usd, _ in parts if usd is None)
+    total = None if missing else sum(units * (usd or 0.0) for _, units, usd, _ in parts)
+    return _Sum(total, frozenset(b for *_, b in parts if b), missing)
 
 
 @dataclass
@@ -24,16 +45,18 @@ class PoolCost:
     accelerator: str | None
     accelerator_count: int
     replicas: int
-    on_demand_usd_per_h: float
-    """All replicas of the pool; missing prices count as 0 and are listed in ``missing``."""
-    spot_usd_per_h: float
+    on_demand_usd_per_h: float | None
+    """All replicas of the pool; None when the machine's or accelerator's price is unknown."""
+    spot_usd_per_h: float | None
+    """As published per SKU; None when unknown (never on-demand times a discount)."""
     bases: set[str] = field(default_factory=set)
+    spot_bases: set[str] = field(default_factory=set)
 
 
 @dataclass
 class CostEstimate:
-    table: PriceTable
-    table_matches_region: bool
+    table: PriceTable | None
+    """The region's price table; None when the catalog has none for it (every price unknown)."""
     region: str
     strategy: str
     timeout_s: float
@@ -41,28 +64,61 @@ class CostEstimate:
     quota: dict[str, int]
     """Quota metric -> units needed (GPUs, TPU chips or vCPUs), all in ``region``."""
     missing: list[str]
-    """Machine or accelerator names the table has no price for."""
+    """Machine or accelerator names with no on-demand price in ``region``."""
+    spot_missing: list[str] = field(default_factory=list)
+    """Machine or accelerator names with no Spot price in ``region``."""
+    region_assumed: bool = False
+    """True when neither the job nor the caller named a region (priced in DEFAULT_REGION)."""
 
     @property
-    def on_demand_usd_per_h(self) -> float:
-        return sum(p.on_demand_usd_per_h for p in self.pools)
+    def table_matches_region(self) -> bool:
+        """Always the region's own table when there is one (kept for callers of the old flag)."""
+        return self.table is not None
 
     @property
-    def spot_usd_per_h(self) -> float:
-        return sum(p.spot_usd_per_h for p in self.pools)
+    def on_demand_usd_per_h(self) -> float | None:
+        return _total(p.on_demand_usd_per_h for p in self.pools)
 
     @property
-    def usd_per_h(self) -> float:
-        """What this job pays per hour with its strategy (Spot is an estimate)."""
-        return self.spot_usd_per_h if self.strategy == "SPOT" else self.on_demand_usd_per_h
+    def spot_usd_per_h(self) -> float | None:
+        return _total(p.spot_usd_per_h for p in self.pools)
 
     @property
-    def usd_at_timeout(self) -> float:
-        return self.usd_per_h * self.timeout_s / 3600
+    def price_kind(self) -> str:
+        """Which price this job pays: "Spot", "on-demand" or "FLEX_START" (not in any table)."""
+        return {"SPOT": "Spot", "FLEX_START": "FLEX_START"}.get(self.strategy, "on-demand")
+
+    @property
+    def usd_per_h(self) -> float | None:
+        """What this job pays per hour with its strategy; None when unknown (FLEX_START's own
+        prices are in no table)."""
+        return {"Spot": self.spot_usd_per_h, "on-demand": self.on_demand_usd_per_h}.get(
+            self.price_kind
+        )
+
+    @property
+    def usd_at_timeout(self) -> float | None:
+        per_h = self.usd_per_h
+        return None if per_h is None else per_h * self.timeout_s / 3600
+
+    @property
+    def unpriced(self) -> list[str]:
+        """The names whose missing price makes ``usd_per_h`` unknown (empty for FLEX_START)."""
+        return {"Spot": self.spot_missing, "on-demand": self.missing}.get(self.price_kind, [])
 
     @property
     def bases(self) -> set[str]:
         return set().union(*(p.bases for p in self.pools)) if self.pools else set()
+
+    @property
+    def spot_bases(self) -> set[str]:
+        return set().union(*(p.spot_bases for p in self.pools)) if self.pools else set()
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    """The sum, or None when any value is None: a partial sum would read as the whole cost."""
+    figures = list(values)
+    return None if any(v is None for v in figures) else sum(v or 0.0 for v in figures)
 
 
 def _accelerator(pool: PoolFacts, cat: Catalog) -> tuple[str | None, int]:
@@ -74,36 +130,43 @@ def _accelerator(pool: PoolFacts, cat: Catalog) -> tuple[str | None, int]:
     return pool.accelerator, pool.accelerator_count or (builtin[1] if builtin else 1)
 
 
-def _pool_cost(pool: PoolFacts, table: PriceTable, cat: Catalog, missing: list[str]) -> PoolCost:
+def _parts(
+    pool: PoolFacts, table: PriceTable | None, cat: Catalog, spot: bool
+) -> list[tuple[str, int, float | None, str | None]]:
+    """One VM's priced parts: the machine, then its accelerators (Vertex bills them apart)."""
     machine = pool.machine or ""
     accelerator, count = _accelerator(pool, cat)
-    bases: set[str] = set()
-    vm_usd = 0.0
-    machine_price = table.machines.get(machine)
-    if machine_price is None or machine_price.usd_per_h is None:
-        missing.append(machine)
-    else:
-        vm_usd += machine_price.usd_per_h
-        bases.add(machine_price.basis)
+    empty = Price()
+    prices = [(machine, 1, (table.machines if table else {}).get(machine, empty))]
     if accelerator is not None:
-        acc_price = table.accelerators.get(accelerator)
-        if acc_price is None or acc_price.usd_per_h is None:
-            missing.append(accelerator)
-        else:
-            vm_usd += acc_price.usd_per_h * count
-            bases.add(acc_price.basis)
+        prices.append(
+            (accelerator, count, (table.accelerators if table else {}).get(accelerator, empty))
+        )
+    if spot:
+        return [(name, n, p.spot_usd_per_h, p.spot_basis) for name, n, p in prices]
+    return [(name, n, p.usd_per_h, p.basis) for name, n, p in prices]
+
+
+def _pool_cost(pool: PoolFacts, table: PriceTable | None, cat: Catalog) -> PoolCost:
+    accelerator, count = _accelerator(pool, cat)
     replicas = pool.replicas or 0
-    on_demand = vm_usd * replicas
+    on_demand = _add(_parts(pool, table, cat, spot=False))
+    spot = _add(_parts(pool, table, cat, spot=True))
     return PoolCost(
         role=pool.role,
-        machine=machine,
+        machine=pool.machine or "",
         accelerator=accelerator,
         accelerator_count=count,
         replicas=replicas,
-        on_demand_usd_per_h=on_demand,
-        spot_usd_per_h=on_demand * table.spot_estimate_factor,
-        bases=bases,
+        on_demand_usd_per_h=_times(on_demand.usd_per_h, replicas),
+        spot_usd_per_h=_times(spot.usd_per_h, replicas),
+        bases=set(on_demand.bases),
+        spot_bases=set(spot.bases),
     )
+
+
+def _times(usd_per_h: float | None, replicas: int) -> float | None:
+    return None if usd_per_h is None else usd_per_h * replicas
 
 
 def quota_needed(job: JobFacts, cat: Catalog) -> dict[str, int]:
@@ -123,19 +186,27 @@ def quota_needed(job: JobFacts, cat: Catalog) -> dict[str, int]:
     return dict(needed)
 
 
-def estimate(job: JobFacts, region: str | None = None) -> CostEstimate:
-    """Cost of a checked job in ``region`` (the job's, else the given stack region)."""
-    cat = load_catalog()
-    region = job.region or region or cat.price_tables[0].region
-    table, matches = cat.price_table(region)
-    missing: list[str] = []
+def _unpriced(job: JobFacts, table: PriceTable | None, cat: Catalog, spot: bool) -> list[str]:
+    names = {n for pool in job.pools for n in _add(_parts(pool, table, cat, spot)).missing}
+    return sorted(names)
+
+
+def estimate(
+    job: JobFacts, region: str | None = None, catalog: Catalog | None = None
+) -> CostEstimate:
+    """Cost of a checked job in ``region`` (the job's, else the given stack region, else
+    DEFAULT_REGION), priced from that region's own table only."""
+    cat = catalog or load_catalog()
+    priced_in = job.region or region
+    table = cat.price_table(priced_in or DEFAULT_REGION)
     return CostEstimate(
         table=table,
-        table_matches_region=matches,
-        region=region,
+        region=priced_in or DEFAULT_REGION,
         strategy=job.strategy or "STANDARD",
         timeout_s=job.timeout_s or vertex_default_timeout_s(),
-        pools=[_pool_cost(pool, table, cat, missing) for pool in job.pools],
+        pools=[_pool_cost(pool, table, cat) for pool in job.pools],
         quota=quota_needed(job, cat),
-        missing=sorted(set(missing)),
+        missing=_unpriced(job, table, cat, spot=False),
+        spot_missing=_unpriced(job, table, cat, spot=True),
+        region_assumed=priced_in is None,
     )

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from jobs.catalog import Catalog
+from jobs.catalog import Catalog, Price
 from jobs.cost import CostEstimate
 from jobs.durations import human_duration
 from jobs.problems import Problem
@@ -38,18 +38,36 @@ def print_problems(console: Console, problems: Iterable[Problem]) -> None:
             console.print(Text(f"    write instead: {p.hint}", style="cyan"))
 
 
-def _usd(value: float) -> str:
-    return f"${value:,.2f}"
+UNKNOWN = "unknown"
+
+
+def _usd(value: float | None) -> str:
+    return UNKNOWN if value is None else f"${value:,.2f}"
 
 
 def _accelerators(accelerator: str | None, count: int) -> str:
     return f"{count} x {accelerator}" if accelerator else "-"
 
 
+def _where(estimate: CostEstimate) -> str:
+    """The region and table the figures come from, for a table's title."""
+    assumed = " (no region given: Vertex's default)" if estimate.region_assumed else ""
+    table = estimate.table
+    source = f"table {table.name}, as of {table.as_of}" if table else "no price table"
+    return f"{estimate.region}{assumed}; {source}"
+
+
 def cost_table(estimate: CostEstimate, title: str) -> Table:
-    spot_label = "Spot $/h (est.)"
-    table = Table(title=title, title_justify="left")
-    for column in ("pool", "machine", "accelerators", "replicas", "on-demand $/h", spot_label):
+    # The column of the price this job pays is starred, so a reader never quotes the wrong one.
+    star = {estimate.price_kind: " *"}
+    money = (f"on-demand $/h{star.get('on-demand', '')}", f"Spot $/h{star.get('Spot', '')}")
+    table = Table(
+        title=f"{title} in {_where(estimate)}",
+        title_justify="left",
+        caption=f"* the price this job pays (strategy {estimate.strategy})",
+        caption_justify="left",
+    )
+    for column in ("pool", "machine", "accelerators", "replicas", *money):
         # Wrap, never cut: a truncated machine name ("a2-ultragp…") hides what will run.
         table.add_column(
             column,
@@ -84,44 +102,98 @@ def quota_table(estimate: CostEstimate) -> Table:
 
 def print_cost(console: Console, estimate: CostEstimate, title: str) -> None:
     console.print(cost_table(estimate, title))
-    strategy = estimate.strategy
+    kind = estimate.price_kind
+    per_h, at_cap = estimate.usd_per_h, estimate.usd_at_timeout
     console.print(
-        f"This job ({strategy.lower()}): {_usd(estimate.usd_per_h)}/h; at its timeout cap "
-        f"({human_duration(estimate.timeout_s)}): {_usd(estimate.usd_at_timeout)}"
-        + (" (Spot price estimated)" if strategy == "SPOT" else ""),
+        f"This job ({kind} price in {estimate.region}): "
+        f"{_usd(per_h)}{'' if per_h is None else '/h'}; "
+        f"at its timeout cap ({human_duration(estimate.timeout_s)}): {_usd(at_cap)}",
         highlight=False,
     )
-    if strategy == "FLEX_START":
+    if kind == "FLEX_START":
         console.print(
-            "FLEX_START has its own discounted prices, not in this table: shown on-demand."
+            "FLEX_START is billed at its own prices, which no table here has: unknown. "
+            f"On-demand in the same region: {_usd(estimate.on_demand_usd_per_h)}/h.",
+            style="yellow",
+            highlight=False,
         )
     console.print(quota_table(estimate))
     print_price_source(console, estimate)
 
 
+def _bases(bases: set[str]) -> str:
+    return ", ".join(BASIS_NOTE[b] for b in sorted(bases)) or "none"
+
+
 def print_price_source(console: Console, estimate: CostEstimate) -> None:
     table = estimate.table
+    if table is None:
+        console.print(
+            f"No price table for {estimate.region} in jobs/catalog/prices/: every price is "
+            "unknown (no other region's prices are used: they differ).",
+            style="yellow",
+            highlight=False,
+        )
+        return
     console.print(
-        f"Prices: table {table.name} ({table.source}, as of {table.as_of}); "
-        f"figures: {', '.join(BASIS_NOTE[b] for b in sorted(estimate.bases)) or 'none'}. "
-        f"Spot = on-demand x {table.spot_estimate_factor} (estimate).",
+        f"Prices: {table.region}, table {table.name} ({table.source}, as of {table.as_of}); "
+        f"on-demand figures: {_bases(estimate.bases)}; Spot figures: "
+        + (f"{_bases(estimate.spot_bases)} ({table.spot_source})" if table.spot_source else
+           "none published in this table"),
         style="dim",
         highlight=False,
-    )
-    if not estimate.table_matches_region:
+    )  # fmt: skip
+    if estimate.unpriced:
+        kind = estimate.price_kind
         console.print(
-            f"No price table for {estimate.region}: used {table.region} prices.", style="yellow"
+            f"No {kind} price for {', '.join(estimate.unpriced)} in {table.region}: "
+            f"this job's {kind} cost is unknown.",
+            style="yellow",
+            highlight=False,
         )
-    if estimate.missing:
-        console.print(
-            f"No price for {', '.join(estimate.missing)}: counted as $0 above.", style="yellow"
-        )
+
+
+def _price_cell(price: Price | None, spot: bool) -> str:
+    if price is None:
+        return UNKNOWN
+    usd, basis = (price.usd_per_h, price.basis)
+    if spot:
+        usd, basis = (price.spot_usd_per_h, price.spot_basis)
+    return UNKNOWN if usd is None else f"{usd:.4f} ({basis})"
+
+
+def _region_prices(cat: Catalog, regions: list[str], kind: str, name: str) -> str:
+    """One line per region with a figure (on-demand / Spot $/h); regions without any figure are
+    named together on one line, so "unknown" is said without a line per region."""
+    lines, unknown = [], []
+    for region in regions:
+        table = cat.price_table(region)
+        price = getattr(table, kind).get(name) if table else None
+        cells = (_price_cell(price, spot=False), _price_cell(price, spot=True))
+        if cells == (UNKNOWN, UNKNOWN):
+            unknown.append(region)
+        else:
+            lines.append(f"{region}: {cells[0]} / {cells[1]}")
+    if unknown:
+        lines.append(f"{UNKNOWN} in {', '.join(unknown)}")
+    return "\n".join(lines)
+
+
+PRICE_COLUMN = "region: on-demand / Spot $/h"
+PRICE_CAPTION = (
+    "Prices per region from jobs/catalog/prices/ (each table's source and date below); "
+    "'unknown': the region's table has no published figure."
+)
 
 
 def catalog_table(cat: Catalog, accelerator: str | None, region: str | None) -> Table:
-    table_prices, _ = cat.price_table(region)
-    table = Table(title="Accelerators for Vertex AI custom training", title_justify="left")
-    for column in ("accelerator", "memory", "machine: counts", "regions", "$/h per unit"):
+    table = Table(
+        title="Accelerators for Vertex AI custom training",
+        title_justify="left",
+        caption=PRICE_CAPTION + " Per unit: add the machine's price.",
+        caption_justify="left",
+    )
+    for column in ("accelerator", "memory", "machine: counts", PRICE_COLUMN):
         # Names are what users copy into templates: never cut them ("NVIDIA_TESLA_V…").
         table.add_column(column, no_wrap=column == "accelerator", overflow="fold")
     for acc in cat.accelerators.values():
@@ -134,13 +206,11 @@ def catalog_table(cat: Catalog, accelerator: str | None, region: str | None) -> 
             f"{m.name}: {','.join(map(str, m.accelerators[acc.name]))}"
             for m in cat.machines_for(acc.name)
         ]
-        price = table_prices.accelerators.get(acc.name)
         table.add_row(
             acc.name,
             f"{acc.memory_gb:g} GB",
             "\n".join(machines) if accelerator else _count_summary(cat, acc.name),
-            ", ".join(regions),
-            f"{price.usd_per_h:.4f} ({price.basis})" if price and price.usd_per_h else "-",
+            _region_prices(cat, [region] if region else regions, "accelerators", acc.name),
         )
     return table
 
@@ -152,21 +222,25 @@ def _count_summary(cat: Catalog, accelerator: str) -> str:
 
 
 def machines_table(cat: Catalog, region: str | None) -> Table:
-    prices, _ = cat.price_table(region)
-    table = Table(title="Machine types", title_justify="left")
-    for column in ("machine", "vCPUs", "memory", "built-in", "$/h (machine part)"):
+    table = Table(
+        title="Machine types",
+        title_justify="left",
+        caption=PRICE_CAPTION + " Machine part only: accelerators are priced apart.",
+        caption_justify="left",
+    )
+    for column in ("machine", "vCPUs", "memory", "built-in", PRICE_COLUMN):
         table.add_column(column, no_wrap=column == "machine", overflow="fold")
     offered = cat.regions.get(region or "")
     for m in cat.machines.values():
         if offered and m.family not in offered.families:
             continue
         builtin = ", ".join(f"{c[0]} x {a}" for a, c in m.accelerators.items()) if m.builtin else ""
-        price = prices.machines.get(m.name)
+        regions = [r.name for r in cat.regions.values() if m.family in r.families]
         table.add_row(
             m.name,
             str(m.vcpus),
             f"{m.memory_gb:g} GB",
             builtin,
-            f"{price.usd_per_h:.4f} ({price.basis})" if price and price.usd_per_h else "-",
+            _region_prices(cat, [region] if region else regions, "machines", m.name),
         )
     return table

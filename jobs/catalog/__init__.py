@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CATALOG_DIR = Path(__file__).parent
 QUOTA_PREFIX = "aiplatform.googleapis.com/"
@@ -107,10 +107,27 @@ class Limits(_Data):
     label_max_chars: int
 
 
+Basis = Literal["verified", "derived", "recalled"]
+"""How far to trust a figure: read from Google's page, computed from such a figure, or recalled
+from an earlier reading and not re-checked (each price file's header says more)."""
+
+
 class Price(_Data):
-    usd_per_h: float | None
-    basis: Literal["verified", "derived", "recalled"]
+    usd_per_h: float | None = None
+    """On-demand $/h; None: no published figure known for this region."""
+    basis: Basis | None = None
+    spot_usd_per_h: float | None = None
+    """Spot $/h as Google publishes it for this SKU; None: not known. Never estimated from the
+    on-demand price: Spot discounts differ per SKU and region."""
+    spot_basis: Basis | None = None
     note: str | None = None
+
+    @model_validator(mode="after")
+    def _figures_have_a_basis(self) -> Price:
+        for figure, basis in (("usd_per_h", "basis"), ("spot_usd_per_h", "spot_basis")):
+            if (getattr(self, figure) is None) != (getattr(self, basis) is None):
+                raise ValueError(f"{figure} and {basis} go together: give both or neither")
+        return self
 
 
 class PriceTable(_Data):
@@ -118,10 +135,12 @@ class PriceTable(_Data):
     region: str
     currency: str
     as_of: str
+    """The date the figures were read (or, for a table without figures, last looked for)."""
     source: str
-    spot_estimate_factor: float
-    machines: dict[str, Price]
-    accelerators: dict[str, Price]
+    spot_source: str | None = None
+    """Where the Spot figures come from; None when the table has none."""
+    machines: dict[str, Price] = Field(default_factory=dict)
+    accelerators: dict[str, Price] = Field(default_factory=dict)
 
 
 class Catalog(_Data):
@@ -133,12 +152,10 @@ class Catalog(_Data):
     sources: dict[str, str]
     """Data file name -> 'source (as of date)', printed by `vtx catalog`."""
 
-    def price_table(self, region: str | None) -> tuple[PriceTable, bool]:
-        """The table for ``region``, or the first table; the flag says whether it matched."""
-        for table in self.price_tables:
-            if table.region == region:
-                return table, True
-        return self.price_tables[0], False
+    def price_table(self, region: str | None) -> PriceTable | None:
+        """The table for ``region``; None when there is none. Never another region's table:
+        prices differ per region, and a wrong figure is worse than an unknown one."""
+        return next((t for t in self.price_tables if t.region == region), None)
 
     def machines_for(self, accelerator: str) -> list[Machine]:
         return [m for m in self.machines.values() if accelerator in m.accelerators]
@@ -192,6 +209,12 @@ def _named(entries: dict, model: type[_Data]) -> dict:
     }
 
 
+def _price_source(table: PriceTable) -> str:
+    spot = f"Spot: {table.spot_source}" if table.spot_source else "no Spot figures"
+    empty = "" if table.machines or table.accelerators else "; no figures yet: all unknown"
+    return f"{table.source} (as of {table.as_of}; {spot}{empty})"
+
+
 @cache
 def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
     machines = _read(directory / "machines.yaml")
@@ -210,7 +233,7 @@ def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
             ("limits.yaml", limits),
         ]
     }
-    sources.update({f"prices/{t.name}.yaml": f"{t.source} (as of {t.as_of})" for t in tables})
+    sources.update({f"prices/{t.name}.yaml": _price_source(t) for t in tables})
     return Catalog(
         machines=_named(machines["machines"], Machine),
         accelerators=_named(accelerators["accelerators"], Accelerator),

@@ -1,4 +1,4 @@
-"""The catalog data files agree with each other, with VERTEX.md and with the installed protos."""
+"""The catalog data files agree with each other, with docs/vertex-facts.md and with the protos."""
 
 from __future__ import annotations
 
@@ -65,8 +65,9 @@ def test_quota_metrics_follow_vertex_naming() -> None:
     )
 
 
-def test_the_verified_prices_match_vertex_md() -> None:
-    table, _ = load_catalog().price_table("us-central1")
+def test_the_verified_prices_match_googles_page_as_recorded() -> None:
+    table = load_catalog().price_table("us-central1")
+    assert table is not None
     assert table.machines["n1-standard-4"].usd_per_h == 0.2185
     assert table.machines["n1-standard-4"].basis == "verified"
     assert table.accelerators["NVIDIA_H100_80GB"].usd_per_h == 9.80
