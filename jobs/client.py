@@ -10,15 +10,20 @@ Failures are kept apart the way SkyPilot does: transient ones (503, 429 while po
 token) are retried with exponential backoff by ``google.api_core.retry.Retry``; everything else
 becomes a ``VertexError`` whose message says what to do. Creating a job is the exception: it is
 not idempotent, so ``Vertex.create`` checks whether a failed attempt landed before retrying.
-aiplatform is imported lazily."""
+aiplatform is imported lazily, and only by the calls that need it.
+
+Watching (``VertexRest``: get, list, resolve, cancel) goes over plain REST with requests and
+google-auth and returns ``JobRecord`` views of the REST JSON: importing aiplatform_v1 takes
+3-5 s on a loaded machine, most of what `vtx status` and `vtx list` used to spend."""
 
 from __future__ import annotations
 
 import logging
 import re
 import time
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobs.catalog import load_catalog
@@ -34,6 +39,13 @@ log = logging.getLogger(__name__)
 
 TERMINAL_STATES = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
 QUOTA_METRIC = re.compile(r"aiplatform\.googleapis\.com/[a-z0-9_]+")
+TRANSIENT_HTTP = frozenset({401, 429, 503, 504})
+"""Worth repeating for calls that are safe to repeat: a lapsed token, rate limits, an unavailable
+backend, a gateway timeout (the REST twin of ``_retry``'s exception types)."""
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+LIST_PAGE_SIZE = 100
+NEVER = datetime.min.replace(tzinfo=UTC)
+"""Sorts a job without a createTime (never seen from Vertex) before every other."""
 
 
 class VertexError(Exception):
@@ -107,10 +119,11 @@ def _quota_entry(metric: str, units: int | None) -> str | None:
     return None
 
 
-def quota_message(exc: Exception, stack: StackOutputs, needed: dict[str, int] | None) -> str:
-    """A 429 on create: name the metric and point at the stack's quota config."""
+def quota_message(said: object, stack: StackOutputs, needed: dict[str, int] | None) -> str:
+    """A 429 on create: name the metric and point at the stack's quota config. ``said`` is
+    Vertex's error (an exception or its message)."""
     needed = needed or {}
-    metrics = sorted(set(QUOTA_METRIC.findall(str(exc))))
+    metrics = sorted(set(QUOTA_METRIC.findall(str(said))))
     if not metrics:
         metrics = sorted(m for m in needed if "gpus" in m or "tpu" in m) or sorted(needed)
     wanted = ", ".join(f"{m} (this job needs {needed[m]})" if m in needed else m for m in metrics)
@@ -120,36 +133,54 @@ def quota_message(exc: Exception, stack: StackOutputs, needed: dict[str, int] | 
     return (
         f"quota exceeded in {stack.region}: {wanted or 'unknown metric'}. To fix: {fix}, then "
         "`pulumi up` (Cloud Quotas may take a while to grant it); or pick a smaller machine, or "
-        f"`--set scheduling.strategy=spot` to use the preemptible quota. Vertex said: {exc}"
+        f"`--set scheduling.strategy=spot` to use the preemptible quota. Vertex said: {said}"
     )
 
 
 def explain(
     exc: Exception, stack: StackOutputs, needed: dict[str, int] | None = None
 ) -> VertexError:
+    """An SDK exception explained; api_core's exceptions carry the HTTP status as ``code``."""
     from google.api_core import exceptions
 
-    if isinstance(exc, exceptions.ResourceExhausted | exceptions.TooManyRequests):
-        return VertexError(quota_message(exc, stack, needed))
-    if isinstance(exc, exceptions.PermissionDenied):
+    if isinstance(exc, exceptions.RetryError):
+        return VertexError(f"Vertex stayed unavailable after retries: {exc}. Try again later.")
+    code = exc.code if isinstance(exc, exceptions.GoogleAPICallError) else None
+    return explain_status(code if isinstance(code, int) else None, str(exc), stack, needed)
+
+
+def explain_status(
+    code: int | None, said: str, stack: StackOutputs, needed: dict[str, int] | None = None
+) -> VertexError:
+    """An HTTP status and Vertex's message, explained (the SDK and REST paths share this)."""
+    if code == 429:
+        return VertexError(quota_message(said, stack, needed))
+    if code == 403:
         return VertexError(
             f"permission denied in {stack.project}: the submitter needs roles/aiplatform.user and "
-            f"roles/iam.serviceAccountUser on {stack.trainer_service_account}. Vertex said: {exc}"
+            f"roles/iam.serviceAccountUser on {stack.trainer_service_account}. Vertex said: {said}"
         )
-    if isinstance(exc, exceptions.Unauthenticated):
+    if code == 401:
         return VertexError(
-            f"not authenticated: run `gcloud auth application-default login`. Vertex said: {exc}"
+            f"not authenticated: run `gcloud auth application-default login`. Vertex said: {said}"
         )
-    if isinstance(exc, exceptions.BadRequest):  # InvalidArgument and FailedPrecondition too
+    if code == 400:  # InvalidArgument and FailedPrecondition too
         return VertexError(
-            f"Vertex rejected the job: {exc}. `vtx validate` did not catch this: please report it "
-            "with the output of `vtx render --format json`."
+            f"Vertex rejected the job: {said}. `vtx validate` did not catch this: please report "
+            "it with the output of `vtx render --format json`."
         )
-    if isinstance(exc, exceptions.NotFound):
-        return VertexError(f"not found: {exc}")
-    if isinstance(exc, exceptions.ServiceUnavailable | exceptions.RetryError):
-        return VertexError(f"Vertex stayed unavailable after retries: {exc}. Try again later.")
-    return VertexError(f"Vertex API error: {exc}")
+    if code == 404:
+        return VertexError(f"not found: {said}")
+    if code == 503:
+        return VertexError(f"Vertex stayed unavailable after retries: {said}. Try again later.")
+    return VertexError(f"Vertex API error: {said}")
+
+
+def unreachable(stack: StackOutputs, exc: Exception) -> VertexError:
+    """A connection failure (no HTTP answer at all), with where to look when it is local."""
+    where = stack.vertex_endpoint or f"{stack.region}-aiplatform.googleapis.com"
+    local = " Is the local platform up? `vtx local status`." if stack.is_local else ""
+    return VertexError(f"cannot reach Vertex AI at {where}: {exc}.{local}")
 
 
 @dataclass(frozen=True)
@@ -169,8 +200,15 @@ class Vertex:
         backoff: Backoff = Backoff(),
     ) -> None:
         self.stack = stack
-        self.client = client or make_client(stack)
+        self._client = client
         self.backoff = backoff
+
+    @property
+    def client(self) -> aiplatform_v1.JobServiceClient:
+        """Built on first use: constructing it imports aiplatform_v1 (seconds)."""
+        if self._client is None:
+            self._client = make_client(self.stack)
+        return self._client
 
     def _call(
         self,
@@ -193,9 +231,7 @@ class Vertex:
             raise explain(exc, self.stack, needed) from exc
         except requests.RequestException as exc:
             # The REST transport (the local platform) lets connection failures through as is.
-            where = self.stack.vertex_endpoint or f"{self.stack.region}-aiplatform.googleapis.com"
-            local = " Is the local platform up? `vtx local status`." if self.stack.is_local else ""
-            raise VertexError(f"cannot reach Vertex AI at {where}: {exc}.{local}") from exc
+            raise unreachable(self.stack, exc) from exc
 
     def create(
         self,
@@ -295,3 +331,223 @@ def state_name(job: aiplatform_v1.CustomJob) -> str:
 
 def is_terminal(job: aiplatform_v1.CustomJob) -> bool:
     return state_name(job) in TERMINAL_STATES
+
+
+# ---- watching over plain REST ----------------------------------------------------------------
+
+
+def rfc3339(value: object) -> datetime | None:
+    """An RFC 3339 timestamp of the REST JSON (``...Z``, up to nanoseconds); None when absent."""
+    if not isinstance(value, str) or not value:
+        return None
+    # fromisoformat (3.11) reads "Z" and truncates digits past microseconds itself.
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _int(value: object, default: int) -> int:
+    """REST JSON writes int64 fields as strings and leaves zero values out."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return default
+
+
+@dataclass(frozen=True)
+class PoolRecord:
+    """One worker pool as submitted: ``index`` is its position (workerpool0 is the primary)."""
+
+    index: int
+    machine: str
+    accelerator: str | None
+    accelerator_count: int
+    replicas: int
+
+    @property
+    def name(self) -> str:
+        return f"workerpool{self.index}"
+
+    @property
+    def replica_names(self) -> list[str]:
+        """Vertex's task names (``workerpool1-0``), as the logs label each replica."""
+        return [f"{self.name}-{i}" for i in range(self.replicas)]
+
+    @classmethod
+    def from_rest(cls, index: int, spec: dict) -> PoolRecord:
+        machine = spec.get("machineSpec") or {}
+        accelerator = machine.get("acceleratorType")
+        if accelerator in (None, "", "ACCELERATOR_TYPE_UNSPECIFIED"):
+            accelerator = None
+        return cls(
+            index=index,
+            machine=str(machine.get("machineType", "")),
+            accelerator=accelerator,
+            accelerator_count=_int(machine.get("acceleratorCount"), 0) if accelerator else 0,
+            # The API defaults an absent replicaCount to 1 for pool 0 only.
+            replicas=_int(spec.get("replicaCount"), 1 if index == 0 else 0),
+        )
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A CustomJob as the REST API returns it (camelCase JSON), read once into what watching
+    needs; ``rest`` keeps the whole document (for cost: `jobs.facts.facts_from_rest_job`)."""
+
+    name: str
+    display_name: str
+    state: str
+    labels: dict[str, str]
+    create_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    error: str | None
+    output_prefix: str | None
+    pools: list[PoolRecord]
+    rest: dict = field(repr=False)
+
+    @property
+    def job_id(self) -> str:
+        return self.name.rsplit("/", 1)[-1]
+
+    @property
+    def run_id(self) -> str | None:
+        return self.labels.get(LABEL_RUN_ID)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @classmethod
+    def from_rest(cls, job: dict) -> JobRecord:
+        spec = job.get("jobSpec") or {}
+        pools = [
+            PoolRecord.from_rest(i, pool)
+            for i, pool in enumerate(spec.get("workerPoolSpecs") or [])
+            if pool  # `{}` skips a position (no pool 2, say) but keeps the numbering
+        ]
+        labels = job.get("labels") or {}
+        return cls(
+            name=str(job.get("name", "")),
+            display_name=str(job.get("displayName", "")),
+            state=str(job.get("state", "JOB_STATE_UNSPECIFIED")),
+            labels={str(k): str(v) for k, v in labels.items()},
+            create_time=rfc3339(job.get("createTime")),
+            start_time=rfc3339(job.get("startTime")),
+            end_time=rfc3339(job.get("endTime")),
+            error=(job.get("error") or {}).get("message") or None,
+            output_prefix=(spec.get("baseOutputDirectory") or {}).get("outputUriPrefix") or None,
+            pools=pools,
+            rest=job,
+        )
+
+
+def _session(stack: StackOutputs) -> Any:
+    """The local platform takes anonymous calls; Google's endpoint wants default credentials
+    (google-auth's AuthorizedSession refreshes a lapsed token and retries the call itself)."""
+    import requests
+
+    if stack.is_local:
+        return requests.Session()
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+    from google.auth.transport.requests import AuthorizedSession
+
+    try:
+        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+    except DefaultCredentialsError as exc:
+        raise VertexError(
+            f"not authenticated: run `gcloud auth application-default login`. ({exc})"
+        ) from exc
+    return AuthorizedSession(credentials)
+
+
+class VertexRest:
+    """The calls that watch and stop jobs (get, list, resolve, cancel) over plain REST: the same
+    answers as ``Vertex``'s, as ``JobRecord``s, without importing aiplatform."""
+
+    def __init__(
+        self,
+        stack: StackOutputs,
+        session: Any = None,
+        backoff: Backoff = Backoff(),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.stack = stack
+        self._session = session
+        self.backoff = backoff
+        self.sleep = sleep
+        endpoint = stack.vertex_endpoint or f"https://{stack.region}-aiplatform.googleapis.com"
+        self.base_url = f"{endpoint.rstrip('/')}/v1/"
+
+    @property
+    def session(self) -> Any:
+        if self._session is None:
+            self._session = _session(self.stack)
+        return self._session
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> dict:
+        """One call, repeated with backoff while the answer is transient (every call here is
+        safe to repeat: reads, and a cancel of a job already cancelling)."""
+        import requests
+
+        delay_s, deadline = self.backoff.initial_s, time.monotonic() + self.backoff.deadline_s
+        while True:
+            try:
+                response = self.session.request(method, self.base_url + path, timeout=30, **kwargs)
+            except requests.RequestException as exc:
+                raise unreachable(self.stack, exc) from exc
+            if response.ok:
+                return response.json() if response.content else {}
+            said = _error_message(response)
+            if response.status_code not in TRANSIENT_HTTP or time.monotonic() + delay_s > deadline:
+                raise explain_status(response.status_code, said, self.stack)
+            log.warning("transient Vertex error, retrying: HTTP %d %s", response.status_code, said)
+            self.sleep(delay_s)
+            delay_s = min(delay_s * self.backoff.multiplier, self.backoff.maximum_s)
+
+    def get(self, name: str) -> JobRecord:
+        return JobRecord.from_rest(self._request("GET", name))
+
+    def cancel(self, name: str) -> None:
+        self._request("POST", f"{name}:cancel", json={})
+
+    def list(self, run_id: str | None = None) -> list[JobRecord]:
+        """Jobs vtx launched in this stack (newest first), optionally one run's attempts; the
+        filter also runs client-side, as in ``Vertex.list``."""
+        wanted = f'labels.{LABEL_RUN_ID}="{run_id}"' if run_id else f"labels.{LABEL_RUN_ID}:*"
+        params = {"filter": wanted, "pageSize": LIST_PAGE_SIZE}
+        jobs: list[JobRecord] = []
+        while True:
+            page = self._request("GET", f"{parent(self.stack)}/customJobs", params=params)
+            jobs += [JobRecord.from_rest(j) for j in page.get("customJobs", [])]
+            token = page.get("nextPageToken")
+            if not token:
+                break
+            params = {**params, "pageToken": token}
+        mine = [j for j in jobs if j.run_id is not None and run_id in (None, j.run_id)]
+        return sorted(mine, key=_created, reverse=True)
+
+    def resolve(self, ref: str) -> JobRecord:
+        """A job by full resource name, numeric id, or run id (its newest attempt)."""
+        if ref.startswith("projects/"):
+            return self.get(ref)
+        if ref.isdigit():
+            return self.get(f"{parent(self.stack)}/customJobs/{ref}")
+        attempts = self.list(run_id=ref)
+        if not attempts:
+            raise VertexError(f"no job with run id {ref!r} in {parent(self.stack)}: see `vtx list`")
+        return attempts[0]
+
+
+def _created(job: JobRecord) -> datetime:
+    return job.create_time or NEVER
+
+
+def _error_message(response: Any) -> str:
+    """Google's error shape ``{"error": {"message"}}``, else the status line."""
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code} {response.reason}"
