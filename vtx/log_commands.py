@@ -1,17 +1,38 @@
 """`vtx logs`: a run's logs across all its attempts, and the following that `vtx launch` ends
 with. A run is every attempt (CustomJob) that carries its run-id label; a job without one is
-shown alone."""
+shown alone.
+
+Output: readable lines on a terminal (`--format text`), one JSON object per entry when piped
+(`--format json`: for jq and scripts, in Cloud Logging's field names); the lines around the
+entries (the final state, what to do after Ctrl-C) go to stderr in JSON mode, so stdout stays
+JSON lines only. `--replica` and `--severity` filter either."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from jobs.client import Vertex, VertexError, is_terminal, state_name
 from jobs.contract import LABEL_RUN_ID
-from jobs.logs import CloudLoggingSource, LocalLogSource, LogsError, LogSource, stream
+from jobs.logs import (
+    SERVICE,
+    CloudLoggingSource,
+    HumanFormat,
+    LocalLogSource,
+    LogEntry,
+    LogFilter,
+    LogsError,
+    LogSource,
+    json_line,
+    severity_named,
+    severity_of,
+    stream,
+)
 from vtx.options import (
     FollowOpt,
     PollOpt,
@@ -20,6 +41,7 @@ from vtx.options import (
     StackOpt,
     api_errors,
     console,
+    fail,
     vertex_client,
 )
 from vtx.output import print_error
@@ -29,7 +51,82 @@ SUCCEEDED = "JOB_STATE_SUCCEEDED"
 app = typer.Typer()
 
 
-def log_source(vertex: Vertex, run_id: str, job: str | None = None) -> LogSource:
+class LogFormat(StrEnum):
+    auto = "auto"
+    text = "text"
+    json = "json"
+
+
+FormatOpt = Annotated[
+    LogFormat,
+    typer.Option(
+        "--format",
+        help="text: readable lines; json: one JSON object per entry. auto: text on a "
+        "terminal, json when piped.",
+    ),
+]
+ReplicaOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--replica",
+        metavar="NAME",
+        help="Only this replica (workerpool1-0), pool (workerpool1) or the platform's own "
+        "events (service). Repeatable.",
+    ),
+]
+SeverityOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--severity",
+        metavar="LEVEL",
+        help="This severity and above, as gcloud logging reads it: DEBUG, INFO, WARNING, "
+        "ERROR... Lines without one (DEFAULT) are left out by any level.",
+    ),
+]
+SEVERITY_STYLES = {"WARNING": "yellow", "ERROR": "red", "CRITICAL": "bold red"}
+
+
+@dataclass
+class LogView:
+    """How `vtx logs` prints entries: the format, the filter, and where the lines about the
+    run (not entries) go."""
+
+    out: Console
+    json: bool = False
+    filter: LogFilter = field(default_factory=LogFilter)
+    human: HumanFormat = field(default_factory=HumanFormat)
+
+    @property
+    def notes(self) -> Console:
+        """stdout for text; stderr for JSON, which keeps stdout one JSON object per line."""
+        return console(stderr=True) if self.json else self.out
+
+    def print(self, entry: LogEntry) -> None:
+        if not self.filter.keeps(entry):
+            return
+        if self.json:
+            self.out.print(json_line(entry), markup=False, highlight=False, soft_wrap=True)
+            return
+        style = "cyan" if entry.replica == SERVICE else SEVERITY_STYLES.get(severity_of(entry))
+        for line in self.human.lines(entry):
+            self.out.print(line, markup=False, highlight=False, style=style)
+
+
+def log_view(
+    out: Console, fmt: LogFormat, replicas: list[str] | None, severity: str | None
+) -> LogView:
+    """The view the options ask for; a usage error (exit 2) for an unknown severity."""
+    try:
+        minimum = severity_named(severity) if severity else "DEFAULT"
+    except ValueError as exc:
+        raise fail(f"--severity: {exc}") from None
+    as_json = fmt is LogFormat.json or (fmt is LogFormat.auto and not out.is_terminal)
+    return LogView(out, as_json, LogFilter(tuple(replicas or ()), minimum))
+
+
+def log_source(
+    vertex: Vertex, run_id: str, job: str | None = None, min_severity: str = "DEFAULT"
+) -> LogSource:
     """The logs of every attempt of ``run_id``, or of the one ``job`` (no vtx run id)."""
     stack = vertex.stack
     if stack.vertex_endpoint:
@@ -41,24 +138,25 @@ def log_source(vertex: Vertex, run_id: str, job: str | None = None) -> LogSource
         jobs = sorted(vertex.list(run_id), key=lambda j: j.create_time)
         return [(j.name, n) for n, j in enumerate(jobs)]
 
-    return CloudLoggingSource(stack.project, attempts)
+    return CloudLoggingSource(stack.project, attempts, min_severity=min_severity)
 
 
 def _print_entries(
-    out: Console, source: LogSource, done: Callable[[], bool], follow: bool, poll_s: float
+    view: LogView, source: LogSource, done: Callable[[], bool], follow: bool, poll_s: float
 ) -> None:
     for entry in stream(source, done, follow=follow, poll_s=poll_s):
-        out.print(entry.line(), markup=False, highlight=False)
+        view.print(entry)
 
 
-def _job_logs(out: Console, vertex: Vertex, job: str, follow: bool, poll_s: float) -> int:
+def _job_logs(view: LogView, vertex: Vertex, job: str, follow: bool, poll_s: float) -> int:
     """Logs of a job that carries no vtx run id (created by gcloud or the SDK): that job only."""
     done = (lambda: is_terminal(vertex.get(job))) if follow else (lambda: True)
-    _print_entries(out, log_source(vertex, job, job=job), done, follow, poll_s)
+    source = log_source(vertex, job, job=job, min_severity=view.filter.min_severity)
+    _print_entries(view, source, done, follow, poll_s)
     if not follow:
         return 0
     state = state_name(vertex.get(job))
-    out.print(f"{job}: {state}", highlight=False)
+    view.notes.print(f"{job}: {state}", highlight=False)
     return 0 if state == SUCCEEDED else 1
 
 
@@ -67,28 +165,32 @@ def _run_done(vertex: Vertex, run_id: str) -> bool:
     return bool(attempts) and is_terminal(attempts[0])
 
 
-def follow_run(out: Console, vertex: Vertex, run_id: str, poll_s: float = 5.0) -> int:
+def follow_run(
+    out: Console, vertex: Vertex, run_id: str, poll_s: float = 5.0, view: LogView | None = None
+) -> int:
     """Stream every attempt's logs until the newest attempt ends; exit 0 only on success.
-    Following is only watching: Ctrl-C or a lost connection leaves the job running."""
+    Following is only watching: Ctrl-C or a lost connection leaves the job running. Without a
+    ``view`` (`vtx launch --follow`), every entry as readable lines."""
+    view = view or LogView(out)
+    notes = view.notes
+    source = log_source(vertex, run_id, min_severity=view.filter.min_severity)
     try:
-        _print_entries(
-            out, log_source(vertex, run_id), lambda: _run_done(vertex, run_id), True, poll_s
-        )
+        _print_entries(view, source, lambda: _run_done(vertex, run_id), True, poll_s)
     except KeyboardInterrupt:
-        out.print(f"stopped following; the run goes on (`vtx cancel {run_id}` stops it)")
+        notes.print(f"stopped following; the run goes on (`vtx cancel {run_id}` stops it)")
         return 130
     except (VertexError, LogsError) as exc:
-        print_error(out, exc)
-        out.print(f"the run goes on: `vtx logs {run_id} --follow` to resume watching")
+        print_error(notes, exc)
+        notes.print(f"the run goes on: `vtx logs {run_id} --follow` to resume watching")
         return 1
     final = vertex.list(run_id)[0]
     state = state_name(final)
-    out.print(f"{final.name}: {state}", highlight=False)
+    notes.print(f"{final.name}: {state}", highlight=False)
     if state == SUCCEEDED:
         prefix = final.job_spec.base_output_directory.output_uri_prefix
-        out.print(f"outputs: {prefix}\nmodel: {prefix}model/", highlight=False)
+        notes.print(f"outputs: {prefix}\nmodel: {prefix}model/", highlight=False)
     elif final.error.message:
-        out.print(f"error: {final.error.message}", markup=False)
+        notes.print(f"error: {final.error.message}", markup=False)
     return 0 if state == SUCCEEDED else 1
 
 
@@ -98,15 +200,23 @@ def logs(
     stack: StackOpt = None,
     stack_file: StackFileOpt = None,
     follow: FollowOpt = False,
+    fmt: FormatOpt = LogFormat.auto,
+    replica: ReplicaOpt = None,
+    severity: SeverityOpt = None,
     poll_s: PollOpt = 5.0,
 ) -> None:
-    """Logs of a run across all its attempts."""
-    out, vertex = console(), vertex_client(stack, stack_file)
-    with api_errors(out):
+    """Logs of a run across all its attempts (time, replica #attempt, severity, message).
+
+    --follow ends when the run ends, with its exit code: 0 when it succeeded."""
+    out = console()
+    view = log_view(out, fmt, replica, severity)
+    vertex = vertex_client(stack, stack_file)
+    with api_errors(view.notes):
         job = vertex.resolve(ref)
         run_id = job.labels.get(LABEL_RUN_ID)
         if run_id is None:
-            raise typer.Exit(_job_logs(out, vertex, job.name, follow, poll_s))
+            raise typer.Exit(_job_logs(view, vertex, job.name, follow, poll_s))
         if follow:
-            raise typer.Exit(follow_run(out, vertex, run_id, poll_s))
-        _print_entries(out, log_source(vertex, run_id), lambda: True, False, poll_s)
+            raise typer.Exit(follow_run(out, vertex, run_id, poll_s, view))
+        source = log_source(vertex, run_id, min_severity=view.filter.min_severity)
+        _print_entries(view, source, lambda: True, False, poll_s)

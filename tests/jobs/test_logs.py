@@ -1,20 +1,40 @@
 """Cloud Logging reading, against a minimal in-test FastAPI server that answers `entries:list`
 the way Cloud Logging does (time-ordered, `timestamp>=` filters, one entry per page with
-nextPageToken) and records each request. The local platform's log endpoint is exercised in
-test_submission.py."""
+nextPageToken) and records each request; the severities, filters and renderings of `vtx logs`
+on entries as real runs print them, and the command itself on the local platform. The local
+platform's log endpoint is exercised in test_submission.py too."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 import requests
 from fastapi import FastAPI, Request
+from typer.testing import CliRunner
 
-from jobs.logs import CloudLoggingSource, LocalLogSource, cloud_logging_filter, stream
+from jobs.client import Vertex, is_terminal
+from jobs.local.log_copier import SERVICE as LOCAL_SERVICE
+from jobs.logs import (
+    SERVICE,
+    CloudLoggingSource,
+    HumanFormat,
+    LocalLogSource,
+    LogEntry,
+    LogFilter,
+    cloud_logging_filter,
+    json_line,
+    severity_named,
+    severity_of,
+    stream,
+)
+from jobs.stack import StackOutputs
 from tests.conftest import free_port, wait_for_port
+from vtx.cli import app
 
 JOBS = [
     ("projects/p/locations/us-central1/customJobs/11", 0),
@@ -149,3 +169,224 @@ def test_local_logs_are_read_past_one_page(monkeypatch: pytest.MonkeyPatch) -> N
     entries, cursor = LocalLogSource("http://127.0.0.1:1", "run-1", token="t0ken").fetch(None)
     assert [e.message for e in entries] == ["a", "b", "c"] and cursor == 3
     assert asked == [0, 2, 3]
+
+
+def test_cloud_logging_filters_severity_on_the_server() -> None:
+    query = cloud_logging_filter(["11"], min_severity="WARNING")
+    assert query == 'resource.type="ml_job" AND (resource.labels.job_id="11") AND severity>=WARNING'
+    assert "severity" not in cloud_logging_filter(["11"])
+
+
+def test_a_structured_cloud_entry_keeps_its_fields_and_severity(logging_api: LoggingServer) -> None:
+    raw = entry("a", "2026-11-22T08:00:00Z", "11", "")
+    del raw["textPayload"]
+    raw |= {"severity": "WARNING", "jsonPayload": {"message": "train", "step": 3}}
+    logging_api.entries = [raw]
+    (got,) = list(stream(source(logging_api), done=lambda: True, follow=False))
+    assert severity_of(got) == "WARNING"
+    assert json.loads(got.message) == {"message": "train", "step": 3}
+
+
+# Lines as a local run of jobs/templates/smoke-cpu.yaml printed them (trimmed).
+RUN = [
+    ("service", "job accepted: 2 replica(s)"),
+    (
+        "workerpool0-0",
+        '{"severity": "INFO", "message": "training", "logger": "trainer.loop", '
+        '"rank": 0, "step": 0, "total_steps": 120, "world_size": 2}',
+    ),
+    (
+        "workerpool0-0",
+        "/v/lib/transformers/modeling_utils.py:3303: FutureWarning: `x` is deprecated",
+    ),
+    ("workerpool0-0", "  warnings.warn("),
+    (
+        "workerpool0-0",
+        '{"severity": "INFO", "message": "train", "logger": "trainer.loop", '
+        '"rank": 0, "step": 40, "loss": 2.312345, "tokens_per_s": 1234.5, "lr": 0.0001, '
+        '"grad_norm": 1.091795}',
+    ),
+    (
+        "workerpool1-0",
+        '{"severity": "INFO", "message": "train", "logger": "trainer.loop", '
+        '"rank": 1, "step": 40, "loss": 2.312345, "tokens_per_s": 1234.5, "lr": 0.0001}',
+    ),
+    (
+        "workerpool1-0",
+        "W1123 15:12:58.837000 9286 torch/distributed/elastic/agent/server/"
+        "api.py:753] Received 15 death signal, shutting down workers",
+    ),
+    (
+        "workerpool0-0",
+        "E1123 15:13:00.876000 9285 torch/distributed/elastic/multiprocessing/"
+        "api.py:1002] failed (exitcode: 143) local_rank: 0 (pid: 9300)",
+    ),
+    (
+        "workerpool0-0",
+        '{"severity": "WARNING", "message": "workers stopped", "logger": '
+        '"__main__", "rank": 0, "exit_code": 143}',
+    ),
+    ("workerpool0-0", "Traceback (most recent call last):"),
+]
+
+
+def _entries(day: str = "2026-11-23") -> list[LogEntry]:
+    return [
+        LogEntry(f"{day}T15:12:{i:02d}.123456Z", "projects/p/customJobs/1", replica, 0, message)
+        for i, (replica, message) in enumerate(RUN)
+    ]
+
+
+def test_the_severity_of_each_kind_of_line() -> None:
+    assert [severity_of(e) for e in _entries()] == [
+        "INFO",  # the platform's own event
+        "INFO",  # the trainer's JSON says so
+        "WARNING",  # warnings.warn's first line
+        "DEFAULT",  # ...and its source line: nothing says a severity
+        "INFO",
+        "INFO",
+        "WARNING",  # glog W
+        "ERROR",  # glog E
+        "WARNING",
+        "ERROR",
+    ]
+    given = LogEntry("t", "j", "workerpool0-0", 0, "plain", severity="CRITICAL")
+    assert severity_of(given) == "CRITICAL"  # Cloud Logging's own severity wins
+
+
+def test_severity_filter_keeps_that_level_and_above_as_gcloud_does() -> None:
+    kept = LogFilter(min_severity="WARNING").apply(_entries())
+    assert [e.message[:12] for e in kept] == [
+        "/v/lib/trans",
+        "W1123 15:12:",
+        "E1123 15:13:",
+        '{"severity":',
+        "Traceback (m",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("replicas", "expected"),
+    [
+        (("workerpool1-0",), 2),
+        (("workerpool1",), 2),  # a pool: all its replicas
+        (("service",), 1),
+        (("workerpool1-0", "service"), 3),
+        (("workerpool1-00",), 0),  # a name, not a prefix
+        ((), len(RUN)),
+    ],
+)
+def test_replica_filter(replicas: tuple[str, ...], expected: int) -> None:
+    assert len(list(LogFilter(replicas).apply(_entries()))) == expected
+
+
+def test_severity_names_as_a_user_writes_them() -> None:
+    assert [severity_named(n) for n in ("warning", "Warn", "ERROR")] == [
+        "WARNING",
+        "WARNING",
+        "ERROR",
+    ]
+    with pytest.raises(ValueError, match="unknown severity 'loud'; one of DEFAULT"):
+        severity_named("loud")
+
+
+def test_human_lines_read_like_a_progress_log() -> None:
+    human = HumanFormat()
+    lines = [line for e in _entries() for line in human.lines(e)]
+    assert lines[0] == "-- 2026-11-23 (UTC) --"
+    assert lines[1] == "15:12:00.123 service #0       INFO    job accepted: 2 replica(s)"
+    assert lines[2].endswith("INFO    training step=0 total_steps=120 world_size=2")
+    assert lines[5] == (
+        "15:12:04.123 workerpool0-0 #0 INFO    "
+        "step 40/120 loss 2.312 lr 0.0001 1.2k tok/s grad_norm=1.092"
+    )
+    assert lines[6].endswith("INFO    [rank 1] step 40/120 loss 2.312 lr 0.0001 1.2k tok/s")
+    assert lines[9].endswith("WARNING workers stopped exit_code=143")
+    assert sum(line.startswith("--") for line in lines) == 1  # one date line per date
+    next_day = human.lines(_entries("2026-11-24")[0])
+    assert next_day[0] == "-- 2026-11-24 (UTC) --"
+
+
+def test_json_lines_use_cloud_logging_names() -> None:
+    rows = [json.loads(json_line(e)) for e in _entries()]
+    assert rows[0] == {
+        "timestamp": "2026-11-23T15:12:00.123456Z",
+        "severity": "INFO",
+        "job": "projects/p/customJobs/1",
+        "attempt": 0,
+        "replica": "service",
+        "textPayload": "job accepted: 2 replica(s)",
+    }
+    assert rows[4]["jsonPayload"]["loss"] == 2.312345
+    assert "textPayload" not in rows[4]
+
+
+def test_the_service_replica_is_the_local_platform_s_name() -> None:
+    assert SERVICE == LOCAL_SERVICE
+
+
+# -- the command on the local platform ------------------------------------------------------------
+
+PRINTS = (
+    "import json; "
+    "print(json.dumps({'severity': 'INFO', 'message': 'training', 'rank': 0, 'total_steps': 9})); "
+    "print(json.dumps({'severity': 'INFO', 'message': 'train', 'rank': 0, 'step': 3, "
+    "'loss': 1.5, 'lr': 0.001, 'tokens_per_s': 2500.0})); "
+    "print(json.dumps({'severity': 'WARNING', 'message': 'slow disk', 'rank': 0}))"
+)
+
+
+@pytest.fixture(scope="module")
+def finished_run(local_platform: StackOutputs) -> str:
+    """A run id whose one job printed the trainer's kind of lines and succeeded."""
+    from google.cloud import aiplatform_v1
+
+    pool = {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": 1,
+        "container_spec": {"image_uri": "img", "command": ["python", "-c", PRINTS]},
+    }
+    run_id = "logs-format-1"
+    vertex = Vertex(local_platform)
+    job = vertex.create(
+        aiplatform_v1.CustomJob(
+            display_name="fmt",
+            job_spec={"worker_pool_specs": [pool]},
+            labels={"vtx-run-id": run_id},
+        )
+    )
+    deadline = time.monotonic() + 60  # a safety net for a hung job, not a timing assertion
+    while not is_terminal(vertex.get(job.name)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return run_id
+
+
+def _vtx_logs(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["logs", *args, "--stack", "local"])
+    assert "Traceback" not in result.output
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_vtx_logs_text_filtered_by_replica_and_severity(finished_run: str) -> None:
+    code, out, _ = _vtx_logs(finished_run, "--format", "text", "--replica", "workerpool0-0")
+    assert code == 0, out
+    assert "workerpool0-0 #0 INFO    step 3/9 loss 1.5 lr 0.001 2.5k tok/s" in out
+    assert "service" not in out
+    code, out, _ = _vtx_logs(finished_run, "--format", "text", "--severity", "warning")
+    assert code == 0, out
+    assert [line.split(None, 4)[-1] for line in out.splitlines()[1:]] == ["slow disk"]
+
+
+def test_vtx_logs_piped_is_json_lines_and_follow_ends_with_the_run(finished_run: str) -> None:
+    code, out, err = _vtx_logs(finished_run, "--follow", "--poll-s", "0.2")
+    assert code == 0, out + err
+    rows = [json.loads(line) for line in out.splitlines()]  # stdout is JSON lines only
+    assert {"service", "workerpool0-0"} == {row["replica"] for row in rows}
+    assert any(row.get("jsonPayload", {}).get("step") == 3 for row in rows)
+    assert "JOB_STATE_SUCCEEDED" in err  # the run's end is said on stderr
+
+
+def test_vtx_logs_refuses_an_unknown_severity(finished_run: str) -> None:
+    code, _, err = _vtx_logs(finished_run, "--severity", "loud")
+    assert code == 2
+    assert "unknown severity 'loud'" in err
