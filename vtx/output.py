@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from rich.console import Console
 from rich.markup import escape
@@ -45,13 +46,17 @@ def _usd(value: float | None) -> str:
     return UNKNOWN if value is None else f"${value:,.2f}"
 
 
+def _usd_per_h(value: float | None) -> str:
+    return UNKNOWN if value is None else f"${value:,.2f}/h"
+
+
 def _accelerators(accelerator: str | None, count: int) -> str:
     return f"{count} x {accelerator}" if accelerator else "-"
 
 
 def _where(estimate: CostEstimate) -> str:
     """The region and table the figures come from, for a table's title."""
-    assumed = " (no region given: Vertex's default)" if estimate.region_assumed else ""
+    assumed = " (assumed: no region given)" if estimate.region_assumed else ""
     table = estimate.table
     source = f"table {table.name}, as of {table.as_of}" if table else "no price table"
     return f"{estimate.region}{assumed}; {source}"
@@ -103,17 +108,16 @@ def quota_table(estimate: CostEstimate) -> Table:
 def print_cost(console: Console, estimate: CostEstimate, title: str) -> None:
     console.print(cost_table(estimate, title))
     kind = estimate.price_kind
-    per_h, at_cap = estimate.usd_per_h, estimate.usd_at_timeout
+    cap = human_duration(estimate.timeout_s)
     console.print(
-        f"This job ({kind} price in {estimate.region}): "
-        f"{_usd(per_h)}{'' if per_h is None else '/h'}; "
-        f"at its timeout cap ({human_duration(estimate.timeout_s)}): {_usd(at_cap)}",
+        f"This job ({kind} price in {estimate.region}): {_usd_per_h(estimate.usd_per_h)}; "
+        f"at its timeout cap ({cap}): {_usd(estimate.usd_at_timeout)}",
         highlight=False,
     )
     if kind == "FLEX_START":
         console.print(
             "FLEX_START is billed at its own prices, which no table here has: unknown. "
-            f"On-demand in the same region: {_usd(estimate.on_demand_usd_per_h)}/h.",
+            f"On-demand in the same region: {_usd_per_h(estimate.on_demand_usd_per_h)}.",
             style="yellow",
             highlight=False,
         )
@@ -162,7 +166,9 @@ def _price_cell(price: Price | None, spot: bool) -> str:
     return UNKNOWN if usd is None else f"{usd:.4f} ({basis})"
 
 
-def _region_prices(cat: Catalog, regions: list[str], kind: str, name: str) -> str:
+def _region_prices(
+    cat: Catalog, regions: list[str], kind: Literal["machines", "accelerators"], name: str
+) -> str:
     """One line per region with a figure (on-demand / Spot $/h); regions without any figure are
     named together on one line, so "unknown" is said without a line per region."""
     lines, unknown = [], []

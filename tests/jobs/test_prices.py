@@ -108,7 +108,7 @@ def test_a_job_without_a_region_is_priced_in_the_default_region_and_says_so() ->
     result = estimate(_job({"chief": {"machine": "n1-standard-4"}}))
     assert result.region == DEFAULT_REGION and result.region_assumed
     assert result.on_demand_usd_per_h == pytest.approx(0.2185)
-    assert "no region given" in _printed(lambda c: print_cost(c, result, "plan"))
+    assert "(assumed: no region given)" in _printed(lambda c: print_cost(c, result, "plan"))
 
 
 def test_spot_uses_the_published_figure_per_sku() -> None:
