@@ -1,50 +1,106 @@
 """`vtx status|list|cancel`: watching and stopping runs after the submit stage. A run is
-every attempt (CustomJob) that carries its run-id label; a job without one is shown alone."""
+every attempt (CustomJob) that carries its run-id label; a job without one is shown alone.
+
+These talk to Vertex over plain REST (`jobs.client.VertexRest`), never through aiplatform, whose
+import alone took most of their 14-17 s on a loaded machine. The vocabulary (attempt, retry,
+restart) is `jobs.watch`'s; the JSON/YAML keys are documented in `vtx.run_views`."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from jobs.client import is_terminal, state_name
-from jobs.contract import LABEL_RUN_ID
+from jobs.client import NEVER, JobRecord, VertexRest
+from jobs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
+from jobs.watch import AttemptStatus, attempts_of, run_status
 from vtx.options import (
     RefArg,
     StackFileOpt,
     StackOpt,
     api_errors,
     console,
-    vertex_client,
+    required_stack,
+)
+from vtx.run_views import (
+    OutputFormat,
+    list_json,
+    list_table,
+    print_document,
+    print_status,
+    status_json,
 )
 
 app = typer.Typer()
 
+FormatOpt = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--format",
+        help="table for people; json or yaml for programs (stable keys).",
+        metavar="table|json|yaml",
+    ),
+]
+
+
+def rest_client(stack: str | None, stack_file: Path | None) -> VertexRest:
+    """The REST client for the stack the user named (``--stack local`` included)."""
+    return VertexRest(required_stack(stack, stack_file))
+
+
+def log_entries(vertex: VertexRest, jobs: list[JobRecord]) -> list[LogEntry]:
+    """Every log entry of ``jobs`` (a run's attempts, or one job without a run id)."""
+    stack, newest = vertex.stack, jobs[0]
+    source: LogSource
+    if stack.vertex_endpoint:
+        job = None if newest.run_id else newest.name
+        source = LocalLogSource(
+            stack.vertex_endpoint, newest.run_id, job=job, token=stack.local_token or ""
+        )
+    else:
+        oldest_first = sorted(jobs, key=lambda j: j.create_time or NEVER)
+        pairs = [(j.name, n) for n, j in enumerate(oldest_first)]
+        source = CloudLoggingSource(stack.project, lambda: pairs)
+    entries, _ = source.fetch(None)
+    return entries
+
 
 @app.command()
-def status(ref: RefArg, stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
-    """State of a run's newest attempt (or of one job)."""
-    out, vertex = console(), vertex_client(stack, stack_file)
+def status(
+    ref: RefArg,
+    stack: StackOpt = None,
+    stack_file: StackFileOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """A run: its attempts, pools and replicas, the trainer's step, pace, ETA, checkpoints, and
+    cost so far at the catalog's price (or one job launched without vtx)."""
+    out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
         job = vertex.resolve(ref)
-        run_id = job.labels.get(LABEL_RUN_ID)
-        attempts = len(vertex.list(run_id)) if run_id else None
-    table = Table(show_header=False)
-    # Long values wrap: on an 80-column terminal a no_wrap value squeezed the field names out
-    # and cut the error message short.
-    table.add_column("field", no_wrap=True)
-    table.add_column("value", overflow="fold")
-    table.add_row("job", job.name)
-    table.add_row("run id", run_id or "-")
-    if attempts is not None:
-        table.add_row("attempts", str(attempts))
-    table.add_row("state", state_name(job))
-    table.add_row("created", str(job.create_time))
-    table.add_row("outputs", job.job_spec.base_output_directory.output_uri_prefix or "-")
-    if job.error.message:
-        table.add_row("error", job.error.message)
-    out.print(table)
+        jobs = vertex.list(job.run_id) if job.run_id else [job]
+        found = run_status(
+            jobs,
+            log_entries(vertex, jobs),
+            vertex.stack.region,
+            datetime.now(UTC),
+            local=vertex.stack.is_local,
+        )
+    if fmt is OutputFormat.table:
+        print_status(out, found)
+    else:
+        print_document(out, status_json(found), fmt)
+
+
+def numbered(jobs: list[JobRecord], region: str, now: datetime) -> list[AttemptStatus]:
+    """Every job as the attempt of its run it is, newest first."""
+    runs: dict[str, list[JobRecord]] = defaultdict(list)
+    for job in jobs:
+        runs[job.run_id or job.name].append(job)
+    attempts = [a for run in runs.values() for a in attempts_of(run, region, now)]
+    return sorted(attempts, key=lambda a: (a.job.create_time or now, a.number), reverse=True)
 
 
 @app.command("list")
@@ -54,32 +110,27 @@ def list_(
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Only this run's attempts.")
     ] = None,
+    fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """Jobs launched with vtx in this stack, newest first."""
-    out, vertex = console(), vertex_client(stack, stack_file)
+    """Jobs launched with vtx in this stack, newest first: state, resources, duration, cost."""
+    out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
         jobs = vertex.list(run_id)
-    table = Table(title="vtx jobs", title_justify="left")
-    for column in ("run id", "job", "state", "created"):
-        table.add_column(column, no_wrap=column in ("run id", "job"))
-    for job in jobs:
-        table.add_row(
-            job.labels.get(LABEL_RUN_ID, "-"),
-            job.name.rsplit("/", 1)[-1],
-            state_name(job).removeprefix("JOB_STATE_"),
-            str(job.create_time)[:19],
-        )
-    out.print(table)
+    attempts = numbered(jobs, vertex.stack.region, datetime.now(UTC))
+    if fmt is OutputFormat.table:
+        out.print(list_table(attempts))
+    else:
+        print_document(out, list_json(attempts), fmt)
 
 
 @app.command()
 def cancel(ref: RefArg, stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
     """Cancel a run's newest attempt (or one job)."""
-    out, vertex = console(), vertex_client(stack, stack_file)
+    out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
         job = vertex.resolve(ref)
-        if is_terminal(job):
-            out.print(f"{job.name} already ended: {state_name(job)}", highlight=False)
+        if job.terminal:
+            out.print(f"{job.name} already ended: {job.state}", highlight=False)
             return
         vertex.cancel(job.name)
     out.print(f"cancel requested for {job.name}", highlight=False)

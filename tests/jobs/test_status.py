@@ -1,0 +1,341 @@
+"""What `vtx status` and `vtx list` compute, without a server: REST JSON read into JobRecords,
+the trainer's progress from its log lines, retries and restarts, cost so far, the stable JSON
+keys, and VertexRest's retries and explained errors over a scripted session."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import requests
+import yaml
+from rich.console import Console
+
+from jobs.client import Backoff, JobRecord, VertexError, VertexRest
+from jobs.logs import LogEntry
+from jobs.stack import Buckets, StackOutputs
+from jobs.watch import run_status, trainer_progress
+from vtx.run_views import (
+    OutputFormat,
+    duration,
+    list_json,
+    print_document,
+    resources,
+    status_json,
+)
+
+T0 = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+PARENT = "projects/p/locations/us-central1"
+FAST = Backoff(initial_s=0.0, maximum_s=0.0, multiplier=1.0, deadline_s=5.0)
+
+
+def stamp(seconds: float) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+def rest_job(
+    job_id: str,
+    created_s: float,
+    state: str = "JOB_STATE_RUNNING",
+    started_s: float | None = None,
+    ended_s: float | None = None,
+    strategy: str = "STANDARD",
+    run_id: str = "run-1",
+) -> dict:
+    pools = [
+        {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1"},
+        {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "2"},
+    ]
+    job: dict[str, Any] = {
+        "name": f"{PARENT}/customJobs/{job_id}",
+        "displayName": run_id,
+        "state": state,
+        "labels": {"vtx-run-id": run_id},
+        "createTime": stamp(created_s),
+        "jobSpec": {
+            "workerPoolSpecs": pools,
+            "scheduling": {"strategy": strategy},
+            "baseOutputDirectory": {"outputUriPrefix": f"gs://c/runs/{run_id}/"},
+        },
+    }
+    if started_s is not None:
+        job["startTime"] = stamp(started_s)
+    if ended_s is not None:
+        job["endTime"] = stamp(ended_s)
+    return job
+
+
+def trainer(job_id: str, at_s: float, message: str, rank: int = 0, **keys: Any) -> LogEntry:
+    line = json.dumps({"severity": "INFO", "message": message, "rank": rank, **keys})
+    return LogEntry(stamp(at_s), f"{PARENT}/customJobs/{job_id}", "workerpool0-0", 0, line)
+
+
+def test_rest_json_reads_int64_strings_skipped_pools_and_absent_fields() -> None:
+    rest = rest_job("7", 0)
+    rest["jobSpec"]["workerPoolSpecs"] = [
+        {
+            "machineSpec": {
+                "machineType": "a3-highgpu-8g",
+                "acceleratorType": "NVIDIA_H100_80GB",
+                "acceleratorCount": 8,
+            },
+        },
+        {},  # no worker pool: the numbering keeps its place
+        {"machineSpec": {"machineType": "n1-highcpu-16"}, "replicaCount": "2"},
+    ]
+    job = JobRecord.from_rest(rest)
+    assert [(p.name, p.replicas) for p in job.pools] == [("workerpool0", 1), ("workerpool2", 2)]
+    assert job.pools[1].replica_names == ["workerpool2-0", "workerpool2-1"]
+    assert resources(job) == "1 x a3-highgpu-8g + 8 x NVIDIA_H100_80GB; 2 x n1-highcpu-16"
+    assert job.run_id == "run-1" and job.job_id == "7"
+    assert job.start_time is None and job.error is None and not job.terminal
+    assert job.output_prefix == "gs://c/runs/run-1/"
+
+
+def test_progress_follows_the_newest_attempt_and_counts_every_attempts_checkpoints() -> None:
+    entries = [
+        trainer("1", 10, "training", step=0, total_steps=100),
+        trainer("1", 20, "train", step=10, loss=2.5, tokens_per_s=900.0),
+        trainer("1", 21, "checkpoint committed", step=10, path="gs://c/step-10"),
+        trainer("2", 100, "training", step=10, total_steps=100),  # resumed by attempt 2
+        trainer("2", 120, "train", step=30, loss=2.0, tokens_per_s=1000.0),
+        trainer("2", 120, "train", rank=1, step=30, loss=9.0, tokens_per_s=1.0),  # rank 1
+        trainer("2", 121, "checkpoint committed", step=30, path="gs://c/step-30"),
+        LogEntry(stamp(122), f"{PARENT}/customJobs/2", "workerpool0-0", 0, "{not json"),
+    ]
+    progress = trainer_progress(entries, f"{PARENT}/customJobs/2")
+    assert (progress.step, progress.total_steps) == (30, 100)
+    assert (progress.loss, progress.tokens_per_s) == (2.0, 1000.0)
+    assert progress.steps_per_s == pytest.approx(1.0)  # 20 steps in 20 s since the resume
+    assert progress.eta_s(running=True) == pytest.approx(70.0)
+    assert progress.eta_s(running=False) is None
+    assert (progress.checkpoints, progress.checkpoint_step) == (2, 30)
+    assert progress.checkpoint_path == "gs://c/step-30"
+    assert not progress.done
+
+
+def test_a_finished_trainer_has_no_eta() -> None:
+    entries = [
+        trainer("1", 0, "training", step=0, total_steps=10),
+        trainer("1", 5, "train", step=10, loss=1.0, tokens_per_s=5.0),
+        trainer("1", 6, "done", step=10),
+    ]
+    progress = trainer_progress(entries, f"{PARENT}/customJobs/1")
+    assert progress.done and progress.eta_s(running=True) is None
+
+
+def test_local_restarts_and_retries_are_counted_per_replica() -> None:
+    job = JobRecord.from_rest(rest_job("1", 0, started_s=1))
+    name = job.name
+
+    def line(replica: str, start: int, at_s: float) -> LogEntry:
+        return LogEntry(stamp(at_s), name, replica, start, "x")
+
+    entries = [
+        line("service", 0, 1),
+        line("workerpool0-0", 0, 2),
+        line("workerpool1-0", 0, 2),
+        line("workerpool1-0", 1, 30),  # workerpool1-0 restarted once
+        line("service", 1, 40),  # then a retry: every replica started again
+        line("workerpool0-0", 1, 41),
+        line("workerpool1-0", 2, 42),
+    ]
+    status = run_status([job], entries, "us-central1", T0 + timedelta(seconds=60), local=True)
+    assert status.retries == 1
+    replicas = {r.name: r for p in status.pools for r in p.replicas}
+    assert {n: r.restarts for n, r in replicas.items()} == {
+        "workerpool0-0": 0,
+        "workerpool1-0": 1,
+        "workerpool1-1": 0,
+    }
+    assert replicas["workerpool1-0"].last_log == T0 + timedelta(seconds=42)
+    assert replicas["workerpool1-1"].last_log is None  # never logged
+    on_vertex = run_status([job], entries, "us-central1", T0, local=False)
+    assert on_vertex.retries is None
+    assert {r.restarts for p in on_vertex.pools for r in p.replicas} == {None}
+
+
+def test_cost_so_far_sums_the_running_time_of_every_attempt_at_the_catalog_price() -> None:
+    first = JobRecord.from_rest(rest_job("1", 0, "JOB_STATE_FAILED", started_s=0, ended_s=1800))
+    second = JobRecord.from_rest(rest_job("2", 3600, started_s=3600))
+    now = T0 + timedelta(seconds=5400)
+    status = run_status([second, first], [], "us-central1", now, local=False)
+    assert [a.number for a in status.attempts] == [1, 2]
+    assert status.newest.job.job_id == "2"
+    assert status.running_s == pytest.approx(3600)
+    per_h = status.newest.price.usd_per_h
+    assert per_h is not None and per_h > 0  # 3 x n1-standard-4 on demand
+    assert status.usd == pytest.approx(per_h * 1.0)
+    assert status.elapsed_s == pytest.approx(5400)
+
+
+def test_an_unknown_price_makes_the_cost_unknown_not_zero() -> None:
+    job = JobRecord.from_rest(rest_job("1", 0, started_s=0))
+    job.rest["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["machineType"] = "n9-imaginary-4"
+    status = run_status([job], [], "us-central1", T0 + timedelta(hours=1), local=False)
+    assert status.newest.price.usd_per_h is None
+    assert status.usd is None
+    document = status_json(status)
+    assert document["cost"]["usd"] is None and document["cost"]["usd_per_h"] is None
+
+
+def test_an_attempt_that_never_started_cost_nothing_even_at_an_unknown_price() -> None:
+    job = JobRecord.from_rest(rest_job("1", 0, "JOB_STATE_QUEUED"))
+    job.rest["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["machineType"] = "n9-imaginary-4"
+    status = run_status([job], [], "us-central1", T0 + timedelta(hours=1), local=False)
+    assert status.usd == 0.0 and status.running_s == 0.0
+
+
+STATUS_KEYS = {
+    "run_id", "job", "state", "error", "outputs", "attempts", "retries", "pools", "progress",
+    "checkpoints", "elapsed_s", "running_s", "cost",
+}  # fmt: skip
+
+
+def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    job = JobRecord.from_rest(rest_job("1", 0, started_s=0))
+    entries = [
+        trainer("1", 0, "training", step=0, total_steps=10),
+        trainer("1", 10, "train", step=5, loss=1.5, tokens_per_s=10.0),
+    ]
+    status = run_status([job], entries, "us-central1", T0 + timedelta(seconds=20), local=False)
+    document = status_json(status)
+    assert set(document) == STATUS_KEYS
+    assert set(document["progress"]) == {
+        "step", "total_steps", "tokens_per_s", "loss", "updated", "steps_per_s", "eta_s", "done",
+    }  # fmt: skip
+    assert set(document["checkpoints"]) == {"committed", "last_step", "last_path"}
+    assert set(document["cost"]) == {"usd", "usd_per_h", "strategy", "price_table"}
+    assert set(document["attempts"][0]) == {
+        "attempt", "job", "state", "created", "started", "ended", "running_s", "usd_per_h",
+        "usd", "error",
+    }  # fmt: skip
+    replica = document["pools"][1]["replicas"][0]
+    assert set(replica) == {"replica", "last_log", "restarts"}
+    assert document["progress"]["eta_s"] == pytest.approx(10.0)
+    assert document["progress"]["updated"] == "2026-11-23T10:00:10Z"
+
+    out = Console(width=40)  # JSON is never wrapped, whatever the terminal
+    print_document(out, document, OutputFormat.json)
+    assert json.loads(capsys.readouterr().out) == document
+    print_document(out, document, OutputFormat.yaml)
+    assert yaml.safe_load(capsys.readouterr().out) == document
+
+
+def test_list_json_rows() -> None:
+    job = JobRecord.from_rest(
+        rest_job("1", 0, started_s=0, ended_s=90, state="JOB_STATE_SUCCEEDED")
+    )
+    status = run_status([job], [], "us-central1", T0 + timedelta(hours=1), local=False)
+    (row,) = list_json(status.attempts)
+    assert set(row) == {
+        "run_id", "attempt", "job", "name", "state", "resources", "pools", "created",
+        "duration_s", "usd_per_h", "usd",
+    }  # fmt: skip
+    assert row["duration_s"] == 90.0 and row["resources"] == "3 x n1-standard-4"
+    assert [p["role"] for p in row["pools"]] == ["chief", "workers"]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(None, "-"), (0, "0s"), (59.9, "59s"), (200, "3m 20s"), (3900, "1h 05m"), (90000, "1d 01h")],
+)
+def test_durations_read_like_people_write_them(seconds: float | None, text: str) -> None:
+    assert duration(seconds) == text
+
+
+# ---- VertexRest over a scripted session --------------------------------------------------------
+
+
+def stack() -> StackOutputs:
+    return StackOutputs(
+        project="p",
+        project_number="1",
+        region="us-central1",
+        environment="dev",
+        trainer_service_account="t@p.iam.gserviceaccount.com",
+        launcher_service_account="l@p.iam.gserviceaccount.com",
+        buckets=Buckets(data="d", checkpoints="c", staging="s", models="m"),
+        artifact_registry="us-central1-docker.pkg.dev/p/r",
+    )
+
+
+@dataclass
+class Scripted:
+    """Answers each request with the next (status, body) and records (method, url, params)."""
+
+    answers: list[tuple[int, dict]]
+    seen: list[tuple[str, str, dict]] = field(default_factory=list)
+
+    def request(self, method: str, url: str, timeout: float, **kwargs: Any) -> requests.Response:
+        self.seen.append((method, url, kwargs.get("params") or {}))
+        status, body = self.answers.pop(0)
+        response = requests.Response()
+        response.status_code = status
+        response._content = json.dumps(body).encode()
+        return response
+
+
+def google_error(code: int, message: str) -> dict:
+    return {"error": {"code": code, "message": message}}
+
+
+def test_rest_reads_retry_transient_answers_then_succeed() -> None:
+    session = Scripted([(503, google_error(503, "busy")), (429, {}), (200, rest_job("7", 0))])
+    job = VertexRest(stack(), session=session, backoff=FAST).get(f"{PARENT}/customJobs/7")
+    assert job.job_id == "7"
+    assert [m for m, _, _ in session.seen] == ["GET"] * 3
+    assert (
+        session.seen[0][1]
+        == f"https://us-central1-aiplatform.googleapis.com/v1/{PARENT}/customJobs/7"
+    )
+
+
+def test_rest_list_follows_pages_filters_by_run_and_sorts_newest_first() -> None:
+    other = rest_job("9", 50, run_id="other")
+    plain = {k: v for k, v in rest_job("8", 60).items() if k != "labels"}
+    session = Scripted(
+        [
+            (200, {"customJobs": [rest_job("1", 0), other], "nextPageToken": "t"}),
+            (200, {"customJobs": [rest_job("2", 100), plain]}),
+        ]
+    )
+    jobs = VertexRest(stack(), session=session, backoff=FAST).list("run-1")
+    assert [j.job_id for j in jobs] == ["2", "1"]
+    assert session.seen[0][2]["filter"] == 'labels.vtx-run-id="run-1"'
+    assert session.seen[1][2]["pageToken"] == "t"
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (403, "permission denied in p"),
+        (404, "not found: no such job"),
+        (400, "Vertex rejected the job"),
+        (409, "Vertex API error"),
+    ],
+)
+def test_rest_errors_are_explained(status: int, expected: str) -> None:
+    session = Scripted([(status, google_error(status, "no such job"))])
+    with pytest.raises(VertexError, match=expected):
+        VertexRest(stack(), session=session, backoff=FAST).get(f"{PARENT}/customJobs/7")
+    assert len(session.seen) == 1  # not transient: asked once
+
+
+def test_a_persistent_503_gives_up_with_a_message() -> None:
+    session = Scripted([(503, google_error(503, "busy"))] * 100)
+    short = Backoff(initial_s=0.01, maximum_s=0.01, multiplier=1.0, deadline_s=0.05)
+    with pytest.raises(VertexError, match="unavailable after retries: busy"):
+        VertexRest(stack(), session=session, backoff=short).get(f"{PARENT}/customJobs/7")
+    assert 1 < len(session.seen) < 100
+
+
+def test_an_unknown_run_id_names_where_it_looked() -> None:
+    session = Scripted([(200, {})])
+    with pytest.raises(VertexError, match="no job with run id 'nope' in projects/p/locations"):
+        VertexRest(stack(), session=session, backoff=FAST).resolve("nope")

@@ -1,0 +1,136 @@
+"""`vtx status` and `vtx list` against the local platform (`local_platform` fixture): the real
+trainer's log lines read as progress and checkpoints (this pins jobs.watch's copy of the
+trainer's messages and keys), a running job's ETA, attempts of one run numbered in order, and
+the JSON/YAML documents."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from jobs.client import VertexRest
+from jobs.stack import StackOutputs
+from vtx.cli import app
+
+pytestmark = pytest.mark.slow
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def vtx(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def launch(tmp_path: Path, name: str, command: list[str]) -> None:
+    template = tmp_path / f"{name}.yaml"
+    template.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "image": "trainer",
+                "command": command,
+                "pools": {"chief": {"machine": "n1-standard-4"}},
+                "scheduling": {"timeout": "10m"},
+            }
+        )
+    )
+    vtx("launch", str(template), "--stack", "local", "-y", "--run-id", name)
+
+
+def status(run_id: str) -> dict[str, Any]:
+    return json.loads(vtx("status", run_id, "--stack", "local", "--format", "json"))
+
+
+def wait_for(run_id: str, done: Any, what: str) -> dict[str, Any]:
+    # A safety net for a hung job, not a timing assertion.
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        found = status(run_id)
+        if done(found):
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"run {run_id}: {what} never happened; last status {found}")
+
+
+def test_the_real_trainers_progress_and_checkpoints_show_in_status_and_list(
+    local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    command = ["python", "-m", "trainer", "--config", "trainer/examples/tiny.yaml"]
+    for override in ("max_steps=10", "save_steps=5", "logging_steps=5", "eval_steps=10"):
+        command += ["--set", override]
+    launch(tmp_path, "tiny-status", command)
+    found = wait_for("tiny-status", lambda s: s["attempts"][0]["ended"], "the end")
+
+    assert found["state"] == "JOB_STATE_SUCCEEDED", found["error"]
+    progress = found["progress"]
+    assert (progress["step"], progress["total_steps"], progress["done"]) == (10, 10, True)
+    assert progress["tokens_per_s"] > 0 and progress["loss"] > 0
+    assert progress["eta_s"] is None  # it ended
+    checkpoints = found["checkpoints"]
+    assert (checkpoints["committed"], checkpoints["last_step"]) == (2, 10)
+    assert checkpoints["last_path"] == (
+        "gs://vtx-local-checkpoints/runs/tiny-status/checkpoints/step-000000010"
+    )
+    (pool,) = found["pools"]
+    assert (pool["pool"], pool["role"], pool["machine"]) == (
+        "workerpool0",
+        "chief",
+        "n1-standard-4",
+    )
+    (replica,) = pool["replicas"]
+    assert replica["replica"] == "workerpool0-0" and replica["last_log"] is not None
+    assert (replica["restarts"], found["retries"]) == (0, 0)
+    assert found["running_s"] > 0
+
+    table = vtx("status", "tiny-status", "--stack", "local")
+    assert "10 of 10 (100%), done" in table
+    assert "2 committed, latest step 10" in table
+    rows = yaml.safe_load(vtx("list", "--stack", "local", "--format", "yaml"))
+    (row,) = [r for r in rows if r["run_id"] == "tiny-status"]
+    assert (row["attempt"], row["state"]) == (1, "JOB_STATE_SUCCEEDED")
+    assert row["resources"] == "1 x n1-standard-4"
+
+
+def test_a_running_job_has_an_eta_and_a_second_attempt_is_numbered_two(
+    local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    # Trainer-shaped lines: a start at step 0 of 100, a report at step 5 a second later.
+    lines = [
+        {"message": "training", "rank": 0, "step": 0, "total_steps": 100},
+        {"message": "train", "rank": 0, "step": 5, "loss": 2.0, "tokens_per_s": 50.0},
+    ]
+    code = (
+        "import json, time\n"
+        f"print(json.dumps({lines[0]!r}), flush=True)\n"
+        "time.sleep(1)\n"
+        f"print(json.dumps({lines[1]!r}), flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    launch(tmp_path, "eta-run", ["python", "-c", code])
+    found = wait_for("eta-run", lambda s: s["progress"]["step"] == 5, "step 5")
+    assert found["state"] == "JOB_STATE_RUNNING"
+    assert found["progress"]["total_steps"] == 100
+    assert found["progress"]["eta_s"] > 0  # 95 steps at the pace since the start
+    assert "ETA" in vtx("status", "eta-run", "--stack", "local")
+
+    assert "cancel requested" in vtx("cancel", "eta-run", "--stack", "local")
+    wait_for("eta-run", lambda s: s["state"] == "JOB_STATE_CANCELLED", "the cancel")
+    launch(tmp_path, "eta-run", ["python", "-c", "print('second')"])
+    found = wait_for("eta-run", lambda s: s["attempts"][-1]["ended"], "the second attempt's end")
+    assert [(a["attempt"], a["state"]) for a in found["attempts"]] == [
+        (1, "JOB_STATE_CANCELLED"),
+        (2, "JOB_STATE_SUCCEEDED"),
+    ]
+    assert found["job"] == found["attempts"][1]["job"]
+    assert found["progress"]["step"] is None  # the newest attempt reported no progress
+    newest = VertexRest(local_platform).resolve("eta-run")
+    assert newest.name == found["job"]
+    rows = json.loads(vtx("list", "--stack", "local", "--run-id", "eta-run", "--format", "json"))
+    assert [r["attempt"] for r in rows] == [2, 1]  # newest first
