@@ -51,7 +51,8 @@ err_console = Console(stderr=True)
 DataDirOption = typer.Option(
     None,
     "--data-dir",
-    help="Where jobs, logs and objects live [default: $VTX_LOCAL_DIR or .vtx/local]",
+    help="Where jobs, logs and objects live.",
+    show_default="$VTX_LOCAL_DIR or .vtx/local",  # help's own [...] would be read as markup
 )
 
 
@@ -192,20 +193,31 @@ def preempt(
         ..., metavar="RUN_ID|JOB_ID", help="Run id (its newest attempt), job id or resource name."
     ),
     replica: str | None = typer.Option(
-        None, help="Replica to preempt, e.g. workerpool1-0 [default: the last one]."
+        None,
+        metavar="NAME",
+        help="Replica to preempt, e.g. workerpool0-0.",
+        show_default="the job's last replica, of its highest pool: workerpool1-0 for a chief "
+        "and one worker",
     ),
     wait_s: float = typer.Option(
         60.0, min=0, max=300, help="Wait this long for a job that is queued or starting."
     ),
     data_dir: Path | None = DataDirOption,
 ) -> None:
-    """Deliver a Spot preemption to one replica: SIGTERM, grace, SIGKILL, then restart."""
+    """Deliver a Spot preemption to one replica: SIGTERM, grace, SIGKILL, then restart.
+
+    A job still going through the last preemption is not preempted again (a warning, exit 1)."""
     try:
         stack = local_stack_outputs(_data_dir(data_dir) if data_dir else None)
         endpoint, token = stack.vertex_endpoint or "", stack.local_token or ""
         job = _job_of(stack, ref)
         target = preempt_replica(endpoint, token, job, replica, wait_s)
-    except (StackError, LocalApiError, VertexError) as exc:
+    except LocalApiError as exc:
+        if exc.status == "ABORTED":
+            err_console.print(f"[yellow]warning:[/yellow] not preempted: {escape(str(exc))}")
+            raise typer.Exit(1) from None
+        raise _fail(str(exc)) from None
+    except (StackError, VertexError) as exc:
         raise _fail(str(exc)) from None
     console.print(
         f"preempting {target} of job {job.rsplit('/', 1)[-1]} (SIGTERM; SIGKILL after grace)"

@@ -11,7 +11,12 @@ import urllib.request
 
 
 class LocalApiError(Exception):
-    """The control plane refused a request or could not be reached."""
+    """The control plane refused a request (``status``: Google's status name, e.g. ABORTED)
+    or could not be reached (``status`` None)."""
+
+    def __init__(self, message: str, status: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _call(url: str, token: str, body: dict | None = None, wait_s: float = 0.0) -> dict:
@@ -27,10 +32,11 @@ def _call(url: str, token: str, body: dict | None = None, wait_s: float = 0.0) -
             return json.load(resp)
     except urllib.error.HTTPError as exc:
         try:
-            message = json.load(exc)["error"]["message"]
-        except (ValueError, KeyError):
-            message = f"HTTP {exc.code}"
-        raise LocalApiError(message) from exc
+            error = json.load(exc)["error"]
+            message, status = error["message"], error.get("status")
+        except (ValueError, KeyError, TypeError):
+            message, status = f"HTTP {exc.code}", None
+        raise LocalApiError(message, status) from exc
     except OSError as exc:
         raise LocalApiError(f"cannot reach the local control plane at {url}: {exc}") from exc
 

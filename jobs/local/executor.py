@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -68,6 +69,28 @@ class NotYetRunning(ExecutorError):
 
     def __init__(self, message: str) -> None:
         super().__init__(400, "FAILED_PRECONDITION", message)
+
+
+class PreemptionInProgress(ExecutorError):
+    """A preemption asked for while the job still goes through the last one, or restarts
+    (ABORTED, 409: try again later, as Google's APIs say of a conflict)."""
+
+    def __init__(self, job_id: str, rt: Runtime, now: float) -> None:
+        if rt.preemption_until is not None and rt.preemption_until >= now:
+            what = (
+                f"the preemption of {rt.preempted_replica}"
+                if rt.preempted_replica
+                else "a replica's loss"
+            )
+            wait_s = math.ceil(rt.preemption_until - now)
+            message = (
+                f"job {job_id} is still going through {what}: its replicas' exits for the next "
+                f"{wait_s} s belong to it, so another preemption now would be folded into it; "
+                f"nothing was done, try again in {wait_s} s"
+            )
+        else:
+            message = f"job {job_id} is restarting; nothing was done, try again once it runs"
+        super().__init__(409, "ABORTED", message)
 
 
 @dataclass
@@ -221,33 +244,49 @@ class Executor:
                 raise ExecutorError(
                     400, "FAILED_PRECONDITION", f"job {job_id} is not running (state {state})"
                 )
-            ready = lifecycle.job_preemptable(job.state, job.rt.stopping)
+            target = self._preempt_target(job, replica)  # a wrong name is said first
+            self._check_preemptable(job)
+            ready = lifecycle.replica_preemptable(target.status)
             if ready is Preemptable.NOT_YET:
-                raise NotYetRunning(f"job {job_id} is not running yet ({job.state})")
-            if ready is Preemptable.NO:
-                raise ExecutorError(
-                    400, "FAILED_PRECONDITION", f"job {job_id} is not running (state {job.state})"
-                )
-            names = [r.name for r in job.rt.replicas]
-            target = replica or names[-1]
-            found = [r for r in job.rt.replicas if r.name == target]
-            if not found:
-                raise ExecutorError(
-                    400,
-                    "INVALID_ARGUMENT",
-                    f"job {job_id} has no replica {target!r}; its replicas: {', '.join(names)}",
-                )
-            ready = lifecycle.replica_preemptable(found[0].status)
-            if ready is Preemptable.NOT_YET:
-                raise NotYetRunning(f"replica {target} is starting")
+                raise NotYetRunning(f"replica {target.name} is starting")
             if ready is Preemptable.NO:
                 raise ExecutorError(
                     400,
                     "FAILED_PRECONDITION",
-                    f"replica {target} is not running ({found[0].status})",
+                    f"replica {target.name} is not running ({target.status})",
                 )
-            self._preempt(job, found[0], "requested")
-            return target
+            self._preempt(job, target, "requested")
+            return target.name
+
+    @staticmethod
+    def _preempt_target(job: ActiveJob, replica: str | None) -> Replica:
+        names = [r.name for r in job.rt.replicas]
+        target = replica or names[-1]
+        for candidate in job.rt.replicas:
+            if candidate.name == target:
+                return candidate
+        raise ExecutorError(
+            400,
+            "INVALID_ARGUMENT",
+            f"job {job.id} has no replica {target!r}; its replicas: {', '.join(names)}",
+        )
+
+    @staticmethod
+    def _check_preemptable(job: ActiveJob) -> None:
+        now = time.time()
+        ready = lifecycle.job_preemptable(
+            job.state,
+            job.rt.stopping,
+            in_window=lifecycle.in_window(job.rt.preemption_until, now),
+        )
+        if ready is Preemptable.NOT_YET:
+            raise NotYetRunning(f"job {job.id} is not running yet ({job.state})")
+        if ready is Preemptable.BUSY:
+            raise PreemptionInProgress(job.id, job.rt, now)
+        if ready is Preemptable.NO:
+            raise ExecutorError(
+                400, "FAILED_PRECONDITION", f"job {job.id} is not running (state {job.state})"
+            )
 
     def active_counts(self) -> dict[str, int]:
         """Active jobs by state name, e.g. {"JOB_STATE_RUNNING": 2}."""

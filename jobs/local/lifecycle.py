@@ -355,15 +355,23 @@ def on_shutdown(state: JobState, stopping: StopReason | None) -> ShutdownAction:
 class Preemptable(Enum):
     YES = "running"
     NOT_YET = "will run, but does not yet (queued, pending, starting)"
+    BUSY = "still going through a preemption, or restarting"
     NO = "not running and will not"
 
 
-def job_preemptable(state: JobState, stopping: StopReason | None) -> Preemptable:
+def job_preemptable(
+    state: JobState, stopping: StopReason | None, *, in_window: bool = False
+) -> Preemptable:
+    """Whether a job can take a preemption now. Not while it still goes through the last one
+    (``in_window``) or restarts: every exit in that window is charged to the first preemption,
+    so a second one would be folded into it, neither named nor counted (chaos skips it too)."""
     if stopping is None and state in (JobState.QUEUED, JobState.PENDING):
         return Preemptable.NOT_YET
-    if state is JobState.RUNNING and stopping is None:
-        return Preemptable.YES
-    return Preemptable.NO
+    if state is not JobState.RUNNING or stopping not in (None, StopReason.RESTART):
+        return Preemptable.NO
+    if stopping is StopReason.RESTART or in_window:
+        return Preemptable.BUSY
+    return Preemptable.YES
 
 
 def replica_preemptable(status: ReplicaStatus) -> Preemptable:

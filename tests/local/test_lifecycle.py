@@ -307,21 +307,25 @@ def test_shutdown(state: JobState, stopping: StopReason | None, expected: Shutdo
 
 
 @pytest.mark.parametrize(
-    ("state", "stopping", "expected"),
+    ("state", "stopping", "in_window", "expected"),
     [
-        (JobState.QUEUED, None, Preemptable.NOT_YET),
-        (JobState.PENDING, None, Preemptable.NOT_YET),
-        (JobState.PENDING, StopReason.FAILED, Preemptable.NO),  # a replica could not start
-        (JobState.RUNNING, None, Preemptable.YES),
-        (JobState.RUNNING, StopReason.RESTART, Preemptable.NO),
-        (JobState.CANCELLING, StopReason.CANCEL, Preemptable.NO),
-        (JobState.SUCCEEDED, None, Preemptable.NO),
+        (JobState.QUEUED, None, False, Preemptable.NOT_YET),
+        (JobState.PENDING, None, False, Preemptable.NOT_YET),
+        (JobState.PENDING, StopReason.FAILED, False, Preemptable.NO),  # a replica could not start
+        (JobState.RUNNING, None, False, Preemptable.YES),
+        # still going through the last preemption: its replicas restart, or their exits would
+        # be charged to it
+        (JobState.RUNNING, StopReason.RESTART, False, Preemptable.BUSY),
+        (JobState.RUNNING, None, True, Preemptable.BUSY),
+        (JobState.RUNNING, StopReason.FAILED, True, Preemptable.NO),  # failing is not busy
+        (JobState.CANCELLING, StopReason.CANCEL, False, Preemptable.NO),
+        (JobState.SUCCEEDED, None, False, Preemptable.NO),
     ],
 )
 def test_which_jobs_can_be_preempted(
-    state: JobState, stopping: StopReason | None, expected: Preemptable
+    state: JobState, stopping: StopReason | None, in_window: bool, expected: Preemptable
 ) -> None:
-    assert job_preemptable(state, stopping) is expected
+    assert job_preemptable(state, stopping, in_window=in_window) is expected
 
 
 @pytest.mark.parametrize(
