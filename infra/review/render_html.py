@@ -1,9 +1,9 @@
-"""The review as one self-contained HTML page: inline CSS, no script, no external resource.
+"""The review as one self-contained HTML page: inline CSS and SVG, no script, no external resource.
 
-Without a script the Mermaid diagram cannot be drawn in the page (its renderer is a JavaScript
-library we would have to inline); the page shows the resources as one card per component, and
-the Mermaid source (which the Markdown report renders on GitHub) in a fold. Who may do what is
-the IAM section's table.
+The diagram is drawn here as two inline SVG pictures (``pictures``: the job's network path, and
+who may do what on which resource), not by Mermaid: its renderer is a ~3 MB JavaScript bundle
+the page would have to inline. The Mermaid source (which the Markdown report renders on GitHub)
+stays in a fold for those who paste it into another tool.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from html import escape
 
 from infra.review.builder import Report
 from infra.review.diff import StackDiff
+from infra.review.pictures import access_svg, network_svg
 from infra.review.sections import (
     Cell,
     Code,
@@ -33,9 +34,8 @@ th,td{border:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;vertical-alig
 th{background:#f6f8fa}td{word-break:break-word}
 .fail{color:#cf222e;font-weight:600}.pass{color:#1a7f37}.skipped{color:#6e7781}
 .verdict{padding:.6rem 1rem;border-radius:6px;background:#f6f8fa;border:1px solid #d0d7de}
-.cards{display:flex;flex-wrap:wrap;gap:.8rem}
-.card{border:1px solid #d0d7de;border-radius:6px;padding:.5rem .8rem;min-width:12rem}
-.card h3{margin:.1rem 0 .4rem;font-size:1rem}.card ul{margin:0;padding-left:1.1rem}
+figure{margin:.8rem 0 1.4rem}figcaption{font-weight:600;margin-bottom:.4rem}
+svg.diagram{display:block;max-width:100%;height:auto}
 pre{background:#f6f8fa;padding:.8rem;overflow:auto}
 """
 
@@ -76,21 +76,17 @@ def _section(section: Section) -> str:
     return f"<h2>{escape(section.title)}</h2>" + "".join(_block(b) for b in section.blocks)
 
 
+def _figure(caption: str, svg: str | None, absent: str) -> str:
+    picture = svg if svg is not None else f"<p><em>{escape(absent)}</em></p>"
+    return f"<figure><figcaption>{escape(caption)}</figcaption>{picture}</figure>"
+
+
 def _diagram(report: Report) -> str:
-    groups: dict[str, list[str]] = {}
-    for resource in report.resources:
-        groups.setdefault(resource["component"], []).append(
-            f"{resource['type'].rsplit(':', 1)[-1]}: {resource['name']}"
-        )
-    cards = "".join(
-        f'<div class="card"><h3>{escape(component)}</h3><ul>'
-        + "".join(f"<li>{escape(item)}</li>" for item in items)
-        + "</ul></div>"
-        for component, items in sorted(groups.items())
-    )
     return (
-        f'<div class="cards">{cards}</div>'
-        "<details><summary>Mermaid source (rendered in the Markdown report on GitHub)</summary>"
+        _figure("Network path of a job", network_svg(report), "no network declared")
+        + _figure("Who may do what", access_svg(report), "no IAM grants declared")
+        + "<details><summary>Mermaid source (the Markdown report renders it on GitHub; paste it "
+        "into any Mermaid editor)</summary>"
         f"<pre>{escape(report.diagram)}</pre></details>"
     )
 
