@@ -6,6 +6,7 @@ platform's log endpoint is exercised in test_submission.py too."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import threading
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 from fastapi import FastAPI, Request
+from rich.console import Console
 from typer.testing import CliRunner
 
 from jobs.client import Vertex, is_terminal
@@ -35,6 +37,7 @@ from jobs.logs import (
 from jobs.stack import StackOutputs
 from tests.conftest import free_port, wait_for_port
 from vtx.cli import app
+from vtx.log_commands import LogFormat, log_view
 
 JOBS = [
     ("projects/p/locations/us-central1/customJobs/11", 0),
@@ -390,3 +393,19 @@ def test_vtx_logs_refuses_an_unknown_severity(finished_run: str) -> None:
     code, _, err = _vtx_logs(finished_run, "--severity", "loud")
     assert code == 2
     assert "unknown severity 'loud'" in err
+
+
+@pytest.mark.parametrize(
+    ("terminal", "fmt", "as_json"),
+    [
+        (True, LogFormat.auto, False),  # a person reads a terminal
+        (False, LogFormat.auto, True),  # a pipe feeds a program
+        (False, LogFormat.text, False),
+        (True, LogFormat.json, True),
+    ],
+)
+def test_the_format_follows_the_terminal_unless_one_is_asked_for(
+    terminal: bool, fmt: LogFormat, as_json: bool
+) -> None:
+    out = Console(force_terminal=terminal, file=io.StringIO())
+    assert log_view(out, fmt, None, None).json is as_json
