@@ -373,7 +373,7 @@ class HumanFormat:
 
     def lines(self, entry: LogEntry) -> list[str]:
         day, _, clock = entry.timestamp.partition("T")
-        header = [f"-- {day} (UTC) --"] if day != self.day else []
+        header = [f"-- {day} (UTC) --"] if day and day != self.day else []
         self.day = day
         clock = clock.rstrip("Z")[:12]  # HH:MM:SS.mmm
         severity = severity_of(entry)
