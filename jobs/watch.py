@@ -6,16 +6,17 @@ One word for one thing:
 
 - **attempt**: one CustomJob of the run (`vtx launch`, or a resubmission with the same run id),
   numbered from 1 in the order they were created; every attempt resumes from the same prefix.
-- **retry**: Vertex running every replica of one attempt again (up to 3 times; after a
-  SIGSEGV/SIGABRT exit, or a replica that ran out of restarts).
 - **restart**: Vertex starting one replica again inside one attempt (up to 5 times; after a
   preemption or an infrastructure error); with ``restartJobOnWorkerRestart`` every replica
   restarts with it.
+- **retry**: Vertex running every replica of one attempt again after a crash (SIGSEGV/SIGABRT)
+  or a replica that ran out of restarts (up to 3 times); its replicas restart.
 
 What is known where: the CustomJob API says nothing per replica, so on Vertex a replica shows
-the time of its last log line only; the local platform numbers each replica's starts in its
-log entries (``LogEntry.attempt``) and its own events' entries with the attempt's retry count,
-so retries and restarts are counted there only.
+the time of its last log line only. The local platform numbers each start of a replica in its
+log entries (``LogEntry.attempt``), so there a replica's restarts are counted: every start after
+its first, whatever caused it (its own loss, another replica's with restartJobOnWorkerRestart,
+or a retry); a restart shows once the replica has logged a line.
 
 The trainer's progress is read from its JSON log lines (rank 0's), whose messages and keys are
 this module's copy of what `trainer/loop.py` and `trainer/checkpoint.py` log (the platform
@@ -23,7 +24,6 @@ never imports the trainer); tests/local/test_status_cli.py runs the real trainer
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,15 +31,13 @@ from datetime import datetime
 from jobs.client import JobRecord, PoolRecord, rfc3339
 from jobs.cost import estimate
 from jobs.facts import facts_from_rest_job
-from jobs.logs import LogEntry
+from jobs.logs import LogEntry, payload
 
 # The trainer's log messages (`log.info(MESSAGE, extra={...})`) that carry progress.
 TRAINING = "training"  # at every start: step (resumed from), total_steps
 TRAIN = "train"  # every logging_steps: step, loss, tokens_per_s
 COMMITTED = "checkpoint committed"  # rank 0, once a checkpoint is complete: step, path
 DONE = "done"  # the final step is saved and the model exported
-SERVICE = "service"
-"""The replica name of the local platform's own events (see jobs/local/README.md)."""
 
 
 def same_job(entry: LogEntry, job: str) -> bool:
@@ -81,16 +79,8 @@ class Progress:
 
 def trainer_line(entry: LogEntry) -> dict | None:
     """Rank 0's JSON log line as a dict; None for anything else (library output, rank 1...)."""
-    text = entry.message
-    if not text.startswith("{"):
-        return None
-    try:
-        line = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(line, dict) or line.get("rank", 0) != 0:
-        return None
-    return line
+    line = payload(entry.message)
+    return line if line is not None and line.get("rank", 0) == 0 else None
 
 
 def _number(line: dict, key: str) -> float | None:
@@ -161,26 +151,16 @@ class PoolStatus:
     replicas: list[ReplicaStatus]
 
 
-def retries_of(entries: Sequence[LogEntry], local: bool) -> int | None:
-    """The local platform's own events carry the attempt's retry count; Vertex's logs do not."""
-    if not local:
-        return None
-    return max((e.attempt for e in entries if e.replica == SERVICE), default=0)
-
-
 def pool_statuses(job: JobRecord, entries: Sequence[LogEntry], local: bool) -> list[PoolStatus]:
     """Each pool of ``job`` and its replicas, from ``job``'s own log entries."""
-    retries = retries_of(entries, local)
     pools = []
     for pool in job.pools:
         replicas = []
         for name in pool.replica_names:
             own = [e for e in entries if e.replica == name]
             last = max((t for e in own if (t := rfc3339(e.timestamp))), default=None)
-            # Locally each start of a replica has its own number; a retry starts them all.
-            starts = len({e.attempt for e in own})
-            restarts = max(starts - 1 - (retries or 0), 0) if local else None
-            replicas.append(ReplicaStatus(name, last, restarts))
+            starts = len({e.attempt for e in own})  # locally: one number per start
+            replicas.append(ReplicaStatus(name, last, max(starts - 1, 0) if local else None))
         pools.append(PoolStatus(pool, replicas))
     return pools
 
@@ -190,21 +170,22 @@ def pool_statuses(job: JobRecord, entries: Sequence[LogEntry], local: bool) -> l
 
 @dataclass(frozen=True)
 class Price:
-    """What one attempt pays per hour at the catalog's price; None where a price is unknown."""
+    """What one attempt pays per hour at the catalog's price in its region."""
 
     usd_per_h: float | None
-    table: str | None
+    """None when the catalog lacks a figure it needs (``unpriced``), or for FLEX_START."""
     kind: str
+    """Which price it pays: "on-demand", "Spot" or "FLEX_START" (`jobs.cost`)."""
+    strategy: str
+    table: str | None
+    unpriced: tuple[str, ...]
 
 
 def price_of(job: JobRecord, region: str) -> Price:
     """The catalog's price for ``job`` as submitted (its machines, accelerators, strategy)."""
     cost = estimate(facts_from_rest_job(job.rest), region)
-    per_h = cost.usd_per_h
-    # Prices the table lacks counted as $0 in older estimates: a partial sum is not the cost.
-    unknown = per_h is None or bool(cost.missing)
     table = cost.table.name if cost.table is not None else None
-    return Price(None if unknown else per_h, table, cost.strategy)
+    return Price(cost.usd_per_h, cost.price_kind, cost.strategy, table, tuple(cost.unpriced))
 
 
 def running_s(job: JobRecord, now: datetime) -> float:
@@ -239,7 +220,6 @@ class RunStatus:
     attempts: list[AttemptStatus]
     """Oldest first: ``attempts[-1]`` is the newest."""
     pools: list[PoolStatus]
-    retries: int | None
     progress: Progress
     now: datetime
 
@@ -296,7 +276,6 @@ def run_status(
         run_id=newest.run_id,
         attempts=attempts,
         pools=pool_statuses(newest, own, local),
-        retries=retries_of(own, local),
         progress=trainer_progress(entries, newest.name),
         now=now,
     )

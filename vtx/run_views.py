@@ -14,17 +14,18 @@ money is US dollars (``usd``) at the catalog's price.
     outputs       the run's output prefix (baseOutputDirectory)
     attempts      [{attempt (1 = the first CustomJob of the run), job, state, created, started,
                   ended, running_s, usd_per_h, usd, error}], oldest first
-    retries       how often Vertex ran every replica of the newest attempt again (local only)
     pools         [{pool (workerpool0...), role, machine, accelerator, accelerator_count,
                   replica_count, replicas: [{replica (workerpool1-0...), last_log, restarts
-                  (local only)}]}] of the newest attempt
+                  (starts after the first, whatever the cause; local only)}]}] of the newest
+                  attempt
     progress      {step, total_steps, tokens_per_s, loss, updated, steps_per_s, eta_s, done}
                   as the trainer logs them (rank 0)
     checkpoints   {committed (by every attempt), last_step, last_path}
     elapsed_s     from the first attempt's creation to the newest one's end, or now
     running_s     time Vertex ran (and billed) the attempts, summed
     cost          {usd (so far, every attempt), usd_per_h (the newest attempt), strategy,
-                  price_table}
+                  price (on-demand, Spot or FLEX_START), unpriced (what the catalog has no
+                  price for), price_table}
 
 ``vtx list --format json``: a list, newest first, of {run_id, attempt, job, name, state,
 resources, pools: [{pool, role, machine, accelerator, accelerator_count, replica_count}],
@@ -106,7 +107,6 @@ def status_json(status: RunStatus) -> dict[str, Any]:
         "error": newest.job.error,
         "outputs": newest.job.output_prefix,
         "attempts": [attempt_json(a) for a in status.attempts],
-        "retries": status.retries,
         "pools": [_pool_status_json(p) for p in status.pools],
         "progress": {
             "step": progress.step,
@@ -128,7 +128,9 @@ def status_json(status: RunStatus) -> dict[str, Any]:
         "cost": {
             "usd": rounded(status.usd),
             "usd_per_h": rounded(newest.price.usd_per_h),
-            "strategy": newest.price.kind,
+            "strategy": newest.price.strategy,
+            "price": newest.price.kind,
+            "unpriced": list(newest.price.unpriced),
             "price_table": newest.price.table,
         },
     }
@@ -247,9 +249,14 @@ def _checkpoint_row(status: RunStatus) -> str:
 
 def _cost_row(status: RunStatus) -> str:
     price = status.newest.price
-    rate = "price unknown" if price.usd_per_h is None else f"{usd(price.usd_per_h)}/h"
+    if price.usd_per_h is not None:
+        rate = f"{usd(price.usd_per_h)}/h {price.kind}"
+    elif price.unpriced:
+        rate = f"no {price.kind} price for {', '.join(price.unpriced)}"
+    else:
+        rate = f"no {price.kind} price in the catalog"
     table = f", table {price.table}" if price.table else ""
-    return f"{usd(status.usd)} so far at the catalog's price ({rate}, {price.kind}{table})"
+    return f"{usd(status.usd)} so far at the catalog's price ({rate}{table})"
 
 
 def status_table(status: RunStatus) -> Table:
@@ -265,8 +272,6 @@ def status_table(status: RunStatus) -> Table:
         ("attempt", f"{status.newest.number} of {len(status.attempts)}"),
         ("state", newest.state),
     ]
-    if status.retries is not None:
-        rows.append(("retries", str(status.retries)))
     rows += [(f"pool {p.pool.index}", f"{role(p.pool)}: {pool_line(p.pool)}") for p in status.pools]
     replicas = [r for p in status.pools for r in p.replicas]
     if replicas:

@@ -4,6 +4,7 @@ keys, and VertexRest's retries and explained errors over a scripted session."""
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,11 +26,18 @@ from vtx.run_views import (
     print_document,
     resources,
     status_json,
+    status_table,
 )
 
 T0 = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 PARENT = "projects/p/locations/us-central1"
 FAST = Backoff(initial_s=0.0, maximum_s=0.0, multiplier=1.0, deadline_s=5.0)
+
+
+def _text(renderable: object) -> str:
+    console = Console(width=300, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
 
 
 def stamp(seconds: float) -> str:
@@ -127,7 +135,7 @@ def test_a_finished_trainer_has_no_eta() -> None:
     assert progress.done and progress.eta_s(running=True) is None
 
 
-def test_local_restarts_and_retries_are_counted_per_replica() -> None:
+def test_local_restarts_are_every_start_of_a_replica_after_its_first() -> None:
     job = JobRecord.from_rest(rest_job("1", 0, started_s=1))
     name = job.name
 
@@ -138,23 +146,23 @@ def test_local_restarts_and_retries_are_counted_per_replica() -> None:
         line("service", 0, 1),
         line("workerpool0-0", 0, 2),
         line("workerpool1-0", 0, 2),
-        line("workerpool1-0", 1, 30),  # workerpool1-0 restarted once
-        line("service", 1, 40),  # then a retry: every replica started again
+        line("workerpool1-0", 1, 30),  # workerpool1-0 restarted alone
+        line("service", 1, 40),  # then every replica restarted (or a retry)
         line("workerpool0-0", 1, 41),
         line("workerpool1-0", 2, 42),
+        LogEntry(stamp(50), f"{PARENT}/customJobs/0", "workerpool0-0", 7, "an older attempt"),
     ]
     status = run_status([job], entries, "us-central1", T0 + timedelta(seconds=60), local=True)
-    assert status.retries == 1
     replicas = {r.name: r for p in status.pools for r in p.replicas}
     assert {n: r.restarts for n, r in replicas.items()} == {
-        "workerpool0-0": 0,
-        "workerpool1-0": 1,
+        "workerpool0-0": 1,
+        "workerpool1-0": 2,
         "workerpool1-1": 0,
     }
     assert replicas["workerpool1-0"].last_log == T0 + timedelta(seconds=42)
+    assert replicas["workerpool0-0"].last_log == T0 + timedelta(seconds=41)  # this attempt's
     assert replicas["workerpool1-1"].last_log is None  # never logged
     on_vertex = run_status([job], entries, "us-central1", T0, local=False)
-    assert on_vertex.retries is None
     assert {r.restarts for p in on_vertex.pools for r in p.replicas} == {None}
 
 
@@ -180,6 +188,9 @@ def test_an_unknown_price_makes_the_cost_unknown_not_zero() -> None:
     assert status.usd is None
     document = status_json(status)
     assert document["cost"]["usd"] is None and document["cost"]["usd_per_h"] is None
+    assert document["cost"]["unpriced"] == ["n9-imaginary-4"]
+    assert "unknown so far" in _text(status_table(status))
+    assert "no on-demand price for n9-imaginary-4" in _text(status_table(status))
 
 
 def test_an_attempt_that_never_started_cost_nothing_even_at_an_unknown_price() -> None:
@@ -190,7 +201,7 @@ def test_an_attempt_that_never_started_cost_nothing_even_at_an_unknown_price() -
 
 
 STATUS_KEYS = {
-    "run_id", "job", "state", "error", "outputs", "attempts", "retries", "pools", "progress",
+    "run_id", "job", "state", "error", "outputs", "attempts", "pools", "progress",
     "checkpoints", "elapsed_s", "running_s", "cost",
 }  # fmt: skip
 
@@ -210,7 +221,9 @@ def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
         "step", "total_steps", "tokens_per_s", "loss", "updated", "steps_per_s", "eta_s", "done",
     }  # fmt: skip
     assert set(document["checkpoints"]) == {"committed", "last_step", "last_path"}
-    assert set(document["cost"]) == {"usd", "usd_per_h", "strategy", "price_table"}
+    assert set(document["cost"]) == {
+        "usd", "usd_per_h", "strategy", "price", "unpriced", "price_table",
+    }  # fmt: skip
     assert set(document["attempts"][0]) == {
         "attempt", "job", "state", "created", "started", "ended", "running_s", "usd_per_h",
         "usd", "error",
