@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trainer.accelerators import ACCELERATORS, DEFAULT_MFU
 from trainer.config import ConfigError, TrainConfig, load_config
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m trainer", description="Fine-tune a causal LM, or estimate its memory."
+        prog="python -m trainer",
+        description="Fine-tune a causal LM, or estimate its memory, time and cost.",
     )
     parser.add_argument("--config", required=True, help="training YAML (see trainer/examples)")
     parser.add_argument(
@@ -23,13 +25,79 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="override a config value, e.g. --set data.path=gs://bucket/train.jsonl",
     )
     parser.add_argument(
-        "--estimate", action="store_true", help="print sizes and memory; no training"
+        "--estimate",
+        action="store_true",
+        help="print sizes, memory, step time, total steps, hours and cost; no training",
     )
-    parser.add_argument(
-        "--accelerator", default="NVIDIA_H100_80GB", help="for --estimate: Vertex accelerator type"
+    _add_estimate_options(parser.add_argument_group("--estimate options"))
+    args = parser.parse_args(argv)
+    if args.json and not args.estimate:
+        parser.error("--json goes with --estimate (training logs JSON lines by itself)")
+    return args
+
+
+def _add_estimate_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--accelerator",
+        choices=list(ACCELERATORS),
+        metavar="TYPE",
+        help=f"Vertex accelerator type: {', '.join(ACCELERATORS)} (default: this machine's GPU)",
     )
-    parser.add_argument("--devices", type=int, default=1, help="for --estimate: devices in the job")
-    return parser.parse_args(argv)
+    group.add_argument(
+        "--accelerator-count",
+        "--devices",
+        dest="accelerator_count",
+        type=_positive_int,
+        metavar="N",
+        help="devices per node (default: 1, or this machine's GPU count)",
+    )
+    group.add_argument(
+        "--nodes", type=_positive_int, default=1, metavar="N", help="machines (default: 1)"
+    )
+    group.add_argument(
+        "--mfu",
+        type=_fraction,
+        default=DEFAULT_MFU,
+        metavar="F",
+        help=f"assumed fraction of the bf16 peak (default: {DEFAULT_MFU}); a run logs its own",
+    )
+    group.add_argument(
+        "--usd-per-hour",
+        type=_non_negative,
+        metavar="USD",
+        help="the job's price per hour (see `vtx cost`), for the cost",
+    )
+    group.add_argument(
+        "--json", action="store_true", help="one JSON object (keys: trainer/estimate.py)"
+    )
+
+
+def _number(text: str, kind: type[int] | type[float]) -> float:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _positive_int(text: str) -> int:
+    value = int(_number(text, int))
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _number(text, float)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not in (0, 1], e.g. 0.35")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _number(text, float)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a price (>= 0)")
+    return value
 
 
 def read_config(args: argparse.Namespace) -> TrainConfig | None:

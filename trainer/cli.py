@@ -9,7 +9,7 @@ import sys
 from trainer.arguments import parse_args, read_config
 from trainer.config import ConfigError, TrainConfig
 from trainer.env import VertexEnv
-from trainer.estimate import print_estimate
+from trainer.estimate import hardware, print_report, report
 from trainer.loop import train
 from trainer.preemption import StopRequest
 from trainer.secrets import SecretsError, export_secrets
@@ -40,7 +40,8 @@ def run(cfg: TrainConfig, args: argparse.Namespace, stop: StopRequest) -> int:
 
 def _run(cfg: TrainConfig, args: argparse.Namespace, stop: StopRequest) -> int:
     if args.estimate:
-        print_estimate(cfg, args.accelerator, args.devices)
+        hw = hardware(args.accelerator, args.accelerator_count, args.nodes)
+        print_report(report(cfg, hw, args.mfu, args.usd_per_hour), args.json)
         return 0
     try:
         export_secrets()

@@ -110,20 +110,21 @@ def read_records(path: str, fmt: str = "auto") -> list[dict[str, Any]]:
         import pyarrow.parquet as pq
 
         return pq.read_table(io.BytesIO(data)).to_pylist()
-    records = []
-    for line_no, line in enumerate(data.decode("utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{line_no}: not valid JSON: {exc}") from None
-            if not isinstance(record, dict):
-                raise ValueError(
-                    f"{path}:{line_no}: expected one JSON object per line, got "
-                    f"{type(record).__name__}"
-                )
-            records.append(record)
-    return records
+    lines = enumerate(data.decode("utf-8").splitlines(), start=1)
+    return [parse_json_line(line, path, line_no) for line_no, line in lines if line.strip()]
+
+
+def parse_json_line(line: str | bytes, path: str, line_no: int) -> dict[str, Any]:
+    """One JSONL record; a ValueError names the file and the line."""
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}:{line_no}: not valid JSON: {exc}") from None
+    if not isinstance(record, dict):
+        raise ValueError(
+            f"{path}:{line_no}: expected one JSON object per line, got {type(record).__name__}"
+        )
+    return record
 
 
 # ---------------------------------------------------------------- tokenizing

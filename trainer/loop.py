@@ -30,6 +30,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
+from trainer.accelerators import peak_flops_per_s
 from trainer.allocator import retain_freed_memory
 from trainer.checkpoint import Checkpointer, step_dir
 from trainer.config import ConfigError, TrainConfig
@@ -37,7 +38,7 @@ from trainer.data import BatchStream, build_rows, eval_batches
 from trainer.env import VertexEnv
 from trainer.export import export_model
 from trainer.fingerprint import differences, mismatch_message, trajectory
-from trainer.metrics import TensorBoard, Throughput, peak_flops_per_s, setup_logging
+from trainer.metrics import TensorBoard, Throughput, setup_logging
 from trainer.model import (
     build_model,
     build_tokenizer,

@@ -1,4 +1,4 @@
-"""Structured logs, TensorBoard and the MFU estimate.
+"""Structured logs, TensorBoard and throughput (MFU against trainer.accelerators' peaks).
 
 Logs are one JSON object per line on stdout with `severity` and `message`: Cloud Logging turns
 each into a structured entry (`jsonPayload.step`, `jsonPayload.loss`...) that can be filtered.
@@ -21,17 +21,6 @@ from typing import Any
 
 from tqdm import tqdm
 
-# Dense bf16 peak FLOP/s per device, from the vendors' datasheets (no sparsity). T4 and V100
-# have no bf16: their fp16 tensor-core peak is listed, the ceiling of what they can do.
-PEAK_FLOPS_PER_S = {
-    "B200": 2250e12,
-    "H200": 989e12,
-    "H100": 989e12,
-    "A100": 312e12,
-    "L4": 121e12,
-    "V100": 125e12,
-    "T4": 65e12,
-}
 # LogRecord attributes that are not user-provided `extra=` fields.
 _RECORD_FIELDS = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 _SEVERITY = {"WARNING": "WARNING", "ERROR": "ERROR", "CRITICAL": "CRITICAL", "DEBUG": "DEBUG"}
@@ -99,14 +88,6 @@ def setup_logging(rank: int, human: bool = False, level: int = logging.INFO) -> 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-
-
-def peak_flops_per_s(device_name: str) -> float | None:
-    """Peak for a CUDA device name such as 'NVIDIA H100 80GB HBM3'; None when unknown (CPU)."""
-    for key in sorted(PEAK_FLOPS_PER_S, key=len, reverse=True):
-        if key in device_name.upper():
-            return PEAK_FLOPS_PER_S[key]
-    return None
 
 
 class TensorBoard:

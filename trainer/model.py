@@ -12,8 +12,9 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -21,6 +22,8 @@ from trainer.attention import use_segment_attention
 from trainer.config import ConfigError, ModelConfig
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 REMOTE_READ_TIMEOUT_S = 10.0
 """How long `--estimate` waits for a remote model's config.json (a few KiB)."""
@@ -115,6 +118,36 @@ def build_skeleton(cfg: ModelConfig) -> torch.nn.Module:
         return _add_lora(model, cfg) if cfg.lora is not None else model
 
 
+# Files a tokenizer never needs: `light_tokenizer` copies everything else from a gs:// prefix.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".onnx")
+
+
+def light_tokenizer(cfg: ModelConfig) -> Any:
+    """The config's tokenizer without the model's weights: from a gs:// prefix only its other
+    top-level files are copied (tokenizer.json, its config, vocab...), within
+    REMOTE_READ_TIMEOUT_S. For `--estimate`, which tokenizes a sample of the data."""
+    from transformers import AutoTokenizer
+
+    source = cfg.tokenizer or cfg.name_or_path
+    assert source is not None  # guaranteed by ModelConfig validation
+    if not is_remote(source):
+        _check_local(source, "model.tokenizer" if cfg.tokenizer else "model.name_or_path")
+        return AutoTokenizer.from_pretrained(source)
+    with tempfile.TemporaryDirectory(prefix="vtx-tokenizer-") as scratch:
+        call_remote(lambda: _copy_light_files(source, Path(scratch)))
+        return AutoTokenizer.from_pretrained(scratch)
+
+
+def _copy_light_files(path: str, target: Path) -> None:
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path)
+    for remote in fs.ls(root, detail=False):
+        name = remote.rstrip("/").rsplit("/", 1)[-1]
+        if fs.isfile(remote) and not name.endswith(WEIGHT_SUFFIXES):
+            fs.get_file(remote, str(target / name))
+
+
 def _config_only(path: str, scratch: str) -> str:
     """A local directory with `path`'s config.json: `path` itself, or `scratch` holding a copy
     of that one file."""
@@ -126,46 +159,60 @@ def _config_only(path: str, scratch: str) -> str:
 
 
 def _read_remote(remote: str) -> bytes:
-    """One small remote file, or a ConfigError within REMOTE_READ_TIMEOUT_S. Without credentials
-    or network, gcsfs looks for credentials and retries for about a minute, logging each failure;
-    `--estimate` should say so at once instead."""
+    """One small remote file, or a ConfigError within REMOTE_READ_TIMEOUT_S."""
     import fsspec
 
+    def read() -> bytes:
+        with fsspec.open(remote, "rb") as f:
+            return f.read()
+
+    try:
+        return call_remote(read)
+    except FileNotFoundError:
+        raise ConfigError(f"model.name_or_path: {remote} does not exist") from None
+    except Exception as exc:
+        raise ConfigError(
+            f"model.name_or_path: cannot read {remote} ({first_line(exc)}). Outside Google "
+            "Cloud, sign in with `gcloud auth application-default login` (the local platform "
+            "sets STORAGE_EMULATOR_HOST itself), or point model.name_or_path at a local copy "
+            "of the model's directory"
+        ) from None
+
+
+def call_remote(read: Callable[[], T], timeout_s: float | None = None) -> T:
+    """`read()` (reads from a remote store) within `timeout_s` (default REMOTE_READ_TIMEOUT_S):
+    its value, its exception, or a TimeoutError. Without credentials or network, gcsfs looks for
+    credentials and retries for about a minute, logging each failure; `--estimate` should say so
+    at once instead."""
+    timeout_s = REMOTE_READ_TIMEOUT_S if timeout_s is None else timeout_s
     result: dict[str, Any] = {}
 
-    def read() -> None:
+    def call() -> None:
         try:
-            with fsspec.open(remote, "rb") as f:
-                result["data"] = f.read()
-        except Exception as exc:  # reported below, in the caller's thread
+            result["value"] = read()
+        except Exception as exc:  # raised below, in the caller's thread
             result["error"] = exc
 
     # A daemon thread: left behind on a timeout, it does not keep the process alive.
-    worker = threading.Thread(target=read, name="vtx-read-remote", daemon=True)
+    worker = threading.Thread(target=call, name="vtx-read-remote", daemon=True)
     fs_logger = logging.getLogger("gcsfs")
     level = fs_logger.level
-    fs_logger.setLevel(logging.CRITICAL)  # its retry tracebacks: the message below says it all
+    fs_logger.setLevel(logging.CRITICAL)  # its retry tracebacks: the caller's message says it all
     try:
         worker.start()
-        worker.join(REMOTE_READ_TIMEOUT_S)
+        worker.join(timeout_s)
     finally:
         fs_logger.setLevel(level)
-    error = result.get("error")
-    if isinstance(error, FileNotFoundError):
-        raise ConfigError(f"model.name_or_path: {remote} does not exist")
-    if worker.is_alive() or error is not None:
-        why = (
-            f"no answer in {REMOTE_READ_TIMEOUT_S:g} s"
-            if error is None
-            else str(error).strip().splitlines()[0][:200]
-        )
-        raise ConfigError(
-            f"model.name_or_path: cannot read {remote} ({why}). Outside Google Cloud, sign in "
-            "with `gcloud auth application-default login` (the local platform sets "
-            "STORAGE_EMULATOR_HOST itself), or point model.name_or_path at a local copy of the "
-            "model's directory"
-        )
-    return result["data"]
+    if worker.is_alive():
+        raise TimeoutError(f"no answer in {timeout_s:g} s")
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line, short enough for a one-line message."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def _from_config_mapping(config: dict[str, Any]) -> torch.nn.Module:

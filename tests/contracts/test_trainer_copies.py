@@ -6,7 +6,7 @@ inputs (not by comparing source text), so that either side drifting fails here f
 |---------------------------------------------|-----------------------------------------------|
 | `trainer.secrets`: VTX_SECRETS, the grammar | `jobs.contract` (+ the validator `jobs.rules`) |
 | `trainer.env.VertexEnv.from_environ`        | `jobs.local.vertex_env` (VERTEX.md)           |
-| `trainer.estimate.ACCELERATOR_MEMORY_GIB`   | `jobs/catalog/accelerators.yaml`              |
+| `trainer.accelerators.ACCELERATORS`         | `jobs/catalog/accelerators.yaml` (the GPUs)   |
 | `trainer.config.load_yaml_text`             | `jobs.safe_yaml.load_yaml_text`               |
 
 The run id (`jobs.contract.RUN_ID_ENV`) has no copy: the trainer never reads it.
@@ -25,8 +25,8 @@ import pytest
 from jobs import contract, rules, safe_yaml
 from jobs.catalog import load_catalog
 from jobs.local import vertex_env
+from trainer import accelerators, secrets
 from trainer import config as trainer_config
-from trainer import estimate, secrets
 from trainer.env import VertexEnv
 
 # ---- secrets: the variable and the Secret Manager name grammar ------------------------------
@@ -184,16 +184,25 @@ def test_the_trainer_sees_the_topology_and_outputs_the_local_vertex_sets(shape: 
         assert not unknown, f"the trainer reads {unknown}, which the local Vertex never sets"
 
 
-# ---- --estimate: accelerator memory ----------------------------------------------------------
+# ---- --estimate and MFU: accelerator memory and peaks ----------------------------------------
 
 
-def test_the_estimate_knows_every_catalog_gpu_with_its_memory() -> None:
-    gpus = {
+def _catalog_gpus() -> dict[str, int]:
+    return {
         name: accelerator.memory_gb
         for name, accelerator in load_catalog().accelerators.items()
         if accelerator.kind == "gpu"
     }
-    assert gpus == estimate.ACCELERATOR_MEMORY_GIB
+
+
+def test_the_estimate_knows_every_catalog_gpu_with_its_memory() -> None:
+    known = {name: spec.memory_gib for name, spec in accelerators.ACCELERATORS.items()}
+    assert known == _catalog_gpus()
+
+
+def test_every_catalog_gpu_has_a_bf16_peak_for_step_time_and_mfu() -> None:
+    peaks = {name: accelerators.ACCELERATORS[name].peak_flops_per_s for name in _catalog_gpus()}
+    assert all(peak >= 1e12 for peak in peaks.values()), peaks
 
 
 # ---- the safe YAML reader ----------------------------------------------------------------------

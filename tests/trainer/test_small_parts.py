@@ -61,7 +61,7 @@ def test_estimate_counts_parameters_and_shards_states_under_fsdp(tmp_path):
     one = estimate(cfg, devices=1)
     # Embedding 1024*32 (tied head) + 2 layers of attention and MLP + norms.
     assert one["parameters"] == one["trainable_parameters"] > 32 * 1024
-    assert one["tokens_per_optimizer_step"] == 2 * 128
+    assert one["tokens_per_optimizer_step_max"] == 2 * 128
     sharded = estimate(parse_config(tiny_config("x.jsonl", str(tmp_path), fsdp=True)), devices=8)
     assert sharded["weights_grads_optimizer_gib"] == pytest.approx(
         one["weights_grads_optimizer_gib"] / 8
