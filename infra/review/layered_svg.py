@@ -122,9 +122,10 @@ def _layout(
     edges: Sequence[tuple[str, str]],
     origin: tuple[float, float],
     axes: _Axes,
+    anchor: int | None,
 ) -> dict[str, _Placed]:
-    """The longest layer stacked from the start; then, outwards from it, each box level with the
-    mean middle of the boxes it connects to in the layer already placed."""
+    """The anchor layer (by default the longest) stacked from the start; then, outwards from it,
+    each box level with the mean middle of the boxes it connects to in the layer placed before."""
     depths = [max((axes.depth(box) for box in layer), default=0) for layer in layers]
     layer_at, at = [], origin[1] if axes.down else origin[0]
     for depth in depths:
@@ -135,7 +136,8 @@ def _layout(
     def length(layer: Sequence[Box]) -> float:
         return sum(axes.breadth(box) + _GAP_IN_LAYER for box in layer)
 
-    anchor = max(range(len(layers)), key=lambda i: length(layers[i]), default=0)
+    if anchor is None:
+        anchor = max(range(len(layers)), key=lambda i: length(layers[i]), default=0)
     placed: dict[str, _Placed] = {}
     for index in [anchor, *range(anchor + 1, len(layers)), *range(anchor - 1, -1, -1)]:
         wanted = []
@@ -186,12 +188,14 @@ def draw(
     headers: Sequence[str] = (),
     marker: str = "arrow",
     down: bool = False,
+    anchor: int | None = None,
 ) -> str:
     """One ``<svg>`` of ``layers`` (columns, or rows when ``down``); ``headers`` name the columns;
-    ``marker`` names its arrowhead and must be unique in the page (SVG ids are page-wide)."""
+    ``marker`` names its arrowhead and must be unique in the page (SVG ids are page-wide);
+    ``anchor`` is the layer the others align to (by default the longest)."""
     axes = _Axes(down)
     top = _MARGIN + (_HEADER_H if headers and not down else 0)
-    placed = _layout(layers, edges, (_MARGIN, top), axes)
+    placed = _layout(layers, edges, (_MARGIN, top), axes, anchor)
     width = max((p.x + p.width for p in placed.values()), default=0) + _MARGIN
     height = max((p.y + p.height for p in placed.values()), default=top) + _MARGIN
     xs = [] if down else sorted({p.x for p in placed.values()})  # one per non-empty column

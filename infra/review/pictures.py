@@ -179,6 +179,7 @@ def access_svg(report: Report) -> str | None:
         f"who may do what in the {report.stack} stack",
         headers=("who", "may (roles)", "on what"),
         marker="iam-arrow",
+        anchor=1,  # the roles: one arrow in and one out each, the others centre on them
     )
 
 
