@@ -239,3 +239,40 @@ def test_a_run_on_a_gpu_measures_mfu_against_the_peak_the_estimate_assumes(
 ) -> None:
     expected = ACCELERATORS[accelerator].peak_flops_per_s
     assert peak_flops_per_s(CUDA_NAMES[accelerator]) == expected
+
+
+def test_a_tokenizer_and_data_on_gcs_give_the_same_count_as_local_copies(
+    tmp_path: Path, gcs_bucket: str
+) -> None:
+    import fsspec
+
+    from tests.trainer.conftest import TOKENIZER
+
+    prefix = f"gs://{gcs_bucket}/base"
+    for path in TOKENIZER.iterdir():
+        with fsspec.open(f"{prefix}/{path.name}", "wb") as f:
+            f.write(path.read_bytes())
+    with fsspec.open(f"{prefix}/model.safetensors", "wb") as f:
+        f.write(b"not read")
+    with fsspec.open(f"gs://{gcs_bucket}/train.jsonl", "wb") as f:
+        f.write(DATASET.read_bytes())
+    local = _epochs_config(tmp_path)
+    remote = _epochs_config(
+        tmp_path, f"gs://{gcs_bucket}/train.jsonl", **{"model.tokenizer": prefix}
+    )
+
+    assert run_length(remote, 2) == run_length(local, 2)
+
+
+def test_only_a_prefixs_light_files_are_copied_for_the_tokenizer(tmp_path: Path) -> None:
+    from trainer.model import _copy_light_files
+
+    source, target = tmp_path / "model", tmp_path / "copy"
+    source.mkdir(), target.mkdir()
+    for name in ("tokenizer.json", "config.json", "model.safetensors", "pytorch_model.bin"):
+        (source / name).write_text("x")
+    (source / "sub").mkdir()
+
+    _copy_light_files(f"file://{source}", target)
+
+    assert sorted(p.name for p in target.iterdir()) == ["config.json", "tokenizer.json"]
