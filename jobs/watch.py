@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from jobs.checkpoints import Stored
 from jobs.client import JobRecord, PoolRecord, rfc3339
 from jobs.cost import estimate
 from jobs.facts import facts_from_rest_job
@@ -222,6 +223,8 @@ class RunStatus:
     pools: list[PoolStatus]
     progress: Progress
     now: datetime
+    stored: Stored | None = None
+    """The checkpoints storage holds (`jobs.checkpoints`); None when not looked at."""
 
     @property
     def newest(self) -> AttemptStatus:

@@ -8,12 +8,14 @@ restart) is `jobs.watch`'s; the JSON/YAML keys are documented in `vtx.run_views`
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from jobs.checkpoints import Storage, stored_checkpoints
 from jobs.client import NEVER, JobRecord, VertexRest
 from jobs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
 from jobs.watch import AttemptStatus, attempts_of, run_status
@@ -88,6 +90,12 @@ def status(
             datetime.now(UTC),
             local=vertex.stack.is_local,
         )
+    newest, progress = found.newest.job, found.progress
+    storage = Storage(vertex.stack)
+    found = replace(
+        found,
+        stored=stored_checkpoints(storage, newest.output_prefix, progress.checkpoint_path),
+    )
     if fmt is OutputFormat.table:
         print_status(out, found)
     else:

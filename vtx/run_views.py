@@ -20,7 +20,9 @@ money is US dollars (``usd``) at the catalog's price.
                   attempt
     progress      {step, total_steps, tokens_per_s, loss, updated, steps_per_s, eta_s, done}
                   as the trainer logs them (rank 0)
-    checkpoints   {committed (by every attempt), last_step, last_path}
+    checkpoints   {committed (by every attempt, as the trainer logged them), last_step,
+                  last_path, root, stored_steps (the committed steps storage holds now: what
+                  a resume chooses from), stored_error (why they are unknown)}
     elapsed_s     from the first attempt's creation to the newest one's end, or now
     running_s     time Vertex ran (and billed) the attempts, summed
     cost          {usd (so far, every attempt), usd_per_h (the newest attempt), strategy,
@@ -122,6 +124,7 @@ def status_json(status: RunStatus) -> dict[str, Any]:
             "committed": progress.checkpoints,
             "last_step": progress.checkpoint_step,
             "last_path": progress.checkpoint_path,
+            **_stored_json(status),
         },
         "elapsed_s": rounded(status.elapsed_s, 3),
         "running_s": rounded(status.running_s, 3),
@@ -134,6 +137,13 @@ def status_json(status: RunStatus) -> dict[str, Any]:
             "price_table": newest.price.table,
         },
     }
+
+
+def _stored_json(status: RunStatus) -> dict[str, Any]:
+    stored = status.stored
+    if stored is None:
+        return {"root": None, "stored_steps": None, "stored_error": None}
+    return {"root": stored.root, "stored_steps": stored.steps, "stored_error": stored.error}
 
 
 def _pool_status_json(pool: PoolStatus) -> dict[str, Any]:
@@ -240,11 +250,19 @@ def _progress_rows(status: RunStatus) -> list[tuple[str, str]]:
 
 
 def _checkpoint_row(status: RunStatus) -> str:
-    progress = status.progress
-    if not progress.checkpoints:
-        return "none committed yet"
-    path = f": {progress.checkpoint_path}" if progress.checkpoint_path else ""
-    return f"{progress.checkpoints} committed, latest step {progress.checkpoint_step}{path}"
+    """What the trainer logged committing, then what storage holds now (pruned to
+    save_total_limit): the steps a restart would resume from."""
+    progress, stored = status.progress, status.stored
+    if progress.checkpoints:
+        logged = f"{progress.checkpoints} committed, latest step {progress.checkpoint_step}"
+    else:
+        logged = "none committed in the logs"
+    if stored is None or stored.root is None:
+        return logged
+    if stored.steps is None:
+        return f"{logged}; in storage: unknown ({stored.error})"
+    steps = f"step(s) {', '.join(map(str, stored.steps))}" if stored.steps else "none"
+    return f"{logged}; in storage: {steps}\nunder {stored.root}/"
 
 
 def _cost_row(status: RunStatus) -> str:

@@ -15,6 +15,7 @@ import requests
 import yaml
 from rich.console import Console
 
+from jobs.checkpoints import Storage, committed_steps, root_of, stored_checkpoints
 from jobs.client import Backoff, JobRecord, VertexError, VertexRest
 from jobs.logs import LogEntry
 from jobs.stack import Buckets, StackOutputs
@@ -220,7 +221,9 @@ def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
     assert set(document["progress"]) == {
         "step", "total_steps", "tokens_per_s", "loss", "updated", "steps_per_s", "eta_s", "done",
     }  # fmt: skip
-    assert set(document["checkpoints"]) == {"committed", "last_step", "last_path"}
+    assert set(document["checkpoints"]) == {
+        "committed", "last_step", "last_path", "root", "stored_steps", "stored_error",
+    }  # fmt: skip
     assert set(document["cost"]) == {
         "usd", "usd_per_h", "strategy", "price", "unpriced", "price_table",
     }  # fmt: skip
@@ -352,3 +355,62 @@ def test_an_unknown_run_id_names_where_it_looked() -> None:
     session = Scripted([(200, {})])
     with pytest.raises(VertexError, match="no job with run id 'nope' in projects/p/locations"):
         VertexRest(stack(), session=session, backoff=FAST).resolve("nope")
+
+
+# ---- checkpoints in storage -----------------------------------------------------------------
+
+
+def test_committed_steps_are_marked_step_folders_directly_under_the_root() -> None:
+    root = "runs/r1/checkpoints"
+    names = [
+        f"{root}/step-000000010/COMMITTED",
+        f"{root}/step-000000010/.metadata",
+        f"{root}/step-000000020/.metadata",  # written, never committed
+        f"{root}/step-000000005/COMMITTED",
+        f"{root}/step-000000030/nested/COMMITTED",  # not a marker of step 30
+        f"{root}/latest/COMMITTED",
+        f"{root}-old/step-000000040/COMMITTED",  # a sibling prefix
+        "runs/r1/model/COMMITTED",
+    ]
+    assert committed_steps(names, root) == [5, 10]
+
+
+def test_the_root_is_the_logged_one_else_vertexs_checkpoint_dir() -> None:
+    logged = "gs://b/elsewhere/ckpt/step-000000010"
+    assert root_of("gs://b/runs/r1/", logged) == "gs://b/elsewhere/ckpt"
+    assert root_of("gs://b/runs/r1/", None) == "gs://b/runs/r1/checkpoints"
+    assert root_of(None, None) is None
+
+
+@dataclass
+class Listing:
+    """GCS objects.list pages in order; records the params of each call."""
+
+    pages: list[tuple[int, dict]]
+    params: list[dict] = field(default_factory=list)
+
+    def get(self, url: str, params: dict, timeout: float) -> requests.Response:
+        assert url == "https://storage.googleapis.com/storage/v1/b/b/o"
+        self.params.append(params)
+        status, body = self.pages.pop(0)
+        response = requests.Response()
+        response.status_code, response._content = status, json.dumps(body).encode()
+        return response
+
+
+def test_storage_lists_every_page_and_a_refusal_is_reported_not_raised() -> None:
+    marker = "runs/r1/checkpoints/step-{:09d}/COMMITTED".format
+    listing = Listing(
+        [
+            (200, {"items": [{"name": marker(10)}], "nextPageToken": "t"}),
+            (200, {"items": [{"name": marker(20)}]}),
+        ]
+    )
+    found = stored_checkpoints(Storage(stack(), session=listing), "gs://b/runs/r1/", None)
+    assert (found.root, found.steps, found.error) == ("gs://b/runs/r1/checkpoints", [10, 20], None)
+    assert listing.params[0]["prefix"] == "runs/r1/checkpoints/"
+    assert listing.params[1]["pageToken"] == "t"
+
+    refused = Listing([(403, {"error": {"message": "no"}})])
+    found = stored_checkpoints(Storage(stack(), session=refused), "gs://b/runs/r1/", None)
+    assert found.steps is None and "403" in (found.error or "")

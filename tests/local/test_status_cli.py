@@ -75,9 +75,9 @@ def test_the_real_trainers_progress_and_checkpoints_show_in_status_and_list(
     assert progress["eta_s"] is None  # it ended
     checkpoints = found["checkpoints"]
     assert (checkpoints["committed"], checkpoints["last_step"]) == (2, 10)
-    assert checkpoints["last_path"] == (
-        "gs://vtx-local-checkpoints/runs/tiny-status/checkpoints/step-000000010"
-    )
+    root = "gs://vtx-local-checkpoints/runs/tiny-status/checkpoints"
+    assert checkpoints["last_path"] == f"{root}/step-000000010"
+    assert (checkpoints["root"], checkpoints["stored_steps"]) == (root, [5, 10])
     (pool,) = found["pools"]
     assert (pool["pool"], pool["role"], pool["machine"]) == (
         "workerpool0",
@@ -91,7 +91,7 @@ def test_the_real_trainers_progress_and_checkpoints_show_in_status_and_list(
 
     table = vtx("status", "tiny-status", "--stack", "local")
     assert "10 of 10 (100%), done" in table
-    assert "2 committed, latest step 10" in table
+    assert "2 committed, latest step 10; in storage: step(s) 5, 10" in table
     rows = yaml.safe_load(vtx("list", "--stack", "local", "--format", "yaml"))
     (row,) = [r for r in rows if r["run_id"] == "tiny-status"]
     assert (row["attempt"], row["state"]) == (1, "JOB_STATE_SUCCEEDED")
