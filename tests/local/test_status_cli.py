@@ -14,7 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.client import VertexRest
+from jobs.client import Vertex, VertexRest
 from jobs.stack import StackOutputs
 from vtx.cli import app
 
@@ -134,3 +134,29 @@ def test_a_running_job_has_an_eta_and_a_second_attempt_is_numbered_two(
     assert newest.name == found["job"]
     rows = json.loads(vtx("list", "--stack", "local", "--run-id", "eta-run", "--format", "json"))
     assert [r["attempt"] for r in rows] == [2, 1]  # newest first
+
+
+def test_a_job_launched_without_vtx_is_shown_alone(local_platform: StackOutputs) -> None:
+    from google.cloud import aiplatform_v1
+
+    pool = {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": 1,
+        "container_spec": {"image_uri": "img", "command": ["python", "-c", "print('plain')"]},
+    }
+    job = Vertex(local_platform).create(
+        aiplatform_v1.CustomJob(display_name="plain", job_spec={"worker_pool_specs": [pool]})
+    )
+    job_id = job.name.rsplit("/", 1)[-1]
+    found = wait_for(job_id, lambda s: s["attempts"][0]["ended"], "the end")
+    assert (found["run_id"], found["job"], found["state"]) == (
+        None,
+        job.name,
+        "JOB_STATE_SUCCEEDED",
+    )
+    assert [a["attempt"] for a in found["attempts"]] == [1]
+    (replica,) = found["pools"][0]["replicas"]
+    assert replica["last_log"] is not None  # its own logs, read by job
+    assert found["checkpoints"]["stored_steps"] is None  # no output prefix, nothing to list
+    listed = json.loads(vtx("list", "--stack", "local", "--format", "json"))
+    assert job.name not in {r["job"] for r in listed}  # `vtx list` shows vtx's runs
