@@ -95,12 +95,14 @@ def test_rest_json_reads_int64_strings_skipped_pools_and_absent_fields() -> None
         {},  # no worker pool: the numbering keeps its place
         {"machineSpec": {"machineType": "n1-highcpu-16"}, "replicaCount": "2"},
     ]
+    rest["startTime"] = "2026-11-23T10:00:01.123456789Z"  # Vertex writes nanoseconds
     job = JobRecord.from_rest(rest)
+    assert job.start_time == T0 + timedelta(seconds=1, microseconds=123456)
     assert [(p.name, p.replicas) for p in job.pools] == [("workerpool0", 1), ("workerpool2", 2)]
     assert job.pools[1].replica_names == ["workerpool2-0", "workerpool2-1"]
     assert resources(job) == "1 x a3-highgpu-8g + 8 x NVIDIA_H100_80GB; 2 x n1-highcpu-16"
     assert job.run_id == "run-1" and job.job_id == "7"
-    assert job.start_time is None and job.error is None and not job.terminal
+    assert job.end_time is None and job.error is None and not job.terminal
     assert job.output_prefix == "gs://c/runs/run-1/"
 
 
