@@ -23,6 +23,10 @@ from trainer.metrics import setup_logging
 from trainer.secrets import SecretsError, export_secrets
 
 log = logging.getLogger(__name__)
+PREEMPTED_NOTE = (
+    "every worker checkpointed and exited 143 on SIGTERM (a preemption or a cancel): torch "
+    "elastic's 'failed (exitcode: 143)' lines above are this expected stop, not a crash"
+)
 
 EXIT_PREEMPTED = 143
 EXIT_CONFIG = 2  # as `python -m trainer` exits for a config it cannot use
@@ -82,11 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         run(parse_args(argv_))
     except ChildFailedError as exc:
         code = exit_code_for([f.exitcode for f in exc.failures.values()])
-        log.log(
-            logging.WARNING if code == EXIT_PREEMPTED else logging.ERROR,
-            "workers stopped",
-            extra={"exit_code": code},
-        )
+        if code == EXIT_PREEMPTED:
+            log.warning("workers stopped", extra={"exit_code": code, "note": PREEMPTED_NOTE})
+        else:
+            log.error("workers stopped", extra={"exit_code": code})
         return code
     except SignalException as exc:
         log.warning("terminated by %s; workers were given time to checkpoint", exc.sigval.name)

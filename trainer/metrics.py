@@ -21,6 +21,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+# Libraries whose INFO lines are for their own developers, kept to warnings and errors: fsspec
+# logs its readahead cache's settings for every file opened ("AdaptiveReadaheadCache enabled
+# ..."), one line per file and rank in a job's logs; gcsfs, how it found credentials.
+QUIET_LIBRARIES = ("fsspec", "gcsfs")
 # LogRecord attributes that are not user-provided `extra=` fields.
 _RECORD_FIELDS = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 _SEVERITY = {"WARNING": "WARNING", "ERROR": "ERROR", "CRITICAL": "CRITICAL", "DEBUG": "DEBUG"}
@@ -88,6 +92,8 @@ def setup_logging(rank: int, human: bool = False, level: int = logging.INFO) -> 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class TensorBoard:

@@ -12,6 +12,7 @@ import logging
 import os
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -95,10 +96,20 @@ def build_model(cfg: ModelConfig, seed: int, local_rank: int = 0) -> torch.nn.Mo
     model.config.use_cache = False  # training never reuses keys and values
     use_segment_attention(model)  # batches are bucketed layouts (trainer.data.collate)
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        _enable_activation_checkpointing(model)
     if cfg.lora is not None:
         model = _add_lora(model, cfg)
     return model
+
+
+def _enable_activation_checkpointing(model: torch.nn.Module) -> None:
+    """transformers 5 renamed gradient checkpointing (the old name warns, once per rank in every
+    job's logs); transformers 4, which pyproject allows, has only the old name."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def build_skeleton(cfg: ModelConfig) -> torch.nn.Module:
@@ -252,7 +263,15 @@ def _add_lora(model: torch.nn.Module, cfg: ModelConfig) -> torch.nn.Module:
         # that requires grad and would drop the adapters' gradients.
         model.enable_input_require_grads()
     try:
-        return get_peft_model(model, lora)
+        with warnings.catch_warnings():
+            # peft reads transformers' deprecated `is_gradient_checkpointing`, whose FutureWarning
+            # (one per rank, in every LoRA job's logs) is for peft's developers: none of ours.
+            warnings.filterwarnings(
+                "ignore",
+                message="`is_gradient_checkpointing` is deprecated",
+                category=FutureWarning,
+            )
+            return get_peft_model(model, lora)
     except NoMatchingPeftModuleError as exc:
         raise ConfigError(
             f"model.lora.target_modules: {exc} Use module names of this model (e.g. q_proj, "

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import warnings
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -110,7 +111,11 @@ def resource_name(secret: str, project: str | None) -> str:
 
 
 def _client(env: Mapping[str, str]) -> Any:
-    from google.cloud import secretmanager  # lazy: only jobs that use secrets pay the import
+    with warnings.catch_warnings():
+        # google.api_core warns that it will stop supporting the interpreter's Python version
+        # one day: a fact about the image (trainer/Dockerfile's base), not about this job.
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\.")
+        from google.cloud import secretmanager  # lazy: only jobs that use secrets pay the import
 
     host = env.get(EMULATOR_ENV)
     if not host:
