@@ -276,3 +276,21 @@ def test_only_a_prefixs_light_files_are_copied_for_the_tokenizer(tmp_path: Path)
     _copy_light_files(f"file://{source}", target)
 
     assert sorted(p.name for p in target.iterdir()) == ["config.json", "tokenizer.json"]
+
+
+def test_without_an_accelerator_named_the_local_gpus_are_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    properties = type("Properties", (), {"total_memory": 23 * 2**30})
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA L4")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: properties)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+
+    local, one = hardware(None, None, 1), hardware(None, 1, 3)
+
+    assert (local.name, local.devices, local.memory_gib) == ("NVIDIA L4 (this machine)", 2, 23)
+    assert local.peak_flops_per_s == ACCELERATORS["NVIDIA_L4"].peak_flops_per_s
+    assert (one.per_node, one.nodes, one.devices) == (1, 3, 3)
