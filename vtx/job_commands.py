@@ -10,11 +10,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import yaml
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from jobs.catalog import load_catalog
@@ -23,13 +24,14 @@ from jobs.compile import CompiledJob, CompileError, compile_job
 from jobs.contract import new_run_id
 from jobs.cost import estimate
 from jobs.document import TEMPLATE, load_document
-from jobs.facts import template_facts
+from jobs.facts import JobFacts, template_facts
 from jobs.gcloud import import_document, template_from_document
 from jobs.plan import Plan, plan_job
 from jobs.problems import Problem
 from jobs.render import render_json, render_yaml
 from jobs.spec import JobTemplate, TemplateError
 from jobs.stack import StackOutputs
+from jobs.training_time import TrainingTimeError, run_estimate, trainer_call
 from jobs.validate import check_compiled, checked_template, validate_document
 from vtx.log_commands import follow_run
 from vtx.options import (
@@ -138,14 +140,65 @@ def cost(
     region: RegionOpt = None,
     stack: StackOpt = None,
     stack_file: StackFileOpt = None,
+    run_time: Annotated[
+        bool,
+        typer.Option(
+            "--run-time",
+            help="Also run the trainer's --estimate on the template's config: step time, "
+            "total steps, hours and the whole run's cost at this price.",
+        ),
+    ] = False,
 ) -> None:
     """$/h per pool and in total, cost at the timeout cap, on-demand vs Spot, quota needed."""
     outputs = optional_stack(stack, stack_file)
     region = region or (outputs.region if outputs else None)
     template = _template(file, set_ or [], region)
-    print_cost(
-        console(), estimate(template_facts(template), region), f"{template.name}: cost per hour"
-    )
+    facts = template_facts(template)
+    priced = estimate(facts, region)
+    out = console()
+    print_cost(out, priced, f"{template.name}: cost per hour")
+    if run_time:
+        _print_run_time(out, facts, priced.usd_per_h)
+
+
+def _print_run_time(out: Console, facts: JobFacts, usd_per_h: float | None) -> None:
+    """The trainer's own estimate of this job: step time, steps, hours, the run's cost."""
+    out.print("running the trainer's estimate (python -m trainer ... --estimate) ...")
+    try:
+        result = run_estimate(trainer_call(facts, load_catalog()), usd_per_h)
+    except TrainingTimeError as exc:
+        raise fail(f"no run-time estimate: {exc}", code=1) from None
+    out.print(_run_time_table(result))
+    notes = [n for n in result.get("notes") or [] if "--usd-per-hour" not in n]
+    if usd_per_h is None:
+        notes.append("this job's price per hour is unknown (above), so the run's cost is too")
+    for note in notes:
+        out.print(f"note: {note}", markup=False, highlight=False)
+
+
+def _hours(hours: float) -> str:
+    minutes = hours * 60
+    return f"{minutes:.1f} min" if minutes < 90 else f"{hours:.1f} h"
+
+
+def _run_time_table(result: dict[str, Any]) -> Table:
+    def known(key: str, shown: Callable[[Any], str]) -> str:
+        value = result.get(key)
+        return "unknown" if value is None else shown(value)
+
+    table = Table(title="run time (the trainer's estimate)", title_justify="left")
+    table.add_column("figure", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    devices = f"{result['accelerator_count']} x {result['accelerator']} x {result['nodes']} node(s)"
+    table.add_row("accelerators", devices)
+    table.add_row("memory per device", known("memory_per_device_gib", lambda v: f"{v:.2f} GiB"))
+    table.add_row("step time", known("step_time_s", lambda v: f"{v:.3g} s"))
+    table.add_row("  assuming MFU", known("mfu", lambda v: f"{v:.0%} of the bf16 peak"))
+    table.add_row("total steps", known("total_steps", lambda v: f"{v:,}"))
+    table.add_row("  counted from", str(result.get("total_steps_basis") or "-"))
+    table.add_row("training time", known("hours", _hours))
+    table.add_row("cost of the run", known("cost_usd", lambda v: f"${v:,.2f}"))
+    return table
 
 
 @app.command()
