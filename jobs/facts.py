@@ -15,9 +15,10 @@ from typing import Any
 
 from jobs.catalog import Catalog, load_catalog
 from jobs.durations import parse_duration_s
-from jobs.spec import ROLES, BootDisk, JobTemplate, Pool
+from jobs.spec import AFFINITIES, RESERVATION_NAME_KEY, ROLES, BootDisk, JobTemplate, Pool
 
 REST_KEYS = {
+    "machine": "machineType",
     "accelerator": "acceleratorType",
     "accelerator_count": "acceleratorCount",
     "replicas": "replicaCount",
@@ -25,7 +26,17 @@ REST_KEYS = {
     "strategy": "strategy",
     "max_wait": "maxWaitDuration",
     "image": "imageUri",
+    "reservation": "reservationAffinity",
+    "reservation_affinity": "reservationAffinityType",
+    "reservation_key": "key",
+    "reservation_values": "values",
 }
+TEMPLATE_KEYS = {
+    "reservation_affinity": "affinity",
+    "reservation_key": "key",
+    "reservation_values": "values",
+}
+"""Facts whose name is not the template's own key (reservation fields sit under ``reservation``)."""
 
 
 @dataclass
@@ -38,6 +49,12 @@ class PoolFacts:
     accelerator_count: int | None = None
     replicas: int | None = None
     tpu_topology: str | None = None
+    reservation_affinity: str | None = None
+    """The API's ``reservationAffinityType`` (NO_RESERVATION, ANY_RESERVATION,
+    SPECIFIC_RESERVATION; TYPE_UNSPECIFIED when an affinity names none); None: no affinity."""
+    reservation_key: str | None = None
+    reservation_values: list[tuple[str, str]] = field(default_factory=list)
+    """(value, path) per reservation the affinity names."""
     boot_disk_type: str | None = None
     boot_disk_size_gb: int | None = None
     image: str | None = None
@@ -71,10 +88,16 @@ class JobFacts:
 
     def key(self, fact: str) -> str:
         """How the user writes a field in this document's form (for hints)."""
-        return REST_KEYS.get(fact, fact) if self.rest else fact
+        return REST_KEYS.get(fact, fact) if self.rest else TEMPLATE_KEYS.get(fact, fact)
 
     def strategy_value(self, strategy: str) -> str:
         return strategy if self.rest else strategy.lower()
+
+    def affinity_value(self, affinity: str) -> str:
+        """SPECIFIC_RESERVATION as this document writes it (``specific`` in a template)."""
+        if self.rest:
+            return affinity
+        return next((k for k, v in AFFINITIES.items() if v == affinity), affinity)
 
     def pool(self, role: str) -> PoolFacts | None:
         return next((p for p in self.pools if p.role == role), None)
@@ -120,6 +143,22 @@ _TEMPLATE_DEFAULTS = {
 """What a template means when it leaves a field out: the model's defaults, read, not copied."""
 
 
+def _reservation_paths(prefix: str, type_key: str) -> dict[str, str]:
+    return {
+        "reservation": prefix,
+        "reservation_affinity": f"{prefix}.{type_key}",
+        "reservation_key": f"{prefix}.key",
+        "reservation_values": f"{prefix}.values",
+    }
+
+
+def _set_reservation(pool: PoolFacts, affinity: str, key: str | None, values: list) -> None:
+    pool.reservation_affinity = affinity
+    pool.reservation_key = key
+    where = pool.paths["reservation_values"]
+    pool.reservation_values = [(v, f"{where}[{i}]") for i, v in enumerate(values) if _str(v)]
+
+
 # ---- REST / gcloud form -------------------------------------------------------------------
 
 
@@ -143,6 +182,7 @@ def _rest_pool(role: str, spec: dict, prefix: str) -> PoolFacts:
             "boot_disk_size_gb": f"{d}.bootDiskSizeGb",
             "image": f"{c}.{image_key}",
             "env": f"{c}.env",
+            **_reservation_paths(f"{m}.reservationAffinity", "reservationAffinityType"),
         },
         machine=_str(machine.get("machineType")),
         accelerator=_str(machine.get("acceleratorType")),
@@ -156,6 +196,14 @@ def _rest_pool(role: str, spec: dict, prefix: str) -> PoolFacts:
     )
     if pool.accelerator == "ACCELERATOR_TYPE_UNSPECIFIED":
         pool.accelerator = None
+    if "reservationAffinity" in machine:
+        affinity = _dict(machine.get("reservationAffinity"))
+        _set_reservation(
+            pool,
+            _str(affinity.get("reservationAffinityType")) or "TYPE_UNSPECIFIED",
+            _str(affinity.get("key")),
+            _list(affinity.get("values")),
+        )
     for i, var in enumerate(_list(container.get("env"))):
         if not isinstance(var, dict):
             continue  # the structural check reports it
@@ -234,6 +282,7 @@ def _template_pool(role: str, pool: dict, doc: dict, cat: Catalog) -> PoolFacts:
             "boot_disk_size_gb": f"{p}.boot_disk.size_gb",
             "image": f"{p}.image" if "image" in pool else "image",
             "env": "env",
+            **_reservation_paths(f"{p}.reservation", "affinity"),
         },
         machine=_str(pool.get("machine")),
         accelerator=_str(pool.get("accelerator")),
@@ -244,6 +293,15 @@ def _template_pool(role: str, pool: dict, doc: dict, cat: Catalog) -> PoolFacts:
         boot_disk_size_gb=_int(disk.get("size_gb", _TEMPLATE_DEFAULTS["boot_disk_size_gb"])),
         image=_str(pool.get("image", doc.get("image"))),
     )
+    reservation = pool.get("reservation")
+    if isinstance(reservation, dict):
+        affinity = _str(reservation.get("affinity"))
+        api = AFFINITIES.get(affinity.lower()) if affinity else None
+        key = _str(reservation.get("key"))
+        # What compile sends: a specific reservation named by name unless a key is given.
+        if key is None and api == "SPECIFIC_RESERVATION":
+            key = RESERVATION_NAME_KEY
+        _set_reservation(facts, api or "TYPE_UNSPECIFIED", key, _list(reservation.get("values")))
     if role == "reduction_server" and "image" not in pool:
         facts.image = cat.reduction_server_image(_str(doc.get("region")))
     # Templates may leave a built-in GPU implicit (`machine: g2-standard-8`): the compiler fills

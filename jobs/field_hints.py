@@ -58,6 +58,13 @@ FIELD_HINTS: dict[str, Hint] = {
     "bootdisksizegb": _template_only("write boot_disk: {size_gb: N}"),
     "bootdisktype": _template_only("write boot_disk: {type: pd-ssd}"),
     "maxwaitduration": _template_only("write max_wait"),
+    "reservationaffinity": _template_only(
+        "write it in the pool: reservation: {affinity: specific, values: "
+        "[projects/P/zones/Z/reservations/NAME]}"
+    ),
+    "reservationaffinitytype": _template_only("write reservation: {affinity: none|any|specific}"),
+    "dws": Hint("use scheduling.strategy: flex_start", "use scheduling.strategy: FLEX_START"),
+    "flexstart": Hint("use scheduling.strategy: flex_start", "use scheduling.strategy: FLEX_START"),
     "restartjobonworkerrestart": _template_only("write restart_job_on_worker_restart"),
     "serviceaccount": _template_only(
         "the job runs as the stack's trainer service account; remove it"

@@ -24,6 +24,14 @@ ROLES = ("chief", "workers", "reduction_server", "evaluator")
 """Pool roles in Vertex's worker pool order (positions 0..3)."""
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,39}$"
 """Template names become label values and run id prefixes: lower case, short."""
+RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
+"""The ``ReservationAffinity.key`` that targets a SPECIFIC_RESERVATION by name (v1 proto docs)."""
+AFFINITIES = {
+    "none": "NO_RESERVATION",
+    "any": "ANY_RESERVATION",
+    "specific": "SPECIFIC_RESERVATION",
+}
+"""Template ``reservation.affinity`` -> the API's ``reservationAffinityType``."""
 
 
 class TemplateError(Exception):
@@ -111,6 +119,28 @@ class BootDisk(_Strict):
     size_gb: DiskSizeGb = 100
 
 
+class Reservation(_Strict):
+    """The Compute Engine reservation the pool's VMs consume (machineSpec.reservationAffinity).
+    A VM on a reservation is billed the reservation's Compute Engine price plus Vertex's training
+    fee, not Vertex's on-demand price; Spot and FLEX_START jobs cannot consume one."""
+
+    affinity: Annotated[Literal["none", "any", "specific"], BeforeValidator(_lower)]
+    """none: on-demand only; any: a matching reservation if there is one, else on-demand;
+    specific: only the reservation(s) named in ``values``."""
+    key: str | None = None
+    """specific only: the reservation label key; left out, the key that targets a reservation
+    by name (``compute.googleapis.com/reservation-name``)."""
+    values: list[str] = Field(default_factory=list)
+    """specific only: full resource names, ``projects/P/zones/Z/reservations/NAME``."""
+
+    @property
+    def api_key(self) -> str | None:
+        """The key sent: the by-name key when a specific reservation leaves it out."""
+        if self.key is None and self.affinity == "specific":
+            return RESERVATION_NAME_KEY
+        return self.key
+
+
 class Pool(_Strict):
     """One worker pool. Pool-level image/command/args/env override the template's."""
 
@@ -121,6 +151,8 @@ class Pool(_Strict):
     replicas: Replicas = 1
     boot_disk: BootDisk = BootDisk()
     tpu_topology: str | None = None
+    reservation: Reservation | None = None
+    """Left out: Vertex's default (no reservation affinity is sent)."""
     image: str | None = None
     command: list[str] | None = None
     args: list[str] | None = None
@@ -194,7 +226,7 @@ class JobTemplate(_Strict):
 _KNOWN_FIELDS = sorted(
     {
         name
-        for model in (JobTemplate, Pools, Pool, BootDisk, Scheduling)
+        for model in (JobTemplate, Pools, Pool, BootDisk, Scheduling, Reservation)
         for name in model.model_fields
     }
 )
@@ -230,6 +262,8 @@ def _pydantic_problems(exc: ValidationError, source: str | None = None) -> list[
             hint = "pools: {chief: {machine: n1-standard-4, replicas: 1}}"
         elif path.startswith("scheduling.strategy"):
             hint = "one of standard, spot, flex_start"
+        elif path.endswith("reservation.affinity"):
+            hint = f"one of {', '.join(AFFINITIES)}"
         problems.append(Problem(path, message, hint, source))
     return problems
 

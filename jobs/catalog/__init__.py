@@ -54,6 +54,8 @@ class Accelerator(_Data):
     preemptible_quota_metric: str | None = None
     quota_id: str | None = None
     preemptible_quota_id: str | None = None
+    flex_start: bool = False
+    """True for the GPUs a FLEX_START (Dynamic Workload Scheduler) job may request."""
 
     def metric(self, preemptible: bool) -> str:
         """The Vertex quota metric this accelerator draws on (Spot/FLEX_START: preemptible)."""
@@ -103,6 +105,7 @@ class Limits(_Data):
     boot_disk_types: tuple[str, ...]
     timeout_s: Range
     max_wait_s: Range
+    flex_start_timeout_max_s: int
     labels_max: int
     label_max_chars: int
 

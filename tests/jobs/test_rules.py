@@ -95,6 +95,11 @@ def _chain(*mutations: Callable[[dict], None]) -> Callable[[dict], None]:
 M0 = ["jobSpec", "workerPoolSpecs", 0, "machineSpec"]
 ENV0 = ["jobSpec", "workerPoolSpecs", 0, "containerSpec", "env"]
 SCHED = ["jobSpec", "scheduling"]
+RA0 = [*M0, "reservationAffinity"]
+RA0_PATH = f"{POOL0}.machineSpec.reservationAffinity"
+RESERVATION = "projects/vtx-dev-123/zones/us-central1-a/reservations/l4-pool"
+FLEX = _set([*SCHED, "strategy"], "FLEX_START")
+STANDARD = _set([*SCHED, "strategy"], "STANDARD")
 
 CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     # (rule, mutation, path of the problem, a word the message or hint must contain)
@@ -121,6 +126,17 @@ CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     ("strategy_known", _set([*SCHED, "strategy"], "LOW_COST"), "jobSpec.scheduling.strategy", "SPOT"),
     ("flex_start_only_fields", _set([*SCHED, "maxWaitDuration"], "3600s"), "jobSpec.scheduling.maxWaitDuration", "FLEX_START"),
     ("timeout_bounds", _set([*SCHED, "timeout"], "1209600s"), "jobSpec.scheduling.timeout", "7d"),
+    ("max_wait_bounds", _chain(FLEX, _set([*SCHED, "maxWaitDuration"], "315576000001s")), "jobSpec.scheduling.maxWaitDuration", "0 waits indefinitely"),
+    ("flex_start_gpus", _chain(FLEX, _set(M0, {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 1})), f"{POOL0}.machineSpec.acceleratorType", "NVIDIA_L4"),
+    ("flex_start_gpus", _chain(FLEX, _set(M0, {"machineType": "n1-standard-8"})), f"{POOL0}.machineSpec.machineType", "no GPU"),
+    ("flex_start_same_machines", _chain(FLEX, lambda j: _add_workers(j, "g2-standard-16")), f"{POOL1}.machineSpec.machineType", "machineType: g2-standard-8"),
+    ("flex_start_same_machines", _chain(FLEX, _add_workers, _add_rs), f"{POOL2}.machineSpec.machineType", "remove the Reduction Server"),
+    ("reservation_affinity_valid", _chain(STANDARD, _set(RA0, {"key": "compute.googleapis.com/reservation-name", "values": [RESERVATION]})), f"{RA0_PATH}.reservationAffinityType", "TYPE_UNSPECIFIED"),
+    ("reservation_affinity_valid", _chain(STANDARD, _set(RA0, {"reservationAffinityType": "SPECIFIC_RESERVATION", "values": [RESERVATION]})), f"{RA0_PATH}.key", "compute.googleapis.com/reservation-name"),
+    ("reservation_affinity_valid", _chain(STANDARD, _set(RA0, {"reservationAffinityType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name"})), f"{RA0_PATH}.values", "values is empty"),
+    ("reservation_affinity_valid", _chain(STANDARD, _set(RA0, {"reservationAffinityType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name", "values": ["l4-pool"]})), f"{RA0_PATH}.values[0]", "projects/PROJECT/zones/ZONE/reservations/l4-pool"),
+    ("reservation_strategy", _set(RA0, {"reservationAffinityType": "ANY_RESERVATION"}), f"{RA0_PATH}.reservationAffinityType", "Spot VMs cannot"),
+    ("reservation_strategy", _chain(FLEX, _set(RA0, {"reservationAffinityType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name", "values": [RESERVATION]})), f"{RA0_PATH}.reservationAffinityType", "NO_RESERVATION"),
     ("boot_disk_valid", _set(["jobSpec", "workerPoolSpecs", 0, "diskSpec", "bootDiskSizeGb"], 50), f"{POOL0}.diskSpec.bootDiskSizeGb", "100"),
     ("boot_disk_valid", _set(["jobSpec", "workerPoolSpecs", 0, "diskSpec", "bootDiskType"], "local-ssd"), f"{POOL0}.diskSpec.bootDiskType", "pd-ssd"),
     ("no_persistent_disk_paths", _set(["jobSpec", "workerPoolSpecs", 0, "containerSpec", "args"], ["--out", "/mnt/disks/ckpt"]), f"{POOL0}.containerSpec.args[1]", "AIP_CHECKPOINT_DIR"),
