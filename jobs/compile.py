@@ -31,7 +31,7 @@ from jobs.contract import (
 from jobs.durations import format_duration_s
 from jobs.facts import JobFacts, facts_from_rest_job
 from jobs.problems import Problem
-from jobs.spec import ROLES, JobTemplate, Pool
+from jobs.spec import AFFINITIES, ROLES, JobTemplate, Pool, Reservation
 from jobs.stack import StackOutputs, is_production
 
 if TYPE_CHECKING:
@@ -123,7 +123,19 @@ def _machine_spec(pool: Pool) -> dict[str, Any]:
         spec["acceleratorCount"] = count if count is not None else (builtin[1] if builtin else 1)
     if pool.tpu_topology:
         spec["tpuTopology"] = pool.tpu_topology
+    if pool.reservation is not None:
+        spec["reservationAffinity"] = reservation_affinity(pool.reservation)
     return spec
+
+
+def reservation_affinity(reservation: Reservation) -> dict[str, Any]:
+    """A template's ``reservation`` as the API's ReservationAffinity (empty fields left out)."""
+    affinity: dict[str, Any] = {"reservationAffinityType": AFFINITIES[reservation.affinity]}
+    if reservation.api_key is not None:
+        affinity["key"] = reservation.api_key
+    if reservation.values:
+        affinity["values"] = list(reservation.values)
+    return affinity
 
 
 def _env(template: JobTemplate, pool: Pool, stack: StackOutputs, run_id: str) -> list[dict]:

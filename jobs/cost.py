@@ -17,6 +17,10 @@ from jobs.catalog import Catalog, Price, PriceTable, load_catalog, vertex_defaul
 from jobs.facts import JobFacts, PoolFacts
 
 PREEMPTIBLE_STRATEGIES = ("SPOT", "FLEX_START")
+CONSUMES_RESERVATION = ("ANY_RESERVATION", "SPECIFIC_RESERVATION")
+"""Affinities under which a VM may run on a reservation: it is then billed the reservation's
+Compute Engine price (committed-use discounts included) plus Vertex's training fee, in no table
+here (https://cloud.google.com/vertex-ai/docs/training/use-reservations, "Billing")."""
 DEFAULT_REGION = "us-central1"
 """Where a job with no region (no template region, no stack) is priced: Vertex's SDK sends jobs
 there when no location is given. The estimate says it assumed it (``region_assumed``)."""
@@ -51,6 +55,8 @@ class PoolCost:
     """As published per SKU; None when unknown (never on-demand times a discount)."""
     bases: set[str] = field(default_factory=set)
     spot_bases: set[str] = field(default_factory=set)
+    reservation: str | None = None
+    """ANY_RESERVATION or SPECIFIC_RESERVATION when the pool may run on a reservation."""
 
 
 @dataclass
@@ -84,14 +90,25 @@ class CostEstimate:
         return _total(p.spot_usd_per_h for p in self.pools)
 
     @property
+    def reservation_pools(self) -> list[PoolCost]:
+        return [p for p in self.pools if p.reservation is not None]
+
+    @property
     def price_kind(self) -> str:
-        """Which price this job pays: "Spot", "on-demand" or "FLEX_START" (not in any table)."""
-        return {"SPOT": "Spot", "FLEX_START": "FLEX_START"}.get(self.strategy, "on-demand")
+        """Which price this job pays: "Spot", "on-demand", or one in no table: "FLEX_START"
+        (Dynamic Workload Scheduler's own prices) or "reservation" (a pool may run on a
+        reservation: its Compute Engine price plus Vertex's fee, or on-demand for
+        ANY_RESERVATION when no reservation matches)."""
+        if self.strategy == "FLEX_START":
+            return "FLEX_START"
+        if self.reservation_pools:
+            return "reservation"
+        return "Spot" if self.strategy == "SPOT" else "on-demand"
 
     @property
     def usd_per_h(self) -> float | None:
-        """What this job pays per hour with its strategy; None when unknown (FLEX_START's own
-        prices are in no table)."""
+        """What this job pays per hour with its strategy; None when unknown (FLEX_START's and
+        reservations' prices are in no table)."""
         return {"Spot": self.spot_usd_per_h, "on-demand": self.on_demand_usd_per_h}.get(
             self.price_kind
         )
@@ -103,7 +120,8 @@ class CostEstimate:
 
     @property
     def unpriced(self) -> list[str]:
-        """The names whose missing price makes ``usd_per_h`` unknown (empty for FLEX_START)."""
+        """The names whose missing price makes ``usd_per_h`` unknown (empty for FLEX_START and
+        reservations, whose prices no table has)."""
         return {"Spot": self.spot_missing, "on-demand": self.missing}.get(self.price_kind, [])
 
     @property
@@ -162,6 +180,9 @@ def _pool_cost(pool: PoolFacts, table: PriceTable | None, cat: Catalog) -> PoolC
         spot_usd_per_h=_times(spot.usd_per_h, replicas),
         bases=set(on_demand.bases),
         spot_bases=set(spot.bases),
+        reservation=pool.reservation_affinity
+        if pool.reservation_affinity in CONSUMES_RESERVATION
+        else None,
     )
 
 

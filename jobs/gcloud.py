@@ -21,7 +21,16 @@ from jobs.credentials import looks_like_credential_name, looks_like_key
 from jobs.document import CUSTOM_JOB, TEMPLATE, Document, load_document
 from jobs.problems import Problem
 from jobs.rest_check import SPEC_MESSAGE, check_rest_fields
-from jobs.spec import NAME_PATTERN, ROLES, BootDisk, JobTemplate, Pool, TemplateError
+from jobs.spec import (
+    AFFINITIES,
+    NAME_PATTERN,
+    RESERVATION_NAME_KEY,
+    ROLES,
+    BootDisk,
+    JobTemplate,
+    Pool,
+    TemplateError,
+)
 
 _DEFAULT_DISK = BootDisk()
 STACK_FIELDS = {
@@ -60,6 +69,8 @@ def _pool_from_rest(spec: dict, role: str, notes: list[str]) -> dict[str, Any]:
         pool["accelerator_count"] = int(machine.get("acceleratorCount", 1))
     if machine.get("tpuTopology"):
         pool["tpu_topology"] = machine["tpuTopology"]
+    if "reservationAffinity" in machine:
+        pool["reservation"] = _reservation_from_rest(machine["reservationAffinity"] or {})
     pool["replicas"] = int(spec.get("replicaCount", Pool.model_fields["replicas"].default))
     if disk:
         pool["boot_disk"] = {
@@ -81,6 +92,22 @@ def _pool_from_rest(spec: dict, role: str, notes: list[str]) -> dict[str, Any]:
         if spec.get(key):
             notes.append(f"{role}: {key} dropped (vtx templates do not support them yet)")
     return pool
+
+
+def _reservation_from_rest(affinity: dict) -> dict[str, Any]:
+    """ReservationAffinity as a template's ``reservation``; the by-name key of a specific
+    reservation is the template's default, so it is left out (compile writes it back). A type
+    the template cannot name (TYPE_UNSPECIFIED, absent) is kept as written: the structural check
+    of the template then says what to write."""
+    kind = affinity.get("reservationAffinityType")
+    names = {api: name for name, api in AFFINITIES.items()}
+    reservation: dict[str, Any] = {"affinity": names.get(kind, kind)}
+    key = affinity.get("key")
+    if key is not None and not (key == RESERVATION_NAME_KEY and kind == "SPECIFIC_RESERVATION"):
+        reservation["key"] = key
+    if affinity.get("values"):
+        reservation["values"] = list(affinity["values"])
+    return reservation
 
 
 def _hoist(pools: dict[str, dict], template: dict[str, Any]) -> None:

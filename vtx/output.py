@@ -69,7 +69,9 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
     table = Table(
         title=f"{title} in {_where(estimate)}",
         title_justify="left",
-        caption=f"* the price this job pays (strategy {estimate.strategy})",
+        caption=f"* the price this job pays (strategy {estimate.strategy})"
+        if estimate.price_kind in ("on-demand", "Spot")
+        else f"this job pays {estimate.price_kind} prices, in no column here (see below)",
         caption_justify="left",
     )
     for column in ("pool", "machine", "accelerators", "replicas", *money):
@@ -116,13 +118,31 @@ def print_cost(console: Console, estimate: CostEstimate, title: str) -> None:
     )
     if kind == "FLEX_START":
         console.print(
-            "FLEX_START is billed at its own prices, which no table here has: unknown. "
-            f"On-demand in the same region: {_usd_per_h(estimate.on_demand_usd_per_h)}.",
+            "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices, which no table "
+            f"here has: unknown. On-demand in the same region: "
+            f"{_usd_per_h(estimate.on_demand_usd_per_h)}.",
             style="yellow",
             highlight=False,
         )
+    elif kind == "reservation":
+        console.print(_reservation_note(estimate), style="yellow", highlight=False)
     console.print(quota_table(estimate))
     print_price_source(console, estimate)
+
+
+def _reservation_note(estimate: CostEstimate) -> str:
+    pools = ", ".join(f"{p.role} ({p.reservation})" for p in estimate.reservation_pools)
+    fallback = (
+        " ANY_RESERVATION runs at on-demand prices when no reservation matches."
+        if any(p.reservation == "ANY_RESERVATION" for p in estimate.reservation_pools)
+        else ""
+    )
+    return (
+        f"Reservation: {pools} run on a Compute Engine reservation, billed at the "
+        "reservation's Compute Engine price (with its committed-use discounts) plus Vertex's "
+        "training fee, which no table here has: unknown. On-demand in the same region: "
+        f"{_usd_per_h(estimate.on_demand_usd_per_h)}.{fallback}"
+    )
 
 
 def _bases(bases: set[str]) -> str:

@@ -29,7 +29,7 @@ def vtx(*args: str) -> tuple[int, str]:
 def test_validate_accepts_every_example_template() -> None:
     code, out = vtx("validate", *map(str, sorted(TEMPLATES.glob("*.yaml"))))
     assert code == 0, out
-    assert out.count("✓") == 3
+    assert out.count("✓") == len(list(TEMPLATES.glob("*.yaml")))
 
 
 def test_every_example_template_passes_the_dev_stack_policies() -> None:

@@ -158,7 +158,8 @@ def test_flex_start_prices_are_unknown_with_on_demand_shown_beside() -> None:
     result = estimate(_job({"chief": {"machine": "n1-standard-4"}}, strategy="flex_start"))
     assert result.price_kind == "FLEX_START" and result.usd_per_h is None
     text = _printed(lambda c: print_cost(c, result, "plan"))
-    assert "FLEX_START is billed at its own prices" in text and "$0.22/h" in text
+    assert "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices" in text
+    assert "$0.22/h" in text
 
 
 def test_catalog_tables_show_each_regions_figure_or_unknown() -> None:
