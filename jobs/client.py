@@ -9,12 +9,13 @@
 Failures are kept apart the way SkyPilot does: transient ones (503, 429 while polling, a lapsed
 token) are retried with exponential backoff by ``google.api_core.retry.Retry``; everything else
 becomes a ``VertexError`` whose message says what to do. Creating a job is the exception: it is
-not idempotent, so ``Vertex.create`` checks whether a failed attempt landed before retrying.
-aiplatform is imported lazily, and only by the calls that need it.
+not idempotent, so ``Vertex.create`` checks whether a failed request landed before sending it
+again. aiplatform is imported lazily, and only by the calls that need it.
 
 Watching (``VertexRest``: get, list, resolve, cancel) goes over plain REST with requests and
 google-auth and returns ``JobRecord`` views of the REST JSON: importing aiplatform_v1 takes
-3-5 s on a loaded machine, most of what `vtx status` and `vtx list` used to spend."""
+3-5 s on a loaded machine, most of what `vtx status`, `vtx list`, `vtx logs` and
+`vtx local preempt` used to spend."""
 
 from __future__ import annotations
 

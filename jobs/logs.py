@@ -1,5 +1,5 @@
-"""Logs of a logical run: every attempt (Vertex's own restarts and resubmissions with the same
-run id), merged in time order.
+"""Logs of a run: every attempt (each CustomJob carrying the run id, numbered from 1 in creation
+order), its replicas' restarts and retries included, merged in time order.
 
 - Locally: the local control plane's ``GET {vertex_endpoint}/vtx/logs?run_id=RUN&cursor=N``
   -> ``{"entries": [...], "cursor": N2}`` (contract agreed with jobs/local).
@@ -11,7 +11,12 @@ run id), merged in time order.
 Then, for `vtx logs`: each entry's severity (Cloud Logging's, the trainer's JSON ``severity``,
 or read off the text of library lines), filters by replica and severity, and two renderings:
 readable lines (``HumanFormat``: the trainer's JSON as ``step 40/120 loss 2.31 ...``) and one
-JSON object per entry (``json_line``, in Cloud Logging's LogEntry field names)."""
+JSON object per entry (``json_line``, in Cloud Logging's LogEntry field names).
+
+The words are jobs/watch.py's: an attempt is one CustomJob of the run; a restart starts one
+replica again inside it (a preemption, a lost VM, or every replica at once with
+``restartJobOnWorkerRestart``); a retry runs every replica of it again after a crash, and so
+restarts each of them."""
 
 from __future__ import annotations
 
@@ -50,9 +55,14 @@ class LogEntry:
     job: str
     replica: str
     attempt: int
+    """The job's attempt of its run: 1 for its first CustomJob, 2 for a resubmission..."""
     message: str
     severity: str = ""
     """As the source gave it (Cloud Logging does); "" when it gave none (the local platform)."""
+    restart: int | None = None
+    """Which restart of the replica wrote the line: 0 its first start, 1 its first restart...
+    None where that is not known: on Vertex (Cloud Logging does not say) and for the
+    platform's own lines."""
 
 
 class LogSource(Protocol):
@@ -113,12 +123,17 @@ class LocalLogSource:
                 timestamp=str(e.get("timestamp", "")),
                 job=str(e.get("job", "")),
                 replica=str(e.get("replica", "")),
-                attempt=int(e.get("attempt", 0)),
+                attempt=int(e.get("attempt", 1)),
                 message=str(e.get("message", "")).rstrip("\n"),
+                restart=_restart(e.get("restart")),
             )
             for e in body.get("entries", [])
         ]
         return entries, body.get("cursor", cursor)
+
+
+def _restart(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def cloud_logging_filter(
@@ -140,8 +155,9 @@ def _message(entry: dict) -> str:
 
 
 class CloudLoggingSource:
-    """Cloud Logging entries of a run's jobs; ``jobs()`` returns (job name, attempt) pairs and is
-    called on every fetch so a resubmission's logs join the stream."""
+    """Cloud Logging entries of a run's jobs; ``jobs()`` returns (job name, attempt) pairs, the
+    attempt numbered from 1 in creation order, and is called on every fetch so a
+    resubmission's logs join the stream."""
 
     def __init__(
         self,
@@ -212,7 +228,7 @@ class CloudLoggingSource:
     @staticmethod
     def _entry(raw: dict, attempts: dict[str, tuple[str, int]]) -> LogEntry:
         resource_labels = raw.get("resource", {}).get("labels", {})
-        name, attempt = attempts.get(resource_labels.get("job_id", ""), ("", 0))
+        name, attempt = attempts.get(resource_labels.get("job_id", ""), ("", 1))
         replica = raw.get("labels", {}).get("ml.googleapis.com/task_name") or resource_labels.get(
             "task_name", ""
         )
@@ -331,6 +347,7 @@ def json_line(entry: LogEntry) -> str:
         "job": entry.job,
         "attempt": entry.attempt,
         "replica": entry.replica,
+        "restart": entry.restart,
     }
     if data is None:
         body["textPayload"] = entry.message
@@ -359,15 +376,29 @@ def _rate(tokens_per_s: float) -> str:
     return f"{tokens_per_s:.3g} tok/s"
 
 
+def origin(entry: LogEntry, attempts: int = 1) -> str:
+    """Who wrote a line, as short as says it: ``workerpool1-0``; `` a2`` added for the run's
+    second attempt when it has several (``attempts``); `` r1`` for the replica's first restart
+    (the local platform says; Vertex does not)."""
+    who = entry.replica
+    if attempts > 1:
+        who += f" a{entry.attempt}"
+    if entry.restart:
+        who += f" r{entry.restart}"
+    return who
+
+
 @dataclass
 class HumanFormat:
-    """Entries as readable lines: ``15:12:58.838 workerpool1-0 #0 WARNING message``, with a
-    date line whenever the (UTC) date changes, and the trainer's JSON as
+    """Entries as readable lines: ``15:12:58.838 workerpool1-0 r1 WARNING message`` (``origin``
+    says who), with a date line whenever the (UTC) date changes, and the trainer's JSON as
     ``step 40/120 loss 2.31 lr 9e-03 1.2k tok/s grad_norm=1.09``.
 
     Stateful across one stream: the run's total steps come from the trainer's ``training``
-    line (kept per job), and the date from the previous line."""
+    line (kept per job), the date from the previous line, and ``attempts`` (how many the run
+    has, as listed when the stream starts) grows with any later attempt's line."""
 
+    attempts: int = 1
     totals: dict[str, int] = field(default_factory=dict)
     day: str = ""
 
@@ -377,8 +408,10 @@ class HumanFormat:
         self.day = day
         clock = clock.rstrip("Z")[:12]  # HH:MM:SS.mmm
         severity = severity_of(entry)
-        who = f"{entry.replica} #{entry.attempt}"
-        return [*header, f"{clock:<12} {who:<16} {severity:<7} {self.text(entry)}"]
+        self.attempts = max(self.attempts, entry.attempt)
+        who = origin(entry, self.attempts)
+        width = 19 if self.attempts > 1 else 16  # "workerpool1-0 a2 r1", "workerpool1-0 r1"
+        return [*header, f"{clock:<12} {who:<{width}} {severity:<7} {self.text(entry)}"]
 
     def text(self, entry: LogEntry) -> str:
         data = payload(entry.message)

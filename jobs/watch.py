@@ -13,10 +13,11 @@ One word for one thing:
   or a replica that ran out of restarts (up to 3 times); its replicas restart.
 
 What is known where: the CustomJob API says nothing per replica, so on Vertex a replica shows
-the time of its last log line only. The local platform numbers each start of a replica in its
-log entries (``LogEntry.attempt``), so there a replica's restarts are counted: every start after
-its first, whatever caused it (its own loss, another replica's with restartJobOnWorkerRestart,
-or a retry); a restart shows once the replica has logged a line.
+the time of its last log line only. The local platform tags each log line with the restart of
+its replica that wrote it (``LogEntry.restart``: 0 its first start), so there a replica's
+restarts are counted: every start after its first, whatever caused it (its own loss, another
+replica's with restartJobOnWorkerRestart, or a retry); a restart shows once the replica has
+logged a line.
 
 The trainer's progress is read from its JSON log lines (rank 0's), whose messages and keys are
 this module's copy of what `trainer/loop.py` and `trainer/checkpoint.py` log (the platform
@@ -160,8 +161,8 @@ def pool_statuses(job: JobRecord, entries: Sequence[LogEntry], local: bool) -> l
         for name in pool.replica_names:
             own = [e for e in entries if e.replica == name]
             last = max((t for e in own if (t := rfc3339(e.timestamp))), default=None)
-            starts = len({e.attempt for e in own})  # locally: one number per start
-            replicas.append(ReplicaStatus(name, last, max(starts - 1, 0) if local else None))
+            restarts = max((e.restart for e in own if e.restart is not None), default=0)
+            replicas.append(ReplicaStatus(name, last, restarts if local else None))
         pools.append(PoolStatus(pool, replicas))
     return pools
 

@@ -7,7 +7,8 @@
 4. launch jobs/templates/smoke-cpu.yaml with --stack local --follow (chief + one worker,
    DDP over gloo, LoRA on the tiny model) through the same code as `vtx launch`;
 5. once the first checkpoint is committed, preempt workerpool1-0 as a Spot VM is preempted;
-   the job restarts (restartJobOnWorkerRestart) and resumes from its last committed checkpoint;
+   every replica restarts (restartJobOnWorkerRestart) and resumes from its last committed
+   checkpoint;
 6. print a summary read back from the run's logs: steps, final loss, checkpoints, model URI,
    work lost to the preemption.
 """
@@ -95,7 +96,7 @@ def summarize(entries: list[dict[str, Any]]) -> RunSummary:
         if entry["replica"] == "service":
             if message.startswith("preempting ") and summary.preempted_at is None:
                 summary.preempted_at = entry["timestamp"]
-            if message.startswith("restarting the job"):
+            if message.startswith(("restarting every replica (", "retrying the job (")):
                 summary.job_restarts += 1
             continue
         data = _payload(message)
@@ -226,7 +227,8 @@ def print_summary(console: Console, summary: RunSummary, state: str, outputs: st
         table.add_row(
             "preemption",
             f"{PREEMPTED_REPLICA}, with rank 0 at step {summary.step_before_preemption}; "
-            f"job restarted {summary.job_restarts}x, resumed from step {summary.resumed_from}",
+            f"every replica restarted {summary.job_restarts}x, resumed from step "
+            f"{summary.resumed_from}",
         )
         restart = "-" if summary.restart_s is None else f"{summary.restart_s:.1f} s"
         table.add_row("work lost to it", f"{lost} steps; {restart} from preemption to resume")

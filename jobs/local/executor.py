@@ -372,7 +372,7 @@ class Executor:
 
     @staticmethod
     def _ports(rt: Runtime) -> dict[str, int]:
-        """A free port per replica for this job attempt; the primary's is MASTER_PORT."""
+        """A free port per replica for this run of them all; the primary's is MASTER_PORT."""
         ports = {}
         socks = []
         for replica in rt.replicas:
@@ -387,7 +387,7 @@ class Executor:
     def _spawn(self, job: ActiveJob, replica: Replica) -> None:
         job_dir = self.settings.data_dir / "jobs" / job.id
         job_dir.mkdir(parents=True, exist_ok=True)
-        stem = f"{replica.name}.{replica.attempt}"
+        stem = f"{replica.name}.{replica.restart}"
         replica.log_path = str(job_dir / f"{stem}.log")
         replica.exit_path = str(job_dir / f"{stem}.exit")
         Path(replica.exit_path).unlink(missing_ok=True)
@@ -409,7 +409,7 @@ class Executor:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-        self._procs[(job.id, replica.name, replica.attempt)] = proc
+        self._procs[(job.id, replica.name, replica.restart)] = proc
         replica.pid = proc.pid
         try:
             replica.create_time = psutil.Process(proc.pid).create_time()
@@ -417,13 +417,14 @@ class Executor:
             replica.create_time = None
         replica.status, replica.exit_code = ReplicaStatus.RUNNING, None
         replica.term_at, replica.killed, replica.preempted = None, False, False
-        self._service_log(job, f"{replica.name} started (attempt {replica.attempt})")
+        started = f"restarted (restart {replica.restart})" if replica.restart else "started"
+        self._service_log(job, f"{replica.name} {started}")
         self._persist(job)
 
     # -- replicas ------------------------------------------------------------------------------
 
     def _poll(self, job: ActiveJob, replica: Replica) -> None:
-        key = (job.id, replica.name, replica.attempt)
+        key = (job.id, replica.name, replica.restart)
         proc = self._procs.get(key)
         if proc is not None:
             if proc.poll() is None:
@@ -485,8 +486,8 @@ class Executor:
             kind,
             code=code,
             replica=replica.name,
-            restarts=replica.restarts,
-            job_retries=rt.job_retries,
+            restarts=replica.restarts_counted,
+            job_retries=rt.retries,
             scheduling=job.view.scheduling,
             job_name=job.view.name,
             preempted=cause,
@@ -496,18 +497,19 @@ class Executor:
     def _apply(self, job: ActiveJob, replica: Replica, decision: Decision) -> None:
         """Spend the counters a decision names, then do what it says."""
         if decision.count_job_retry:
-            job.rt.job_retries += 1
+            job.rt.retries += 1
         if decision.reset_restarts:
             for other in job.rt.replicas:
-                other.restarts = 0
+                other.restarts_counted = 0
         if decision.count_restart:
-            replica.restarts += 1
+            replica.restarts_counted += 1
         if decision.note:
             self._service_log(job, decision.note)
         if decision.action is Action.RESTART_REPLICA:
-            replica.attempt += 1
+            replica.restart += 1
             self._spawn(job, replica)
         elif decision.action.stop is not None:
+            job.rt.retrying = decision.count_job_retry
             self._stop_all(job, decision.action.stop, decision.error)
 
     def _preempt(self, job: ActiveJob, replica: Replica, why: str) -> None:
@@ -572,30 +574,40 @@ class Executor:
         )
         rt.stopping, rt.final_error = None, None
         state = lifecycle.final_state(reason)
-        if state is None:  # a job retry: every replica starts again, on new ports
-            rt.job_attempt += 1
-            rt.ports = self._ports(rt)
-            rt.preemption_until, rt.preempted_replica = None, None
-            for replica in rt.replicas:
-                replica.attempt += 1
-                replica.status = ReplicaStatus.NEW
-            self._service_log(job, f"restarting the job (job attempt {rt.job_attempt})")
-            for replica in rt.replicas:
-                self._spawn(job, replica)
+        if state is None:
+            self._start_all_again(job)
             return
         self._set_state(job, state, error)
         self._service_log(job, f"job {state.short}")
+
+    def _start_all_again(self, job: ActiveJob) -> None:
+        """A retry of the job, or a restart of every replica (restartJobOnWorkerRestart): every
+        replica starts again, each as its next restart, on new ports."""
+        rt = job.rt
+        rt.ports = self._ports(rt)
+        rt.preemption_until, rt.preempted_replica = None, None
+        for replica in rt.replicas:
+            replica.restart += 1
+            replica.status = ReplicaStatus.NEW
+        if rt.retrying:
+            what = f"retrying the job (retry {rt.retries} of {lifecycle.JOB_RETRY_LIMIT})"
+        else:  # with restartJobOnWorkerRestart no replica restarts alone: they share one number
+            what = f"restarting every replica (restart {max(r.restart for r in rt.replicas)})"
+        rt.retrying = False
+        self._service_log(job, what)
+        for replica in rt.replicas:
+            self._spawn(job, replica)
 
     # -- logs and state --------------------------------------------------------------------
 
     def _copy_logs(self, job: ActiveJob, replica: Replica) -> None:
         if replica.log_path is not None:
             self._logs.copy(
-                replica.log_path, job.id, job.view.run_id, replica.name, replica.attempt
+                replica.log_path, job.id, job.view.run_id, replica.name, replica.restart
             )
 
     def _service_log(self, job: ActiveJob, message: str) -> None:
-        self._logs.service(job.id, job.view.run_id, job.rt.job_attempt, message)
+        self._logs.service(job.id, job.view.run_id, message)
 
     def _set_state(self, job: ActiveJob, state: JobState, error: JobError | None = None) -> None:
         stamp = now_rfc3339()

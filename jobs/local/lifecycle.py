@@ -178,9 +178,12 @@ def preemption_window(now: float, grace_s: float) -> float:
 
 class Action(Enum):
     CONTINUE = "nothing to do: the job goes on"
-    RESTART_REPLICA = "start this replica again (its next attempt)"
+    RESTART_REPLICA = "start this replica again (its next restart)"
     SUCCEED = "stop every replica; the job succeeds"
-    RESTART_JOB = "stop every replica, then start them all again (a new job attempt)"
+    RESTART_JOB = (
+        "stop every replica, then start them all again: a retry of the job when the decision "
+        "counts one (count_job_retry), else a restart of every replica"
+    )
     FAIL = "stop every replica; the job fails"
 
     @property
@@ -397,7 +400,8 @@ def deadline_exceeded(
 
 
 def final_state(reason: StopReason) -> JobState | None:
-    """The state a job ends in once every replica stopped for ``reason``; None: it restarts."""
+    """The state a job ends in once every replica stopped for ``reason``; None: they all start
+    again (a restart of every replica, or a retry)."""
     if reason is StopReason.RESTART:
         return None
     return {StopReason.SUCCESS: JobState.SUCCEEDED, StopReason.CANCEL: JobState.CANCELLED}.get(

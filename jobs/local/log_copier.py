@@ -29,8 +29,9 @@ class LogCopier:
         self._offsets: dict[str, int] = {}
         """Log file -> bytes copied so far (the store holds it too, for a restart)."""
 
-    def copy(self, path: str, job_id: str, run_id: str | None, replica: str, attempt: int) -> None:
-        """Copy the whole lines written to ``path`` since the last call."""
+    def copy(self, path: str, job_id: str, run_id: str | None, replica: str, restart: int) -> None:
+        """Copy the whole lines written to ``path`` (by ``replica``'s ``restart``, 0 for its
+        first start) since the last call."""
         offset = self._offsets.get(path)
         if offset is None:
             offset = self.store.log_offset(path)
@@ -51,11 +52,10 @@ class LogCopier:
             except (ValueError, KeyError):
                 lines.append((now_rfc3339(), raw.decode("utf-8", errors="replace")))
         self._offsets[path] = offset + end
-        self.store.add_log_lines(path, offset + end, job_id, run_id, replica, attempt, lines)
+        self.store.add_log_lines(path, offset + end, job_id, run_id, replica, restart, lines)
 
-    def service(self, job_id: str, run_id: str | None, attempt: int, message: str) -> None:
-        """A platform event, shown in `vtx logs` like Vertex's own service entries."""
+    def service(self, job_id: str, run_id: str | None, message: str) -> None:
+        """A platform event, shown in `vtx logs` like Vertex's own service entries (no replica,
+        so no restart of one)."""
         log.info("%s: %s", job_id, message)
-        self.store.add_log_lines(
-            None, 0, job_id, run_id, SERVICE, attempt, [(now_rfc3339(), message)]
-        )
+        self.store.add_log_lines(None, 0, job_id, run_id, SERVICE, None, [(now_rfc3339(), message)])

@@ -1,8 +1,9 @@
 """The executor's memory of one job, persisted next to its REST record in the store.
 
 Everything the executor must know after a control-plane crash to re-attach to running replicas
-(pids and their create times, log and exit files, attempts, restart counts, timers) lives here,
-so a restarted executor picks up where the last one stopped.
+(pids and their create times, log and exit files, restart and retry counts, timers) lives here,
+so a restarted executor picks up where the last one stopped. The words are jobs/watch.py's: a
+restart starts one replica again inside the job, a retry runs all of them again after a crash.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ class Replica(BaseModel):
     name: str
     pool: int
     index: int
-    attempt: int = 0
-    """How many times this replica was started before this run of it (0 first)."""
-    restarts: int = 0
-    """Restarts counted against Vertex's worker restart limit."""
+    restart: int = 0
+    """Which restart of this replica runs: 0 its first start, then one more at every start
+    (a restart of its own, of every replica, or a retry). Names its log and exit files and
+    tags its log lines."""
+    restarts_counted: int = 0
+    """Restarts counted against Vertex's worker restart limit (a retry starts them again)."""
     status: ReplicaStatus = ReplicaStatus.NEW
     pid: int | None = None
     create_time: float | None = None
@@ -40,12 +43,16 @@ class Replica(BaseModel):
 class Runtime(BaseModel):
     replicas: list[Replica]
     ports: dict[str, int] = Field(default_factory=dict)
-    """Replica name -> port for this job attempt; the primary's is MASTER_PORT."""
-    job_attempt: int = 0
-    job_retries: int = 0
-    """Retries counted against Vertex's job retry limit."""
+    """Replica name -> port for this run of every replica (new at each retry or restart of
+    all); the primary's is MASTER_PORT."""
+    retries: int = 0
+    """Retries of the job, counted against Vertex's job retry limit."""
+    retrying: bool = False
+    """The stop under way (StopReason.RESTART) ends in a retry, which the decision counted,
+    rather than a restart of every replica (restartJobOnWorkerRestart)."""
     started_at: float | None = None
-    """First start (epoch seconds); the timeout and the chaos schedule count from it."""
+    """First start (epoch seconds); the timeout and the chaos schedule count from it, across
+    restarts and retries."""
     stopping: StopReason | None = None
     final_error: dict | None = None
     """CustomJob.error to set once every replica is down (REST form)."""

@@ -381,8 +381,9 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
                 {
                     "timestamp": e.ts,
                     "job": prefix + e.job_id,
-                    "replica": e.replica,
                     "attempt": e.attempt,
+                    "replica": e.replica,
+                    "restart": e.restart,
                     "message": e.message,
                 }
                 for e in entries

@@ -1,7 +1,7 @@
 """SQLite persistence of the control plane: job records, executor runtime state, log entries.
 
 Jobs are stored as their REST form (camelCase JSON, enum names) next to the executor's runtime
-record (pids, attempts, timers), so a restarted control plane can re-attach to running
+record (pids, restarts, timers), so a restarted control plane can re-attach to running
 replicas. Log lines are copied from per-replica files into one table whose row id is the
 cursor `vtx logs` pages with.
 """
@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS log_entries (
     job_id TEXT NOT NULL,
     run_id TEXT,
     replica TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
+    restart INTEGER,
     ts TEXT NOT NULL,
     message TEXT NOT NULL
 );
@@ -43,12 +43,39 @@ CREATE TABLE IF NOT EXISTS log_offsets (
 """
 
 
+# Data dirs written before log_entries.restart: the column was `attempt` (NOT NULL, the service
+# lines numbered too). The table is rebuilt once; its row ids, the cursors, are kept.
+OLD_LOG_COLUMN = "attempt"
+MIGRATE_LOGS = f"""
+ALTER TABLE log_entries RENAME TO log_entries_before_restart;
+DROP INDEX IF EXISTS logs_run;
+DROP INDEX IF EXISTS logs_job;
+{SCHEMA}
+INSERT INTO log_entries(seq, job_id, run_id, replica, restart, ts, message)
+    SELECT seq, job_id, run_id, replica,
+           CASE WHEN replica = 'service' THEN NULL ELSE {OLD_LOG_COLUMN} END, ts, message
+    FROM log_entries_before_restart;
+DROP TABLE log_entries_before_restart;
+"""
+
+# A job's attempt: its place among the jobs of its run, in creation order (rowid), from 1; a job
+# without a run id (or deleted since) is its own first attempt.
+ATTEMPT_OF_JOB = (
+    "MAX(1, (SELECT COUNT(*) FROM jobs AS j, jobs AS o WHERE j.id = log_entries.job_id "
+    "AND o.run_id = j.run_id AND o.rowid <= j.rowid))"
+)
+
+
 @dataclass(frozen=True)
 class LogEntry:
     seq: int
     job_id: str
-    replica: str
     attempt: int
+    """The job's attempt of its run, from 1 (ATTEMPT_OF_JOB)."""
+    replica: str
+    restart: int | None
+    """Which restart of the replica wrote the line: 0 its first start; None for the
+    platform's own lines (replica ``service``)."""
     ts: str
     message: str
 
@@ -61,8 +88,14 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._migrate()
         self._db.executescript(SCHEMA)
         self._lock = threading.RLock()
+
+    def _migrate(self) -> None:
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(log_entries)")}
+        if OLD_LOG_COLUMN in columns:
+            self._db.executescript(f"BEGIN;{MIGRATE_LOGS}COMMIT;")
 
     def close(self) -> None:
         with self._lock:
@@ -129,17 +162,18 @@ class Store:
         job_id: str,
         run_id: str | None,
         replica: str,
-        attempt: int,
+        restart: int | None,
         lines: list[tuple[str, str]],
     ) -> None:
-        """Append (timestamp, message) lines and move the file's offset (if the lines came from
-        a file), in one transaction."""
+        """Append (timestamp, message) lines of ``replica``'s ``restart`` (None: the platform's
+        own lines) and move the file's offset (if the lines came from a file), in one
+        transaction."""
         with self._lock:
             self._db.execute("BEGIN")
             self._db.executemany(
-                "INSERT INTO log_entries(job_id, run_id, replica, attempt, ts, message) "
+                "INSERT INTO log_entries(job_id, run_id, replica, restart, ts, message) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                [(job_id, run_id, replica, attempt, ts, msg) for ts, msg in lines],
+                [(job_id, run_id, replica, restart, ts, msg) for ts, msg in lines],
             )
             if path is not None:
                 self._db.execute(
@@ -153,7 +187,8 @@ class Store:
         column, value = ("run_id", run_id) if run_id is not None else ("job_id", job_id)
         with self._lock:
             rows = self._db.execute(
-                "SELECT seq, job_id, replica, attempt, ts, message FROM log_entries "
+                f"SELECT seq, job_id, {ATTEMPT_OF_JOB}, replica, restart, ts, message "
+                "FROM log_entries "
                 f"WHERE {column} = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (value, cursor, limit),
             ).fetchall()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ from jobs.logs import (
     LogFilter,
     cloud_logging_filter,
     json_line,
+    origin,
     severity_named,
     severity_of,
     stream,
@@ -40,8 +43,8 @@ from vtx.cli import app
 from vtx.log_commands import LogFormat, log_view
 
 JOBS = [
-    ("projects/p/locations/us-central1/customJobs/11", 0),
-    ("projects/p/locations/us-central1/customJobs/12", 1),
+    ("projects/p/locations/us-central1/customJobs/11", 1),
+    ("projects/p/locations/us-central1/customJobs/12", 2),
 ]
 
 
@@ -119,9 +122,9 @@ def test_reads_every_page_of_every_attempt_in_order(logging_api: LoggingServer) 
         entry("b", "2026-11-22T08:05:00Z", "12", "after resubmission"),
     ]
     entries = list(stream(source(logging_api), done=lambda: True, follow=False))
-    assert [(e.attempt, e.replica, e.message) for e in entries] == [
-        (0, "workerpool0-0", "first"),
-        (1, "workerpool0-0", "after resubmission"),
+    assert [(e.attempt, e.replica, e.restart, e.message) for e in entries] == [
+        (1, "workerpool0-0", None, "first"),  # Cloud Logging does not say which restart
+        (2, "workerpool0-0", None, "after resubmission"),
     ]
     assert logging_api.received[0]["resourceNames"] == ["projects/p"]
     assert logging_api.received[1]["pageToken"] == "1"
@@ -150,7 +153,9 @@ def test_follow_loses_and_repeats_nothing_when_entries_share_a_timestamp(
 
 def test_local_logs_are_read_past_one_page(monkeypatch: pytest.MonkeyPatch) -> None:
     # The local control plane serves at most 1000 entries per request.
-    pages = {0: ([{"message": "a\n"}, {"message": "b"}], 2), 2: ([{"message": "c"}], 3), 3: ([], 3)}
+    a = {"message": "a\n", "attempt": 2, "replica": "workerpool1-0", "restart": 1}
+    service = {"message": "b", "attempt": 2, "replica": "service", "restart": None}
+    pages = {0: ([a, service], 2), 2: ([{"message": "c"}], 3), 3: ([], 3)}
     asked = []
 
     class Response:
@@ -170,8 +175,12 @@ def test_local_logs_are_read_past_one_page(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setattr(requests, "get", get)
     entries, cursor = LocalLogSource("http://127.0.0.1:1", "run-1", token="t0ken").fetch(None)
-    assert [e.message for e in entries] == ["a", "b", "c"] and cursor == 3
-    assert asked == [0, 2, 3]
+    assert [(e.message, e.attempt, e.restart) for e in entries] == [
+        ("a", 2, 1),
+        ("b", 2, None),
+        ("c", 1, None),
+    ]
+    assert cursor == 3 and asked == [0, 2, 3]
 
 
 def test_cloud_logging_filters_severity_on_the_server() -> None:
@@ -235,7 +244,7 @@ RUN = [
 
 def _entries(day: str = "2026-11-23") -> list[LogEntry]:
     return [
-        LogEntry(f"{day}T15:12:{i:02d}.123456Z", "projects/p/customJobs/1", replica, 0, message)
+        LogEntry(f"{day}T15:12:{i:02d}.123456Z", "projects/p/customJobs/1", replica, 1, message)
         for i, (replica, message) in enumerate(RUN)
     ]
 
@@ -253,7 +262,7 @@ def test_the_severity_of_each_kind_of_line() -> None:
         "WARNING",
         "ERROR",
     ]
-    given = LogEntry("t", "j", "workerpool0-0", 0, "plain", severity="CRITICAL")
+    given = LogEntry("t", "j", "workerpool0-0", 1, "plain", severity="CRITICAL")
     assert severity_of(given) == "CRITICAL"  # Cloud Logging's own severity wins
 
 
@@ -297,10 +306,10 @@ def test_human_lines_read_like_a_progress_log() -> None:
     human = HumanFormat()
     lines = [line for e in _entries() for line in human.lines(e)]
     assert lines[0] == "-- 2026-11-23 (UTC) --"
-    assert lines[1] == "15:12:00.123 service #0       INFO    job accepted: 2 replica(s)"
+    assert lines[1] == "15:12:00.123 service          INFO    job accepted: 2 replica(s)"
     assert lines[2].endswith("INFO    training step=0 total_steps=120 world_size=2")
     assert lines[5] == (
-        "15:12:04.123 workerpool0-0 #0 INFO    "
+        "15:12:04.123 workerpool0-0    INFO    "
         "step 40/120 loss 2.312 lr 0.0001 1.2k tok/s grad_norm=1.092"
     )
     assert lines[6].endswith("INFO    [rank 1] step 40/120 loss 2.312 lr 0.0001 1.2k tok/s")
@@ -310,14 +319,43 @@ def test_human_lines_read_like_a_progress_log() -> None:
     assert next_day[0] == "-- 2026-11-24 (UTC) --"
 
 
+@pytest.mark.parametrize(
+    ("attempt", "restart", "attempts", "who"),
+    [
+        (1, 0, 1, "workerpool1-0"),  # one attempt, the first start: the replica alone
+        (1, None, 1, "workerpool1-0"),  # Vertex does not say which restart
+        (1, 2, 1, "workerpool1-0 r2"),  # the replica's second restart
+        (1, 0, 2, "workerpool1-0 a1"),  # a run of several attempts names each line's
+        (2, 1, 2, "workerpool1-0 a2 r1"),
+    ],
+)
+def test_a_line_names_its_attempt_only_in_a_run_of_several_and_its_restart_if_any(
+    attempt: int, restart: int | None, attempts: int, who: str
+) -> None:
+    line = LogEntry("t", "j", "workerpool1-0", attempt, "m", restart=restart)
+    assert origin(line, attempts) == who
+
+
+def test_human_lines_name_the_attempt_once_the_run_has_several() -> None:
+    human = HumanFormat()
+    first = LogEntry("2026-11-23T15:12:00.123Z", "j/1", "workerpool0-0", 1, "one")
+    again = LogEntry("2026-11-23T15:13:00.123Z", "j/2", "workerpool0-0", 2, "two", restart=1)
+    assert human.lines(first)[-1] == "15:12:00.123 workerpool0-0    DEFAULT one"
+    # A later attempt joined the stream: from then on every line names its attempt.
+    assert human.lines(again)[-1] == "15:13:00.123 workerpool0-0 a2 r1 DEFAULT two"
+    assert human.lines(first)[-1] == "15:12:00.123 workerpool0-0 a1    DEFAULT one"
+    assert HumanFormat(attempts=2).lines(first)[-1].endswith("workerpool0-0 a1    DEFAULT one")
+
+
 def test_json_lines_use_cloud_logging_names() -> None:
     rows = [json.loads(json_line(e)) for e in _entries()]
     assert rows[0] == {
         "timestamp": "2026-11-23T15:12:00.123456Z",
         "severity": "INFO",
         "job": "projects/p/customJobs/1",
-        "attempt": 0,
+        "attempt": 1,
         "replica": "service",
+        "restart": None,
         "textPayload": "job accepted: 2 replica(s)",
     }
     assert rows[4]["jsonPayload"]["loss"] == 2.312345
@@ -373,11 +411,12 @@ def _vtx_logs(*args: str) -> tuple[int, str, str]:
 def test_vtx_logs_text_filtered_by_replica_and_severity(finished_run: str) -> None:
     code, out, _ = _vtx_logs(finished_run, "--format", "text", "--replica", "workerpool0-0")
     assert code == 0, out
-    assert "workerpool0-0 #0 INFO    step 3/9 loss 1.5 lr 0.001 2.5k tok/s" in out
+    assert "workerpool0-0    INFO    step 3/9 loss 1.5 lr 0.001 2.5k tok/s" in out
     assert "service" not in out
     code, out, _ = _vtx_logs(finished_run, "--format", "text", "--severity", "warning")
     assert code == 0, out
-    assert [line.split(None, 4)[-1] for line in out.splitlines()[1:]] == ["slow disk"]
+    # time, replica (one attempt, no restart: nothing after its name), severity, message
+    assert [line.split(None, 3)[-1] for line in out.splitlines()[1:]] == ["slow disk"]
 
 
 def test_vtx_logs_piped_is_json_lines_and_follow_ends_with_the_run(finished_run: str) -> None:
@@ -387,6 +426,24 @@ def test_vtx_logs_piped_is_json_lines_and_follow_ends_with_the_run(finished_run:
     assert {"service", "workerpool0-0"} == {row["replica"] for row in rows}
     assert any(row.get("jsonPayload", {}).get("step") == 3 for row in rows)
     assert "JOB_STATE_SUCCEEDED" in err  # the run's end is said on stderr
+
+
+# A fresh interpreter: the test process itself has imported aiplatform (the fixture submits).
+NO_SDK = """
+import sys
+from typer.testing import CliRunner
+from vtx.cli import app
+for args in (["logs", RUN, "--stack", "local"], ["local", "preempt", RUN]):
+    result = CliRunner().invoke(app, args)
+    assert "Traceback" not in result.output, result.output
+    assert "google.cloud.aiplatform_v1" not in sys.modules, args
+"""
+
+
+def test_vtx_logs_and_local_preempt_watch_over_rest_without_aiplatform(finished_run: str) -> None:
+    # Importing aiplatform took seconds of every call (3.6-7.1 s -> 0.9-1.7 s measured).
+    code = NO_SDK.replace("RUN", repr(finished_run))
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_vtx_logs_refuses_an_unknown_severity(finished_run: str) -> None:

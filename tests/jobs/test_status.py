@@ -142,18 +142,18 @@ def test_local_restarts_are_every_start_of_a_replica_after_its_first() -> None:
     job = JobRecord.from_rest(rest_job("1", 0, started_s=1))
     name = job.name
 
-    def line(replica: str, start: int, at_s: float) -> LogEntry:
-        return LogEntry(stamp(at_s), name, replica, start, "x")
+    def line(replica: str, restart: int | None, at_s: float) -> LogEntry:
+        return LogEntry(stamp(at_s), name, replica, 2, "x", restart=restart)
 
     entries = [
-        line("service", 0, 1),
+        line("service", None, 1),
         line("workerpool0-0", 0, 2),
         line("workerpool1-0", 0, 2),
         line("workerpool1-0", 1, 30),  # workerpool1-0 restarted alone
-        line("service", 1, 40),  # then every replica restarted (or a retry)
+        line("service", None, 40),  # then every replica restarted (or a retry)
         line("workerpool0-0", 1, 41),
         line("workerpool1-0", 2, 42),
-        LogEntry(stamp(50), f"{PARENT}/customJobs/0", "workerpool0-0", 7, "an older attempt"),
+        LogEntry(stamp(50), f"{PARENT}/customJobs/0", "workerpool0-0", 1, "an older", restart=7),
     ]
     status = run_status([job], entries, "us-central1", T0 + timedelta(seconds=60), local=True)
     replicas = {r.name: r for p in status.pools for r in p.replicas}

@@ -4,6 +4,7 @@ as processes), driven through the `vtx` CLI."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -143,10 +144,15 @@ def test_resubmission_reuses_run_id_and_output_prefix(
     assert len(attempts) == 2
     prefixes = {j.job_spec.base_output_directory.output_uri_prefix for j in attempts}
     assert prefixes == {"gs://vtx-local-checkpoints/runs/again-1/"}
-    code, out = vtx("logs", "again-1", "--stack", "local")
+    code, out = vtx("logs", "again-1", "--stack", "local", "--format", "json")
     assert code == 0, out
-    # Both attempts' output is in the run's log stream.
-    assert out.count("attempt") >= 2
+    # Both attempts' output is in the run's log stream, each numbered as `vtx status` numbers it.
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["attempt"] for r in rows if r.get("textPayload") == "attempt"] == [1, 2]
+    code, out = vtx("logs", "again-1", "--stack", "local", "--format", "text")
+    assert code == 0, out
+    printed = [line.split()[1:3] for line in out.splitlines() if line.endswith(" attempt")]
+    assert printed == [["workerpool0-0", "a1"], ["workerpool0-0", "a2"]]
 
 
 def test_status_list_and_cancel_a_running_job(local_platform: StackOutputs, tmp_path: Path) -> None:

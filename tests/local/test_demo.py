@@ -75,7 +75,11 @@ def test_summary_counts_lost_steps_from_the_logs() -> None:
         rank0("2026-01-01T00:00:02Z", message="checkpoint committed", step=10, rank=0),
         rank0("2026-01-01T00:00:03Z", message="train", step=12, loss=2.9, rank=0),
         {**service, "timestamp": "2026-01-01T00:00:04Z", "message": "preempting workerpool1-0"},
-        {**service, "timestamp": "2026-01-01T00:00:05Z", "message": "restarting the job (1)"},
+        {
+            **service,
+            "timestamp": "2026-01-01T00:00:05Z",
+            "message": "restarting every replica (restart 1)",
+        },
         rank0("2026-01-01T00:00:14Z", message="resumed", step=10, rank=0),
         rank0("2026-01-01T00:00:20Z", message="train", step=30, loss=2.0, rank=0),
         rank0("2026-01-01T00:00:21Z", message="done", step=30, model_dir="gs://m/model/", rank=0),

@@ -178,12 +178,16 @@ def test_preemption_restarts_and_collective_exits_do_not_fail_the_job(
     assert service.count(PREEMPTION_EXITS_NOTE) == 1
     assert not any("non-zero" in line for line in service)
     assert replica_output(local_platform, job.name, "workerpool0-0")[-1] == "resumed and finished"
-    attempts = {
-        e["attempt"]
-        for e in logs(local_platform, job=job.name)["entries"]
-        if e["replica"] == "workerpool0-0"
-    }
-    assert attempts == {0, 1}
+    entries = logs(local_platform, job=job.name)["entries"]
+    restarts = {e["restart"] for e in entries if e["replica"] == "workerpool0-0"}
+    assert restarts == {0, 1}  # each line says which start of its replica wrote it
+    assert {e["attempt"] for e in entries} == {1}  # one CustomJob: its restarts are not attempts
+    assert {e["restart"] for e in entries if e["replica"] == "service"} == {None}
+    assert service[:2] == ["job accepted: 2 replica(s)", "workerpool0-0 started"]
+    if whole_job:
+        assert "restarting every replica (restart 1)" in service
+    assert "workerpool0-0 restarted (restart 1)" in service
+    assert not any("attempt" in line for line in service)
 
 
 def test_preempting_a_job_that_is_not_running_is_refused(local_platform: StackOutputs) -> None:
@@ -274,3 +278,5 @@ def test_sigabrt_exit_is_retried_unless_retries_are_disabled(
         assert (tmp_path / "starts").read_text() == "xx"
         service = _service_lines(local_platform, job.name)
         assert "workerpool0-0 crashed (134); retrying the job" in service
+        assert "retrying the job (retry 1 of 3)" in service
+        assert "workerpool0-0 restarted (restart 1)" in service
