@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
 
-from jobs.client import Vertex, VertexError
+from jobs.client import VertexError, VertexRest
 from jobs.local.client import LocalApiError, health, preempt_replica
 from jobs.local.platform import (
     NotRunning,
@@ -225,10 +225,11 @@ def preempt(
 
 
 def _job_of(stack: StackOutputs, ref: str) -> str:
-    """A job id or resource name as given; a run id as its newest attempt (as `vtx status`)."""
+    """A job id or resource name as given; a run id as its newest attempt (as `vtx status`, over
+    REST: no aiplatform import)."""
     if ref.isdigit() or ref.startswith("projects/"):
         return ref
-    return Vertex(stack).resolve(ref).name
+    return VertexRest(stack).resolve(ref).name
 
 
 LISTED_UPLOADS = 10

@@ -1,6 +1,11 @@
 """`vtx logs`: a run's logs across all its attempts, and the following that `vtx launch` ends
 with. A run is every attempt (CustomJob) that carries its run-id label; a job without one is
-shown alone.
+shown alone. Like `vtx status`, it talks to Vertex over plain REST (`jobs.client.VertexRest`):
+importing aiplatform alone took seconds.
+
+Each line names the replica that wrote it, ``a2`` when the run has several attempts and the line
+is its second's, ``r1`` when the replica's first restart wrote it (the local platform says;
+Vertex does not): ``workerpool1-0 a2 r1``. The words are jobs/watch.py's.
 
 Output: readable lines on a terminal (`--format text`), one JSON object per entry when piped
 (`--format json`: for jq and scripts, in Cloud Logging's field names); the lines around the
@@ -17,8 +22,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from jobs.client import Vertex, VertexError, is_terminal, state_name
-from jobs.contract import LABEL_RUN_ID
+from jobs.client import NEVER, JobRecord, Vertex, VertexError, VertexRest
 from jobs.logs import (
     SERVICE,
     CloudLoggingSource,
@@ -42,7 +46,7 @@ from vtx.options import (
     api_errors,
     console,
     fail,
-    vertex_client,
+    required_stack,
 )
 from vtx.output import print_error
 
@@ -124,8 +128,21 @@ def log_view(
     return LogView(out, as_json, LogFilter(tuple(replicas or ()), minimum))
 
 
+def watcher(vertex: Vertex | VertexRest) -> VertexRest:
+    """The REST client for watching: `vtx launch --follow` hands over the ``Vertex`` it submitted
+    with, whose calls would import aiplatform (seconds) for answers REST gives as well."""
+    return vertex if isinstance(vertex, VertexRest) else VertexRest(vertex.stack)
+
+
+def numbered(jobs: list[JobRecord]) -> list[tuple[str, int]]:
+    """(job name, attempt) for a run's jobs: numbered from 1 in creation order, as `vtx status`
+    numbers them."""
+    oldest_first = sorted(jobs, key=lambda j: j.create_time or NEVER)
+    return [(j.name, n) for n, j in enumerate(oldest_first, start=1)]
+
+
 def log_source(
-    vertex: Vertex, run_id: str, job: str | None = None, min_severity: str = "DEFAULT"
+    vertex: VertexRest, run_id: str, job: str | None = None, min_severity: str = "DEFAULT"
 ) -> LogSource:
     """The logs of every attempt of ``run_id``, or of the one ``job`` (no vtx run id)."""
     stack = vertex.stack
@@ -133,10 +150,7 @@ def log_source(
         return LocalLogSource(stack.vertex_endpoint, run_id, job=job, token=stack.local_token or "")
 
     def attempts() -> list[tuple[str, int]]:
-        if job is not None:
-            return [(job, 0)]
-        jobs = sorted(vertex.list(run_id), key=lambda j: j.create_time)
-        return [(j.name, n) for n, j in enumerate(jobs)]
+        return [(job, 1)] if job is not None else numbered(vertex.list(run_id))
 
     return CloudLoggingSource(stack.project, attempts, min_severity=min_severity)
 
@@ -148,34 +162,41 @@ def _print_entries(
         view.print(entry)
 
 
-def _job_logs(view: LogView, vertex: Vertex, job: str, follow: bool, poll_s: float) -> int:
+def _job_logs(view: LogView, vertex: VertexRest, job: str, follow: bool, poll_s: float) -> int:
     """Logs of a job that carries no vtx run id (created by gcloud or the SDK): that job only."""
-    done = (lambda: is_terminal(vertex.get(job))) if follow else (lambda: True)
+    done = (lambda: vertex.get(job).terminal) if follow else (lambda: True)
     source = log_source(vertex, job, job=job, min_severity=view.filter.min_severity)
     _print_entries(view, source, done, follow, poll_s)
     if not follow:
         return 0
-    state = state_name(vertex.get(job))
+    state = vertex.get(job).state
     view.notes.print(f"{job}: {state}", highlight=False)
     return 0 if state == SUCCEEDED else 1
 
 
-def _run_done(vertex: Vertex, run_id: str) -> bool:
+def _run_done(vertex: VertexRest, run_id: str) -> bool:
     attempts = vertex.list(run_id)
-    return bool(attempts) and is_terminal(attempts[0])
+    return bool(attempts) and attempts[0].terminal
 
 
 def follow_run(
-    out: Console, vertex: Vertex, run_id: str, poll_s: float = 5.0, view: LogView | None = None
+    out: Console,
+    vertex: Vertex | VertexRest,
+    run_id: str,
+    poll_s: float = 5.0,
+    view: LogView | None = None,
 ) -> int:
     """Stream every attempt's logs until the newest attempt ends; exit 0 only on success.
     Following is only watching: Ctrl-C or a lost connection leaves the job running. Without a
     ``view`` (`vtx launch --follow`), every entry as readable lines."""
+    rest = watcher(vertex)
     view = view or LogView(out)
     notes = view.notes
-    source = log_source(vertex, run_id, min_severity=view.filter.min_severity)
+    source = log_source(rest, run_id, min_severity=view.filter.min_severity)
     try:
-        _print_entries(view, source, lambda: _run_done(vertex, run_id), True, poll_s)
+        view.human.attempts = max(view.human.attempts, len(rest.list(run_id)))
+        _print_entries(view, source, lambda: _run_done(rest, run_id), True, poll_s)
+        final = rest.list(run_id)[0]
     except KeyboardInterrupt:
         notes.print(f"stopped following; the run goes on (`vtx cancel {run_id}` stops it)")
         return 130
@@ -183,15 +204,13 @@ def follow_run(
         print_error(notes, exc)
         notes.print(f"the run goes on: `vtx logs {run_id} --follow` to resume watching")
         return 1
-    final = vertex.list(run_id)[0]
-    state = state_name(final)
-    notes.print(f"{final.name}: {state}", highlight=False)
-    if state == SUCCEEDED:
-        prefix = final.job_spec.base_output_directory.output_uri_prefix
+    notes.print(f"{final.name}: {final.state}", highlight=False)
+    if final.state == SUCCEEDED:
+        prefix = final.output_prefix
         notes.print(f"outputs: {prefix}\nmodel: {prefix}model/", highlight=False)
-    elif final.error.message:
-        notes.print(f"error: {final.error.message}", markup=False)
-    return 0 if state == SUCCEEDED else 1
+    elif final.error:
+        notes.print(f"error: {final.error}", markup=False)
+    return 0 if final.state == SUCCEEDED else 1
 
 
 @app.command()
@@ -205,18 +224,22 @@ def logs(
     severity: SeverityOpt = None,
     poll_s: PollOpt = 5.0,
 ) -> None:
-    """Logs of a run across all its attempts (time, replica #attempt, severity, message).
+    """Logs of a run across all its attempts: time, replica, severity, message.
 
-    --follow ends when the run ends, with its exit code: 0 when it succeeded."""
+    The replica is followed by a2 when the run has several attempts (CustomJobs) and the line
+    is its second's, and by r1 when the replica's first restart wrote it (local platform
+    only): workerpool1-0 a2 r1. --follow ends when the run ends, with its exit code: 0 when it
+    succeeded."""
     out = console()
     view = log_view(out, fmt, replica, severity)
-    vertex = vertex_client(stack, stack_file)
+    vertex = VertexRest(required_stack(stack, stack_file))
     with api_errors(view.notes):
         job = vertex.resolve(ref)
-        run_id = job.labels.get(LABEL_RUN_ID)
+        run_id = job.run_id
         if run_id is None:
             raise typer.Exit(_job_logs(view, vertex, job.name, follow, poll_s))
         if follow:
             raise typer.Exit(follow_run(out, vertex, run_id, poll_s, view))
+        view.human.attempts = len(vertex.list(run_id))
         source = log_source(vertex, run_id, min_severity=view.filter.min_severity)
         _print_entries(view, source, lambda: True, False, poll_s)

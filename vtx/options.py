@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from jobs.client import Vertex, VertexError
+from jobs.client import VertexError
 from jobs.local.state import local_stack_outputs
 from jobs.logs import LogsError
 from jobs.stack import StackError, StackOutputs, load_pulumi_stack, load_stack_file
@@ -82,8 +82,3 @@ def required_stack(stack: str | None, stack_file: Path | None) -> StackOutputs:
     if outputs is None:
         raise fail("no stack given: pass --stack NAME, --stack local or --stack-file FILE")
     return outputs
-
-
-def vertex_client(stack: str | None, stack_file: Path | None) -> Vertex:
-    """The JobService client for the stack the user named (``--stack local`` included)."""
-    return Vertex(required_stack(stack, stack_file))
