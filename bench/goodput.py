@@ -8,8 +8,8 @@ restart); the trainer checkpoints on SIGTERM and the restarted replica resumes.
 
 From the job's own timestamped logs: goodput = productive step time (each step's duration,
 counted once) / wall time from submission to the job's end; steps recomputed (steps trained
-more than once); time to first step after each restart (preemption request to the next
-attempt's first step).
+more than once); time to first step after each restart (preemption request to the restarted
+replica's first step).
 
 The tutorial pattern (HF Trainer saving every N steps to the VM's local disk, `gsutil cp` at
 the end) loses everything on a preemption: the disk goes with the VM. It is simulated on the
@@ -56,7 +56,8 @@ class Run:
 
 
 def _step_records(entries: list[dict[str, Any]]) -> list[tuple[int, float, dict[str, Any]]]:
-    """(attempt, time, record) for each trainer JSON line of the primary replica."""
+    """(restart, time, record) for each trainer JSON line of the primary replica (restart: which
+    start of it wrote the line, 0 its first)."""
     out = []
     for e in entries:
         if e["replica"] != "workerpool0-0" or not e["message"].startswith("{"):
@@ -65,7 +66,7 @@ def _step_records(entries: list[dict[str, Any]]) -> list[tuple[int, float, dict[
             record = json.loads(e["message"])
         except json.JSONDecodeError:
             continue
-        out.append((e["attempt"], _ts(e["timestamp"]), record))
+        out.append((e["restart"], _ts(e["timestamp"]), record))
     return out
 
 
@@ -141,11 +142,11 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
                     run.state, run.ended = current.state, current.end_time.timestamp()
                     run.error = current.error.message
                     break
-                attempt = max((e["attempt"] for e in run.entries), default=0)
+                restart = max((e["restart"] or 0 for e in run.entries), default=0)
                 done = [
                     r.get("step", 0)
                     for a, _, r in _step_records(run.entries)
-                    if a == attempt and r.get("message") == "train" and r.get("step")
+                    if a == restart and r.get("message") == "train" and r.get("step")
                 ]
                 if pending and done and done[-1] >= pending[0]:
                     run.preempted_at.append(time.time())
@@ -163,21 +164,21 @@ def analyse(run: Run, steps: int) -> dict[str, Any]:
     records = _step_records(run.entries)
     durations: dict[int, float] = {}
     trained = 0
-    attempt_start: dict[int, float] = {}
+    restart_start: dict[int, float] = {}
     first_step: dict[int, float] = {}
     previous: dict[int, float] = {}
-    for attempt, t, record in records:
+    for restart, t, record in records:
         message = record.get("message", "")
         if message == "training":
-            attempt_start[attempt] = previous[attempt] = t
+            restart_start[restart] = previous[restart] = t
         # A step ends with its metrics line, or, for the step a SIGTERM interrupted, with the
         # trainer's stop line (it checkpoints instead of logging metrics).
         if message != "train" and not message.startswith(STOP_MESSAGE):
             continue
         trained += 1
-        first_step.setdefault(attempt, t)
-        durations[record["step"]] = t - previous.get(attempt, t)  # the last run of it wins
-        previous[attempt] = t
+        first_step.setdefault(restart, t)
+        durations[record["step"]] = t - previous.get(restart, t)  # the last run of it wins
+        previous[restart] = t
     productive = sum(durations.values())
     wall = run.ended - run.submitted
     restarts = sorted(a for a in first_step if a > 0)
@@ -204,7 +205,7 @@ def tutorial(ours: dict[str, Any], steps: int) -> dict[str, Any]:
     """The same preemption instants, but each one sends the job back to step 0."""
     step_s = ours["productive_s"] / max(ours["unique_steps"], 1)  # this run's mean step
     gaps = ours["to_first_step_s"] or [ours["first_start_s"]]
-    t, lost = ours["first_start_s"], 0  # time the current attempt's first step starts
+    t, lost = ours["first_start_s"], 0  # time the current restart's first step starts
     for i, at in enumerate(ours["preempted_at_s"]):
         if at >= t + steps * step_s:
             break  # it would have finished before this preemption
