@@ -220,6 +220,15 @@ def _rest_pool(role: str, spec: dict, prefix: str) -> PoolFacts:
     return pool
 
 
+def _rest_duration_s(value: Any) -> float | None:
+    """Protobuf JSON durations may be negative ("-60s"), which the structural check lets through
+    and the template grammar has no word for: kept negative, so the bounds rules refuse them."""
+    if isinstance(value, str) and value.startswith("-"):
+        seconds = parse_duration_s(value[1:])
+        return None if seconds is None else -seconds
+    return parse_duration_s(value) if value is not None else None
+
+
 def facts_from_rest_spec(spec: dict, prefix: str = "", display_name: Any = None) -> JobFacts:
     """Facts of a CustomJobSpec (camelCase); ``prefix`` is its path in the document."""
     dot = f"{prefix}." if prefix else ""
@@ -240,12 +249,8 @@ def facts_from_rest_spec(spec: dict, prefix: str = "", display_name: Any = None)
         },
         display_name=_str(display_name),
         strategy=_str(scheduling.get("strategy")),
-        timeout_s=parse_duration_s(scheduling.get("timeout"))
-        if scheduling.get("timeout") is not None
-        else None,
-        max_wait_s=parse_duration_s(scheduling.get("maxWaitDuration"))
-        if scheduling.get("maxWaitDuration") is not None
-        else None,
+        timeout_s=_rest_duration_s(scheduling.get("timeout")),
+        max_wait_s=_rest_duration_s(scheduling.get("maxWaitDuration")),
     )
     if facts.strategy == "STRATEGY_UNSPECIFIED":
         facts.strategy = None

@@ -128,6 +128,11 @@ def test_max_wait_zero_was_refused_before_and_means_wait_indefinitely() -> None:
     }  # fmt: skip
     assert validate_custom_job_spec(spec, region="us-central1") == []
     assert load_catalog().limits.max_wait_s.default == 86400  # the proto's documented default
+    # A negative protobuf duration parses as JSON but is no wait at all: refused at its path.
+    spec["scheduling"]["maxWaitDuration"] = "-60s"
+    found = validate_custom_job_spec(spec, region="us-central1")
+    assert [p.path for p in found] == ["scheduling.maxWaitDuration"]
+    assert "0 waits indefinitely" in str(found[0].hint)
 
 
 def test_reservation_rules_point_at_the_template_fields() -> None:
