@@ -64,7 +64,7 @@ def log_entries(vertex: VertexRest, jobs: list[JobRecord]) -> list[LogEntry]:
         )
     else:
         oldest_first = sorted(jobs, key=lambda j: j.create_time or NEVER)
-        pairs = [(j.name, n) for n, j in enumerate(oldest_first)]
+        pairs = [(j.name, n) for n, j in enumerate(oldest_first, start=1)]
         source = CloudLoggingSource(stack.project, lambda: pairs)
     entries, _ = source.fetch(None)
     return entries

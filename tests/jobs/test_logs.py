@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs.client import Vertex, is_terminal
+from jobs.client import JobRecord, Vertex, is_terminal
 from jobs.local.log_copier import SERVICE as LOCAL_SERVICE
 from jobs.logs import (
     SERVICE,
@@ -40,7 +40,7 @@ from jobs.logs import (
 from jobs.stack import StackOutputs
 from tests.conftest import free_port, wait_for_port
 from vtx.cli import app
-from vtx.log_commands import LogFormat, log_view
+from vtx.log_commands import LogFormat, log_view, numbered
 
 JOBS = [
     ("projects/p/locations/us-central1/customJobs/11", 1),
@@ -128,6 +128,16 @@ def test_reads_every_page_of_every_attempt_in_order(logging_api: LoggingServer) 
     ]
     assert logging_api.received[0]["resourceNames"] == ["projects/p"]
     assert logging_api.received[1]["pageToken"] == "1"
+
+
+def test_a_runs_jobs_are_numbered_from_one_oldest_first_as_vtx_status_numbers_them() -> None:
+    def job(job_id: str, created: str | None) -> JobRecord:
+        rest = {"name": f"projects/p/locations/r/customJobs/{job_id}", "createTime": created}
+        return JobRecord.from_rest(rest)
+
+    newest_first = [job("12", "2026-11-22T09:00:00Z"), job("11", "2026-11-22T08:00:00Z")]
+    assert [(name[-2:], n) for name, n in numbered(newest_first)] == [("11", 1), ("12", 2)]
+    assert numbered([job("13", None)])[0][1] == 1  # never seen from Vertex: still the first
 
 
 def test_follow_loses_and_repeats_nothing_when_entries_share_a_timestamp(
