@@ -1,5 +1,5 @@
-"""Calls to the control plane's vtx-only endpoints (preemption, logs). JobService calls go
-through the real aiplatform client instead; these two have no Google counterpart, and want the
+"""Calls to the control plane's vtx-only endpoints (preemption, logs, capacity). JobService calls
+go through the real aiplatform client instead; these have no Google counterpart, and want the
 platform's token (``state.json``; see jobs/local/guard.py)."""
 
 from __future__ import annotations
@@ -19,13 +19,16 @@ class LocalApiError(Exception):
         self.status = status
 
 
-def _call(url: str, token: str, body: dict | None = None, wait_s: float = 0.0) -> dict:
+def _call(
+    url: str, token: str, body: dict | None = None, wait_s: float = 0.0, method: str = "POST"
+) -> dict:
+    """``method`` applies to a call with a body; one without is a GET."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
         url,
         data=data,
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-        method="POST" if data else "GET",
+        method=method if data else "GET",
     )
     try:
         with urllib.request.urlopen(request, timeout=30 + wait_s) as resp:
@@ -62,6 +65,17 @@ def read_logs(
     """One page of log entries after ``cursor``: ``{"entries": [...], "cursor": N}``."""
     query = {"cursor": cursor} | ({"run_id": run_id} if run_id else {"job": job})
     return _call(f"{endpoint}/vtx/logs?{urllib.parse.urlencode(query)}", token)
+
+
+def read_capacity(endpoint: str, token: str) -> dict:
+    """``{"capacity": {...}, "in_use": {REGION: {"quotas": ..., "accelerators": ...}}}``."""
+    return _call(f"{endpoint}/vtx/capacity", token)
+
+
+def set_capacity(endpoint: str, token: str, capacity: dict) -> dict:
+    """Replace the running platform's capacity model (the YAML file's shape); answers as
+    ``read_capacity`` does."""
+    return _call(f"{endpoint}/vtx/capacity", token, capacity, method="PUT")
 
 
 def health(endpoint: str) -> dict:

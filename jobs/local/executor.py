@@ -27,7 +27,8 @@ from pathlib import Path
 
 import psutil
 
-from jobs.local import lifecycle, vertex_env
+from jobs.local import capacity, lifecycle, vertex_env
+from jobs.local.capacity import Admission, Capacity, Need
 from jobs.local.job import JobView
 from jobs.local.lifecycle import (
     ACTIVE_STATES,
@@ -54,6 +55,11 @@ from jobs.local.store import Store
 log = logging.getLogger(__name__)
 
 TICK_S = 0.2
+
+
+def region_of(name: str) -> str:
+    """The region of a resource name (projects/P/locations/REGION/customJobs/ID)."""
+    return name.split("/")[3]
 
 
 class ExecutorError(Exception):
@@ -116,6 +122,9 @@ class Executor:
         self.store = store
         self.settings = settings
         self._jobs: dict[str, ActiveJob] = {}
+        self._capacity = settings.capacity
+        self._needs: dict[str, Need] = {}
+        """Job id -> what it asks of its region, read once from its REST form."""
         self._procs: dict[tuple[str, str, int], subprocess.Popen[bytes]] = {}
         self._logs = LogCopier(store)
         self._lock = threading.RLock()
@@ -136,6 +145,7 @@ class Executor:
                 if action is ShutdownAction.FAIL_NOW:
                     self._set_state(job, JobState.FAILED, PLATFORM_STOPPED)
                     self._jobs.pop(job.id)
+                    self._needs.pop(job.id, None)
                 elif action is ShutdownAction.STOP:
                     self._stop_all(job, StopReason.SHUTDOWN, PLATFORM_STOPPED)
         deadline = time.monotonic() + (timeout_s or self.settings.grace_s + 10)
@@ -206,7 +216,10 @@ class Executor:
             )
         except lifecycle.ChaosLabelError as exc:
             raise ExecutorError(400, "INVALID_ARGUMENT", str(exc)) from exc
+        need = capacity.need_of(resource, region_of(view.name))
         with self._lock:
+            self._check_quota(need)  # under the lock: two creates cannot both take the last unit
+            self._needs[view.id] = need
             resource["state"] = JobState.QUEUED.value
             resource["createTime"] = resource["updateTime"] = now_rfc3339()
             job = ActiveJob(resource, view, rt)
@@ -214,6 +227,46 @@ class Executor:
             self._persist(job)
             self._service_log(job, f"job accepted: {len(slots)} replica(s)")
         return resource
+
+    def _check_quota(self, need: Need) -> None:
+        """Vertex's 429 for a create the region's quota cannot take beside its active jobs."""
+        in_use = capacity.quota_in_use((self._need(j) for j in self._jobs.values()), need.region)
+        short = capacity.quota_shortfalls(self._capacity, need, in_use)
+        if short:
+            message = capacity.quota_message(short, need.region)
+            raise ExecutorError(429, "RESOURCE_EXHAUSTED", message)
+
+    def _need(self, job: ActiveJob) -> Need:
+        if job.id not in self._needs:  # re-attached after a crash: read it again
+            self._needs[job.id] = capacity.need_of(job.resource, region_of(job.view.name))
+        return self._needs[job.id]
+
+    @property
+    def capacity(self) -> Capacity:
+        return self._capacity
+
+    def set_capacity(self, new: Capacity) -> None:
+        """Replace the capacity model at run time: waiting jobs see it at the next tick; jobs
+        already created or started keep what they hold."""
+        with self._lock:
+            self._capacity = new
+
+    def capacity_in_use(self) -> dict[str, dict]:
+        """Per region: quota units the active jobs hold, accelerators the started ones hold."""
+        with self._lock:
+            needs = [self._need(j) for j in self._jobs.values()]
+            started = [self._need(j) for j in self._jobs.values() if self._holds_capacity(j)]
+        regions = sorted({n.region for n in needs})
+        return {
+            region: {
+                "quotas": capacity.quota_in_use(needs, region),
+                "accelerators": {
+                    f"{name} {kind}": count
+                    for (name, kind), count in sorted(capacity.held(started, region).items())
+                },
+            }
+            for region in regions
+        }
 
     def cancel(self, job_id: str) -> dict:
         with self._lock:
@@ -227,6 +280,7 @@ class Executor:
             if action is CancelAction.CANCEL_NOW:
                 self._set_state(job, JobState.CANCELLED, CANCELED)
                 self._jobs.pop(job_id)
+                self._needs.pop(job_id, None)
             elif action is CancelAction.STOP:
                 self._stop_all(job, StopReason.CANCEL, CANCELED)
                 self._set_state(job, JobState.CANCELLING)
@@ -326,6 +380,8 @@ class Executor:
                 self._start_job(job)
             return
         if job.state is JobState.PENDING and job.rt.stopping is None:
+            if job.rt.started_at is None and not self._admitted(job):
+                return
             self._start_job(job)
         for replica in job.rt.replicas:
             if replica.running:
@@ -338,15 +394,53 @@ class Executor:
             self._finish_stop(job, job.rt.stopping)
         if job.state.terminal:
             self._jobs.pop(job.id, None)
+            self._needs.pop(job.id, None)
 
     def _fits(self, job: ActiveJob) -> bool:
         queue = [(other.state, len(other.rt.replicas)) for other in self._jobs.values()]
         position = list(self._jobs).index(job.id)
         return lifecycle.admits(queue, position, self.settings.max_replicas)
 
+    @staticmethod
+    def _holds_capacity(job: ActiveJob) -> bool:
+        """A job holds its accelerators from its first start to its end (restarts included)."""
+        return job.rt.started_at is not None
+
+    def _admitted(self, job: ActiveJob) -> bool:
+        """Whether a PENDING job's accelerators are free (capacity.admit); a job that waits
+        says why once, and one that cannot get them (Spot stockout, FLEX_START past its
+        maxWaitDuration) fails."""
+        need, now = self._need(job), time.time()
+        started = [self._need(j) for j in self._jobs.values() if self._holds_capacity(j)]
+        decision = capacity.admit(
+            self._capacity,
+            need,
+            capacity.held(started, need.region),
+            waited_s=now - (job.rt.waiting_since or now),
+            default_max_wait_s=capacity.default_max_wait_s(),
+        )
+        if decision.admission is Admission.START:
+            if job.rt.waiting_since is not None:
+                self._service_log(job, "resources are available: starting")
+            job.rt.waiting_since = None
+            return True
+        if decision.admission is Admission.FAIL:
+            self._service_log(job, decision.note or "failed")
+            self._set_state(job, JobState.FAILED, decision.error)
+            self._service_log(job, f"job {JobState.FAILED.short}")
+            return False
+        if job.rt.waiting_since is None:
+            job.rt.waiting_since = now
+            self._service_log(job, decision.note or "waiting for resources")
+            self._persist(job)
+        return False
+
     def _start_job(self, job: ActiveJob) -> None:
         if job.state is JobState.QUEUED:
             self._set_state(job, JobState.PENDING)
+            if not self._admitted(job):
+                return
+        if not job.rt.ports:  # chosen once the job may start: a wait can be long
             job.rt.ports = self._ports(job.rt)
         for replica in job.rt.replicas:
             if replica.status is ReplicaStatus.NEW:

@@ -53,6 +53,9 @@ class Runtime(BaseModel):
     started_at: float | None = None
     """First start (epoch seconds); the timeout and the chaos schedule count from it, across
     restarts and retries."""
+    waiting_since: float | None = None
+    """When the job began to wait PENDING for accelerators (epoch seconds); FLEX_START's
+    maxWaitDuration counts from it. None: not waiting."""
     stopping: StopReason | None = None
     final_error: dict | None = None
     """CustomJob.error to set once every replica is down (REST form)."""

@@ -37,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobs.local import vertex_env
+from jobs.local.capacity import QUOTA_SERVICE, Capacity, describe_errors
 from jobs.local.executor import Executor, ExecutorError, NotYetRunning
 from jobs.local.filters import FilterError, parse_filter
 from jobs.local.guard import (
@@ -47,6 +48,7 @@ from jobs.local.guard import (
     peer_refusal,
     token_refusal,
 )
+from jobs.local.quota_infos import quota_infos
 from jobs.local.settings import LocalSettings
 from jobs.local.state import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV
 from jobs.local.store import Store
@@ -73,6 +75,7 @@ MAX_LOG_ENTRIES = 1000
 MAX_CURSOR = 2**63 - 1
 """SQLite's largest integer: cursors and page tokens are row ids."""
 HEALTH_PATH = "/vtx/health"
+CAPACITY_PATH = "/vtx/capacity"
 MAX_PREEMPT_WAIT_S = 300.0
 PREEMPT_POLL_S = 0.2
 
@@ -218,6 +221,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     app.add_middleware(LocalClientsOnly, port=settings.port, token=token)
     _add_error_handlers(app)
     _add_job_routes(app, executor, store)
+    _add_quota_routes(app, executor)
     _add_vtx_routes(app, executor, store)
     return app
 
@@ -247,17 +251,21 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 
 def _parent(project: str, location: str) -> str:
+    _check_project(project)
+    if location != LOCAL_REGION:
+        raise ApiError(
+            400, f"location {location!r} is not served here: the local platform runs {LOCAL_REGION}"
+        )
+    return f"projects/{LOCAL_PROJECT_NUMBER}/locations/{location}"
+
+
+def _check_project(project: str) -> None:
     if project not in (LOCAL_PROJECT, LOCAL_PROJECT_NUMBER):
         raise ApiError(
             404,
             f"project {project!r} is not served here: the local platform's project is "
             f"{LOCAL_PROJECT} (number {LOCAL_PROJECT_NUMBER})",
         )
-    if location != LOCAL_REGION:
-        raise ApiError(
-            400, f"location {location!r} is not served here: the local platform runs {LOCAL_REGION}"
-        )
-    return f"projects/{LOCAL_PROJECT_NUMBER}/locations/{location}"
 
 
 def _new_job_id(store: Store) -> str:
@@ -347,6 +355,46 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         }
 
 
+def _add_quota_routes(app: FastAPI, executor: Executor) -> None:
+    """The Cloud Quotas API's reads (v1 quotaInfos list and get) for Vertex's service, from the
+    capacity model; like the JobService routes they take no token (a quota client sends none
+    here)."""
+    base = "/v1/projects/{project}/locations/{location}/services/{service}/quotaInfos"
+
+    def infos(project: str, location: str, service: str) -> list[dict]:
+        _check_project(project)
+        if location != "global":
+            raise ApiError(400, f"location {location!r}: quotaInfos live under locations/global")
+        if service != QUOTA_SERVICE:
+            raise ApiError(404, f"service {service!r} is not served here: only {QUOTA_SERVICE}")
+        return quota_infos(executor.capacity, LOCAL_PROJECT_NUMBER)
+
+    @app.get(base)
+    def list_quota_infos(
+        project: str,
+        location: str,
+        service: str,
+        pageSize: int = Query(0, ge=0, le=2**31 - 1),
+        pageToken: str = "",
+    ) -> dict:
+        found = infos(project, location, service)
+        if pageToken and not (pageToken.isdigit() and int(pageToken) < len(found)):
+            raise ApiError(400, f"invalid pageToken {pageToken!r}: pass the nextPageToken given")
+        start = int(pageToken or 0)
+        end = start + pageSize if pageSize else len(found)
+        return {
+            "quotaInfos": found[start:end],
+            "nextPageToken": str(end) if end < len(found) else "",
+        }
+
+    @app.get(base + "/{quota_id}")
+    def get_quota_info(project: str, location: str, service: str, quota_id: str) -> dict:
+        for info in infos(project, location, service):
+            if info["quotaId"] == quota_id:
+                return info
+        raise ApiError(404, f"QuotaInfo {quota_id!r} of {service} does not exist")
+
+
 class PreemptRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -390,6 +438,25 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
             ],
             "cursor": entries[-1].seq if entries else cursor,
         }
+
+    @app.get(CAPACITY_PATH)
+    def get_capacity() -> dict:
+        """The capacity model, and what the active jobs hold of it per region."""
+        return {
+            "capacity": executor.capacity.model_dump(mode="json", exclude_defaults=True),
+            "in_use": executor.capacity_in_use(),
+        }
+
+    @app.put(CAPACITY_PATH)
+    async def put_capacity(request: Request) -> dict:
+        """Replace the capacity model (the YAML file's shape, as JSON); waiting jobs see it at
+        the executor's next tick."""
+        try:
+            new = Capacity.model_validate_json(await request.body() or b"{}")
+        except ValidationError as exc:
+            raise ApiError(400, f"invalid capacity: {describe_errors(exc)}") from exc
+        executor.set_capacity(new)
+        return get_capacity()
 
     @app.post("/vtx/jobs/{job_id}:preempt")
     async def preempt(request: Request, job_id: str) -> dict:

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobs.local.capacity import Capacity
+
 DEFAULT_DIR = Path(".vtx") / "local"
 DATA_DIR_ENV = "VTX_LOCAL_DIR"
 
@@ -49,6 +51,9 @@ class LocalSettings(BaseModel):
     )
     """0: none. Drawn once per job at submission, so a seed replays the same preemptions."""
     chaos_seed: int = Field(0, description="Seed of the chaos schedule (label vtx-chaos-seed).")
+    capacity: Capacity = Field(default_factory=Capacity)
+    """Accelerators and quota limits per region (`vtx local up --capacity FILE.yaml`); empty:
+    unlimited. `vtx local capacity set` replaces it at run time."""
 
     @property
     def vertex_endpoint(self) -> str:
