@@ -1,4 +1,4 @@
-"""`vtx local up|down|status|preempt|upload` and `vtx demo`: the embedded local platform.
+"""`vtx local up|down|status|preempt|upload|capacity` and `vtx demo`: the embedded local platform.
 
 Loaded by `vtx --help`, so it imports only cheap modules: the platform's client side (state,
 settings, process control over psutil and urllib); the server's FastAPI stays in its process.
@@ -11,12 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import typer
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
 
 from jobs.client import VertexError, VertexRest
-from jobs.local.client import LocalApiError, health, preempt_replica
+from jobs.local.capacity import Capacity, CapacityFileError, load_capacity
+from jobs.local.client import (
+    LocalApiError,
+    health,
+    preempt_replica,
+    read_capacity,
+    set_capacity,
+)
 from jobs.local.platform import (
     NotRunning,
     PlatformError,
@@ -42,6 +50,11 @@ from vtx.output import print_error
 local_app = typer.Typer(
     help="Run the Vertex-compatible local platform on this machine.", no_args_is_help=True
 )
+capacity_app = typer.Typer(
+    help="Show or change the local platform's capacity: accelerators and quota limits.",
+    no_args_is_help=True,
+)
+local_app.add_typer(capacity_app, name="capacity")
 # Merged into the top-level app: holds `vtx demo`.
 demo_app = typer.Typer()
 
@@ -94,11 +107,20 @@ def up(
     grace_s: float = _setting("grace_s", "--grace-s"),
     chaos: float = _setting("chaos_per_hour", "--chaos"),
     chaos_seed: int = _setting("chaos_seed", "--chaos-seed"),
+    capacity_file: Path | None = typer.Option(
+        None,
+        "--capacity",
+        metavar="FILE.yaml",
+        help="Accelerators and quota limits per region (format: jobs/local/README.md).",
+        show_default="unlimited",
+    ),
 ) -> None:
     """Start the GCS emulator and the control plane in the background; after a crash, start
     again only what stopped (running jobs go on)."""
     try:
+        capacity = load_capacity(capacity_file) if capacity_file else Capacity()
         settings = LocalSettings(
+            capacity=capacity,
             data_dir=_data_dir(data_dir),
             port=_default_or_free(ctx, "port", port),
             gcs_port=_default_or_free(ctx, "gcs_port", gcs_port),
@@ -108,7 +130,7 @@ def up(
             chaos_seed=chaos_seed,
         )
         started = bring_up(settings)
-    except (PlatformError, StackError, OSError) as exc:
+    except (PlatformError, StackError, CapacityFileError, OSError) as exc:
         raise _fail(str(exc)) from None
     if started.note:
         err_console.print(f"[yellow]note:[/yellow] {escape(started.note)}")
@@ -230,6 +252,57 @@ def _job_of(stack: StackOutputs, ref: str) -> str:
     if ref.isdigit() or ref.startswith("projects/"):
         return ref
     return VertexRest(stack).resolve(ref).name
+
+
+@capacity_app.command("show")
+def capacity_show(
+    data_dir: Path | None = DataDirOption,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The capacity model (as `set` takes it; empty: unlimited) and what active jobs hold."""
+    try:
+        stack = local_stack_outputs(_data_dir(data_dir) if data_dir else None)
+        answer = read_capacity(stack.vertex_endpoint or "", stack.local_token or "")
+    except (StackError, LocalApiError) as exc:
+        raise _fail(str(exc)) from None
+    _print_capacity(answer, as_json)
+
+
+@capacity_app.command("set")
+def capacity_set(
+    path: Path = typer.Argument(..., metavar="FILE.yaml", help="The new capacity model, whole."),
+    data_dir: Path | None = DataDirOption,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Replace the running platform's capacity model.
+
+    Jobs waiting for accelerators see it at once; jobs already created or started keep what
+    they hold."""
+    try:
+        capacity = load_capacity(path)
+        stack = local_stack_outputs(_data_dir(data_dir) if data_dir else None)
+        body = capacity.model_dump(mode="json", exclude_defaults=True)
+        answer = set_capacity(stack.vertex_endpoint or "", stack.local_token or "", body)
+    except (StackError, CapacityFileError, LocalApiError) as exc:
+        raise _fail(str(exc)) from None
+    _print_capacity(answer, as_json)
+
+
+def _print_capacity(answer: dict, as_json: bool) -> None:
+    """YAML that `set` takes back (soft-wrapped: a long metric name stays on its line)."""
+    if as_json:
+        console.print_json(json.dumps(answer))
+        return
+    model = answer["capacity"] or {"regions": {}}
+    unlimited = "" if model.get("regions") else "  (nothing set: unlimited)"
+    held = answer["in_use"] or {}
+    for line in (
+        f"# capacity{unlimited}",
+        yaml.safe_dump(model, sort_keys=False).rstrip(),
+        "# in use by active jobs (quotas from creation, accelerators from start)",
+        yaml.safe_dump(held, sort_keys=False).rstrip() if held else "{}",
+    ):
+        console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 LISTED_UPLOADS = 10
