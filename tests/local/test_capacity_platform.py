@@ -1,0 +1,261 @@
+"""Capacity end to end, through the real aiplatform client, on a platform of its own started
+with a capacity model (as `vtx local up --capacity FILE` does) and changed at run time (as
+`vtx local capacity set` does): a create beyond quota, a Spot stockout, FLEX_START waiting and
+starting, or running out of its maxWaitDuration, capacity released by a finished job, and the
+Cloud Quotas read API. Replicas are one-line programs; waits are on states, never on time."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from google.api_core import exceptions
+from local_helpers import PARENT, client, custom_job, replica_output, wait_for, wait_terminal
+from typer.testing import CliRunner
+
+from jobs.catalog import load_catalog
+from jobs.local.capacity import QUOTA_EXCEEDED, Capacity
+from jobs.local.client import read_capacity, set_capacity
+from jobs.local.platform import free_port, start_fresh, stop_platform
+from jobs.local.settings import LocalSettings
+from jobs.local.state import stack_outputs_for
+from jobs.stack import StackOutputs
+from vtx.cli import app
+
+REGION = "us-central1"
+L4 = "aiplatform.googleapis.com/custom_model_training_nvidia_l4_gpus"
+PENDING, SUCCEEDED, FAILED = 2, 4, 5
+SLEEP = "import time; print('up', flush=True); time.sleep(600)"
+START = {"regions": {REGION: {"quotas": {L4: 2}}}}
+"""The model the platform starts with: an on-demand L4 quota of 2, nothing else limited."""
+
+
+@pytest.fixture(scope="module")
+def platform_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("capacity") / "platform"
+
+
+@pytest.fixture(scope="module")
+def platform(gcs_emulator: str, platform_dir: Path) -> Iterator[StackOutputs]:
+    repo = Path(__file__).resolve().parents[2]
+    settings = LocalSettings(
+        data_dir=platform_dir,
+        cwd=repo,
+        port=free_port(),
+        grace_s=2.0,
+        capacity=Capacity.model_validate(START),
+    )
+    state = start_fresh(settings, gcs_endpoint=gcs_emulator)
+    try:
+        yield stack_outputs_for(state)
+    finally:
+        stop_platform(settings.data_dir)
+
+
+@pytest.fixture
+def capacity(platform: StackOutputs) -> Iterator[object]:
+    """Sets the platform's capacity for one test, and puts the starting model back after it."""
+
+    def put(model: dict) -> dict:
+        return set_capacity(platform.vertex_endpoint or "", platform.local_token or "", model)
+
+    yield put
+    put(START)
+
+
+G2_WITH_L4S = {1: "g2-standard-4", 2: "g2-standard-24", 4: "g2-standard-48"}
+
+
+def _l4_job(name: str, code: str, gpus: int = 1, scheduling: dict | None = None):
+    """One replica on a G2 machine with ``gpus`` L4s."""
+    pool = {
+        "machine_spec": {
+            "machine_type": G2_WITH_L4S[gpus],
+            "accelerator_type": "NVIDIA_L4",
+            "accelerator_count": gpus,
+        },
+        "replica_count": 1,
+        "container_spec": {"image_uri": "local/test:1", "command": ["python", "-c", code]},
+    }
+    return custom_job(name, pool, scheduling=scheduling)
+
+
+def _service(platform: StackOutputs, name: str) -> list[str]:
+    return replica_output(platform, name, "service")
+
+
+def _waiting(platform: StackOutputs, jobs, name: str) -> bool:
+    """PENDING, and the service log says it waits for resources."""
+    pending = jobs.get_custom_job(name=name).state == PENDING
+    return pending and any("waiting for resources" in m for m in _service(platform, name))
+
+
+def test_the_starting_model_is_the_one_up_was_given(platform: StackOutputs) -> None:
+    answer = read_capacity(platform.vertex_endpoint or "", platform.local_token or "")
+    assert answer["capacity"] == START
+
+
+def test_a_create_beyond_quota_is_vertexs_429_naming_metric_limit_region(
+    platform: StackOutputs,
+) -> None:
+    """Over REST, api_core maps an HTTP 429 to TooManyRequests (ResourceExhausted, its subclass,
+    is what the gRPC transport raises): the same as real Vertex's answer gives this client."""
+    jobs = client(platform.vertex_endpoint)
+    with pytest.raises(exceptions.TooManyRequests) as caught:
+        jobs.create_custom_job(parent=PARENT, custom_job=_l4_job("too-big", "pass", gpus=4))
+    error = caught.value.response.json()["error"]
+    assert (caught.value.code, error["status"]) == (429, "RESOURCE_EXHAUSTED")
+    message = error["message"]
+    assert message.startswith(f"{QUOTA_EXCEEDED}{L4}. ")
+    assert f"limit 2 in region {REGION}, 0 in use, this job needs 4" in message
+
+
+def test_quota_held_by_an_active_job_refuses_the_next_until_it_ends(platform: StackOutputs) -> None:
+    jobs = client(platform.vertex_endpoint)
+    first = jobs.create_custom_job(parent=PARENT, custom_job=_l4_job("holds", SLEEP, gpus=2))
+    with pytest.raises(exceptions.TooManyRequests, match="2 in use, this job needs 1"):
+        jobs.create_custom_job(parent=PARENT, custom_job=_l4_job("refused", "pass"))
+    jobs.cancel_custom_job(name=first.name)
+    wait_terminal(jobs, first.name)
+    later = jobs.create_custom_job(parent=PARENT, custom_job=_l4_job("after", "pass"))
+    assert wait_terminal(jobs, later.name).state == SUCCEEDED
+
+
+def test_a_job_waits_pending_for_accelerators_a_finished_job_releases(
+    platform: StackOutputs, capacity
+) -> None:
+    capacity({"regions": {REGION: {"accelerators": {"NVIDIA_L4": {"on_demand": 1}}}}})
+    jobs = client(platform.vertex_endpoint)
+    holder = jobs.create_custom_job(parent=PARENT, custom_job=_l4_job("holder", SLEEP))
+    wait_for(lambda: replica_output(platform, holder.name, "workerpool0-0"))
+    waiter = jobs.create_custom_job(parent=PARENT, custom_job=_l4_job("waiter", "print('ran')"))
+    wait_for(lambda: _waiting(platform, jobs, waiter.name))
+    assert replica_output(platform, waiter.name, "workerpool0-0") == []
+    jobs.cancel_custom_job(name=holder.name)
+    done = wait_terminal(jobs, waiter.name)
+    assert done.state == SUCCEEDED, done.error
+    assert replica_output(platform, waiter.name, "workerpool0-0") == ["ran"]
+
+
+def test_a_spot_job_in_a_stocked_out_region_fails_with_stockout(
+    platform: StackOutputs, capacity
+) -> None:
+    capacity({"regions": {REGION: {"accelerators": {"NVIDIA_L4": {"spot_stockout": True}}}}})
+    jobs = client(platform.vertex_endpoint)
+    job = jobs.create_custom_job(
+        parent=PARENT, custom_job=_l4_job("spot", "print('ran')", scheduling={"strategy": "SPOT"})
+    )
+    done = wait_terminal(jobs, job.name)
+    assert done.state == FAILED
+    assert done.error.code == 8  # RESOURCE_EXHAUSTED
+    assert done.error.message.startswith("STOCKOUT: Spot capacity for NVIDIA_L4 is exhausted.")
+    assert f"Resources are insufficient in region: {REGION}" in done.error.message
+    assert replica_output(platform, job.name, "workerpool0-0") == []
+
+
+def test_flex_start_waits_until_capacity_set_at_run_time_frees_it(
+    platform: StackOutputs, platform_dir: Path, capacity, tmp_path: Path
+) -> None:
+    capacity({"regions": {REGION: {"accelerators": {"NVIDIA_L4": {"on_demand": 0}}}}})
+    jobs = client(platform.vertex_endpoint)
+    flex = {"strategy": "FLEX_START", "max_wait_duration": "0s"}  # 0: wait indefinitely
+    job = jobs.create_custom_job(
+        parent=PARENT, custom_job=_l4_job("flex", "print('ran')", scheduling=flex)
+    )
+    wait_for(lambda: _waiting(platform, jobs, job.name))
+    assert any("indefinitely" in m for m in _service(platform, job.name))
+
+    freed = tmp_path / "capacity.yaml"
+    freed.write_text(
+        yaml.safe_dump({"regions": {REGION: {"accelerators": {"NVIDIA_L4": {"on_demand": 1}}}}})
+    )
+    result = CliRunner().invoke(
+        app, ["local", "capacity", "set", str(freed), "--data-dir", str(platform_dir)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "on_demand: 1" in result.output
+
+    done = wait_terminal(jobs, job.name)
+    assert done.state == SUCCEEDED, done.error
+    assert "resources are available: starting" in _service(platform, job.name)
+
+
+def test_flex_start_past_its_max_wait_duration_fails(platform: StackOutputs, capacity) -> None:
+    capacity({"regions": {REGION: {"accelerators": {"NVIDIA_L4": {"on_demand": 0}}}}})
+    jobs = client(platform.vertex_endpoint)
+    flex = {"strategy": "FLEX_START", "max_wait_duration": "1s"}
+    job = jobs.create_custom_job(
+        parent=PARENT, custom_job=_l4_job("flex-late", "print('ran')", scheduling=flex)
+    )
+    done = wait_terminal(jobs, job.name)
+    assert done.state == FAILED
+    assert done.error.code == 8
+    assert "maxWaitDuration of 1 s" in done.error.message
+    assert replica_output(platform, job.name, "workerpool0-0") == []
+
+
+def _get(platform: StackOutputs, path: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"{platform.vertex_endpoint}{path}") as resp:  # no token
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+QUOTA_INFOS = "/v1/projects/{}/locations/global/services/aiplatform.googleapis.com/quotaInfos"
+
+
+def test_quota_infos_answer_with_the_limits_set(platform: StackOutputs, capacity) -> None:
+    capacity({"regions": {REGION: {"quotas": {L4: 7}}}})
+    quota_id = load_catalog().accelerators["NVIDIA_L4"].cloud_quota_id(False)
+    for project in ("vtx-local", "424242424242"):
+        status, page = _get(platform, QUOTA_INFOS.format(project))
+        assert status == 200
+        assert page["nextPageToken"] == ""
+        [info] = [i for i in page["quotaInfos"] if i["quotaId"] == quota_id]
+        assert info["metric"] == L4
+        [here] = [d for d in info["dimensionsInfos"] if d["dimensions"] == {"region": REGION}]
+        assert here["details"] == {"value": "7"}
+    status, one = _get(platform, QUOTA_INFOS.format("vtx-local") + f"/{quota_id}")
+    assert (status, one["quotaId"]) == (200, quota_id)
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        (QUOTA_INFOS.format("someone-else"), 404),
+        (QUOTA_INFOS.format("vtx-local") + "/NoSuchQuota", 404),
+        (QUOTA_INFOS.format("vtx-local").replace("aiplatform", "compute"), 404),
+        (QUOTA_INFOS.format("vtx-local").replace("global", REGION), 400),
+    ],
+)
+def test_quota_infos_refuse_what_is_not_served(
+    platform: StackOutputs, path: str, status: int
+) -> None:
+    got, body = _get(platform, path)
+    assert got == status
+    assert body["error"]["code"] == status
+
+
+def test_the_capacity_endpoint_wants_the_token_and_a_valid_model(platform: StackOutputs) -> None:
+    status, body = _get(platform, "/vtx/capacity")
+    assert (status, body["error"]["status"]) == (401, "UNAUTHENTICATED")
+    bad = {"regions": {REGION: {"accelerators": {"NVIDIA_L44": {}}}}}
+    request = urllib.request.Request(
+        f"{platform.vertex_endpoint}/vtx/capacity",
+        data=json.dumps(bad).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {platform.local_token}",
+        },
+        method="PUT",
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request)
+    assert caught.value.code == 400
+    assert "did you mean NVIDIA_L4" in json.load(caught.value)["error"]["message"]
