@@ -234,6 +234,16 @@ def test_a_bad_capacity_file_names_the_place(tmp_path: Path, model: dict, says: 
         load_capacity(path)
 
 
+def test_the_readme_example_loads(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "jobs" / "local" / "README.md").read_text()
+    start = readme.index("```yaml\n# capacity.yaml") + len("```yaml\n")
+    example = readme[start:].split("```", 1)[0]
+    path = tmp_path / "capacity.yaml"
+    path.write_text(example)
+    capacity = load_capacity(path)
+    assert capacity.regions[REGION].accelerators["NVIDIA_L4"].on_demand == 2
+
+
 # -- quotaInfos -----------------------------------------------------------------------------------
 
 
