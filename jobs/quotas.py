@@ -21,6 +21,7 @@ cannot read the quota says why and lets the launch go on, so none of its failure
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -314,6 +315,16 @@ def _session(stack: StackOutputs) -> Any:
     return AuthorizedSession(credentials)
 
 
+_OS_ERROR = re.compile(r"\[Errno -?\d+\] [^'\")\]]+|timed out|Name or service not known")
+
+
+def _why(exc: Exception) -> str:
+    """The words that matter in requests' nested connection errors ("[Errno 111] Connection
+    refused", "timed out"), not the whole pool's repr."""
+    found = _OS_ERROR.search(str(exc))
+    return found.group(0).strip() if found else str(exc)[:200]
+
+
 def _error(response: Any) -> str:
     try:
         said = str(response.json()["error"]["message"])
@@ -354,8 +365,10 @@ class QuotaReader:
         while True:
             try:
                 response = self.session.get(url, params=params, timeout=TIMEOUT_S)
-            except (requests.RequestException, GoogleAuthError) as exc:  # a lapsed login too
-                raise QuotaUnavailable(f"cannot reach {url.split('/v1/')[0]}: {exc}") from exc
+            except requests.RequestException as exc:
+                raise QuotaUnavailable(f"cannot reach {url.split('/v1/')[0]}: {_why(exc)}") from exc
+            except GoogleAuthError as exc:  # a login that lapsed and cannot be refreshed
+                raise QuotaUnavailable(f"not authenticated: {exc}") from exc
             if not response.ok:
                 raise QuotaUnavailable(f"{_error(response)} from {url.split('?')[0]}")
             try:

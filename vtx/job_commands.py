@@ -28,6 +28,7 @@ from jobs.facts import JobFacts, template_facts
 from jobs.gcloud import import_document, template_from_document
 from jobs.plan import Plan, plan_job
 from jobs.problems import Problem
+from jobs.quotas import QuotaCheck, QuotaReader, preflight
 from jobs.render import render_json, render_yaml
 from jobs.spec import JobTemplate, TemplateError
 from jobs.stack import StackOutputs
@@ -47,7 +48,7 @@ from vtx.options import (
     optional_stack,
     required_stack,
 )
-from vtx.output import catalog_table, machines_table, print_cost, print_problems
+from vtx.output import catalog_table, machines_table, print_cost, print_error, print_problems
 
 app = typer.Typer()
 
@@ -156,7 +157,11 @@ def cost(
     facts = template_facts(template)
     priced = estimate(facts, region)
     out = console()
-    print_cost(out, priced, f"{template.name}: cost per hour")
+    live = None
+    if outputs is not None:  # the same live table as the launch plan's
+        check = preflight(priced.quota, priced.region, QuotaReader(outputs), load_catalog())
+        live = (check, outputs)
+    print_cost(out, priced, f"{template.name}: cost per hour", live)
     if run_time:
         _print_run_time(out, facts, priced.usd_per_h)
 
@@ -269,7 +274,7 @@ def import_(
         console(stderr=True).print(f"note: {note}", style="dim", highlight=False)
 
 
-def print_plan(out: Console, plan: Plan) -> None:
+def print_plan(out: Console, plan: Plan, quota: QuotaCheck | None = None) -> None:
     """What will run, where, as whom, and at what cost: everything a reviewer needs."""
     job, stack = plan.job, plan.job.stack
     spec = job.rest["jobSpec"]
@@ -290,7 +295,16 @@ def print_plan(out: Console, plan: Plan) -> None:
     }
     for key, value in lines.items():
         out.print(f"{key:>10}: {value}", highlight=False)
-    print_cost(out, plan.cost, "pools")
+    print_cost(out, plan.cost, "pools", (quota, stack) if quota is not None else None)
+
+
+def quota_refusal(check: QuotaCheck) -> str | None:
+    """Why a job must not be submitted: a metric whose limit is below its need (Vertex would
+    refuse it whatever else runs). Short of what is free now only warns: running jobs end."""
+    over = ", ".join(f"{m.metric} (needs {m.needed}, limit {m.limit})" for m in check.over_limit)
+    if not over:
+        return None
+    return f"over the quota limit in {check.region}: {over}; --ignore-quota submits it anyway"
 
 
 def launch_job(
@@ -306,15 +320,23 @@ def launch_job(
     vertex: Vertex | None = None,
     confirm: Callable[[str], bool] = lambda q: typer.confirm(q, default=False),
     poll_s: float = 5.0,
+    quotas: QuotaReader | None = None,
+    ignore_quota: bool = False,
 ) -> int:
-    """Compile, check, plan, confirm, submit (and follow); the exit code."""
+    """Compile, check, plan, check the live quota, confirm, submit (and follow); the exit
+    code. A dry run stops where the launch would: after the plan, or at a quota refusal."""
     run_id = run_id or new_run_id(template.name)
     job, problems = _compiled(template, stack, run_id, source, policy=True)
     if job is None or problems:
         print_problems(out, problems)
         return 1
     plan = plan_job(job)
-    print_plan(out, plan)
+    check = preflight(plan.quota, plan.cost.region, quotas or QuotaReader(stack), load_catalog())
+    print_plan(out, plan, check)
+    refusal = quota_refusal(check)
+    if refusal and not ignore_quota:
+        print_error(out, refusal, "not submitted")
+        return 1
     if dry_run:
         out.print("dry run: nothing submitted")
         return 0
@@ -354,8 +376,15 @@ def launch(
         str | None, typer.Option("--run-id", help="Resubmit an existing run (same output prefix).")
     ] = None,
     poll_s: PollOpt = 5.0,
+    ignore_quota: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-quota",
+            help="Submit even when the job needs more than the project's quota limit.",
+        ),
+    ] = False,
 ) -> None:
-    """Plan, confirm and submit a job; print its name and run id."""
+    """Plan, check the live quota, confirm and submit a job; print its name and run id."""
     outputs = required_stack(stack, stack_file)
     template = _template(file, set_ or [], _region(outputs))
     code = launch_job(
@@ -368,5 +397,6 @@ def launch(
         dry_run=dry_run,
         follow=follow,
         poll_s=poll_s,
+        ignore_quota=ignore_quota,
     )
     raise typer.Exit(code)

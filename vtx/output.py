@@ -14,6 +14,8 @@ from jobs.catalog import Catalog, Price
 from jobs.cost import CostEstimate
 from jobs.durations import human_duration
 from jobs.problems import Problem
+from jobs.quotas import NOT_LISTED, OK, OVER_LIMIT, SHORT_NOW, MetricCheck, QuotaCheck, RegionQuota
+from jobs.stack import StackOutputs
 
 BASIS_NOTE = {
     "verified": "verified",
@@ -107,7 +109,101 @@ def quota_table(estimate: CostEstimate) -> Table:
     return table
 
 
-def print_cost(console: Console, estimate: CostEstimate, title: str) -> None:
+def _units(value: int | None, unlimited: str = "unlimited") -> str:
+    return unlimited if value is None else f"{value:,}"
+
+
+VERDICT_STYLE = {OK: "green", SHORT_NOW: "yellow", OVER_LIMIT: "red", NOT_LISTED: "dim"}
+
+
+def quota_check_table(check: QuotaCheck) -> Table:
+    """The job's needs beside the live limit, what running jobs hold and what is free."""
+    table = Table(
+        title=f"Quota in {check.region} (limits: Cloud Quotas, now)",
+        title_justify="left",
+        caption="in use: the region's CustomJobs that hold resources (not QUEUED), "
+        "accelerators or vCPUs x replicas",
+        caption_justify="left",
+    )
+    table.add_column("metric", overflow="fold")
+    for column in ("needed", "limit", "in use", "free"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for m in check.metrics:
+        limit = _units(m.limit) if m.listed else "-"
+        free = _units(m.free) if m.listed else "-"
+        verdict = Text(m.verdict, style=VERDICT_STYLE[m.verdict])
+        table.add_row(m.metric, str(m.needed), limit, str(m.in_use), free, verdict)
+    return table
+
+
+def _where_to_ask(stack: StackOutputs) -> str:
+    if stack.is_local:
+        return "the local platform's quota limits"
+    return f"Pulumi.{stack.environment}.yaml under vtx:platform.quotas, then `pulumi up`"
+
+
+def _fix(m: MetricCheck, stack: StackOutputs) -> str:
+    """What to request: the preference infra would create, or (vCPUs, TPUs) the quota by id."""
+    if m.preference is not None:
+        p = m.preference
+        return (
+            f"request quota preference {p.preference_id}: add {p.stanza} to {_where_to_ask(stack)}"
+        )
+    return (
+        f"raise quota {m.quota_id or m.metric} in the console (Cloud Quotas): "
+        "vtx:platform.quotas requests GPU quotas only"
+    )
+
+
+def quota_check_lines(check: QuotaCheck, stack: StackOutputs) -> list[tuple[str, str]]:
+    """(style, line) for each metric that does not simply fit, and for a check not done."""
+    if check.skipped is not None:
+        return [("yellow", f"quota: not checked ({check.skipped})")]
+    lines = []
+    for m in check.over_limit:
+        lines.append(
+            (
+                "red",
+                f"quota: {m.metric} needs {m.needed}, over the limit of {m.limit} in "
+                f"{check.region}: Vertex would refuse this job. To fix: {_fix(m, stack)}",
+            )
+        )
+    for m in check.short_now:
+        lines.append(
+            (
+                "yellow",
+                f"quota: {m.metric} needs {m.needed}, within the limit of {m.limit} but only "
+                f"{m.free} free now ({m.in_use} held by running jobs): the job will wait until "
+                f"they end. To run beside them: {_fix(m, stack)}",
+            )
+        )
+    unlisted = [m.metric for m in check.metrics if m.verdict == NOT_LISTED]
+    if unlisted:
+        lines.append(
+            (
+                "dim",
+                f"quota: Cloud Quotas lists no quota for {', '.join(unlisted)} in "
+                f"{check.region}: not checked",
+            )
+        )
+    return lines
+
+
+def print_quota_check(console: Console, check: QuotaCheck, stack: StackOutputs) -> None:
+    if check.skipped is None:
+        console.print(quota_check_table(check))
+    for style, line in quota_check_lines(check, stack):
+        console.print(line, style=style, markup=False, highlight=False)
+
+
+def print_cost(
+    console: Console,
+    estimate: CostEstimate,
+    title: str,
+    live: tuple[QuotaCheck, StackOutputs] | None = None,
+) -> None:
+    """The cost tables; the quota needed, or with ``live`` the needs against the live quota."""
     console.print(cost_table(estimate, title))
     kind = estimate.price_kind
     cap = human_duration(estimate.timeout_s)
@@ -126,7 +222,10 @@ def print_cost(console: Console, estimate: CostEstimate, title: str) -> None:
         )
     elif kind == "reservation":
         console.print(_reservation_note(estimate), style="yellow", highlight=False)
-    console.print(quota_table(estimate))
+    if live is None or live[0].skipped is not None:
+        console.print(quota_table(estimate))
+    if live is not None:
+        print_quota_check(console, *live)
     print_price_source(console, estimate)
 
 
@@ -268,5 +367,53 @@ def machines_table(cat: Catalog, region: str | None) -> Table:
             f"{m.memory_gb:g} GB",
             builtin,
             _region_prices(cat, [region] if region else regions, "machines", m.name),
+        )
+    return table
+
+
+def quota_usage_rows(regions: list[RegionQuota], metrics: list[str] | None) -> list[dict]:
+    """One row per region and training metric (``metrics`` keeps some, in that order)."""
+    rows = []
+    for quota in regions:
+        names = metrics or sorted(set(quota.limits) | set(quota.in_use))
+        for metric in names:
+            limit = quota.limits.get(metric)
+            used = quota.in_use.get(metric, 0)
+            value = limit.limit if limit else None
+            rows.append(
+                {
+                    "region": quota.region,
+                    "metric": metric,
+                    "quota_id": limit.quota_id if limit else None,
+                    "listed": limit is not None,
+                    "limit": value,
+                    "unlimited": limit is not None and value is None,
+                    "in_use": used,
+                    "free": None if value is None else max(value - used, 0),
+                }
+            )
+    return rows
+
+
+def quota_usage_table(rows: list[dict]) -> Table:
+    table = Table(
+        title="Vertex AI custom training quota (limits: Cloud Quotas; in use: running CustomJobs)",
+        title_justify="left",
+        caption="'not listed': Cloud Quotas has no such quota in the region; in use counts "
+        "CustomJobs only (tuning jobs, pipelines and persistent resources hold quota too)",
+        caption_justify="left",
+    )
+    for column in ("region", "metric", "quota id", "limit", "in use", "free"):
+        numeric = column in ("limit", "in use", "free")
+        table.add_column(column, justify="right" if numeric else "left", overflow="fold")
+    for row in rows:
+        listed = row["listed"]
+        table.add_row(
+            row["region"],
+            row["metric"],
+            row["quota_id"] or "-",
+            _units(row["limit"]) if listed else "not listed",
+            str(row["in_use"]),
+            _units(row["free"]) if listed else "-",
         )
     return table
