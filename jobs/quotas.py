@@ -6,7 +6,7 @@ the job is sent, not after.
   https://cloud.google.com/docs/quotas/reference/rest/v1/projects.locations.services.quotaInfos/list).
   The local platform serves the same path under its ``vertex_endpoint``.
 - Cloud Quotas gives limits, not usage. What is in use is counted here: the CustomJobs of the
-  stack's project and region that hold resources (every state but the ended ones and QUEUED),
+  stack's project and region that have not ended (QUEUED included, see ``ENDED_STATES``),
   each pool's accelerators (or vCPUs) x replicas, by the same ``quota_needed`` that prices a new
   job. Hyperparameter tuning jobs, training pipelines and persistent resources draw on the same
   quota and are not counted: "free" can be smaller than shown, never larger.
@@ -50,9 +50,9 @@ ENDED_STATES = frozenset(
         "JOB_STATE_PARTIALLY_SUCCEEDED",
     }
 )
-NOT_HOLDING = ENDED_STATES | {"JOB_STATE_QUEUED"}
-"""States whose jobs hold no quota: ended ones, and QUEUED (waiting for the very resources, or
-quota, it would hold; counting it would report one shortage twice)."""
+"""Jobs in any other state hold their quota, QUEUED ones too: Vertex checks quota when a job is
+created (a 429 refuses it), so a created job has been counted against it; the local platform
+holds it the same way, from creation to the end."""
 UNLIMITED = -1
 """Cloud Quotas' "unlimited" (QuotaConfig.preferredValue: "If set to -1, it means the value is
 unlimited")."""
@@ -129,7 +129,7 @@ def region_limits(
 
 
 def holds_quota(job: dict) -> bool:
-    return str(job.get("state", "JOB_STATE_UNSPECIFIED")) not in NOT_HOLDING
+    return str(job.get("state", "JOB_STATE_UNSPECIFIED")) not in ENDED_STATES
 
 
 def in_use(jobs: Iterable[dict], catalog: Catalog) -> dict[str, int]:
@@ -392,7 +392,7 @@ class QuotaReader:
         ignores it still gives the right answer)."""
         base = self.vertex_url.format(region=region)
         url = f"{base}/v1/projects/{self.stack.project}/locations/{region}/customJobs"
-        wanted = " AND ".join(f'state!="{state}"' for state in sorted(NOT_HOLDING))
+        wanted = " AND ".join(f'state!="{state}"' for state in sorted(ENDED_STATES))
         return [j for j in self._pages(url, "customJobs", {"filter": wanted}) if holds_quota(j)]
 
 

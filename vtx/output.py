@@ -121,7 +121,7 @@ def quota_check_table(check: QuotaCheck) -> Table:
     table = Table(
         title=f"Quota in {check.region} (limits: Cloud Quotas, now)",
         title_justify="left",
-        caption="in use: the region's CustomJobs that hold resources (not QUEUED), "
+        caption="in use: the region's CustomJobs that have not ended, "
         "accelerators or vCPUs x replicas",
         caption_justify="left",
     )

@@ -171,16 +171,17 @@ def test_the_region_entry_wins_over_the_default_and_other_services_metrics_are_l
     assert region_limits(QUOTA_INFOS, "mars-north1") == {}
 
 
-def test_in_use_counts_jobs_holding_resources_accelerators_times_replicas() -> None:
+def test_in_use_counts_jobs_not_ended_accelerators_times_replicas() -> None:
     jobs = [
         rest_job("JOB_STATE_RUNNING", replicas=2),
         rest_job("JOB_STATE_PENDING", replicas=1, strategy="SPOT"),
-        rest_job("JOB_STATE_QUEUED", replicas=7),
+        rest_job("JOB_STATE_QUEUED", replicas=1),
         rest_job("JOB_STATE_SUCCEEDED", replicas=7),
+        rest_job("JOB_STATE_CANCELLED", replicas=7),
     ]
     held = in_use(jobs, load_catalog())
-    assert held[L4] == 3 and held[L4_SPOT] == 2
-    assert held[CPUS] == 8 * 5  # g2-standard-8: 8 vCPUs, five VMs
+    assert held[L4] == 3 + 2 and held[L4_SPOT] == 2
+    assert held[CPUS] == 8 * 7  # g2-standard-8: 8 vCPUs, seven VMs
 
 
 def test_the_jobs_read_are_the_regions_and_ended_ones_are_filtered_here_too(
@@ -194,7 +195,7 @@ def test_the_jobs_read_are_the_regions_and_ended_ones_are_filtered_here_too(
     assert [j["state"] for j in jobs] == ["JOB_STATE_RUNNING"]
     path, query, _ = google.requests[-1]
     assert path == "/v1/projects/vtx-dev-123/locations/us-central1/customJobs"
-    assert 'state!="JOB_STATE_QUEUED"' in query["filter"]
+    assert 'state!="JOB_STATE_CANCELLED"' in query["filter"]
 
 
 # ---- comparing ----------------------------------------------------------------------------------
