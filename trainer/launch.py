@@ -28,6 +28,13 @@ PREEMPTED_NOTE = (
     "elastic's 'failed (exitcode: 143)' lines above are this expected stop, not a crash"
 )
 
+AGENT_LOGGER = "torch.distributed.elastic.agent.server.api"
+EXIT_BARRIER_NOTE = (
+    "exit barrier: the node that holds torch elastic's store left it first and closed the "
+    "store (a known race at the end of a multi-node run); this node's workers had finished, "
+    "so nothing was lost"
+)
+
 EXIT_PREEMPTED = 143
 EXIT_CONFIG = 2  # as `python -m trainer` exits for a config it cannot use
 # A Spot VM gets 30 s between SIGTERM and power-off: the agent must not kill its workers sooner.
@@ -64,6 +71,36 @@ def exit_code_for(exitcodes: list[int]) -> int:
     return next((code for code in exitcodes if code > 0 and code not in preempted), 1)
 
 
+class ExitBarrierRace(logging.Filter):
+    """Turns torch elastic's traceback for the exit-barrier race into one line.
+
+    At the end of a run every node's agent meets at an exit barrier kept in the store of node 0's
+    agent. When node 0 arrives last it sets the barrier's key and exits at once, closing the
+    store while the others still wait for the reply: their agents log "Error waiting on exit
+    barrier" with a DistNetworkError traceback, after their own workers finished. It changes no
+    outcome, but in a job's logs it reads like a crash (and formatting it imports torch._dynamo,
+    long enough for the platform's SIGTERM to land inside the logging call and add a second
+    traceback). Other exit-barrier errors, a timeout among them, keep their traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if record.getMessage().startswith("Error waiting on exit barrier") and _store_closed(error):
+            record.msg, record.args, record.exc_info, record.exc_text = (
+                EXIT_BARRIER_NOTE,
+                (),
+                None,
+                None,
+            )
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+def _store_closed(error: BaseException | None) -> bool:
+    from torch.distributed import DistNetworkError
+
+    return isinstance(error, DistNetworkError)
+
+
 def main(argv: list[str] | None = None) -> int:
     trainer_args = sys.argv[1:] if argv is None else argv
     env = VertexEnv.from_environ()
@@ -77,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
+    logging.getLogger(AGENT_LOGGER).addFilter(ExitBarrierRace())
     argv_ = torchrun_argv(env, devices_per_node(), trainer_args)
     log.info(
         "launching torchrun",
