@@ -1,9 +1,9 @@
 """`vtx validate|catalog|cost|render|import|launch`: one job through the pipeline
 
-    document -> template -> compiled job -> checks -> plan -> submit
+    document -> template -> compiled job -> checks -> plan -> live quota -> submit
 
 Each command runs the stages it needs, in that order, each on the previous stage's value
-(jobs.document, jobs.validate, jobs.compile, jobs.plan, jobs.client)."""
+(jobs.document, jobs.validate, jobs.compile, jobs.plan, jobs.quotas, jobs.client)."""
 
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def cost(
         ),
     ] = False,
 ) -> None:
-    """$/h per pool and in total, cost at the timeout cap, on-demand vs Spot, quota needed."""
+    """$/h per pool and in total, cost at the timeout cap, on-demand vs Spot, quota needed/free."""
     outputs = optional_stack(stack, stack_file)
     region = region or (outputs.region if outputs else None)
     template = _template(file, set_ or [], region)
