@@ -192,7 +192,8 @@ class Submitted:
 
 
 class Vertex:
-    """The JobService calls vtx makes, with retries and explained errors."""
+    """Submitting through the SDK's JobServiceClient, with retries and explained errors (watching
+    and stopping use `VertexRest`, which needs no aiplatform import)."""
 
     def __init__(
         self,
@@ -294,9 +295,6 @@ class Vertex:
     def get(self, name: str) -> aiplatform_v1.CustomJob:
         return self._call("get_custom_job", name=name)
 
-    def cancel(self, name: str) -> None:
-        self._call("cancel_custom_job", name=name)
-
     def list(self, run_id: str | None = None) -> list[aiplatform_v1.CustomJob]:
         """Jobs vtx launched in this stack (newest first), optionally one run's attempts.
 
@@ -313,17 +311,6 @@ class Vertex:
             if LABEL_RUN_ID in j.labels and (run_id is None or j.labels[LABEL_RUN_ID] == run_id)
         ]
         return sorted(jobs, key=lambda j: j.create_time, reverse=True)
-
-    def resolve(self, ref: str) -> aiplatform_v1.CustomJob:
-        """A job by full resource name, numeric id, or run id (its newest attempt)."""
-        if ref.startswith("projects/"):
-            return self.get(ref)
-        if ref.isdigit():
-            return self.get(f"{parent(self.stack)}/customJobs/{ref}")
-        attempts = self.list(run_id=ref)
-        if not attempts:
-            raise VertexError(f"no job with run id {ref!r} in {parent(self.stack)}: see `vtx list`")
-        return attempts[0]
 
 
 def state_name(job: aiplatform_v1.CustomJob) -> str:
