@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 
 MARKER = "COMMITTED"
 STEP_PREFIX = "step-"
+FORMAT = 2
+"""In every marker. 2: the data position is global, so any number of processes resumes it. A
+marker without it (1) holds per-process data positions, which this trainer cannot read."""
 # Test/drill hook: SIGKILL rank 0 after a checkpoint's data is written, before it commits.
 KILL_BEFORE_COMMIT_ENV = "VTX_FAULT_KILL_BEFORE_COMMIT_STEP"
 
@@ -171,6 +174,7 @@ class Checkpointer:
             os.kill(os.getpid(), signal.SIGKILL)
         marker = {
             "step": step,
+            "format": FORMAT,
             "world_size": dist.get_world_size(),
             "time": time.time(),
             "fingerprint": self.fingerprint,

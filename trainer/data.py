@@ -16,8 +16,9 @@ grouped by length, and 83% in random unpacked batches, which HF's default collat
 (its padding gets worse as batches grow).
 
 Every rank reads the whole file (fine for fine-tuning sets of up to a few GB) and takes every
-`world_size`-th batch of an epoch plan that depends only on (seed, epoch): the position in the
-stream is two integers, which is what makes resume exact.
+`world_size`-th batch of epoch plans that depend only on (seed, epoch): the position in the
+stream is one integer counted in global batches, which is what makes resume exact, on any number
+of processes.
 """
 
 from __future__ import annotations
@@ -327,8 +328,12 @@ class BatchStream:
     """An endless, resumable stream of this rank's batches, epoch after epoch.
 
     The epoch plan (which rows form which batch, in which order) is a pure function of
-    (seed, epoch); rank r takes plan[r::world_size], truncated so every rank has the same count.
-    The whole position is `{"epoch", "index"}`, so `load_state_dict` resumes at the exact batch.
+    (seed, epoch), the same whatever the number of processes; the epochs, end to end, are one
+    global sequence of batches. The whole position is `batches`, how many of that sequence
+    every rank together has taken: rank r of W takes global batches position + r,
+    position + r + W, ... So an optimizer step of A micro-batches on W ranks takes the A x W
+    consecutive global batches after the position, whatever A and W are, and a checkpoint
+    written by N processes resumes on M at the exact batch (`trainer/README.md`, Resume).
     """
 
     def __init__(
@@ -349,29 +354,29 @@ class BatchStream:
         self.rows, self.batch_size, self.seed = rows, batch_size, seed
         self.rank, self.world_size = rank, world_size
         self.group_by_length, self.pad_id = group_by_length, pad_id
-        self.epoch, self.index = 0, 0
-        self._plan = self._epoch_plan(0)
-
-    @property
-    def batches_per_epoch(self) -> int:
-        return len(self._plan)
+        self.batches_per_epoch = len(rows) // batch_size
+        """Global batches in an epoch: the rows that do not fill a last batch wait for the
+        next epoch's shuffle, as with a DataLoader's drop_last."""
+        self.position = 0
+        """Global batches taken by all ranks together (they step in lockstep)."""
+        self._plan_epoch, self._plan = 0, self._epoch_plan(0)
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "index": self.index}
+        """Global: equal on every rank, and meaningful to any number of processes."""
+        return {"batches": self.position}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch, self.index = int(state["epoch"]), int(state["index"])
-        self._plan = self._epoch_plan(self.epoch)
+        self.position = int(state["batches"])
 
     def __iter__(self) -> BatchStream:
         return self
 
     def __next__(self) -> Batch:
-        if self.index >= len(self._plan):
-            self.epoch, self.index = self.epoch + 1, 0
-            self._plan = self._epoch_plan(self.epoch)
-        batch = collate([self.rows[i] for i in self._plan[self.index]], self.pad_id)
-        self.index += 1
+        epoch, index = divmod(self.position + self.rank, self.batches_per_epoch)
+        if epoch != self._plan_epoch:
+            self._plan_epoch, self._plan = epoch, self._epoch_plan(epoch)
+        batch = collate([self.rows[i] for i in self._plan[index]], self.pad_id)
+        self.position += self.world_size
         return batch
 
     def _epoch_plan(self, epoch: int) -> list[list[int]]:
@@ -384,10 +389,8 @@ class BatchStream:
                 for start in range(0, len(order), window)
                 for i in sorted(order[start : start + window], key=lambda j: -self.rows[j].n_tokens)
             ]
-        n_batches = len(order) // self.batch_size
-        batches = [order[b * self.batch_size : (b + 1) * self.batch_size] for b in range(n_batches)]
-        per_rank = n_batches // self.world_size
-        return batches[self.rank :: self.world_size][:per_rank]
+        size = self.batch_size
+        return [order[b * size : (b + 1) * size] for b in range(self.batches_per_epoch)]
 
 
 def eval_batches(

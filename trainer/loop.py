@@ -32,12 +32,19 @@ from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
 from trainer.accelerators import peak_flops_per_s
 from trainer.allocator import retain_freed_memory
-from trainer.checkpoint import Checkpointer, step_dir
+from trainer.checkpoint import FORMAT, Checkpointer, step_dir
 from trainer.config import ConfigError, TrainConfig
 from trainer.data import BatchStream, build_rows, eval_batches
 from trainer.env import VertexEnv
 from trainer.export import export_model
-from trainer.fingerprint import differences, mismatch_message, trajectory
+from trainer.fingerprint import (
+    GLOBAL_BATCH,
+    accumulation_for,
+    differences,
+    mismatch_message,
+    processes,
+    trajectory,
+)
 from trainer.metrics import TensorBoard, Throughput, setup_logging
 from trainer.model import (
     build_model,
@@ -135,12 +142,13 @@ def build_optimizer(
     )
 
 
-def total_steps(cfg: TrainConfig, batches_per_epoch: int) -> int:
+def total_steps(cfg: TrainConfig, batches_per_epoch: int, world_size: int) -> int:
+    """`max_steps`, else the epochs' global batches over the batches of one optimizer step:
+    the same on any number of processes that keeps the global batch."""
     if cfg.max_steps > 0:
         return cfg.max_steps
-    return max(
-        1, math.floor(cfg.num_train_epochs * batches_per_epoch / cfg.gradient_accumulation_steps)
-    )
+    per_step = cfg.gradient_accumulation_steps * world_size
+    return max(1, math.floor(cfg.num_train_epochs * batches_per_epoch / per_step))
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig, steps: int) -> Any:
@@ -260,6 +268,38 @@ def train(cfg: TrainConfig, env: VertexEnv, stop: StopRequest | None = None) -> 
         dist.destroy_process_group()
 
 
+@dataclass(frozen=True)
+class ResumePlan:
+    """What every rank agrees on before building the run (rank 0 decides, from the marker)."""
+
+    step: int | None
+    """The committed step to resume from; None: a fresh start."""
+    accumulation: int
+    """The gradient accumulation this run uses: the config's, or the one that keeps the
+    checkpoint's global batch on this run's number of processes."""
+    verified: str = ""
+    written_by: int = 0
+    """Processes that wrote the checkpoint."""
+    written_accumulation: int = 0
+    written_global_batch: int = 0
+
+    def world_size_change(self, cfg: TrainConfig, world_size: int) -> str | None:
+        """The sentence a resume on another number of processes logs; None when unchanged."""
+        if self.step is None or self.written_by == world_size:
+            return None
+        batch = cfg.per_device_train_batch_size * self.accumulation * world_size
+        kept = (
+            f"keeps the global batch {batch}"
+            if batch == self.written_global_batch
+            else f"changes the global batch {self.written_global_batch}->{batch} (on purpose)"
+        )
+        return (
+            f"resumed at step {self.step} from a checkpoint written by "
+            f"{processes(self.written_by)}, now {world_size}; gradient accumulation "
+            f"{self.written_accumulation}->{self.accumulation} {kept}"
+        )
+
+
 @dataclass
 class StepDecision:
     """What every rank agrees on after a step (from one all-reduce)."""
@@ -279,6 +319,17 @@ class Trainer:
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.device = _device()
         self.outputs = Outputs.resolve(cfg, env)
+        self.checkpointer = Checkpointer(
+            self.outputs.checkpoint_dir, cfg.save_total_limit, cfg.async_save
+        )
+        # Decided before anything is sized: on another number of processes the gradient
+        # accumulation changes, and with it the schedule's length.
+        self.resume = self._agree_on_resume(self.checkpointer.latest_step())
+        self.cfg = cfg = cfg.model_copy(
+            update={"gradient_accumulation_steps": self.resume.accumulation}
+        )
+        self.fingerprint = trajectory(cfg, self.world_size)
+        self.checkpointer.fingerprint = self.fingerprint
         local_rank = local_rank_from_env()
         self.tokenizer = build_tokenizer(cfg.model, local_rank)
         train_rows, eval_rows = build_rows(cfg, self.tokenizer)
@@ -295,7 +346,7 @@ class Trainer:
         self.flops_per_token = flops_per_token(base, cfg.data.max_seq_length)
         self.model = wrap_model(base, cfg, self.device, self.world_size)
         self.optimizer = build_optimizer(self.model, cfg, self.device)
-        self.steps = total_steps(cfg, self.stream.batches_per_epoch)
+        self.steps = total_steps(cfg, self.stream.batches_per_epoch, self.world_size)
         self.scheduler = build_scheduler(self.optimizer, cfg, self.steps)
         self.progress = Progress()
         self.state = {
@@ -303,10 +354,6 @@ class Trainer:
                 self.model, self.optimizer, self.scheduler, self.stream, self.progress
             )
         }
-        self.fingerprint = trajectory(cfg, self.world_size)
-        self.checkpointer = Checkpointer(
-            self.outputs.checkpoint_dir, cfg.save_total_limit, cfg.async_save, self.fingerprint
-        )
         self.board = TensorBoard(self.outputs.tensorboard_dir if self.rank == 0 else None)
         self.meter = Throughput()
         self.peak = _peak_flops(self.device)
@@ -346,48 +393,96 @@ class Trainer:
     # ---------------------------------------------------------------- phases
 
     def _resume(self) -> None:
-        step = self.checkpointer.latest_step()
-        if step is not None:
-            verified = self._verify_resume(step)
-            self.checkpointer.load(step, self.state)
-            checkpoint = step_dir(self.outputs.checkpoint_dir, step)
-            extra = {**self._at(), "checkpoint": checkpoint, "verified": verified}
-            log.info("resumed", extra=extra)
+        plan = self.resume
+        if plan.step is not None:
+            self.state["train"].load_from(plan.written_by)
+            self.checkpointer.load(plan.step, self.state)
+            checkpoint = step_dir(self.outputs.checkpoint_dir, plan.step)
+            extra = {**self._at(), "checkpoint": checkpoint, "verified": plan.verified}
+            log.info("resumed", extra={**extra, "written_by_processes": plan.written_by})
+            change = plan.world_size_change(self.cfg, self.world_size)
+            if change:
+                log.info(change, extra=self._at())
         log.info(
             "training",
             extra={
                 **self._at(),
                 "total_steps": self.steps,
                 "world_size": self.world_size,
+                "gradient_accumulation_steps": self.cfg.gradient_accumulation_steps,
+                GLOBAL_BATCH: self.fingerprint[GLOBAL_BATCH],
                 "parameters": self.n_params,
                 "trainable_parameters": self.n_trainable,
                 "batches_per_epoch": self.stream.batches_per_epoch,
             },
         )
 
-    def _verify_resume(self, step: int) -> str:
-        """Collective: rank 0 compares the checkpoint's recorded settings with this run's; every
-        rank stops (ConfigError) on a difference the config does not allow."""
-        verdict: list[str | None] = [None, None]  # [error, what was verified]
+    def _agree_on_resume(self, step: int | None) -> ResumePlan:
+        """Collective: rank 0 reads the checkpoint's marker and decides; every rank stops
+        (ConfigError) on a difference the config does not allow."""
+        verdict: list[Any] = [None, None]  # [error, plan]
         if self.rank == 0:
-            verdict = self._resume_verdict(step)
+            try:
+                verdict[1] = self._resume_plan(step)
+            except ConfigError as exc:
+                verdict[0] = str(exc)
         dist.broadcast_object_list(verdict, src=0)
         if verdict[0] is not None:
             raise ConfigError(verdict[0])
-        return str(verdict[1])
+        return verdict[1]
 
-    def _resume_verdict(self, step: int) -> list[str | None]:
-        recorded = self.checkpointer.marker(step).get("fingerprint")
-        if recorded is None:
-            return [None, "nothing: the checkpoint records no settings (an older trainer wrote it)"]
-        diffs = differences(recorded, self.fingerprint)
+    def _resume_plan(self, step: int | None) -> ResumePlan:
+        cfg = self.cfg
+        if step is None:
+            return ResumePlan(None, cfg.gradient_accumulation_steps)
+        marker = self.checkpointer.marker(step)
+        checkpoint = step_dir(self.outputs.checkpoint_dir, step)
+        if marker.get("format") != FORMAT:
+            raise ConfigError(
+                f"the checkpoint of step {step} in {checkpoint} was written by an older trainer, "
+                "which kept one data position per process: this trainer cannot place it. Resume "
+                "with the trainer image that wrote it, or start a new run (a new output prefix)"
+            )
+        recorded, written_by = marker["fingerprint"], int(marker["world_size"])
+        accumulation = self._accumulation(recorded, written_by)
+        current = trajectory(
+            cfg.model_copy(update={"gradient_accumulation_steps": accumulation}), self.world_size
+        )
+        diffs = differences(recorded, current)
         if not diffs:
-            return [None, f"the {len(recorded)} settings that shape training match"]
-        if not self.cfg.allow_config_change_on_resume:
-            checkpoint = step_dir(self.outputs.checkpoint_dir, step)
-            return [mismatch_message(step, checkpoint, diffs), None]
-        log.warning("resuming with changed settings", extra={"changed": diffs})
-        return [None, f"settings changed on purpose (allow_config_change_on_resume): {diffs}"]
+            verified = f"the {len(recorded)} settings that shape training match"
+        elif not cfg.allow_config_change_on_resume:
+            raise ConfigError(mismatch_message(step, checkpoint, diffs))
+        else:
+            log.warning("resuming with changed settings", extra={"changed": diffs})
+            verified = f"settings changed on purpose (allow_config_change_on_resume): {diffs}"
+        written_batch = int(recorded[GLOBAL_BATCH])
+        written_per_device = int(recorded["per_device_train_batch_size"])
+        return ResumePlan(
+            step,
+            accumulation,
+            verified,
+            written_by,
+            written_accumulation=written_batch // (written_per_device * written_by),
+            written_global_batch=written_batch,
+        )
+
+    def _accumulation(self, recorded: dict[str, Any], written_by: int) -> int:
+        """The config's gradient accumulation, or, on another number of processes, the one
+        that keeps the checkpoint's global batch (a capacity ladder's rung with other GPUs)."""
+        cfg = self.cfg
+        per_device = cfg.per_device_train_batch_size
+        if written_by == self.world_size or recorded["per_device_train_batch_size"] != per_device:
+            # Nothing to keep, or a changed per-device batch: the fingerprint names the change.
+            return cfg.gradient_accumulation_steps
+        try:
+            return accumulation_for(
+                int(recorded[GLOBAL_BATCH]), per_device, written_by, self.world_size
+            )
+        except ConfigError:
+            if cfg.allow_config_change_on_resume:
+                return cfg.gradient_accumulation_steps
+            raise
 
     def _step(self) -> StepDecision:
         loss, self.grad_norm, counts = train_step(

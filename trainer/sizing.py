@@ -2,8 +2,8 @@
 (for `--estimate`).
 
 `max_steps > 0` says it outright. Otherwise, as the loop counts (`trainer.loop.total_steps`):
-steps = epochs * batches per epoch / gradient_accumulation_steps, and batches per epoch =
-training rows // per_device_train_batch_size // devices. The rows come from the data:
+steps = epochs * global batches per epoch / (gradient_accumulation_steps * devices), and global
+batches per epoch = training rows // per_device_train_batch_size. The rows come from the data:
 - examples are counted: Parquet from its footer (one small read); JSONL line by line (a local
   GB in about a second). A remote JSONL over REMOTE_COUNT_MAX_BYTES is not downloaded: its
   count is extrapolated from its first HEAD_BYTES and its size, and said to be.
@@ -73,14 +73,14 @@ def run_length(cfg: TrainConfig, devices: int) -> RunLength:
         return RunLength(None, None, f"unknown: {exc}; pass --set max_steps=N")
     if cfg.max_steps > 0:
         return RunLength(cfg.max_steps, tokens_per_row, "max_steps")
-    batches = rows // cfg.per_device_train_batch_size // devices
-    if batches == 0:
+    batches = rows // cfg.per_device_train_batch_size  # global batches per epoch
+    if batches < devices:
         raise ConfigError(
             f"per_device_train_batch_size: {rows} rows cannot fill one batch of "
             f"{cfg.per_device_train_batch_size} on each of {devices} devices; lower it or add data"
         )
     basis = f"{cfg.num_train_epochs:g} epochs of {how}"
-    return RunLength(total_steps(cfg, batches), tokens_per_row, basis)
+    return RunLength(total_steps(cfg, batches, devices), tokens_per_row, basis)
 
 
 def _training_rows(cfg: TrainConfig) -> tuple[int, float, str]:

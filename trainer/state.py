@@ -1,9 +1,13 @@
 """Everything a resumed run needs, as one DCP `Stateful`: model, optimizer, scheduler, data
 position, RNG and progress counters.
 
-Per-rank values (data position, RNG) are stored under `rank<N>` keys: DCP deduplicates equal
-keys across ranks, which is right for replicated weights and wrong for per-rank state. A
-checkpoint therefore resumes only with the world size that wrote it (checked on load).
+Nothing in it is tied to the number of processes that wrote it, so N processes' checkpoint
+loads in M: weights and optimizer state go through DCP, which reshards on load (replicated DDP
+tensors are stored once; FSDP2 shards are re-split for the new mesh); the data position is
+global (`BatchStream`). The RNG state is per rank, under `rank<R>` keys (DCP deduplicates equal
+keys across ranks, which is right for replicated weights and wrong for per-rank state): rank R
+takes its own back when the writer had a rank R, else rank 0's. Every rank seeds the same at
+start, so that is the state an uninterrupted run's ranks share.
 """
 
 from __future__ import annotations
@@ -48,12 +52,19 @@ class TrainState(Stateful):
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.stream, self.progress = stream, progress
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.rng_from = self.rank
+        """Whose RNG state a load takes: set by `load_from` for the checkpoint at hand."""
         # Frozen weights (a LoRA base) are rebuilt from their source (pretrained files or the
         # seeded init), so checkpoints hold only what training changes.
         self.options = StateDictOptions(ignore_frozen_params=True)
         # Loading is non-strict only about those frozen weights: DCP itself fails on any
         # trainable key the checkpoint lacks, since the load template lists them all.
         self.load_options = StateDictOptions(ignore_frozen_params=True, strict=False)
+
+    def load_from(self, written_by: int) -> None:
+        """Prepare to load a checkpoint that `written_by` processes wrote (call before DCP's
+        load, which asks `state_dict` which keys to read)."""
+        self.rng_from = self.rank if self.rank < written_by else 0
 
     def state_dict(self) -> dict[str, Any]:
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer, options=self.options)
@@ -62,17 +73,11 @@ class TrainState(Stateful):
             "optimizer": optim_sd,
             "scheduler": self.scheduler.state_dict(),
             "progress": asdict(self.progress),
-            "world_size": self.world_size,
-            f"rank{self.rank}": {"stream": self.stream.state_dict(), "rng": rng_state()},
+            "data": self.stream.state_dict(),
+            f"rank{self.rng_from}": {"rng": rng_state()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["world_size"] != self.world_size:
-            raise RuntimeError(
-                f"checkpoint was written by {state['world_size']} processes, this run has "
-                f"{self.world_size}: per-rank data positions cannot be remapped; resume with "
-                "the same number of nodes and GPUs or start a new run directory"
-            )
         set_state_dict(
             self.model,
             self.optimizer,
@@ -82,6 +87,6 @@ class TrainState(Stateful):
         )
         self.scheduler.load_state_dict(state["scheduler"])
         self.progress.__dict__.update(state["progress"])
-        mine = state[f"rank{self.rank}"]
-        self.stream.load_state_dict(mine["stream"])
-        set_rng_state(mine["rng"])
+        self.stream.load_state_dict(state["data"])
+        set_rng_state(state[f"rank{self.rng_from}"]["rng"])
+        self.rng_from = self.rank  # saves write this rank's own state

@@ -157,17 +157,56 @@ def test_stream_resumes_at_the_exact_batch_across_epochs(consumed):
         assert torch.equal(want.input_ids, got.input_ids)
 
 
+def _numbered_rows(n: int):
+    """Rows of one one-token example each, numbered by that token: a batch names its rows."""
+    return single_rows([Example([100 + i], [IGNORE]) for i in range(n)])
+
+
+def _numbers(batch) -> list[int]:
+    return sorted(t - 100 for t in batch.input_ids[0].tolist())
+
+
 def test_ranks_get_disjoint_equal_shares_and_epochs_reshuffle():
-    rows = _rows(12)
+    rows = _numbered_rows(12)
     shares = [BatchStream(rows, batch_size=2, seed=1, rank=r, world_size=2) for r in range(2)]
-    assert shares[0].batches_per_epoch == shares[1].batches_per_epoch == 3
-    seen = [{i for batch in s._plan for i in batch} for s in shares]
-    assert not seen[0] & seen[1]
-    first_epoch = list(shares[0]._plan)
-    for _ in range(3):
-        next(shares[0])
-    next(shares[0])
-    assert shares[0].epoch == 1 and shares[0]._plan != first_epoch
+    assert shares[0].batches_per_epoch == 6  # global: the same on any number of ranks
+    first = [{i for _ in range(3) for i in _numbers(next(s))} for s in shares]
+    assert not first[0] & first[1] and first[0] | first[1] == set(range(12))
+    assert all(s.state_dict() == {"batches": 6} for s in shares)
+    second_epoch = {i for _ in range(3) for i in _numbers(next(shares[0]))}
+    assert second_epoch != first[0]
+
+
+def _take(world_size: int, start: int, rounds: int) -> tuple[list[list[int]], int]:
+    """`rounds` batches from each of `world_size` ranks that start at global batch `start`,
+    in global order (round i of rank r is global batch start + i * world_size + r)."""
+    streams = [
+        BatchStream(_numbered_rows(10), 2, seed=5, rank=r, world_size=world_size)
+        for r in range(world_size)
+    ]
+    for stream in streams:
+        stream.load_state_dict({"batches": start})
+    taken = [_numbers(next(s)) for _ in range(rounds) for s in streams]
+    return taken, streams[0].state_dict()["batches"]
+
+
+@pytest.mark.parametrize(("written_by", "resumed_on"), [(2, 1), (1, 2), (2, 3), (3, 2)])
+@pytest.mark.parametrize("steps_before", [1, 3])  # inside the first epoch; into the second
+def test_any_number_of_ranks_continues_the_global_order_where_another_stopped(
+    written_by, resumed_on, steps_before
+):
+    """N ranks take some steps of a global batch of 6 micro-batches, M ranks continue from the
+    position they saved: together they take exactly what one rank would have, in its order,
+    every row once per epoch (5 batches of 2 rows an epoch, so steps straddle epochs)."""
+    steps = 5  # 30 micro-batches: 6 epochs
+    one_rank, _ = _take(1, 0, steps * 6)
+    before, position = _take(written_by, 0, steps_before * 6 // written_by)
+    assert position == steps_before * 6
+    after, _ = _take(resumed_on, position, (steps - steps_before) * 6 // resumed_on)
+    assert before + after == one_rank
+    for epoch in range(6):
+        rows = [i for batch in one_rank[epoch * 5 : (epoch + 1) * 5] for i in batch]
+        assert sorted(rows) == list(range(10))
 
 
 def test_a_bucketed_batch_gives_each_example_its_logits_alone(tokenizer):

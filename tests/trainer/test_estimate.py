@@ -34,7 +34,7 @@ def _trainer_steps(cfg: TrainConfig, devices: int) -> int:
     """What the loop computes: rows built as training builds them, rank 0's stream."""
     train_rows, _ = build_rows(cfg, build_tokenizer(cfg.model))
     stream = BatchStream(train_rows, cfg.per_device_train_batch_size, cfg.seed, 0, devices)
-    return total_steps(cfg, stream.batches_per_epoch)
+    return total_steps(cfg, stream.batches_per_epoch, devices)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 
 from tests.trainer.conftest import read_json_lines, run_in_process, tiny_config
 from trainer.config import ConfigError, parse_config
-from trainer.fingerprint import differences, trajectory
+from trainer.fingerprint import accumulation_for, differences, trajectory
 
 
 def _events(text: str, message: str) -> list[dict]:
@@ -19,13 +19,17 @@ def _events(text: str, message: str) -> list[dict]:
 def test_the_record_leaves_out_what_only_says_where_or_how_often(tmp_path: Path) -> None:
     base = tiny_config("data.jsonl", str(tmp_path))
     record = trajectory(parse_config(base), world_size=2)
-    assert record["learning_rate"] == 3e-3 and record["world_size"] == 2
+    assert record["learning_rate"] == 3e-3 and record["global_batch_size"] == 2 * 1 * 2
     assert record["data.max_seq_length"] == 128 and record["seed"] == 7
     assert not {"output_dir", "logging_steps", "save_steps", "report_to"} & record.keys()
+    assert not {"world_size", "gradient_accumulation_steps"} & record.keys()
     quieter = trajectory(parse_config({**base, "logging_steps": 5, "output_dir": "x"}), 2)
     assert differences(record, quieter) == []
+    # Half the processes, twice the accumulation: the same global batch, the same trajectory.
+    halved = trajectory(parse_config({**base, "gradient_accumulation_steps": 2}), 1)
+    assert differences(record, halved) == []
     other = trajectory(parse_config({**base, "seed": 8}), 4)
-    assert differences(record, other) == ["seed: 7 -> 8", "world_size: 2 -> 4"]
+    assert differences(record, other) == ["global_batch_size: 4 -> 8", "seed: 7 -> 8"]
     # A setting only one side knows (another trainer version) is not a difference.
     assert differences({**record, "new_setting": 1}, record) == []
 
@@ -56,3 +60,25 @@ def test_resume_stops_on_changed_settings_names_them_and_resumes_when_allowed(
     (warning,) = _events(out, "resuming with changed settings")
     assert warning["changed"] == ["learning_rate: 0.003 -> 0.001"]
     assert "on purpose" in _events(out, "resumed")[0]["verified"]
+
+
+@pytest.mark.parametrize(
+    ("global_batch", "written_by", "world_size", "accumulation"),
+    [(8, 2, 1, 4), (8, 1, 2, 2), (8, 2, 4, 1), (24, 4, 3, 4)],
+)
+def test_another_process_count_keeps_the_global_batch_by_changing_accumulation(
+    global_batch: int, written_by: int, world_size: int, accumulation: int
+) -> None:
+    assert accumulation_for(global_batch, 2, written_by, world_size) == accumulation
+
+
+def test_a_global_batch_no_accumulation_keeps_is_refused_with_the_numbers_and_the_fix() -> None:
+    with pytest.raises(ConfigError) as err:
+        accumulation_for(global_batch=12, per_device=2, written_by=2, world_size=4)
+    assert str(err.value) == (
+        "4 processes cannot keep the global batch of 12 rows that 2 processes trained with "
+        "(per_device_train_batch_size 2 x gradient_accumulation_steps 3 x 2 processes): 12 is "
+        "not a multiple of 2 x 4 = 8, so no gradient accumulation keeps it. Resume on a number "
+        "of processes that divides 6 (1, 2, 3, 6), or continue with another global batch on "
+        "purpose with --set allow_config_change_on_resume=true"
+    )
