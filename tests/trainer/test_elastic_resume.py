@@ -333,3 +333,10 @@ def test_a_global_batch_the_new_process_count_cannot_keep_is_refused(
         "of processes that divides 3 (1, 3), or continue with another global batch on purpose "
         "with --set allow_config_change_on_resume=true"
     ) in log
+    # Continuing on purpose takes the config's accumulation: another global batch, said so.
+    allowed = run_processes({**cfg, "allow_config_change_on_resume": True}, 2, tmp_path / "on")
+    assert allowed.code == 0
+    assert _change_line(allowed)["message"] == (
+        "resumed at step 2 from a checkpoint written by 1 process, now 2; gradient accumulation "
+        "3->3 changes the global batch 6->12 (on purpose)"
+    )

@@ -3,6 +3,7 @@ training; a run resumes only when they match, or when the config allows the chan
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,17 @@ def test_a_global_batch_no_accumulation_keeps_is_refused_with_the_numbers_and_th
         "of processes that divides 6 (1, 2, 3, 6), or continue with another global batch on "
         "purpose with --set allow_config_change_on_resume=true"
     )
+
+
+def test_a_checkpoint_with_per_process_data_positions_is_refused_with_the_reason(
+    tmp_path: Path, small_dataset: Path
+) -> None:
+    """An older trainer's marker (no `format`): its data positions are per process, which this
+    trainer cannot place, so it says so instead of resuming at a wrong batch."""
+    cfg = tiny_config(str(small_dataset), str(tmp_path), max_steps=2, save_steps=None)
+    assert run_in_process(cfg) == 0
+    marker = tmp_path / "checkpoints" / "step-000000002" / "COMMITTED"
+    recorded = json.loads(marker.read_text())
+    marker.write_text(json.dumps({k: v for k, v in recorded.items() if k != "format"}))
+    with pytest.raises(ConfigError, match="older trainer, which kept one data position per"):
+        run_in_process(cfg)
