@@ -136,10 +136,23 @@ def test_a_job_waits_pending_for_accelerators_a_finished_job_releases(
     waiter = jobs.create_custom_job(parent=PARENT, custom_job=_l4_job("waiter", "print('ran')"))
     wait_for(lambda: _waiting(platform, jobs, waiter.name))
     assert replica_output(platform, waiter.name, "workerpool0-0") == []
+    held = read_capacity(platform.vertex_endpoint or "", platform.local_token or "")["in_use"]
+    assert held[REGION]["accelerators"] == {"NVIDIA_L4 on_demand": 1}  # the holder's, not both
     jobs.cancel_custom_job(name=holder.name)
     done = wait_terminal(jobs, waiter.name)
     assert done.state == SUCCEEDED, done.error
     assert replica_output(platform, waiter.name, "workerpool0-0") == ["ran"]
+
+
+def test_a_job_waiting_for_accelerators_can_be_cancelled(platform: StackOutputs, capacity) -> None:
+    capacity({"regions": {REGION: {"accelerators": {"NVIDIA_L4": {"on_demand": 0}}}}})
+    jobs = client(platform.vertex_endpoint)
+    job = jobs.create_custom_job(parent=PARENT, custom_job=_l4_job("never", "print('ran')"))
+    wait_for(lambda: _waiting(platform, jobs, job.name))
+    jobs.cancel_custom_job(name=job.name)
+    done = wait_terminal(jobs, job.name)
+    assert (done.state, done.error.code) == (7, 1)  # CANCELLED, google.rpc.Code.CANCELLED
+    assert replica_output(platform, job.name, "workerpool0-0") == []
 
 
 def test_a_spot_job_in_a_stocked_out_region_fails_with_stockout(
