@@ -448,24 +448,28 @@ class Trainer:
         current = trajectory(
             cfg.model_copy(update={"gradient_accumulation_steps": accumulation}), self.world_size
         )
-        diffs = differences(recorded, current)
-        if not diffs:
-            verified = f"the {len(recorded)} settings that shape training match"
-        elif not cfg.allow_config_change_on_resume:
-            raise ConfigError(mismatch_message(step, checkpoint, diffs))
-        else:
-            log.warning("resuming with changed settings", extra={"changed": diffs})
-            verified = f"settings changed on purpose (allow_config_change_on_resume): {diffs}"
         written_batch = int(recorded[GLOBAL_BATCH])
         written_per_device = int(recorded["per_device_train_batch_size"])
         return ResumePlan(
             step,
             accumulation,
-            verified,
+            self._verify(step, checkpoint, recorded, current),
             written_by,
             written_accumulation=written_batch // (written_per_device * written_by),
             written_global_batch=written_batch,
         )
+
+    def _verify(
+        self, step: int, checkpoint: str, recorded: dict[str, Any], current: dict[str, Any]
+    ) -> str:
+        """What the resume verified; ConfigError on a difference the config does not allow."""
+        diffs = differences(recorded, current)
+        if not diffs:
+            return f"the {len(recorded)} settings that shape training match"
+        if not self.cfg.allow_config_change_on_resume:
+            raise ConfigError(mismatch_message(step, checkpoint, diffs))
+        log.warning("resuming with changed settings", extra={"changed": diffs})
+        return f"settings changed on purpose (allow_config_change_on_resume): {diffs}"
 
     def _accumulation(self, recorded: dict[str, Any], written_by: int) -> int:
         """The config's gradient accumulation, or, on another number of processes, the one
