@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from jobs.catalog import Catalog, Price
+from jobs.catalog import QUOTA_PREFIX, Catalog, Price
 from jobs.cost import CostEstimate
 from jobs.durations import human_duration
 from jobs.problems import Problem
@@ -137,22 +137,28 @@ def quota_check_table(check: QuotaCheck) -> Table:
     return table
 
 
-def _where_to_ask(stack: StackOutputs) -> str:
-    if stack.is_local:
-        return "the local platform's quota limits"
-    return f"Pulumi.{stack.environment}.yaml under vtx:platform.quotas, then `pulumi up`"
-
-
-def _fix(m: MetricCheck, stack: StackOutputs) -> str:
-    """What to request: the preference infra would create, or (vCPUs, TPUs) the quota by id."""
-    if m.preference is not None:
-        p = m.preference
-        return (
-            f"request quota preference {p.preference_id}: add {p.stanza} to {_where_to_ask(stack)}"
-        )
-    return (
-        f"raise quota {m.quota_id or m.metric} in the console (Cloud Quotas): "
+def _fix(m: MetricCheck, region: str, stack: StackOutputs) -> str:
+    """What to request: the preference infra would create (GPUs), the quota by id (vCPUs, TPUs:
+    infra does not request them), or on the local platform its capacity model's limit."""
+    p = m.preference
+    config = (
+        "a stack's vtx:platform.quotas"
+        if stack.is_local
+        else f"Pulumi.{stack.environment}.yaml under vtx:platform.quotas, then `pulumi up`"
+    )
+    gcp = (
+        f"request quota preference {p.preference_id}: add {p.stanza} to {config}"
+        if p is not None
+        else f"raise quota {m.quota_id or m.metric} in the console (Cloud Quotas): "
         "vtx:platform.quotas requests GPU quotas only"
+    )
+    if not stack.is_local:
+        return gcp
+    # `capacity set` replaces the whole model: edit what `capacity show` prints.
+    return (
+        f"raise regions.{region}.quotas.{m.metric} to {m.needed + m.in_use} in the local "
+        "capacity model (`vtx local capacity show` into a file, edit it, `vtx local capacity "
+        f"set FILE.yaml`); on Google Cloud: {gcp}"
     )
 
 
@@ -166,7 +172,8 @@ def quota_check_lines(check: QuotaCheck, stack: StackOutputs) -> list[tuple[str,
             (
                 "red",
                 f"quota: {m.metric} needs {m.needed}, over the limit of {m.limit} in "
-                f"{check.region}: Vertex would refuse this job. To fix: {_fix(m, stack)}",
+                f"{check.region}: Vertex would refuse this job. "
+                f"To fix: {_fix(m, check.region, stack)}",
             )
         )
     for m in check.short_now:
@@ -175,7 +182,7 @@ def quota_check_lines(check: QuotaCheck, stack: StackOutputs) -> list[tuple[str,
                 "yellow",
                 f"quota: {m.metric} needs {m.needed}, within the limit of {m.limit} but only "
                 f"{m.free} free now ({m.in_use} held by running jobs): the job will wait until "
-                f"they end. To run beside them: {_fix(m, stack)}",
+                f"they end. To run beside them: {_fix(m, check.region, stack)}",
             )
         )
     unlisted = [m.metric for m in check.metrics if m.verdict == NOT_LISTED]
@@ -397,7 +404,8 @@ def quota_usage_rows(regions: list[RegionQuota], metrics: list[str] | None) -> l
 
 def quota_usage_table(rows: list[dict]) -> Table:
     table = Table(
-        title="Vertex AI custom training quota (limits: Cloud Quotas; in use: running CustomJobs)",
+        title="Vertex AI custom training quota (limits: Cloud Quotas; in use: running CustomJobs); "
+        f"metrics under {QUOTA_PREFIX}",
         title_justify="left",
         caption="'not listed': Cloud Quotas has no such quota in the region; in use counts "
         "CustomJobs only (tuning jobs, pipelines and persistent resources hold quota too)",
@@ -405,12 +413,18 @@ def quota_usage_table(rows: list[dict]) -> Table:
     )
     for column in ("region", "metric", "quota id", "limit", "in use", "free"):
         numeric = column in ("limit", "in use", "free")
-        table.add_column(column, justify="right" if numeric else "left", overflow="fold")
+        # The metric is what users grep for and paste: never folded; the id may fold.
+        table.add_column(
+            column,
+            justify="right" if numeric else "left",
+            overflow="fold",
+            no_wrap=column in ("region", "metric"),
+        )
     for row in rows:
         listed = row["listed"]
         table.add_row(
             row["region"],
-            row["metric"],
+            row["metric"].removeprefix(QUOTA_PREFIX),
             row["quota_id"] or "-",
             _units(row["limit"]) if listed else "not listed",
             str(row["in_use"]),

@@ -71,7 +71,8 @@ def test_launch_on_the_local_platform_refuses_a_job_over_its_quota(
     code, out = vtx("launch", str(template), "--stack", "local", "-y")
     assert code == 1, out
     assert "custom_model_training_nvidia_l4_gpus needs 4, over the limit of 2" in out
-    assert "vtx-nvidia-l4-ondemand-us-central1" in out and "the local platform's quota" in out
+    assert "raise regions.us-central1.quotas." in out and "vtx local capacity set" in out
+    assert "quota preference vtx-nvidia-l4-ondemand-us-central1" in out
     assert "not submitted" in out and "submitted projects/" not in out
 
 
