@@ -95,9 +95,12 @@ class CapacityFileError(ValueError):
 
 def describe_errors(exc: ValidationError) -> str:
     """Pydantic's errors as 'where: what; ...' (the model's own paths)."""
-    return "; ".join(
-        f"{field_path(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
-    )
+    parts = []
+    for error in exc.errors():
+        message = error["msg"].removeprefix("Value error, ")
+        # The catalog check names its own place; pydantic's places are field paths.
+        parts.append(f"{field_path(error['loc'])}: {message}" if error["loc"] else message)
+    return "; ".join(parts)
 
 
 def load_capacity(path: Path) -> Capacity:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from jobs.catalog import load_catalog
 from jobs.local.capacity import (
@@ -27,6 +28,7 @@ from jobs.local.capacity import (
 )
 from jobs.local.lifecycle import Code
 from jobs.local.quota_infos import quota_infos
+from vtx.cli import app
 
 REGION = "us-central1"
 L4 = "aiplatform.googleapis.com/custom_model_training_nvidia_l4_gpus"
@@ -232,6 +234,20 @@ def test_a_bad_capacity_file_names_the_place(tmp_path: Path, model: dict, says: 
     path.write_text(yaml.safe_dump(model))
     with pytest.raises(CapacityFileError, match=says):
         load_capacity(path)
+
+
+def test_up_refuses_a_bad_capacity_file_before_starting_anything(tmp_path: Path) -> None:
+    bad = tmp_path / "capacity.yaml"
+    bad.write_text(yaml.safe_dump({"regions": {REGION: {"accelerators": {"NVIDIA_L44": {}}}}}))
+    data_dir = tmp_path / "platform"
+    result = CliRunner().invoke(
+        app, ["local", "up", "--capacity", str(bad), "--data-dir", str(data_dir)]
+    )
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1
+    assert f"regions.{REGION}.accelerators: 'NVIDIA_L44' is not an accelerator" in said
+    assert "(top)" not in said
+    assert not data_dir.exists()
 
 
 def test_the_readme_example_loads(tmp_path: Path) -> None:
