@@ -191,6 +191,38 @@ class Scheduling(_Strict):
         return parse_duration_s(self.max_wait) if self.max_wait is not None else None
 
 
+class Rung(_Strict):
+    """One alternative of a capacity ladder: the base template with these changes, tried when
+    the rungs before it could not get capacity."""
+
+    region: str | None = None
+    """Shorthand for ``set: {region: ...}``."""
+    set: dict[str, Any] = Field(default_factory=dict)
+    """``key.path: value`` overrides of the base template, as ``--set key.path=value``."""
+    max_wait: Duration = None
+    """How long this rung may wait QUEUED/PENDING before the next is tried; the ladder's own
+    ``max_wait`` when left out."""
+
+    @property
+    def max_wait_s(self) -> float | None:
+        return parse_duration_s(self.max_wait) if self.max_wait is not None else None
+
+
+class Capacity(_Strict):
+    """Where else to get capacity: the base template is rung 1, ``ladder`` lists the rungs
+    after it, each a whole job that `vtx launch` validates, prices and tries in order."""
+
+    ladder: list[Rung] = Field(default_factory=list)
+    max_wait: Duration = None
+    """How long any rung (the base included) may wait QUEUED/PENDING before the next is tried;
+    left out, a rung waits as long as Vertex lets it. The last rung waits as long as Vertex lets
+    it: there is nothing to move on to."""
+
+    @property
+    def max_wait_s(self) -> float | None:
+        return parse_duration_s(self.max_wait) if self.max_wait is not None else None
+
+
 class JobTemplate(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
@@ -208,6 +240,8 @@ class JobTemplate(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     web_access: bool = False
     """Interactive shell into replicas; always off in prod stacks."""
+    capacity: Capacity | None = None
+    """A capacity ladder: the alternatives `vtx launch` tries when this job gets no capacity."""
 
     def to_document(self) -> dict[str, Any]:
         """The template as a plain document (what validation and ``--set`` work on)."""
@@ -226,7 +260,7 @@ class JobTemplate(_Strict):
 _KNOWN_FIELDS = sorted(
     {
         name
-        for model in (JobTemplate, Pools, Pool, BootDisk, Scheduling, Reservation)
+        for model in (JobTemplate, Pools, Pool, BootDisk, Scheduling, Reservation, Capacity, Rung)
         for name in model.model_fields
     }
 )

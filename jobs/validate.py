@@ -19,6 +19,7 @@ from jobs.compile import CompiledJob
 from jobs.document import CUSTOM_JOB, CUSTOM_JOB_SPEC, Document, normalise_gcloud_spec
 from jobs.facts import JobFacts, facts_from_rest_job, facts_from_rest_spec, facts_from_template
 from jobs.gcloud import template_from_document
+from jobs.ladder import rung_documents
 from jobs.policies import check_job_policies
 from jobs.problems import Problem
 from jobs.rest_check import SPEC_MESSAGE, check_rest_fields
@@ -86,7 +87,20 @@ def validate_template_doc(
     facts = facts_from_template(doc, load_catalog())
     if region is not None and facts.region is None:
         facts.region = region
-    return _finish(structural, facts, source)
+    ladder = [] if structural or not doc.get("capacity") else _ladder_problems(doc, region)
+    return _finish(structural, facts, source) + _with_source(ladder, source)
+
+
+def _ladder_problems(doc: dict, region: str | None) -> list[Problem]:
+    """Every rung of a capacity ladder is a whole job: checked like the base, its problems
+    placed at the rung (``capacity.ladder[0]: pools.chief.machine``)."""
+    rungs, problems = rung_documents(doc)
+    for rung in rungs[1:]:
+        problems += [
+            Problem(f"{rung.where}: {p.path}", p.message, p.hint)
+            for p in validate_template_doc(rung.doc, region)
+        ]
+    return problems
 
 
 def validate_document(
