@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 from rich.console import Console
@@ -430,4 +431,83 @@ def quota_usage_table(rows: list[dict]) -> Table:
             str(row["in_use"]),
             _units(row["free"]) if listed else "-",
         )
+    return table
+
+
+# ---- a capacity ladder ----------------------------------------------------------------------
+
+
+def resources(estimate: CostEstimate) -> str:
+    """What a job runs on, short: ``2xL4``, ``16xH100_80GB+1xn1-highcpu-16``."""
+    parts = []
+    for pool in estimate.pools:
+        if pool.accelerator:
+            name = pool.accelerator.removeprefix("NVIDIA_").removeprefix("TESLA_")
+            parts.append(f"{pool.accelerator_count * pool.replicas}x{name}")
+        else:
+            parts.append(f"{pool.replicas}x{pool.machine}")
+    return "+".join(parts)
+
+
+def rung_label(number: int, estimate: CostEstimate) -> str:
+    """``rung 2 us-central1 2xL4 STANDARD``: how the walk names a rung on every line."""
+    return f"rung {number} {estimate.region} {resources(estimate)} {estimate.strategy}"
+
+
+@dataclass(frozen=True)
+class RungRow:
+    """One rung of a ladder as the plan shows it."""
+
+    number: int
+    estimate: CostEstimate
+    check: QuotaCheck
+    max_wait_s: float | None
+    hopeless: str | None
+    """Why it will be skipped (the live quota says it cannot run); None when it will be tried."""
+
+
+def _available(m: MetricCheck) -> str:
+    if not m.listed:
+        return "not listed"
+    return "unlimited" if m.limit is None else f"{_units(m.free)} of {_units(m.limit)}"
+
+
+def _quota_cells(estimate: CostEstimate, check: QuotaCheck) -> tuple[str, str]:
+    """(needed, available) per metric in the same order, short names; available is what is
+    free now of the limit."""
+    needed = "\n".join(
+        f"{m.removeprefix(QUOTA_PREFIX)} {n}" for m, n in sorted(estimate.quota.items())
+    )
+    if check.skipped is not None:
+        return needed or "-", f"not checked: {check.skipped}"
+    by_metric = {m.metric: _available(m) for m in check.metrics}
+    available = "\n".join(by_metric.get(m, "-") for m in sorted(estimate.quota))
+    return needed or "-", available or "-"
+
+
+def ladder_table(rows: list[RungRow]) -> Table:
+    """Every rung beside its price and the live quota: what the launch will try, in order."""
+    table = Table(
+        title="Capacity ladder (tried in order; one run id, one output prefix)",
+        title_justify="left",
+        caption="available: free now of the limit (Cloud Quotas, now); max wait: in QUEUED/PENDING "
+        "before the next rung",
+        caption_justify="left",
+    )
+    for column in ("rung", "region", "resources", "strategy", "$/h", "quota needed"):
+        table.add_column(column, overflow="fold", justify="right" if column == "$/h" else "left")
+    for column in ("available", "max wait", "verdict"):
+        table.add_column(column, overflow="fold")
+    last = rows[-1].number if rows else 0
+    for row in rows:
+        needed, available = _quota_cells(row.estimate, row.check)
+        wait = (
+            "-" if row.number == last or row.max_wait_s is None else human_duration(row.max_wait_s)
+        )
+        verdict = Text(f"skip: {row.hopeless}", "red") if row.hopeless else Text("try", "green")
+        est = row.estimate
+        table.add_row(
+            str(row.number), est.region, resources(est), est.strategy, _usd_per_h(est.usd_per_h),
+            needed, available, wait, verdict,
+        )  # fmt: skip
     return table

@@ -1,0 +1,124 @@
+"""A capacity ladder end to end: `vtx launch` through the real client against a local platform
+with a capacity model (as `vtx local up --capacity FILE` starts one). The first rung asks for a
+region whose Spot L4 quota is zero (skipped before anything is sent), the second for Spot L4s
+that the model stocks out, the third for on-demand L4s, which run. The run keeps one run id
+across its attempts. Replicas are one-line programs; waits are on states, never on time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from local_helpers import wait_for
+from typer.testing import CliRunner
+
+from jobs.client import VertexRest
+from jobs.local.capacity import Capacity
+from jobs.local.platform import free_port, start_fresh, stop_platform
+from jobs.local.settings import LocalSettings
+from jobs.local.state import stack_outputs_for
+from jobs.stack import StackOutputs
+from vtx.cli import app
+
+SPOT_L4 = "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_l4_gpus"
+MODEL = {
+    "regions": {
+        "us-central1": {
+            "accelerators": {"NVIDIA_L4": {"spot_stockout": True}},
+            "quotas": {SPOT_L4: 1},
+        }
+    }
+}
+"""Spot L4s stock out, and the Spot L4 quota is one GPU, in the region the platform runs."""
+RUN_ID = "ladder-e2e-run"
+TEMPLATE = {
+    "name": "ladder-e2e",
+    "image": "trainer",
+    "command": ["python", "-c", "print('ran on the last rung')"],
+    "pools": {"chief": {"machine": "g2-standard-24"}},
+    "scheduling": {"strategy": "spot", "timeout": "10m"},
+    "capacity": {
+        "max_wait": "10m",
+        "ladder": [
+            {"set": {"pools.chief.machine": "g2-standard-4"}},
+            {"set": {"pools.chief.machine": "g2-standard-4", "scheduling.strategy": "standard"}},
+        ],
+    },
+}
+"""Rung 1: two Spot L4s, over the quota (skipped); rung 2: one Spot L4 (stocks out); rung 3:
+one on-demand L4 (runs)."""
+
+
+@pytest.fixture(scope="module")
+def platform(gcs_emulator: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackOutputs]:
+    settings = LocalSettings(
+        data_dir=tmp_path_factory.mktemp("ladder") / "platform",
+        cwd=Path(__file__).resolve().parents[2],
+        port=free_port(),
+        grace_s=2.0,
+        capacity=Capacity.model_validate(MODEL),
+    )
+    state = start_fresh(settings, gcs_endpoint=gcs_emulator)
+    try:
+        yield stack_outputs_for(state)
+    finally:
+        stop_platform(settings.data_dir)
+
+
+def vtx(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    return result.exit_code, result.output
+
+
+def _files(platform: StackOutputs, tmp_path: Path, template: dict) -> tuple[str, str]:
+    stack_file = tmp_path / "stack.json"
+    stack_file.write_text(platform.model_dump_json())
+    path = tmp_path / "ladder.yaml"
+    path.write_text(yaml.safe_dump(template))
+    return str(path), str(stack_file)
+
+
+def test_a_ladder_skips_an_over_quota_rung_moves_past_a_stockout_and_succeeds(
+    platform: StackOutputs, tmp_path: Path
+) -> None:
+    template, stack_file = _files(platform, tmp_path, TEMPLATE)
+    code, out = vtx(
+        "launch", template, "--stack-file", stack_file, "--yes", "--run-id", RUN_ID,
+        "--poll-s", "0.2",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "Capacity ladder" in out
+    assert "rung 1 us-central1 2xL4 SPOT: skipped: quota limit 1 for" in out
+    assert "rung 1 us-central1 2xL4 SPOT: submitting" not in out
+    assert "rung 2 us-central1 1xL4 SPOT: STOCKOUT after" in out
+    assert "; rung 3 us-central1 1xL4 STANDARD" in out
+    assert "rung 3 us-central1 1xL4 STANDARD: submitted" in out
+
+    rest = VertexRest(platform)
+    wait_for(lambda: all(j.terminal for j in rest.list(RUN_ID)))
+    attempts = rest.list(RUN_ID)  # newest first
+    assert [j.state for j in attempts] == ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"]
+    assert "STOCKOUT" in (attempts[1].error or "")
+    assert {j.run_id for j in attempts} == {RUN_ID}
+    [prefix] = {j.output_prefix for j in attempts}
+    assert prefix and f"/runs/{RUN_ID}/" in prefix
+
+    code, listed = vtx("list", "--stack-file", stack_file, "--run-id", RUN_ID)
+    assert code == 0, listed
+    assert ("SUCCEEDED" in listed, "FAILED" in listed) == (True, True)
+
+
+def test_a_ladder_whose_every_rung_is_over_quota_is_refused_naming_each(
+    platform: StackOutputs, tmp_path: Path
+) -> None:
+    two_spot_l4s = {"set": {"scheduling.timeout": "20m"}}  # still 2 Spot L4s: over the quota
+    template, stack_file = _files(
+        platform, tmp_path, {**TEMPLATE, "name": "hopeless", "capacity": {"ladder": [two_spot_l4s]}}
+    )
+    code, out = vtx("launch", template, "--stack-file", stack_file, "--yes")
+    assert code == 1, out
+    assert "every rung is over a quota limit: rung 1: quota limit 1 for" in out
+    assert "rung 2: quota limit 1 for" in out
+    assert not [j for j in VertexRest(platform).list() if j.display_name.startswith("hopeless")]
