@@ -427,9 +427,6 @@ class LadderWalk:
     def run(self) -> tuple[Decision, Rung | None]:
         """The decision that ended the walk (PLACED, DONE or STOP; NEXT when no rung is left)
         and the rung it was taken on."""
-        for rung in self.rungs:
-            if rung.hopeless:
-                self.say(f"{rung.label}: skipped: {rung.hopeless}")
         index = next_rung(self.hopeless, 0)
         decision, rung = Decision(NEXT, None), None
         while index is not None:
@@ -540,6 +537,9 @@ def _launch_ladder(
         return 1
     print_plan(out, rungs[0].plan, rungs[0].check)
     out.print(ladder_table([r.row() for r in rungs]))
+    for rung in rungs:
+        if rung.hopeless:
+            out.print(f"{rung.label}: skipped: {rung.hopeless}", highlight=False, markup=False)
     if next_rung([r.hopeless for r in rungs], 0) is None:
         reasons = "; ".join(f"rung {r.number}: {r.hopeless}" for r in rungs)
         print_error(out, f"every rung is over a quota limit: {reasons}; --ignore-quota tries them")

@@ -15,7 +15,16 @@ from jobs.catalog import QUOTA_PREFIX, Catalog, Price
 from jobs.cost import CostEstimate
 from jobs.durations import human_duration
 from jobs.problems import Problem
-from jobs.quotas import NOT_LISTED, OK, OVER_LIMIT, SHORT_NOW, MetricCheck, QuotaCheck, RegionQuota
+from jobs.quotas import (
+    NOT_LISTED,
+    OK,
+    OVER_LIMIT,
+    SHORT_NOW,
+    TRAINING_METRIC_PREFIX,
+    MetricCheck,
+    QuotaCheck,
+    RegionQuota,
+)
 from jobs.stack import StackOutputs
 
 BASIS_NOTE = {
@@ -476,10 +485,10 @@ def _quota_cells(estimate: CostEstimate, check: QuotaCheck) -> tuple[str, str]:
     """(needed, available) per metric in the same order, short names; available is what is
     free now of the limit."""
     needed = "\n".join(
-        f"{m.removeprefix(QUOTA_PREFIX)} {n}" for m, n in sorted(estimate.quota.items())
+        f"{m.removeprefix(TRAINING_METRIC_PREFIX)} {n}" for m, n in sorted(estimate.quota.items())
     )
-    if check.skipped is not None:
-        return needed or "-", f"not checked: {check.skipped}"
+    if check.skipped is not None:  # the plan says why, once
+        return needed or "-", "not checked"
     by_metric = {m.metric: _available(m) for m in check.metrics}
     available = "\n".join(by_metric.get(m, "-") for m in sorted(estimate.quota))
     return needed or "-", available or "-"
@@ -490,12 +499,13 @@ def ladder_table(rows: list[RungRow]) -> Table:
     table = Table(
         title="Capacity ladder (tried in order; one run id, one output prefix)",
         title_justify="left",
-        caption="available: free now of the limit (Cloud Quotas, now); max wait: in QUEUED/PENDING "
-        "before the next rung",
+        caption=f"quota: metrics under {TRAINING_METRIC_PREFIX}; available: free now of the limit "
+        "(Cloud Quotas, now); max wait: in QUEUED/PENDING before the next rung",
         caption_justify="left",
     )
-    for column in ("rung", "region", "resources", "strategy", "$/h", "quota needed"):
-        table.add_column(column, overflow="fold", justify="right" if column == "$/h" else "left")
+    for column in ("rung", "region", "resources", "strategy", "$/h"):
+        table.add_column(column, no_wrap=True, justify="right" if column == "$/h" else "left")
+    table.add_column("quota needed", overflow="fold")
     for column in ("available", "max wait", "verdict"):
         table.add_column(column, overflow="fold")
     last = rows[-1].number if rows else 0
@@ -504,7 +514,7 @@ def ladder_table(rows: list[RungRow]) -> Table:
         wait = (
             "-" if row.number == last or row.max_wait_s is None else human_duration(row.max_wait_s)
         )
-        verdict = Text(f"skip: {row.hopeless}", "red") if row.hopeless else Text("try", "green")
+        verdict = Text("skip: over quota", "red") if row.hopeless else Text("try", "green")
         est = row.estimate
         table.add_row(
             str(row.number), est.region, resources(est), est.strategy, _usd_per_h(est.usd_per_h),

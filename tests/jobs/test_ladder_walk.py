@@ -161,7 +161,8 @@ def test_a_skipped_rung_is_never_submitted(two) -> None:
     code, out = walk([hopeless, two[1]], vertex, FakeRest({"job-1": ["JOB_STATE_RUNNING"]}))
     assert code == 0, out
     assert vertex.created == ["job-1"]
-    assert "rung 1 us-central1 1xL4 SPOT: skipped: zero quota for x in us-central1" in out
+    assert "rung 1 us-central1 1xL4 SPOT: submitting" not in out
+    assert "rung 2 us-central1 1xL4 STANDARD: running" in out
 
 
 def test_a_failure_of_the_program_stops_the_walk(two) -> None:
