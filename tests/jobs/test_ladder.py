@@ -3,10 +3,13 @@ like the base, and the pure decisions of the walk, as tables."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from jobs.document import load_document
 from jobs.ladder import (
     DONE,
     NEXT,
@@ -19,7 +22,9 @@ from jobs.ladder import (
     on_create_error,
     rung_documents,
 )
-from jobs.validate import validate_template_doc
+from jobs.validate import validate_document, validate_template_doc
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
 
 BASE: dict[str, Any] = {
     "name": "lad",
@@ -107,6 +112,19 @@ def test_an_unknown_field_under_capacity_is_named_with_a_guess() -> None:
     [problem] = validate_template_doc({**BASE, "capacity": {"ladders": []}}, "us-central1")
     assert problem.path == "capacity.ladders"
     assert problem.hint == "did you mean ladder?"
+
+
+def test_the_readme_ladder_example_is_valid(tmp_path: Path) -> None:
+    readme = (TEMPLATES / "README.md").read_text()
+    block = readme.split("## Capacity ladder", 1)[1].split("```\n", 2)[1]
+    example = yaml.safe_load(block)
+    example["extends"] = str(TEMPLATES / example["extends"])
+    path = tmp_path / "ladder.yaml"
+    path.write_text(yaml.safe_dump(example))
+    document = load_document(path)
+    assert validate_document(document.doc, document.kind, "us-central1") == []
+    rungs, _ = rung_documents(document.doc)
+    assert [r.max_wait_s for r in rungs] == [900, 1800, 900, 900]
 
 
 # ---- the walk's decisions -----------------------------------------------------------------------
