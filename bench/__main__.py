@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import checkpoint, cli, goodput, infra, trainer_vs_hf
+from bench import checkpoint, cli, goodput, infra, ladder, trainer_vs_hf
 from bench.common import REPO, Section, load_average, machine
 
 BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
@@ -34,6 +34,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     "goodput": (
         lambda: goodput.run(preemptions=3, steps=100, seed=0),
         lambda: goodput.run(preemptions=2, steps=60, seed=0),
+    ),
+    "ladder": (
+        lambda: ladder.run(ladder.Config(reps=3, retries=2, backoff_s=5.0)),
+        lambda: ladder.run(ladder.Config(reps=1, retries=1, backoff_s=2.0, decision_reps=5)),
     ),
     "cli": (lambda: cli.run(reps=5), lambda: cli.run(reps=2)),
     "infra": (
