@@ -86,7 +86,7 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
     import gcsfs
     from google.cloud import aiplatform_v1
 
-    from jobs.local.client import preempt_replica, read_logs
+    from jobs.local.client import LocalApiError, preempt_replica, read_logs
     from jobs.local.platform import free_port, start_fresh, stop_platform
     from jobs.local.settings import LocalSettings
     from jobs.local.state import LOCAL_BUCKETS, LOCAL_PROJECT, LOCAL_REGION
@@ -134,7 +134,7 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
             name = jobs.create_custom_job(parent=parent, custom_job=job).name
             cursor, pending = 0, list(points)
             while True:
-                page = read_logs(state.vertex_endpoint, job=name, cursor=cursor)
+                page = read_logs(state.vertex_endpoint, state.token, job=name, cursor=cursor)
                 run.entries += page["entries"]
                 cursor = page["cursor"]
                 current = jobs.get_custom_job(name=name)
@@ -149,11 +149,18 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
                     if a == restart and r.get("message") == "train" and r.get("step")
                 ]
                 if pending and done and done[-1] >= pending[0]:
-                    run.preempted_at.append(time.time())
-                    preempt_replica(state.vertex_endpoint, name)
-                    pending.pop(0)
+                    try:
+                        preempt_replica(state.vertex_endpoint, state.token, name)
+                    except LocalApiError as exc:
+                        if exc.status != "ABORTED":
+                            raise
+                        # Still going through the previous preemption: the platform refuses a
+                        # second one until its restart is done, so this one waits a poll.
+                    else:
+                        run.preempted_at.append(time.time())
+                        pending.pop(0)
                 time.sleep(0.2)
-            page = read_logs(state.vertex_endpoint, job=name, cursor=cursor)
+            page = read_logs(state.vertex_endpoint, state.token, job=name, cursor=cursor)
             run.entries += page["entries"]
         finally:
             stop_platform(data_dir)
