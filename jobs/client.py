@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.catalog import load_catalog
 from jobs.contract import LABEL_RUN_ID
+from jobs.google_session import NotAuthenticated, rest_session
 from jobs.plan import Plan
 from jobs.stack import StackOutputs
 
@@ -43,7 +44,6 @@ QUOTA_METRIC = re.compile(r"aiplatform\.googleapis\.com/[a-z0-9_]+")
 TRANSIENT_HTTP = frozenset({401, 429, 503, 504})
 """Worth repeating for calls that are safe to repeat: a lapsed token, rate limits, an unavailable
 backend, a gateway timeout (the REST twin of ``_retry``'s exception types)."""
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 LIST_PAGE_SIZE = 100
 NEVER = datetime.min.replace(tzinfo=UTC)
 """Sorts a job without a createTime (never seen from Vertex) before every other."""
@@ -432,23 +432,10 @@ class JobRecord:
 
 
 def _session(stack: StackOutputs) -> Any:
-    """The local platform takes anonymous calls; Google's endpoint wants default credentials
-    (google-auth's AuthorizedSession refreshes a lapsed token and retries the call itself)."""
-    import requests
-
-    if stack.is_local:
-        return requests.Session()
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-    from google.auth.transport.requests import AuthorizedSession
-
     try:
-        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-    except DefaultCredentialsError as exc:
-        raise VertexError(
-            f"not authenticated: run `gcloud auth application-default login`. ({exc})"
-        ) from exc
-    return AuthorizedSession(credentials)
+        return rest_session(stack)
+    except NotAuthenticated as exc:
+        raise VertexError(str(exc)) from exc
 
 
 class VertexRest:

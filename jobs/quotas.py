@@ -31,13 +31,13 @@ from typing import Any
 from jobs.catalog import Catalog
 from jobs.cost import quota_needed
 from jobs.facts import facts_from_rest_job
+from jobs.google_session import NotAuthenticated, rest_session
 from jobs.stack import StackOutputs
 
 SERVICE = "aiplatform.googleapis.com"
 TRAINING_METRIC_PREFIX = f"{SERVICE}/custom_model_training_"
 """The metrics Vertex custom training draws on (GPUs, TPU chips, vCPUs), as in the catalog."""
 CLOUD_QUOTAS = "https://cloudquotas.googleapis.com"
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 TIMEOUT_S = (5.0, 20.0)
 """(connect, read) seconds: a preflight that cannot connect in 5 s says so, and the launch goes
 on."""
@@ -294,26 +294,10 @@ def compare(
 
 
 def _session(stack: StackOutputs) -> Any:
-    """The local platform takes its token (as its other vtx calls send it); Google wants default
-    credentials (google-auth's AuthorizedSession refreshes a lapsed token itself)."""
-    import requests
-
-    if stack.is_local:
-        session = requests.Session()
-        if stack.local_token:
-            session.headers["Authorization"] = f"Bearer {stack.local_token}"
-        return session
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-    from google.auth.transport.requests import AuthorizedSession
-
     try:
-        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-    except DefaultCredentialsError as exc:
-        raise QuotaUnavailable(
-            f"not authenticated: run `gcloud auth application-default login` ({exc})"
-        ) from exc
-    return AuthorizedSession(credentials)
+        return rest_session(stack)
+    except NotAuthenticated as exc:
+        raise QuotaUnavailable(str(exc)) from exc
 
 
 _OS_ERROR = re.compile(r"\[Errno -?\d+\] [^'\")\]]+|timed out|Name or service not known")
