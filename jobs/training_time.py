@@ -94,7 +94,9 @@ def run_estimate(
         ) from None
     if done.returncode != 0:
         reason = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-        raise TrainingTimeError(f"the trainer's estimate failed: {reason[0]}")
+        raise TrainingTimeError(
+            f"the trainer's estimate failed: {reason[0].removeprefix('error: ')}"
+        )
     try:
         return json.loads(done.stdout)
     except json.JSONDecodeError:

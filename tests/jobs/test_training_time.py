@@ -54,7 +54,8 @@ def test_a_job_that_does_not_run_the_trainer_is_refused() -> None:
 
 def test_the_trainers_own_error_reaches_the_user() -> None:
     facts = _facts("l4-spot-lora.yaml", ["args=[--config, no/such/config.yaml]"])
-    with pytest.raises(TrainingTimeError, match=r"estimate failed: .*no/such/config\.yaml"):
+    quoted = r"estimate failed: (?!error:).*no/such/config\.yaml"  # the trainer's words, once
+    with pytest.raises(TrainingTimeError, match=quoted):
         run_estimate(trainer_call(facts, load_catalog()), 1.0)
 
 
