@@ -7,9 +7,15 @@ import json
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from jobs.local.state import LOCAL_PROJECT, LOCAL_REGION
+from jobs.local.capacity import Capacity
+from jobs.local.platform import free_port, start_fresh, stop_platform
+from jobs.local.settings import LocalSettings
+from jobs.local.state import LOCAL_PROJECT, LOCAL_REGION, stack_outputs_for
 from jobs.stack import StackOutputs
 
 PARENT = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"
@@ -114,3 +120,21 @@ if n:
     sys.exit(0)
 time.sleep(600)
 """
+
+
+@contextmanager
+def capacity_platform(data_dir: Path, gcs_endpoint: str, model: dict) -> Iterator[StackOutputs]:
+    """A control plane of its own with a capacity model (short grace: nothing here checkpoints),
+    stopped after."""
+    settings = LocalSettings(
+        data_dir=data_dir,
+        cwd=Path(__file__).resolve().parents[2],
+        port=free_port(),
+        grace_s=2.0,
+        capacity=Capacity.model_validate(model),
+    )
+    state = start_fresh(settings, gcs_endpoint=gcs_endpoint)
+    try:
+        yield stack_outputs_for(state)
+    finally:
+        stop_platform(settings.data_dir)

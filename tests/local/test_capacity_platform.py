@@ -15,15 +15,20 @@ from pathlib import Path
 import pytest
 import yaml
 from google.api_core import exceptions
-from local_helpers import PARENT, client, custom_job, replica_output, wait_for, wait_terminal
+from local_helpers import (
+    PARENT,
+    capacity_platform,
+    client,
+    custom_job,
+    replica_output,
+    wait_for,
+    wait_terminal,
+)
 from typer.testing import CliRunner
 
 from jobs.catalog import load_catalog
-from jobs.local.capacity import QUOTA_EXCEEDED, Capacity
+from jobs.local.capacity import QUOTA_EXCEEDED
 from jobs.local.client import read_capacity, set_capacity
-from jobs.local.platform import free_port, start_fresh, stop_platform
-from jobs.local.settings import LocalSettings
-from jobs.local.state import stack_outputs_for
 from jobs.stack import StackOutputs
 from vtx.cli import app
 
@@ -42,19 +47,8 @@ def platform_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def platform(gcs_emulator: str, platform_dir: Path) -> Iterator[StackOutputs]:
-    repo = Path(__file__).resolve().parents[2]
-    settings = LocalSettings(
-        data_dir=platform_dir,
-        cwd=repo,
-        port=free_port(),
-        grace_s=2.0,
-        capacity=Capacity.model_validate(START),
-    )
-    state = start_fresh(settings, gcs_endpoint=gcs_emulator)
-    try:
-        yield stack_outputs_for(state)
-    finally:
-        stop_platform(settings.data_dir)
+    with capacity_platform(platform_dir, gcs_emulator, START) as stack:
+        yield stack
 
 
 @pytest.fixture

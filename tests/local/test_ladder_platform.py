@@ -11,14 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from local_helpers import wait_for
+from local_helpers import capacity_platform, wait_for
 from typer.testing import CliRunner
 
 from jobs.client import VertexRest
-from jobs.local.capacity import Capacity
-from jobs.local.platform import free_port, start_fresh, stop_platform
-from jobs.local.settings import LocalSettings
-from jobs.local.state import stack_outputs_for
 from jobs.stack import StackOutputs
 from vtx.cli import app
 
@@ -53,18 +49,9 @@ one on-demand L4 (runs)."""
 
 @pytest.fixture(scope="module")
 def platform(gcs_emulator: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackOutputs]:
-    settings = LocalSettings(
-        data_dir=tmp_path_factory.mktemp("ladder") / "platform",
-        cwd=Path(__file__).resolve().parents[2],
-        port=free_port(),
-        grace_s=2.0,
-        capacity=Capacity.model_validate(MODEL),
-    )
-    state = start_fresh(settings, gcs_endpoint=gcs_emulator)
-    try:
-        yield stack_outputs_for(state)
-    finally:
-        stop_platform(settings.data_dir)
+    data_dir = tmp_path_factory.mktemp("ladder") / "platform"
+    with capacity_platform(data_dir, gcs_emulator, MODEL) as stack:
+        yield stack
 
 
 def vtx(*args: str) -> tuple[int, str]:
