@@ -231,7 +231,7 @@ def decision_times(p: Platform, reps: int) -> tuple[list[float], list[float], st
     from jobs.catalog import load_catalog
     from jobs.quotas import QuotaReader, preflight
     from jobs.spec import JobTemplate
-    from vtx.job_commands import plan_rungs
+    from vtx.ladder_launch import plan_rungs
 
     source = str(p.templates["zero_quota"])
     template = JobTemplate.from_document(ZERO_QUOTA, source)

@@ -18,7 +18,7 @@ from jobs.gcloud import load_template
 from jobs.plan import plan_job
 from jobs.quotas import QuotaCheck
 from jobs.stack import load_stack_file
-from vtx.job_commands import LadderWalk, Rung, walk_ladder
+from vtx.ladder_launch import LadderWalk, Rung, walk_ladder
 
 DATA = Path(__file__).resolve().parent / "data"
 TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
