@@ -53,6 +53,23 @@ class Buckets(BaseModel):
     models: str
 
 
+class RegionOutputs(BaseModel):
+    """What a job needs in one of the stack's further regions (``capacity_regions`` in the stack
+    config: where a capacity ladder's rungs may run). Only the regional parts differ: the
+    project, service accounts, buckets, registry, secrets and a peering network are the same
+    for every region (a VPC and its peering range are global; buckets and images are read
+    across regions)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    network_attachment: str | None = None
+    """psc-interface stacks: the attachment in this region (an attachment serves its region)."""
+    kms_key: str | None = None
+    """CMEK stacks: a key in this region (Vertex takes a key in the resource's region only)."""
+    tensorboard: str | None = None
+    """A TensorBoard instance in this region, if the stack made one (instances are regional)."""
+
+
 class StackOutputs(BaseModel):
     """What a provisioned stack offers to jobs. Field names are the exported JSON keys."""
 
@@ -75,6 +92,8 @@ class StackOutputs(BaseModel):
     secrets: dict[str, str] = Field(default_factory=dict)
     kms_key: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    regions: dict[str, RegionOutputs] = Field(default_factory=dict)
+    """Further regions jobs may run in (capacity ladder rungs), not ``region`` itself."""
     # Set only by the local platform; None means Google's public endpoints.
     vertex_endpoint: str | None = None
     gcs_endpoint: str | None = None
@@ -84,6 +103,27 @@ class StackOutputs(BaseModel):
     @property
     def is_local(self) -> bool:
         return self.vertex_endpoint is not None
+
+    @property
+    def job_regions(self) -> list[str]:
+        """Every region a job of this stack may run in, its own first."""
+        return [self.region, *(r for r in self.regions if r != self.region)]
+
+    def in_region(self, region: str) -> StackOutputs:
+        """This stack as a job in ``region`` sees it: the region's own attachment, key and
+        TensorBoard. KeyError for a region the stack was not given."""
+        if region == self.region:
+            return self
+        regional = self.regions[region]
+        return self.model_copy(
+            update={
+                "region": region,
+                "network_attachment": regional.network_attachment,
+                "kms_key": regional.kms_key,
+                "tensorboard": regional.tensorboard,
+                "regions": {},
+            }
+        )
 
 
 def parse_stack_outputs(data: object, source: str) -> StackOutputs:
