@@ -88,18 +88,43 @@ def _secret_problems(template: JobTemplate, stack: StackOutputs) -> Iterator[Pro
             )
 
 
+def _region_problems(region: str | None, stack: StackOutputs) -> Iterator[Problem]:
+    """A job runs in the stack's region or in one of its further ``regions``, which must give
+    what the stack's own region gives: a private network path and a key in that region (a job
+    must not lose either by moving)."""
+    if region is None or region == stack.region:
+        return
+    if region not in stack.regions:
+        yield Problem(
+            "region",
+            f"stack {stack.project} runs jobs in {', '.join(stack.job_regions)}, not {region}",
+            f"region: {stack.region}, or add `- region: {region}` under vtx:platform."
+            "capacity_regions in the stack config and `pulumi up`",
+        )
+        return
+    regional = stack.regions[region]
+    for have, there, what in (
+        (stack.network_attachment, regional.network_attachment, "a PSC network attachment"),
+        (stack.kms_key, regional.kms_key, "a CMEK key"),
+    ):
+        if have and not there:
+            yield Problem(
+                "region",
+                f"stack {stack.project} has {what} in {stack.region} but none in {region}: the "
+                "job would run there without it",
+                f"`pulumi up` the stack with {region} in vtx:platform.capacity_regions",
+            )
+
+
+def job_stack(template: JobTemplate, stack: StackOutputs) -> StackOutputs:
+    """The stack as the job's region sees it (after `stack_problems` found none)."""
+    return stack.in_region(template.region) if template.region else stack
+
+
 def stack_problems(template: JobTemplate, stack: StackOutputs) -> list[Problem]:
     """What the template asks for that this stack cannot give."""
     problems = []
-    if template.region and template.region != stack.region and not stack.is_local:
-        problems.append(
-            Problem(
-                "region",
-                f"the template asks for {template.region} but stack {stack.project} is in "
-                f"{stack.region} (its network, buckets and registry are regional)",
-                f"region: {stack.region}, or launch against a stack in {template.region}",
-            )
-        )
+    problems.extend(_region_problems(template.region, stack))
     if template.web_access and is_production(stack.environment):
         problems.append(
             Problem(
@@ -209,6 +234,7 @@ def custom_job_dict(template: JobTemplate, stack: StackOutputs, run_id: str) -> 
     problems = stack_problems(template, stack)
     if problems:
         raise CompileError(problems)
+    stack = job_stack(template, stack)
     pools = dict(template.pools.by_role())
     specs = [
         _pool_spec(role, pools[role], template, stack, run_id) if role in pools else {}
@@ -271,6 +297,7 @@ class CompiledJob:
 def compile_job(template: JobTemplate, stack: StackOutputs, run_id: str) -> CompiledJob:
     """Raises CompileError when the stack cannot give what the template asks for."""
     rest = custom_job_dict(template, stack, run_id)
+    stack = job_stack(template, stack)
     facts = facts_from_rest_job(rest)
     # The region is the endpoint's, not a field: the stack's, except on the local platform.
     facts.region = None if stack.is_local else stack.region

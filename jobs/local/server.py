@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from jobs.catalog import load_catalog
 from jobs.local import vertex_env
 from jobs.local.capacity import QUOTA_SERVICE, Capacity, describe_errors
 from jobs.local.executor import Executor, ExecutorError, NotYetRunning
@@ -251,12 +252,21 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 
 def _parent(project: str, location: str) -> str:
+    """Every region the catalog knows is served, each with its own jobs, as Vertex's regional
+    endpoints are: a capacity ladder's rung in another region lands there."""
     _check_project(project)
-    if location != LOCAL_REGION:
+    regions = load_catalog().regions
+    if location not in regions:
         raise ApiError(
-            400, f"location {location!r} is not served here: the local platform runs {LOCAL_REGION}"
+            400,
+            f"location {location!r} is not served here: the local platform serves the catalog's "
+            f"regions ({', '.join(regions)})",
         )
     return f"projects/{LOCAL_PROJECT_NUMBER}/locations/{location}"
+
+
+def _in(parent: str, job: dict) -> bool:
+    return str(job.get("name", "")).startswith(parent + "/")
 
 
 def _check_project(project: str) -> None:
@@ -266,6 +276,14 @@ def _check_project(project: str) -> None:
             f"project {project!r} is not served here: the local platform's project is "
             f"{LOCAL_PROJECT} (number {LOCAL_PROJECT_NUMBER})",
         )
+
+
+def _job_name(store: Store, job_id: str) -> str:
+    """A job's resource name (its region is the one it was created in)."""
+    job = store.get_job(job_id)
+    if job is None:  # deleted since it logged
+        return f"projects/{LOCAL_PROJECT_NUMBER}/locations/{LOCAL_REGION}/customJobs/{job_id}"
+    return str(job["name"])
 
 
 def _new_job_id(store: Store) -> str:
@@ -282,7 +300,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
     def get_or_404(project: str, location: str, job_id: str) -> dict:
         parent = _parent(project, location)
         job = store.get_job(job_id)
-        if job is None:
+        if job is None or not _in(parent, job):
             raise ApiError(404, f"CustomJob {parent}/customJobs/{job_id} does not exist")
         return job
 
@@ -317,7 +335,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
         pageToken: str = "",
     ) -> Response:
-        _parent(project, location)
+        parent = _parent(project, location)
         try:
             matches = parse_filter(filter)
         except FilterError as exc:
@@ -328,7 +346,9 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         # The token is the creation position of the last job returned: jobs created while a
         # client pages cannot shift what it has not seen yet.
         before = int(pageToken) if pageToken else None
-        matching = [(pos, job) for pos, job in store.list_jobs(before) if matches(job)]
+        matching = [
+            (pos, job) for pos, job in store.list_jobs(before) if _in(parent, job) and matches(job)
+        ]
         page = matching[:size]
         int_enums = wants_int_enums(request)
         parts = [render_custom_job(job, int_enums) for _, job in page]
@@ -423,12 +443,12 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         entries = store.read_logs(
             run_id=run_id, job_id=job_id, cursor=cursor, limit=MAX_LOG_ENTRIES
         )
-        prefix = f"projects/{LOCAL_PROJECT_NUMBER}/locations/{LOCAL_REGION}/customJobs/"
+        names = {i: _job_name(store, i) for i in {e.job_id for e in entries}}
         return {
             "entries": [
                 {
                     "timestamp": e.ts,
-                    "job": prefix + e.job_id,
+                    "job": names[e.job_id],
                     "attempt": e.attempt,
                     "replica": e.replica,
                     "restart": e.restart,

@@ -16,8 +16,9 @@ from pathlib import Path
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from jobs.catalog import load_catalog
 from jobs.local.settings import DATA_DIR_ENV, default_data_dir
-from jobs.stack import Buckets, StackError, StackOutputs
+from jobs.stack import Buckets, RegionOutputs, StackError, StackOutputs
 
 # The local stack's fixed identity. The project number is what Vertex puts into resource names
 # and CLOUD_ML_PROJECT_ID; any 12-digit number does, this one is easy to recognise in logs.
@@ -142,6 +143,9 @@ def stack_outputs_for(state: PlatformState) -> StackOutputs:
         launcher_service_account=f"vtx-launcher@{LOCAL_PROJECT}.iam.gserviceaccount.com",
         buckets=LOCAL_BUCKETS,
         artifact_registry=f"local-docker.pkg.dev/{LOCAL_PROJECT}/vtx",
+        # The platform serves every catalog region (each with its own jobs and capacity), so a
+        # capacity ladder's region rungs run here as against a stack given them all.
+        regions={r: RegionOutputs() for r in load_catalog().regions if r != LOCAL_REGION},
         vertex_endpoint=state.vertex_endpoint,
         gcs_endpoint=state.gcs_endpoint,
         local_token=state.token,
