@@ -293,6 +293,19 @@ class CiConfig(_Model):
     """When set, only workflows on this branch may impersonate the launcher."""
 
 
+class CapacityRegion(_Model):
+    """A further region where a job may run (a capacity ladder's rung with ``region:``).
+
+    The stack provisions what a job there needs that is regional: in psc-interface mode the
+    attachment's subnet, the network attachment and Cloud NAT; with CMEK a key in the region.
+    Everything global (service accounts, buckets, registry, secrets, a peered VPC) is shared."""
+
+    region: VertexRegion
+    """The region, one that jobs/catalog/regions.yaml knows (jobs there are validated)."""
+    psc_subnet_cidr: Cidr | None = None
+    """psc-interface only: the network attachment's subnet in that region; /28 is enough."""
+
+
 class PlatformConfig(_Model):
     """The ``vtx:platform`` object. Secure defaults; prod rules in :func:`_cross_checks`."""
 
@@ -320,6 +333,8 @@ class PlatformConfig(_Model):
     """Rotation period of the CMEK key."""
     budget: BudgetConfig | None = None
     ci: CiConfig | None = None
+    capacity_regions: list[CapacityRegion] = Field(default_factory=list)
+    """Further regions jobs may run in besides gcp:region (capacity ladder rungs)."""
 
     @property
     def is_prod(self) -> bool:
@@ -454,6 +469,7 @@ def _cross_checks(config: StackConfig) -> Iterator[tuple[str, str, str | None]]:
     """(key path, problem, hint) for rules that involve more than one field."""
     platform = config.platform
     yield from _network_checks(platform.network)
+    yield from _capacity_region_checks(platform, config.region)
     yield from _storage_checks(platform.storage)
     yield from _quota_checks(platform, config.region)
     location = platform.storage.location
@@ -508,6 +524,69 @@ def _network_checks(network: NetworkConfig) -> Iterator[tuple[str, str, str | No
                     f"{net_b} overlaps {name_a} ({net_a})",
                     "give each range its own block",
                 )
+
+
+def _capacity_region_checks(
+    platform: PlatformConfig, region: str
+) -> Iterator[tuple[str, str, str | None]]:
+    """Each further region once, not the stack's own, with a PSC subnet exactly when the
+    network mode needs one, outside every other range of the VPC (subnets of one VPC may not
+    overlap, whatever their regions)."""
+    network = platform.network
+    taken = [
+        (f"network.{name}", ipaddress.ip_network(cidr))
+        for name, cidr in (
+            ("subnet_cidr", network.subnet_cidr),
+            ("psc_subnet_cidr", network.psc_subnet_cidr),
+            ("peering_cidr", network.peering_cidr),
+        )
+        if cidr is not None
+    ]
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(platform.capacity_regions):
+        base = f"vtx:platform.capacity_regions[{index}]"
+        if entry.region == region:
+            yield (
+                f"{base}.region",
+                f"{entry.region} is the stack's own region (gcp:region)",
+                "remove this entry: jobs run in gcp:region without it",
+            )
+        elif entry.region in seen:
+            yield (
+                f"{base}.region",
+                f"{entry.region} is listed already, at capacity_regions[{seen[entry.region]}]",
+                "list each region once",
+            )
+        seen.setdefault(entry.region, index)
+        cidr = entry.psc_subnet_cidr
+        if network.mode == "peering":
+            if cidr is not None:
+                yield (
+                    f"{base}.psc_subnet_cidr",
+                    "only used in network mode psc-interface (a peered VPC and its range are "
+                    "global: a job in any region reaches them)",
+                    "remove it",
+                )
+            continue
+        if cidr is None:
+            yield (
+                f"{base}.psc_subnet_cidr",
+                "required in network mode psc-interface (the network attachment's subnet in "
+                f"{entry.region})",
+                "e.g. psc_subnet_cidr: 10.31.0.16/28",
+            )
+            continue
+        net = ipaddress.ip_network(cidr)
+        if net.prefixlen > 28:
+            yield f"{base}.psc_subnet_cidr", f"{cidr} is smaller than /28", "use a /28 or larger"
+        clash = next((name for name, other in taken if net.overlaps(other)), None)
+        if clash is not None:
+            yield (
+                f"{base}.psc_subnet_cidr",
+                f"{cidr} overlaps {clash} ({dict(taken)[clash]})",
+                "give each range its own block",
+            )
+        taken.append((f"capacity_regions[{index}].psc_subnet_cidr", net))
 
 
 def _storage_checks(storage: StorageConfig) -> Iterator[tuple[str, str, str | None]]:

@@ -12,12 +12,18 @@ inside the VPC. Then one of the two ways Vertex reaches it:
 
 With a Shared VPC host, the VPC, subnets, router and firewall live in the host project and the
 network attachment in this (service) project, where the job runs.
+
+Further regions (``capacity_regions``, where a capacity ladder's rungs run): an attachment serves
+only its own region, so psc-interface stacks get, per further region, the attachment's subnet,
+a network attachment and a Cloud Router + NAT (NAT is regional too). Peering stacks get nothing
+there: the VPC, its peering range and the servicenetworking connection are global, so a job in
+any region joins the same network.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import pulumi
@@ -44,6 +50,8 @@ class NetworkArgs:
     labels: Mapping[str, str]
     """Set on what takes labels here: only the peering range (VPCs, subnets, routers, firewalls
     and network attachments have none in the Compute API)."""
+    further_psc_subnets: Mapping[str, str] = field(default_factory=dict)
+    """psc-interface only: each further region -> its attachment subnet's CIDR."""
 
 
 class Network(pulumi.ComponentResource):
@@ -56,6 +64,8 @@ class Network(pulumi.ComponentResource):
     peering_range: gcp.compute.GlobalAddress | None = None
     peering: gcp.servicenetworking.Connection | None = None
     agent_grant: gcp.projects.IAMMember | None = None
+    further_psc_subnets: dict[str, gcp.compute.Subnetwork]
+    further_attachments: dict[str, gcp.compute.NetworkAttachment]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("vtx:platform:Network", name, None, opts)
@@ -79,12 +89,21 @@ class Network(pulumi.ComponentResource):
             self.psc_subnet = self._subnet("psc", args.psc_subnet_cidr, flow_logs=args.flow_logs)
         else:
             self._peering()
+        self.further_attachments = {}
+        self.further_psc_subnets = {
+            region: self._subnet(f"psc-{region}", cidr, args.flow_logs, region=region)
+            for region, cidr in args.further_psc_subnets.items()
+        }
+        for region in self.further_psc_subnets:
+            self._egress(region)
         self.register_outputs({"network": self.network.self_link})
 
     def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, depends_on=depends_on)
 
-    def _subnet(self, role: str, cidr: str, flow_logs: bool) -> gcp.compute.Subnetwork:
+    def _subnet(
+        self, role: str, cidr: str, flow_logs: bool, region: str | None = None
+    ) -> gcp.compute.Subnetwork:
         args = self._args
         log_config = (
             gcp.compute.SubnetworkLogConfigArgs(
@@ -98,7 +117,7 @@ class Network(pulumi.ComponentResource):
         return gcp.compute.Subnetwork(
             f"{self._name}-{role}",
             project=args.network_project,
-            region=args.region,
+            region=region or args.region,
             name=f"{args.prefix}-{role}",
             network=self.network.id,
             ip_cidr_range=cidr,
@@ -107,21 +126,23 @@ class Network(pulumi.ComponentResource):
             opts=self._child(),
         )
 
-    def _egress(self) -> None:
+    def _egress(self, further_region: str | None = None) -> None:
+        """Cloud Router + NAT in the stack's region, or in a further one (``-<region>`` names)."""
         args = self._args
+        suffix = f"-{further_region}" if further_region else ""
         router = gcp.compute.Router(
-            f"{self._name}-router",
+            f"{self._name}-router{suffix}",
             project=args.network_project,
-            region=args.region,
-            name=f"{args.prefix}-router",
+            region=further_region or args.region,
+            name=f"{args.prefix}-router{suffix}",
             network=self.network.id,
             opts=self._child(),
         )
         gcp.compute.RouterNat(
-            f"{self._name}-nat",
+            f"{self._name}-nat{suffix}",
             project=args.network_project,
-            region=args.region,
-            name=f"{args.prefix}-nat",
+            region=further_region or args.region,
+            name=f"{args.prefix}-nat{suffix}",
             router=router.name,
             nat_ip_allocate_option="AUTO_ONLY",
             source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
@@ -132,6 +153,8 @@ class Network(pulumi.ComponentResource):
     def _firewall(self) -> None:
         args = self._args
         internal = [c for c in (args.subnet_cidr, args.psc_subnet_cidr, args.peering_cidr) if c]
+        # Jobs in further regions enter through their own attachment subnets.
+        internal += list(args.further_psc_subnets.values())
         # Higher priority (lower number) allow for internal traffic, then an explicit deny-all:
         # the implied deny exists too, but an explicit one shows up in reviews and logs.
         gcp.compute.Firewall(
@@ -159,8 +182,10 @@ class Network(pulumi.ComponentResource):
         )
 
     @property
-    def subnets(self) -> list[gcp.compute.Subnetwork]:
-        return [self.subnet, *([self.psc_subnet] if self.psc_subnet else [])]
+    def subnets(self) -> list[tuple[str, gcp.compute.Subnetwork]]:
+        """(region, subnet) of every subnet, the stack's region first."""
+        own = [self.subnet, *([self.psc_subnet] if self.psc_subnet else [])]
+        return [(self._args.region, s) for s in own] + list(self.further_psc_subnets.items())
 
     def attach_vertex(self, depends_on: list[pulumi.Resource]) -> None:
         """psc-interface: declare the network attachment. Separate from the constructor because
@@ -176,15 +201,30 @@ class Network(pulumi.ComponentResource):
             member=args.aiplatform_agent,
             opts=self._child(depends_on=args.apis),
         )
-        self.attachment = gcp.compute.NetworkAttachment(
-            f"{self._name}-attachment",
+        wait_for = [self.agent_grant, *depends_on]
+        self.attachment = self._attachment("", args.region, self.psc_subnet, wait_for)
+        self.further_attachments = {
+            region: self._attachment(f"-{region}", region, subnet, wait_for)
+            for region, subnet in self.further_psc_subnets.items()
+        }
+
+    def _attachment(
+        self,
+        suffix: str,
+        region: str,
+        subnet: gcp.compute.Subnetwork,
+        depends_on: list[pulumi.Resource],
+    ) -> gcp.compute.NetworkAttachment:
+        args = self._args
+        return gcp.compute.NetworkAttachment(
+            f"{self._name}-attachment{suffix}",
             project=args.project,
-            region=args.region,
-            name=f"{args.prefix}-vertex",
+            region=region,
+            name=f"{args.prefix}-vertex{suffix}",
             description="Vertex AI training jobs join the VPC through this attachment",
             connection_preference="ACCEPT_AUTOMATIC",
-            subnetworks=[self.psc_subnet.self_link],
-            opts=self._child(depends_on=[self.agent_grant, *depends_on]),
+            subnetworks=[subnet.self_link],
+            opts=self._child(depends_on=depends_on),
         )
 
     def _peering(self) -> None:

@@ -12,9 +12,9 @@ import pulumi_gcp as gcp
 class SharedVpcArgs:
     host_project: str
     service_project: str
-    region: str
-    subnetworks: list[gcp.compute.Subnetwork]
-    """Host subnets the service project may use (subnet-level, not host-wide, networkUser)."""
+    subnetworks: list[tuple[str, gcp.compute.Subnetwork]]
+    """(region, subnet) of the host subnets the service project may use (subnet-level, not
+    host-wide, networkUser): the stack's region and its further regions."""
     agents: list[pulumi.Input[str]]
     """IAM members of the service agents that create interfaces/peerings in the host network."""
     apis: list[pulumi.Resource]
@@ -35,12 +35,12 @@ class SharedVpc(pulumi.ComponentResource):
         after = pulumi.ResourceOptions(parent=self, depends_on=[attachment])
         self.grants: list[pulumi.Resource] = []
         for agent_index, agent in enumerate(args.agents):
-            for subnet_index, subnet in enumerate(args.subnetworks):
+            for subnet_index, (region, subnet) in enumerate(args.subnetworks):
                 self.grants.append(
                     gcp.compute.SubnetworkIAMMember(
                         f"{name}-agent{agent_index}-subnet{subnet_index}-network-user",
                         project=args.host_project,
-                        region=args.region,
+                        region=region,
                         subnetwork=subnet.name,
                         role="roles/compute.networkUser",
                         member=agent,

@@ -6,6 +6,11 @@ Pulumi runs ``infra/`` with that directory first on ``sys.path``.
 Order matters only through dependencies: APIs → service agents and accounts → KMS (the agents
 need the key before the buckets/registry/TensorBoard that use it) → the rest. Outputs depend on
 the grants that make them usable, so a consumer of ``trainer_service_account`` never races IAM.
+
+Further regions (``capacity_regions``) get only what is regional: a network attachment (in
+``Network``) and, with CMEK, a key of their own; the output's ``regions`` names them. No
+TensorBoard there: one instance per stack holds every run's logs, and a job in a further region
+runs without the ``tensorboard`` field (its region must match the instance's).
 """
 
 from __future__ import annotations
@@ -72,6 +77,11 @@ class Platform(pulumi.ComponentResource):
         kms = self._kms() if self._platform.cmek else None
         self._kms_key = kms.key.id if kms else None
         self._kms_grants: list[pulumi.Resource] = list(kms.grants) if kms else []
+        further_kms = {
+            r.region: self._further_kms(r.region)
+            for r in self._platform.capacity_regions
+            if self._platform.cmek
+        }
 
         network = self._network()
         storage = self._storage()
@@ -107,8 +117,29 @@ class Platform(pulumi.ComponentResource):
             ),
             kms_key=_after(self._kms_key, *self._kms_grants) if self._kms_key else None,
             labels=self._labels,
+            # Absent rather than empty without capacity_regions: such stacks export as before.
+            # Present for every further region, even one with nothing regional (peering without
+            # CMEK): the entry itself says jobs may run there.
+            **(
+                {"regions": self._regions(network, further_kms)}
+                if self._platform.capacity_regions
+                else {}
+            ),
         )
         self.register_outputs({"platform": self.outputs})
+
+    def _regions(self, network: Network, keys: dict[str, Kms]) -> pulumi.Output[dict[str, Any]]:
+        """``regions`` of the output (jobs.stack.RegionOutputs per further region)."""
+        regions = {}
+        for entry in self._platform.capacity_regions:
+            attachment = network.further_attachments.get(entry.region)
+            key = keys.get(entry.region)
+            regions[entry.region] = pulumi.Output.all(
+                network_attachment=attachment.id if attachment else None,
+                kms_key=_after(key.key.id, *key.grants) if key else None,
+                tensorboard=None,
+            )
+        return pulumi.Output.all(**regions)
 
     def _kms(self) -> Kms:
         """The key and who may use it: GCS's agent (buckets), Artifact Registry's (the image
@@ -130,6 +161,25 @@ class Platform(pulumi.ComponentResource):
                 },
                 apis=self._apis.on("cloudkms"),
                 agents_ready=[agents, *self._apis.on("storage")],
+            ),
+            self._child,
+        )
+
+    def _further_kms(self, region: str) -> Kms:
+        """A key in a further region, for jobs there (Vertex takes a key in the job's region
+        only). Same rotation and protection as the main key; only AI Platform's agent may use
+        it: buckets and the registry live in gcp:region and keep the main key."""
+        return Kms(
+            f"kms-{region}",
+            KmsArgs(
+                project=self._config.project,
+                location=region,
+                prefix=f"{self._platform.prefix}-{region}",
+                rotation_days=self._platform.kms_rotation_days,
+                labels=self._labels,
+                agents={"aiplatform": self._agents.aiplatform},
+                apis=self._apis.on("cloudkms"),
+                agents_ready=[self._agents],
             ),
             self._child,
         )
@@ -159,6 +209,11 @@ class Platform(pulumi.ComponentResource):
                 aiplatform_agent=self._agents.aiplatform,
                 apis=self._apis.on("compute", "servicenetworking", "cloudresourcemanager"),
                 labels=self._labels,
+                further_psc_subnets={
+                    r.region: r.psc_subnet_cidr
+                    for r in self._platform.capacity_regions
+                    if r.psc_subnet_cidr is not None
+                },
             ),
             self._child,
         )
@@ -169,7 +224,6 @@ class Platform(pulumi.ComponentResource):
                 SharedVpcArgs(
                     host_project=host,
                     service_project=config.project,
-                    region=config.region,
                     subnetworks=network.subnets,
                     # Only the AI Platform agent creates interfaces/peerings in the host network;
                     # the -cc agent runs containers and needs no network role.
