@@ -254,11 +254,13 @@ class RunStatus:
 
 
 def attempts_of(jobs: Sequence[JobRecord], region: str, now: datetime) -> list[AttemptStatus]:
-    """A run's jobs (any order) as numbered attempts, oldest first, each with its cost."""
+    """A run's jobs (any order) as numbered attempts, oldest first, each with its cost in its
+    own region (a capacity ladder's attempts may run in several; ``region`` for a job whose
+    name has none)."""
     ordered = sorted(jobs, key=lambda j: j.create_time or now)
     statuses = []
     for number, job in enumerate(ordered, start=1):
-        price = price_of(job, region)
+        price = price_of(job, job.region or region)
         statuses.append(
             AttemptStatus(number, job, running_s(job, now), price, usd_so_far(job, price, now))
         )

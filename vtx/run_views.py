@@ -313,12 +313,13 @@ def status_table(status: RunStatus) -> Table:
 
 def attempts_table(status: RunStatus) -> Table:
     table = Table(title="attempts (one CustomJob each)", title_justify="left")
-    for column in ("attempt", "job", "state", "created", "running", "cost"):
+    for column in ("attempt", "job", "region", "state", "created", "running", "cost"):
         table.add_column(column, overflow="fold")
     for a in status.attempts:
         table.add_row(
             str(a.number),
             a.job.job_id,
+            a.job.region,
             a.job.state.removeprefix("JOB_STATE_"),
             (when(a.job.create_time) or "-")[:19],
             duration(a.running_s),

@@ -15,6 +15,7 @@ from local_helpers import capacity_platform, wait_for
 from typer.testing import CliRunner
 
 from jobs.client import VertexRest
+from jobs.local.settings import DATA_DIR_ENV
 from jobs.stack import StackOutputs
 from vtx.cli import app
 
@@ -48,14 +49,19 @@ one on-demand L4 (runs)."""
 
 
 @pytest.fixture(scope="module")
-def platform(gcs_emulator: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackOutputs]:
-    data_dir = tmp_path_factory.mktemp("ladder") / "platform"
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ladder") / "platform"
+
+
+@pytest.fixture(scope="module")
+def platform(gcs_emulator: str, data_dir: Path) -> Iterator[StackOutputs]:
     with capacity_platform(data_dir, gcs_emulator, MODEL) as stack:
         yield stack
 
 
-def vtx(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+def vtx(*args: str, data_dir: Path | None = None) -> tuple[int, str]:
+    env = {"COLUMNS": "200", **({DATA_DIR_ENV: str(data_dir)} if data_dir else {})}
+    result = CliRunner().invoke(app, list(args), env=env)
     return result.exit_code, result.output
 
 
@@ -109,3 +115,46 @@ def test_a_ladder_whose_every_rung_is_over_quota_is_refused_naming_each(
     assert "every rung is over a quota limit: rung 1: quota limit 1 for" in out
     assert "rung 2: quota limit 1 for" in out
     assert not [j for j in VertexRest(platform).list() if j.display_name.startswith("hopeless")]
+
+
+REGION_TEMPLATE = {
+    **TEMPLATE,
+    "name": "ladder-regions",
+    "pools": {"chief": {"machine": "g2-standard-4"}},
+    "capacity": {"max_wait": "10m", "ladder": [{"region": "us-east4"}]},
+}
+"""One Spot L4 in us-central1 (stocked out), then the same in us-east4, which has Spot L4s."""
+
+
+def test_a_ladder_moves_to_another_region_and_the_run_spans_both(
+    platform: StackOutputs, data_dir: Path, tmp_path: Path
+) -> None:
+    run_id = "ladder-regions-run"
+    template, stack_file = _files(platform, tmp_path, REGION_TEMPLATE)
+    code, out = vtx(
+        "launch", template, "--stack-file", stack_file, "--yes", "--run-id", run_id,
+        "--poll-s", "0.2",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "rung 1 us-central1 1xL4 SPOT: STOCKOUT after" in out
+    assert "rung 2 us-east4 1xL4 SPOT: submitted" in out
+
+    rest = VertexRest(platform)
+    wait_for(lambda: all(j.terminal for j in rest.list(run_id)))
+    attempts = rest.list(run_id)  # newest first, from every region of the stack
+    assert [(j.region, j.state) for j in attempts] == [
+        ("us-east4", "JOB_STATE_SUCCEEDED"),
+        ("us-central1", "JOB_STATE_FAILED"),
+    ]
+    assert len({j.output_prefix for j in attempts}) == 1  # one run, one prefix
+    # The platform keeps each region's jobs apart, as Vertex's regional endpoints do.
+    central = rest._list_region("us-central1", {"filter": f'labels.vtx-run-id="{run_id}"'})
+    assert [j.region for j in central] == ["us-central1"]
+
+    # `vtx status` finds the run's attempts in both regions (the local stack's token comes from
+    # the platform's data directory: a stack file never holds it).
+    code, shown = vtx("status", run_id, "--stack", "local", data_dir=data_dir)
+    assert code == 0, shown
+    assert "us-east4" in shown and "us-central1" in shown
+    code, by_id = vtx("status", attempts[0].job_id, "--stack", "local", data_dir=data_dir)
+    assert code == 0 and run_id in by_id, by_id
