@@ -52,6 +52,14 @@ NEVER = datetime.min.replace(tzinfo=UTC)
 class VertexError(Exception):
     """An API failure explained: what happened and what to do."""
 
+    def __init__(self, message: str, http_code: int | None = None) -> None:
+        super().__init__(message)
+        self.http_code = http_code
+        """The HTTP status Vertex answered with, when it answered."""
+
+
+NOT_FOUND = 404
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -63,11 +71,17 @@ class Backoff:
     deadline_s: float = 300.0
 
 
-def parent(stack: StackOutputs) -> str:
-    return f"projects/{stack.project}/locations/{stack.region}"
+def parent(stack: StackOutputs, region: str | None = None) -> str:
+    """Where a job of the stack lives: its own region, or one of its further ones."""
+    return f"projects/{stack.project}/locations/{region or stack.region}"
 
 
-def make_client(stack: StackOutputs) -> aiplatform_v1.JobServiceClient:
+def region_endpoint(region: str) -> str:
+    """Vertex's regional endpoint: a job is created and read in its own region only."""
+    return f"{region}-aiplatform.googleapis.com"
+
+
+def make_client(stack: StackOutputs, region: str | None = None) -> aiplatform_v1.JobServiceClient:
     from google.cloud import aiplatform_v1
 
     if stack.vertex_endpoint:
@@ -79,7 +93,7 @@ def make_client(stack: StackOutputs) -> aiplatform_v1.JobServiceClient:
             client_options={"api_endpoint": stack.vertex_endpoint},
         )
     return aiplatform_v1.JobServiceClient(
-        client_options={"api_endpoint": f"{stack.region}-aiplatform.googleapis.com"}
+        client_options={"api_endpoint": region_endpoint(region or stack.region)}
     )
 
 
@@ -170,8 +184,8 @@ def explain_status(
             f"Vertex rejected the job: {said}. `vtx validate` did not catch this: please report "
             "it with the output of `vtx render --format json`."
         )
-    if code == 404:
-        return VertexError(f"not found: {said}")
+    if code == NOT_FOUND:
+        return VertexError(f"not found: {said}", NOT_FOUND)
     if code == 503:
         return VertexError(f"Vertex stayed unavailable after retries: {said}. Try again later.")
     return VertexError(f"Vertex API error: {said}")
@@ -203,14 +217,22 @@ class Vertex:
     ) -> None:
         self.stack = stack
         self._client = client
+        self._clients: dict[str, aiplatform_v1.JobServiceClient] = {}
         self.backoff = backoff
 
     @property
     def client(self) -> aiplatform_v1.JobServiceClient:
-        """Built on first use: constructing it imports aiplatform_v1 (seconds)."""
-        if self._client is None:
-            self._client = make_client(self.stack)
-        return self._client
+        """The stack's own region's client."""
+        return self.client_for(self.stack.region)
+
+    def client_for(self, region: str) -> aiplatform_v1.JobServiceClient:
+        """Built on first use: constructing one imports aiplatform_v1 (seconds). A client given
+        to the constructor serves every region (tests, the local platform's one endpoint)."""
+        if self._client is not None:
+            return self._client
+        if region not in self._clients:
+            self._clients[region] = make_client(self.stack, region)
+        return self._clients[region]
 
     def _call(
         self,
@@ -218,13 +240,14 @@ class Vertex:
         needed: dict[str, int] | None = None,
         *,
         retry: bool = True,
+        region: str | None = None,
         **kwargs: Any,
     ) -> Any:
         import requests
         from google.api_core import exceptions
 
         try:
-            return getattr(self.client, method)(
+            return getattr(self.client_for(region or self.stack.region), method)(
                 **kwargs, retry=_retry(self.backoff) if retry else None
             )
         except exceptions.GoogleAPICallError as exc:
@@ -240,6 +263,7 @@ class Vertex:
         job: aiplatform_v1.CustomJob,
         needed: dict[str, int] | None = None,
         existing: Collection[str] | None = None,
+        region: str | None = None,
     ) -> aiplatform_v1.CustomJob:
         """Submit ``job``, retrying 503s without ever starting it twice.
 
@@ -247,7 +271,7 @@ class Vertex:
         blind retry would start a second attempt writing the same checkpoint prefix. So before
         each retry, look for a job of this run (its ``vtx-run-id`` label) that was not there
         before the first try (``existing``: the run's job names, listed here if not given), and
-        return it if one landed."""
+        return it if one landed. ``region``: one of the stack's job regions (default its own)."""
         from google.api_core import exceptions
 
         run_id = job.labels.get(LABEL_RUN_ID)
@@ -260,7 +284,8 @@ class Vertex:
                     "create_custom_job",
                     needed,
                     retry=False,
-                    parent=parent(self.stack),
+                    region=region,
+                    parent=parent(self.stack, region),
                     custom_job=job,
                 )
             except VertexError as err:
@@ -275,8 +300,9 @@ class Vertex:
                 return landed[0]
 
     def submit(self, plan: Plan) -> Submitted:
-        """The submit stage: create the planned job as the next attempt of its run. Refused while
-        an earlier attempt is still live: two attempts would write one checkpoint prefix."""
+        """The submit stage: create the planned job, in its region, as the next attempt of its
+        run. Refused while an earlier attempt is still live in any of the stack's regions: two
+        attempts would write one checkpoint prefix."""
         run_id = plan.job.run_id
         attempts = self.list(run_id)
         live = [j for j in attempts if not is_terminal(j)]
@@ -289,27 +315,33 @@ class Vertex:
             plan.job.to_proto(),
             needed=plan.quota,
             existing={j.name for j in attempts},  # listed just above: no second request
+            region=plan.job.stack.region,
         )
         return Submitted(created, attempt=len(attempts) + 1)
 
     def get(self, name: str) -> aiplatform_v1.CustomJob:
-        return self._call("get_custom_job", name=name)
+        return self._call("get_custom_job", region=region_of(name), name=name)
 
     def list(self, run_id: str | None = None) -> list[aiplatform_v1.CustomJob]:
-        """Jobs vtx launched in this stack (newest first), optionally one run's attempts.
+        """Jobs vtx launched in this stack, in all its regions (newest first), optionally one
+        run's attempts.
 
         The filter also runs client-side: a server that ignores ``filter`` still gives the right
         answer."""
         from google.cloud import aiplatform_v1
 
         wanted = f'labels.{LABEL_RUN_ID}="{run_id}"' if run_id else f"labels.{LABEL_RUN_ID}:*"
-        request = aiplatform_v1.ListCustomJobsRequest(parent=parent(self.stack), filter=wanted)
-        pager = self._call("list_custom_jobs", request=request)
-        jobs = [
-            j
-            for j in pager  # the pager fetches further pages itself
-            if LABEL_RUN_ID in j.labels and (run_id is None or j.labels[LABEL_RUN_ID] == run_id)
-        ]
+        jobs = []
+        for region in self.stack.job_regions:
+            request = aiplatform_v1.ListCustomJobsRequest(
+                parent=parent(self.stack, region), filter=wanted
+            )
+            pager = self._call("list_custom_jobs", region=region, request=request)
+            jobs += [
+                j
+                for j in pager  # the pager fetches further pages itself
+                if LABEL_RUN_ID in j.labels and (run_id is None or j.labels[LABEL_RUN_ID] == run_id)
+            ]
         return sorted(jobs, key=lambda j: j.create_time, reverse=True)
 
 
@@ -400,6 +432,11 @@ class JobRecord:
         return self.name.rsplit("/", 1)[-1]
 
     @property
+    def region(self) -> str:
+        """Where it runs: the region in its resource name."""
+        return region_of(self.name)
+
+    @property
     def run_id(self) -> str | None:
         return self.labels.get(LABEL_RUN_ID)
 
@@ -453,8 +490,12 @@ class VertexRest:
         self._session = session
         self.backoff = backoff
         self.sleep = sleep
-        endpoint = stack.vertex_endpoint or f"https://{stack.region}-aiplatform.googleapis.com"
-        self.base_url = f"{endpoint.rstrip('/')}/v1/"
+
+    def url(self, path: str) -> str:
+        """The local platform's one endpoint, or the regional endpoint of the resource's region
+        (a job in a further region is read there, not in the stack's own)."""
+        endpoint = self.stack.vertex_endpoint or f"https://{region_endpoint(region_of(path))}"
+        return f"{endpoint.rstrip('/')}/v1/{path}"
 
     @property
     def session(self) -> Any:
@@ -470,7 +511,7 @@ class VertexRest:
         delay_s, deadline = self.backoff.initial_s, time.monotonic() + self.backoff.deadline_s
         while True:
             try:
-                response = self.session.request(method, self.base_url + path, timeout=30, **kwargs)
+                response = self.session.request(method, self.url(path), timeout=30, **kwargs)
             except requests.RequestException as exc:
                 raise unreachable(self.stack, exc) from exc
             if response.ok:
@@ -492,28 +533,49 @@ class VertexRest:
         """Jobs vtx launched in this stack (newest first), optionally one run's attempts; the
         filter also runs client-side, as in ``Vertex.list``."""
         wanted = f'labels.{LABEL_RUN_ID}="{run_id}"' if run_id else f"labels.{LABEL_RUN_ID}:*"
-        params = {"filter": wanted, "pageSize": LIST_PAGE_SIZE}
+        jobs: list[JobRecord] = []
+        for region in self.stack.job_regions:
+            jobs += self._list_region(region, {"filter": wanted, "pageSize": LIST_PAGE_SIZE})
+        mine = [j for j in jobs if j.run_id is not None and run_id in (None, j.run_id)]
+        return sorted(mine, key=_created, reverse=True)
+
+    def _list_region(self, region: str, params: dict[str, Any]) -> list[JobRecord]:
         jobs: list[JobRecord] = []
         while True:
-            page = self._request("GET", f"{parent(self.stack)}/customJobs", params=params)
+            page = self._request("GET", f"{parent(self.stack, region)}/customJobs", params=params)
             jobs += [JobRecord.from_rest(j) for j in page.get("customJobs", [])]
             token = page.get("nextPageToken")
             if not token:
-                break
+                return jobs
             params = {**params, "pageToken": token}
-        mine = [j for j in jobs if j.run_id is not None and run_id in (None, j.run_id)]
-        return sorted(mine, key=_created, reverse=True)
 
     def resolve(self, ref: str) -> JobRecord:
         """A job by full resource name, numeric id, or run id (its newest attempt)."""
         if ref.startswith("projects/"):
             return self.get(ref)
         if ref.isdigit():
-            return self.get(f"{parent(self.stack)}/customJobs/{ref}")
+            return self._by_id(ref)
         attempts = self.list(run_id=ref)
         if not attempts:
             raise VertexError(f"no job with run id {ref!r} in {parent(self.stack)}: see `vtx list`")
         return attempts[0]
+
+    def _by_id(self, job_id: str) -> JobRecord:
+        """A job by numeric id, looked for in each of the stack's regions in turn."""
+        regions = self.stack.job_regions
+        for region in regions[:-1]:
+            try:
+                return self.get(f"{parent(self.stack, region)}/customJobs/{job_id}")
+            except VertexError as err:
+                if err.http_code != NOT_FOUND:
+                    raise
+        return self.get(f"{parent(self.stack, regions[-1])}/customJobs/{job_id}")
+
+
+def region_of(name: str) -> str:
+    """The region of a resource name (projects/P/locations/REGION/...)."""
+    parts = name.split("/")
+    return parts[3] if len(parts) > 3 and parts[2] == "locations" else ""
 
 
 def _created(job: JobRecord) -> datetime:
