@@ -119,7 +119,7 @@ def network_section(resources: Sequence[ReviewResource], platform: Mapping[str, 
             {
                 "name": display_name(r),
                 "connection_preference": shown(r.inputs.get("connectionPreference")),
-                "exported_as": shown(platform.get("network_attachment")),
+                "exported_as": shown(_exported_attachment(r, platform)),
             }
             for r in attachments
         ],
@@ -137,6 +137,15 @@ def network_section(resources: Sequence[ReviewResource], platform: Mapping[str, 
             )
         ),
     }
+
+
+def _exported_attachment(resource: ReviewResource, platform: Mapping[str, Any]) -> object:
+    """Where the output names an attachment: a further region's under ``regions`` (capacity
+    ladders), the stack's own region's at the top."""
+    further = (platform.get("regions") or {}).get(resource.inputs.get("region"))
+    if isinstance(further, Mapping):
+        return further.get("network_attachment")
+    return platform.get("network_attachment")
 
 
 def iam_matrix(resources: Sequence[ReviewResource]) -> list[IamRow]:

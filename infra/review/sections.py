@@ -74,12 +74,15 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> Table:
 
 def _network(report: Report) -> Section:
     net = report.network
+    # Further regions (capacity_regions) are named only where a stack has them.
+    further = sorted(report.platform.get("regions") or {})
     lead = Paragraph(
         (
             "Mode: ",
             Strong(net["mode"]),
             f"; VPC: {', '.join(net['networks']) or '-'}; "
             f"Shared VPC host: {net['shared_vpc_host']}",
+            *([f"; further regions: {', '.join(further)}"] if further else []),
         )
     )
     blocks: list[Table | Paragraph] = [

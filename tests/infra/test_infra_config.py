@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from infra.config import (
+    CapacityRegion,
     ConfigError,
     PlatformConfig,
     QuotaRequest,
@@ -96,6 +97,52 @@ CASES: list[tuple[str, list[tuple[str, Any]], str, str]] = [
     ("prod", [("budget.monthly_amount", 0)], "budget.monthly_amount", "greater than 0"),
     ("dev", [("secrets", ["hf-token", "hf-token"])], "secrets", "twice"),
     ("dev", [("ci.github_repository", "not a repo")], "ci.github_repository", "acme/vtx"),
+]
+
+
+def further(
+    stack: str, entries: list[dict[str, str]], path: str, expected: str
+) -> tuple[str, list[tuple[str, Any]], str, str]:
+    """A case that sets ``capacity_regions`` to ``entries``."""
+    return stack, [("capacity_regions", entries)], path, expected
+
+
+EAST4 = {"region": "us-east4", "psc_subnet_cidr": "10.31.0.16/28"}
+WEST1 = {"region": "us-west1", "psc_subnet_cidr": "10.31.0.32/28"}
+REGION_0, PSC_0 = "capacity_regions[0].region", "capacity_regions[0].psc_subnet_cidr"
+CASES += [
+    further("prod", [{**EAST4, "region": "us-east9"}], REGION_0, "vtx knows"),
+    further("prod", [{**EAST4, "region": "europe-west4"}], REGION_0, "stack's own region"),
+    further(
+        "prod",
+        [EAST4, {**EAST4, "psc_subnet_cidr": "10.31.0.32/28"}],
+        "capacity_regions[1].region",
+        "listed already, at capacity_regions[0]",
+    ),
+    further("prod", [{"region": "us-east4"}], PSC_0, "required in network mode psc-interface"),
+    further("prod", [{"region": "us-east4"}], PSC_0, "psc_subnet_cidr: 10.31.0.16/28"),
+    further("dev", [EAST4], PSC_0, "only used in network mode psc-interface"),
+    further("prod", [{**EAST4, "psc_subnet_cidr": "10.31.0.16/29"}], PSC_0, "/28 or larger"),
+    further(
+        "prod",
+        [{**EAST4, "psc_subnet_cidr": "10.31.0.0/28"}],
+        PSC_0,
+        "overlaps network.psc_subnet_cidr",
+    ),
+    further(
+        "prod",
+        [{**EAST4, "psc_subnet_cidr": "10.30.4.0/28"}],
+        PSC_0,
+        "overlaps network.subnet_cidr",
+    ),
+    further(
+        "prod",
+        [EAST4, {**WEST1, "psc_subnet_cidr": "10.31.0.16/28"}],
+        "capacity_regions[1].psc_subnet_cidr",
+        "overlaps capacity_regions[0].psc_subnet_cidr",
+    ),
+    further("prod", [{**EAST4, "psc_subnet_cidr": "172.16.9.0/28"}], PSC_0, "reserves"),
+    further("prod", [{**EAST4, "zone": "a"}], "capacity_regions[0].zone", "psc_subnet_cidr"),
 ]
 
 
@@ -205,6 +252,11 @@ def test_readme_reference_lists_every_platform_key() -> None:
     missing = [p for p in _field_paths(PlatformConfig) if f"`{p}`" not in reference]
     # List items (quotas[]) are documented in one row, field by field.
     missing += [f"quotas[].{f}" for f in QuotaRequest.model_fields if f"`{f}`" not in reference]
+    missing += [
+        f"capacity_regions[].{f}"
+        for f in CapacityRegion.model_fields
+        if f"`{f}`" not in reference.split("`capacity_regions[]`", 1)[-1]
+    ]
     assert not missing, f"infra/README.md reference lacks: {missing}"
 
 
