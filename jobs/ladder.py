@@ -168,3 +168,15 @@ def judge(
         shown = state.removeprefix("JOB_STATE_")
         return Decision(NEXT, f"still {shown} after {_waited(waited_s)} (max_wait)")
     return Decision(WAIT)
+
+
+def after_running(state: str, error: str | None, code: int | None = None) -> Decision:
+    """An attempt that had its machines, once it ended: a capacity failure (a Spot job preempted
+    with no Spot left to come back to, Vertex's stockout retries spent) moves on as it would
+    have before it ran; it resumes from the checkpoints it committed. Success is done; any
+    other end stops the walk (the job's own failure: another rung would fail it too)."""
+    if state == "JOB_STATE_SUCCEEDED":
+        return Decision(DONE)
+    if state == "JOB_STATE_FAILED" and is_capacity_failure(error, code):
+        return Decision(NEXT, f"{capacity_reason(error)} while running")
+    return Decision(STOP, f"{state.removeprefix('JOB_STATE_')}: {error or 'no error given'}")

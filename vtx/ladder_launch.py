@@ -19,6 +19,7 @@ from jobs.ladder import (
     STOP,
     WAIT,
     Decision,
+    after_running,
     judge,
     next_rung,
     on_create_error,
@@ -29,7 +30,7 @@ from jobs.problems import Problem
 from jobs.quotas import QuotaCheck, QuotaReader, preflight
 from jobs.spec import JobTemplate, TemplateError
 from jobs.stack import StackOutputs
-from vtx.log_commands import follow_run, watcher
+from vtx.log_commands import LogView, follow_run, log_source, watcher
 from vtx.output import RungRow, ladder_table, print_error, print_problems, rung_label
 from vtx.planning import compile_checked, print_plan
 
@@ -128,24 +129,30 @@ class LadderWalk:
     def say(self, line: str) -> None:
         self.out.print(line, highlight=False, markup=False)
 
-    def run(self) -> tuple[Decision, Rung | None]:
+    def run(self, start: int = 0) -> tuple[Decision, Rung | None]:
         """The decision that ended the walk (PLACED, DONE or STOP; NEXT when no rung is left)
-        and the rung it was taken on."""
-        index = next_rung(self.hopeless, 0)
+        and the rung it was taken on; from the rung at index ``start`` on."""
+        index = next_rung(self.hopeless, start)
         decision, rung = Decision(NEXT, None), None
         while index is not None:
             rung = self.rungs[index]
-            following = next_rung(self.hopeless, index + 1)
+            following = self.after(rung)
             decision, cancelled = self.attempt(rung, last=following is None)
             if decision.action != NEXT:
                 return decision, rung
-            self.reasons[rung.number] = decision.reason or "no capacity"
-            then = self.rungs[following].label if following is not None else "no rung left"
-            self.say(
-                f"{rung.label}: {decision.reason}{'; cancelling' if cancelled else ''}; {then}"
-            )
+            self.moved_on(rung, decision, cancelled)
             index = following
         return decision, rung
+
+    def after(self, rung: Rung) -> int | None:
+        """The index of the rung to try after ``rung``; None when none is left."""
+        return next_rung(self.hopeless, self.rungs.index(rung) + 1)
+
+    def moved_on(self, rung: Rung, decision: Decision, cancelled: bool = False) -> None:
+        self.reasons[rung.number] = decision.reason or "no capacity"
+        following = self.after(rung)
+        then = self.rungs[following].label if following is not None else "no rung left"
+        self.say(f"{rung.label}: {decision.reason}{'; cancelling' if cancelled else ''}; {then}")
 
     def attempt(self, rung: Rung, *, last: bool) -> tuple[Decision, bool]:
         """Submit one rung and watch it; whether it had to be cancelled to move on."""
@@ -196,27 +203,59 @@ def _error_code(record: JobRecord) -> int | None:
     return code if isinstance(code, int) else None
 
 
-def walk_ladder(out: Console, walk: LadderWalk, run_id: str, follow: bool, poll_s: float) -> int:
-    """Walk the ladder; the exit code. Ctrl-C leaves the live attempt running."""
+def _walked(out: Console, walk: LadderWalk, run_id: str, start: int) -> Rung | int:
+    """Walk from rung index ``start`` until an attempt has its machines or the run has
+    succeeded: that rung, or the exit code when the walk ended otherwise."""
     try:
-        decision, rung = walk.run()
+        decision, rung = walk.run(start)
     except KeyboardInterrupt:
         left = f"{walk.current} is left running" if walk.current else "nothing is running"
         out.print(f"interrupted: {left}; `vtx cancel {run_id}` cancels the run", highlight=False)
         return 130
-    if decision.action == NEXT:
+    if decision.action == NEXT or rung is None:
         reasons = "; ".join(f"rung {n}: {why}" for n, why in sorted(walk.reasons.items()))
         print_error(out, f"no rung got capacity: {reasons}", "run failed")
         return 1
     if decision.action == STOP:
-        print_error(out, f"{rung.label if rung else 'run'}: {decision.reason}", "run failed")
+        print_error(out, f"{rung.label}: {decision.reason}", "run failed")
         return 1
     state = "succeeded" if decision.action == DONE else "running"
-    out.print(f"{rung.label if rung else ''}: {state}; run id: [bold]{run_id}[/bold]")
-    if follow:
-        return follow_run(out, walk.vertex, run_id, poll_s)
-    out.print(f"follow: vtx logs {run_id} --follow", style="dim", highlight=False)
-    return 0
+    out.print(f"{rung.label}: {state}; run id: [bold]{run_id}[/bold]")
+    return rung
+
+
+def walk_ladder(out: Console, walk: LadderWalk, run_id: str, follow: bool, poll_s: float) -> int:
+    """Walk the ladder; the exit code. Ctrl-C leaves the live attempt running.
+
+    With ``follow``, the walk goes on while the logs stream: an attempt that loses its machines
+    for capacity after it started (a Spot stockout) is followed by the next rung, which resumes
+    from the run's checkpoints. Without it, the walk ends once an attempt runs."""
+    view = LogView(out)
+    source = log_source(walk.rest, run_id) if follow else None
+    start = 0
+    while True:
+        placed = _walked(out, walk, run_id, start)
+        if isinstance(placed, int):
+            return placed
+        if source is None:
+            out.print(f"follow: vtx logs {run_id} --follow", style="dim", highlight=False)
+            out.print(
+                "the ladder moves on only while `vtx launch` watches: with --follow it also "
+                "moves on when a running attempt stocks out",
+                style="dim",
+                highlight=False,
+            )
+            return 0
+        code = follow_run(out, walk.rest, run_id, poll_s, view=view, source=source)
+        ended = walk.rest.get(walk.current) if walk.current else None
+        if code != 1 or ended is None:
+            return code
+        decision = after_running(ended.state, ended.error, _error_code(ended))
+        following = walk.after(placed)
+        if decision.action != NEXT or following is None:
+            return code
+        walk.moved_on(placed, decision)
+        start = following
 
 
 def launch_ladder(

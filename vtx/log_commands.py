@@ -185,14 +185,16 @@ def follow_run(
     run_id: str,
     poll_s: float = 5.0,
     view: LogView | None = None,
+    source: LogSource | None = None,
 ) -> int:
     """Stream every attempt's logs until the newest attempt ends; exit 0 only on success.
     Following is only watching: Ctrl-C or a lost connection leaves the job running. Without a
-    ``view`` (`vtx launch --follow`), every entry as readable lines."""
+    ``view`` (`vtx launch --follow`), every entry as readable lines. A ``source`` given goes on
+    where it stopped (a ladder's walk follows one run through several attempts)."""
     rest = watcher(vertex)
     view = view or LogView(out)
     notes = view.notes
-    source = log_source(rest, run_id, min_severity=view.filter.min_severity)
+    source = source or log_source(rest, run_id, min_severity=view.filter.min_severity)
     try:
         view.human.attempts = max(view.human.attempts, len(rest.list(run_id)))
         _print_entries(view, source, lambda: _run_done(rest, run_id), True, poll_s)

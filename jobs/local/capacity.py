@@ -269,6 +269,15 @@ def stockout_error(accelerators: list[str], region: str) -> JobError:
     return JobError(Code.RESOURCE_EXHAUSTED, message)
 
 
+def lost_to_stockout(capacity: Capacity, need: Need) -> JobError | None:
+    """Why a Spot job whose VM was preempted cannot get one back: Spot is stocked out in its
+    region now. Vertex retries a preempted Spot job's stockout a few times (3 to 6, by its pages)
+    and then fails it with STOCKOUT; here no capacity comes back while the model says so, so
+    the job fails at once."""
+    out = _stocked_out(need, capacity) if need.spot else []
+    return stockout_error(out, need.region) if out else None
+
+
 def max_wait_error(max_wait_s: float, short: list[str], region: str) -> JobError:
     message = (
         f"The job waited its maxWaitDuration of {max_wait_s:g} s for resources (FLEX_START) and "

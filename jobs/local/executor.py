@@ -586,7 +586,20 @@ class Executor:
             job_name=job.view.name,
             preempted=cause,
         )
+        if kind is lifecycle.ReplicaExit.LOST:
+            decision = self._unless_stocked_out(job, decision)
         self._apply(job, replica, decision)
+
+    def _unless_stocked_out(self, job: ActiveJob, decision: Decision) -> Decision:
+        """A lost Spot replica comes back only where Spot capacity is left to restart it on: a
+        stockout in its region fails the job with STOCKOUT, as Vertex does once its stockout
+        retries are spent (a capacity ladder then moves on)."""
+        if decision.action not in (Action.RESTART_REPLICA, Action.RESTART_JOB):
+            return decision
+        error = capacity.lost_to_stockout(self._capacity, self._need(job))
+        if error is None:
+            return decision
+        return Decision(Action.FAIL, error=error, note=f"cannot restart: {error.message}")
 
     def _apply(self, job: ActiveJob, replica: Replica, decision: Decision) -> None:
         """Spend the counters a decision names, then do what it says."""

@@ -17,6 +17,7 @@ from jobs.ladder import (
     STOP,
     WAIT,
     Decision,
+    after_running,
     judge,
     next_rung,
     on_create_error,
@@ -223,3 +224,22 @@ def test_only_a_quota_429_on_create_moves_to_the_next_rung(
     http_code: int | None, action: str
 ) -> None:
     assert on_create_error(http_code).action == action
+
+
+@pytest.mark.parametrize(
+    ("state", "error", "code", "expected"),
+    [
+        ("JOB_STATE_SUCCEEDED", None, None, Decision(DONE)),
+        ("JOB_STATE_FAILED", "STOCKOUT: Spot capacity for NVIDIA_L4 is exhausted", 8,
+         Decision(NEXT, "STOCKOUT while running")),
+        ("JOB_STATE_FAILED", "Resources are insufficient in region: us-central1", None,
+         Decision(NEXT, "resources exhausted while running")),
+        ("JOB_STATE_FAILED", "replica workerpool0-0 exited with code 1", 3,
+         Decision(STOP, "FAILED: replica workerpool0-0 exited with code 1")),
+        ("JOB_STATE_CANCELLED", None, None, Decision(STOP, "CANCELLED: no error given")),
+    ],
+)  # fmt: skip
+def test_an_attempt_that_ran_moves_on_only_when_it_lost_its_machines_for_capacity(
+    state: str, error: str | None, code: int | None, expected: Decision
+) -> None:
+    assert after_running(state, error, code) == expected

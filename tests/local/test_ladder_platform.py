@@ -6,6 +6,7 @@ across its attempts. Replicas are one-line programs; waits are on states, never 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from local_helpers import capacity_platform, wait_for
 from typer.testing import CliRunner
 
 from jobs.client import VertexRest
+from jobs.local.client import preempt_replica, set_capacity
 from jobs.local.settings import DATA_DIR_ENV
 from jobs.stack import StackOutputs
 from vtx.cli import app
@@ -158,3 +160,57 @@ def test_a_ladder_moves_to_another_region_and_the_run_spans_both(
     assert "us-east4" in shown and "us-central1" in shown
     code, by_id = vtx("status", attempts[0].job_id, "--stack", "local", data_dir=data_dir)
     assert code == 0 and run_id in by_id, by_id
+
+
+STOCKED_OUT_LATER = {
+    "name": "ladder-later",
+    "image": "trainer",
+    "command": ["python", "-c", "import os, time; time.sleep(float(os.environ['NAP']))"],
+    "env": {"NAP": "60"},
+    "pools": {"chief": {"machine": "n1-standard-4", "accelerator": "NVIDIA_TESLA_T4"}},
+    "scheduling": {"strategy": "spot", "timeout": "10m"},
+    "capacity": {"max_wait": "10m", "ladder": [{"region": "us-east4", "set": {"env.NAP": "0"}}]},
+}
+"""A Spot T4 in us-central1 that runs until Spot T4s stock out under it; then us-east4."""
+
+
+def test_a_running_spot_attempt_that_stocks_out_moves_down_the_ladder_when_followed(
+    platform: StackOutputs, data_dir: Path, tmp_path: Path
+) -> None:
+    run_id = "ladder-later-run"
+    template, _ = _files(platform, tmp_path, STOCKED_OUT_LATER)
+    endpoint, token = platform.vertex_endpoint or "", platform.local_token or ""
+    launched: dict[str, tuple[int, str]] = {}
+    launch = threading.Thread(
+        target=lambda: launched.setdefault(
+            "result",
+            vtx("launch", template, "--stack", "local", "--yes", "--run-id", run_id,
+                "--poll-s", "0.2", "--follow", data_dir=data_dir),
+        )
+    )  # fmt: skip
+    launch.start()
+    rest = VertexRest(platform)
+    try:
+        running = wait_for(
+            lambda: [j for j in rest.list(run_id) if j.state == "JOB_STATE_RUNNING"]
+        )[0]
+        stocked_out = {"NVIDIA_TESLA_T4": {"spot_stockout": True}}
+        set_capacity(endpoint, token, {"regions": {"us-central1": {
+            **MODEL["regions"]["us-central1"],
+            "accelerators": {**MODEL["regions"]["us-central1"]["accelerators"], **stocked_out},
+        }}})  # fmt: skip
+        preempt_replica(endpoint, token, running.name, wait_s=30)
+        launch.join(timeout=120)
+    finally:
+        set_capacity(endpoint, token, MODEL)
+    code, out = launched["result"]
+    assert code == 0, out
+    assert "rung 1 us-central1 1xT4 SPOT: running" in out
+    assert "rung 1 us-central1 1xT4 SPOT: STOCKOUT while running; rung 2 us-east4" in out
+    assert "rung 2 us-east4 1xT4 SPOT: submitted" in out
+    attempts = rest.list(run_id)
+    assert [(j.region, j.state) for j in attempts] == [
+        ("us-east4", "JOB_STATE_SUCCEEDED"),
+        ("us-central1", "JOB_STATE_FAILED"),
+    ]
+    assert "STOCKOUT" in (attempts[1].error or "")
