@@ -19,8 +19,8 @@ import pulumi_gcp as gcp
 
 # TensorBoard instances have no resource-level IAM in the provider, and the predefined role that
 # can write to them (aiplatform.user) can also create jobs. So: a custom role with only this.
-# The *.write permissions are checked against the Vertex REST reference; the others follow the
-# same naming scheme (create/get/list/update per resource) and are UNCONFIRMED one by one.
+# Each permission is the one Google's "Vertex AI IAM permissions" table gives for a
+# TensorboardService method the uploader calls (docs/vertex-facts.md, "TensorBoard uploader").
 TENSORBOARD_WRITER_PERMISSIONS = (
     "aiplatform.tensorboards.get",
     "aiplatform.tensorboardExperiments.create",
@@ -28,11 +28,15 @@ TENSORBOARD_WRITER_PERMISSIONS = (
     "aiplatform.tensorboardExperiments.list",
     "aiplatform.tensorboardExperiments.update",
     "aiplatform.tensorboardExperiments.write",
+    # BatchCreateTensorboardRuns: how the uploader makes a run per log subdirectory (issue 14).
+    "aiplatform.tensorboardRuns.batchCreate",
     "aiplatform.tensorboardRuns.create",
     "aiplatform.tensorboardRuns.get",
     "aiplatform.tensorboardRuns.list",
     "aiplatform.tensorboardRuns.update",
     "aiplatform.tensorboardRuns.write",
+    # BatchCreateTensorboardTimeSeries: the uploader's first write of a run's tags (issue 14).
+    "aiplatform.tensorboardTimeSeries.batchCreate",
     "aiplatform.tensorboardTimeSeries.create",
     "aiplatform.tensorboardTimeSeries.get",
     "aiplatform.tensorboardTimeSeries.list",

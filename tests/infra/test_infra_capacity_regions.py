@@ -13,7 +13,7 @@ import yaml
 from infra.offline import OfflineRun, RecordedResource, run_offline
 from infra.policy.evaluate import PolicySubject, evaluate
 from infra.policy.rule_types import RuleContext
-from jobs.stack import StackOutputs
+from jobs.stack import RegionOutputs, StackOutputs
 
 STACKS = Path(__file__).parent / "stacks"
 FURTHER = ("us-east4", "us-west1")
@@ -45,6 +45,9 @@ def named(run: OfflineRun, type_token: str, name: str) -> RecordedResource:
 def test_in_region_gives_the_regional_attachment_and_key(psc_run: OfflineRun) -> None:
     outputs = platform(psc_run)
     assert outputs.job_regions == ["europe-west4", *FURTHER]
+    # Every field of the contract is exported, none beside them (RegionOutputs forbids extras).
+    exported = psc_run.outputs["platform"]["regions"]
+    assert all(set(entry) == set(RegionOutputs.model_fields) for entry in exported.values())
     for region in FURTHER:
         attachment = named(
             psc_run,
