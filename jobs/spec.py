@@ -19,6 +19,7 @@ from jobs.rest_schema import integer_range, message_fields
 from jobs.safe_yaml import (
     short_repr,
 )
+from jobs.study import STUDY_MODELS, Study
 
 ROLES = ("chief", "workers", "reduction_server", "evaluator")
 """Pool roles in Vertex's worker pool order (positions 0..3)."""
@@ -242,6 +243,8 @@ class JobTemplate(_Strict):
     """Interactive shell into replicas; always off in prod stacks."""
     capacity: Capacity | None = None
     """A capacity ladder: the alternatives `vtx launch` tries when this job gets no capacity."""
+    study: Study | None = None
+    """A hyperparameter tuning study: every trial runs this job with its parameters appended."""
 
     def to_document(self) -> dict[str, Any]:
         """The template as a plain document (what validation and ``--set`` work on)."""
@@ -260,7 +263,17 @@ class JobTemplate(_Strict):
 _KNOWN_FIELDS = sorted(
     {
         name
-        for model in (JobTemplate, Pools, Pool, BootDisk, Scheduling, Reservation, Capacity, Rung)
+        for model in (
+            JobTemplate,
+            Pools,
+            Pool,
+            BootDisk,
+            Scheduling,
+            Reservation,
+            Capacity,
+            Rung,
+            *STUDY_MODELS,
+        )
         for name in model.model_fields
     }
 )

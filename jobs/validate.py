@@ -25,6 +25,7 @@ from jobs.problems import Problem
 from jobs.rest_check import SPEC_MESSAGE, check_rest_fields
 from jobs.rules import run_rules
 from jobs.spec import JobTemplate, TemplateError, template_structure_problems
+from jobs.study_rules import study_problems
 
 
 def _with_source(problems: list[Problem], source: str | None) -> list[Problem]:
@@ -88,7 +89,12 @@ def validate_template_doc(
     if region is not None and facts.region is None:
         facts.region = region
     ladder = [] if structural or not doc.get("capacity") else _ladder_problems(doc, region)
-    return _finish(structural, facts, source) + _with_source(ladder, source)
+    study = (
+        []
+        if structural or not doc.get("study")
+        else study_problems(JobTemplate.model_validate(doc))
+    )
+    return _finish(structural, facts, source) + _with_source(ladder + study, source)
 
 
 def _ladder_problems(doc: dict, region: str | None) -> list[Problem]:
