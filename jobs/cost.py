@@ -9,6 +9,7 @@ discount and no partial total stand in for it."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -231,3 +232,44 @@ def estimate(
         spot_missing=_unpriced(job, table, cat, spot=True),
         region_assumed=priced_in is None,
     )
+
+
+@dataclass(frozen=True)
+class StudyCost:
+    """A hyperparameter tuning study: ``max_trials`` runs of one trial job, ``parallel_trials``
+    at a time. Every trial is the same job, so it costs the trial's price times the trials; a
+    figure the trial lacks is unknown for the study too."""
+
+    trial: CostEstimate
+    max_trials: int
+    parallel_trials: int
+
+    @property
+    def waves(self) -> int:
+        """Rounds of parallel trials: the study's wall time is about this many trial times."""
+        return math.ceil(self.max_trials / self.parallel_trials)
+
+    @property
+    def usd_per_h(self) -> float | None:
+        """While ``parallel_trials`` trials run at once."""
+        per_h = self.trial.usd_per_h
+        return None if per_h is None else per_h * self.parallel_trials
+
+    @property
+    def usd_at_timeout(self) -> float | None:
+        """Every trial running to its timeout cap."""
+        cap = self.trial.usd_at_timeout
+        return None if cap is None else cap * self.max_trials
+
+    def usd_for(self, trial_hours: float) -> float | None:
+        """Every trial running ``trial_hours``."""
+        per_h = self.trial.usd_per_h
+        return None if per_h is None else per_h * trial_hours * self.max_trials
+
+    def wall_hours(self, trial_hours: float) -> float:
+        return self.waves * trial_hours
+
+    @property
+    def quota(self) -> dict[str, int]:
+        """What the trials running at once need together."""
+        return {m: n * self.parallel_trials for m, n in self.trial.quota.items()}

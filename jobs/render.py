@@ -1,5 +1,6 @@
 """Text forms of a compiled CustomJob: the CustomJobSpec YAML that `gcloud ai custom-jobs create
---config` takes, and the whole CustomJob as REST JSON (what the API receives)."""
+--config` takes, and the whole CustomJob as REST JSON (what the API receives); the same two for a
+study's HyperparameterTuningJob (`gcloud ai hp-tuning-jobs create --config`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from jobs.stack import StackOutputs
+from jobs.study_job import tuning_job_rest
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
@@ -50,3 +52,37 @@ def render_yaml(job: aiplatform_v1.CustomJob, stack: StackOutputs) -> str:
         header.append(f"# add: --kms-key-name={rest['encryptionSpec']['kmsKeyName']}")
     body = yaml.safe_dump(rest["jobSpec"], sort_keys=False, width=100)
     return "\n".join(header) + "\n" + body
+
+
+def render_study_json(job: aiplatform_v1.HyperparameterTuningJob) -> str:
+    """The whole HyperparameterTuningJob as REST JSON (what the API receives)."""
+    return json.dumps(tuning_job_rest(job), indent=2) + "\n"
+
+
+def gcloud_study_command(
+    job: dict[str, Any], stack: StackOutputs, config: str = "study.yaml"
+) -> str:
+    labels = ",".join(f"{k}={v}" for k, v in sorted(job.get("labels", {}).items()))
+    parts = [
+        "gcloud", "ai", "hp-tuning-jobs", "create",
+        f"--project={stack.project}", f"--region={stack.region}",
+        f"--display-name={job['displayName']}", f"--config={config}",
+        f"--max-trial-count={job['maxTrialCount']}",
+        f"--parallel-trial-count={job['parallelTrialCount']}",
+    ]  # fmt: skip
+    if "maxFailedTrialCount" in job:
+        parts.append(f"--max-failed-trial-count={job['maxFailedTrialCount']}")
+    if labels:
+        parts.append(f"--labels={labels}")
+    return shlex.join(parts)
+
+
+def render_study_yaml(job: aiplatform_v1.HyperparameterTuningJob, stack: StackOutputs) -> str:
+    """``studySpec`` and ``trialJobSpec``, the YAML `gcloud ai hp-tuning-jobs create --config`
+    takes; the display name, trial counts, labels and region are its flags (in the header)."""
+    rest = tuning_job_rest(job)
+    header = ["# HyperparameterTuningJob config for: " + gcloud_study_command(rest, stack)]
+    if "encryptionSpec" in rest:
+        header.append(f"# add: --kms-key-name={rest['encryptionSpec']['kmsKeyName']}")
+    body = {"studySpec": rest["studySpec"], "trialJobSpec": rest["trialJobSpec"]}
+    return "\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False, width=100)

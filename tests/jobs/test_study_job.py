@@ -1,0 +1,190 @@
+"""A study compiled to the exact v1 `HyperparameterTuningJob`: parsed by the real proto (unknown
+fields refused), written back unchanged, its trial job the template's CustomJob spec under the
+run's prefix with the run's labels; rendered as REST JSON (snapshot) and as gcloud's
+hp-tuning-jobs config; priced as trials x the trial's cost.
+
+Snapshots live in tests/jobs/snapshots/; regenerate with VTX_UPDATE_SNAPSHOTS=1 after a
+deliberate change and review the diff."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobs.compile import compile_job
+from jobs.contract import LABEL_RUN_ID
+from jobs.cost import StudyCost, estimate
+from jobs.facts import template_facts
+from jobs.gcloud import load_template
+from jobs.render import render_study_json, render_study_yaml
+from jobs.spec import JobTemplate
+from jobs.stack import StackOutputs, load_stack_file
+from jobs.study_job import (
+    compile_study,
+    plan_study,
+    to_tuning_job,
+    tuning_job_dict,
+    tuning_job_rest,
+)
+
+HERE = Path(__file__).resolve().parent
+TINY_TUNE = HERE.parents[1] / "jobs" / "templates" / "tiny-tune.yaml"
+SNAPSHOT = HERE / "snapshots" / "tiny-tune.study.json"
+RUN_ID = "snapshot-20261122-080000-beef"
+
+
+@pytest.fixture
+def stack() -> StackOutputs:
+    return load_stack_file(HERE / "data" / "stack-dev.json")
+
+
+def rich_template() -> JobTemplate:
+    """Every parameter type, a conditional child, early stopping and the measurement choice."""
+    doc = load_template(TINY_TUNE).to_document()
+    doc["study"] = {
+        "metric": {"id": "eval_loss", "goal": "MINIMIZE"},
+        "algorithm": "RANDOM_SEARCH",
+        "parameters": [
+            {"id": "learning_rate", "type": "DOUBLE", "min": 1e-5, "max": 1e-2, "scale": "log"},
+            {"id": "warmup_steps", "type": "INTEGER", "min": 0, "max": 10},
+            {
+                "id": "lr_scheduler_type",
+                "type": "CATEGORICAL",
+                "values": ["linear", "cosine"],
+                "conditional": [
+                    {
+                        "parent_values": ["cosine"],
+                        "parameter": {"id": "warmup_ratio", "type": "DOUBLE", "min": 0, "max": 0.2},
+                    }
+                ],
+            },
+            {
+                "id": "model.lora.r",
+                "type": "DISCRETE",
+                "values": [4, 8, 16],
+                "conditional": [
+                    {
+                        "parent_values": [16],
+                        "parameter": {"id": "model.lora.alpha", "type": "INTEGER", "min": 16,
+                                      "max": 64, "scale": "linear"},  # fmt: skip
+                    }
+                ],
+            },
+        ],
+        "max_trials": 8,
+        "parallel_trials": 3,
+        "max_failed_trials": 2,
+        "measurement_selection": "last",
+        "early_stopping": {"rule": "median", "use_elapsed_duration": True},
+    }
+    return JobTemplate.model_validate(doc)
+
+
+def test_the_example_study_renders_to_its_snapshot(stack: StackOutputs) -> None:
+    rendered = render_study_json(compile_study(load_template(TINY_TUNE), stack, RUN_ID).to_proto())
+    if os.environ.get("VTX_UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text(rendered)
+    assert json.loads(rendered) == json.loads(SNAPSHOT.read_text())
+
+
+def test_the_rest_study_is_exactly_what_the_proto_writes_back(stack: StackOutputs) -> None:
+    rest = compile_study(rich_template(), stack, RUN_ID).rest
+    assert tuning_job_rest(to_tuning_job(rest)) == rest
+    spec = rest["studySpec"]
+    assert spec["algorithm"] == "RANDOM_SEARCH"
+    assert spec["measurementSelectionType"] == "LAST_MEASUREMENT"
+    assert spec["medianAutomatedStoppingSpec"] == {"useElapsedDuration": True}
+    by_id = {p["parameterId"]: p for p in spec["parameters"]}
+    assert by_id["warmup_steps"]["integerValueSpec"] == {"maxValue": "10"}  # 0: the default
+    lora = by_id["model.lora.r"]["conditionalParameterSpecs"][0]
+    assert lora["parentDiscreteValues"] == {"values": [16.0]}
+    assert lora["parameterSpec"]["parameterId"] == "model.lora.alpha"
+    cosine = by_id["lr_scheduler_type"]["conditionalParameterSpecs"][0]
+    assert cosine["parentCategoricalValues"] == {"values": ["cosine"]}
+    assert rest["maxFailedTrialCount"] == 2
+
+
+def test_vertex_defaults_are_left_out_as_the_api_writes_them(stack: StackOutputs) -> None:
+    spec = compile_study(load_template(TINY_TUNE), stack, RUN_ID).rest["studySpec"]
+    assert "algorithm" not in spec  # ALGORITHM_UNSPECIFIED: Vizier's default
+    assert "measurementSelectionType" not in spec
+
+
+def test_the_trial_job_is_the_templates_custom_job_under_the_runs_prefix(
+    stack: StackOutputs,
+) -> None:
+    template = load_template(TINY_TUNE)
+    study = compile_study(template, stack, RUN_ID)
+    custom_job = compile_job(template, stack, RUN_ID).rest
+    assert study.rest["trialJobSpec"] == custom_job["jobSpec"]
+    assert study.rest["labels"] == custom_job["labels"]
+    assert study.rest["labels"][LABEL_RUN_ID] == RUN_ID == study.run_id
+    prefix = study.rest["trialJobSpec"]["baseOutputDirectory"]["outputUriPrefix"]
+    assert prefix == f"gs://{stack.buckets.checkpoints}/runs/{RUN_ID}/"
+    assert study.rest["displayName"] == RUN_ID
+
+
+def test_the_kms_key_goes_on_the_study_too(stack: StackOutputs) -> None:
+    key = "projects/p/locations/us-central1/keyRings/r/cryptoKeys/k"
+    keyed = stack.model_copy(update={"kms_key": key})
+    study = compile_study(load_template(TINY_TUNE), keyed, RUN_ID)
+    assert study.rest["encryptionSpec"] == {"kmsKeyName": key}
+    assert "--kms-key-name=" in render_study_yaml(study.to_proto(), keyed)
+
+
+def test_an_unknown_field_is_refused_by_the_proto(stack: StackOutputs) -> None:
+    from google.protobuf.json_format import ParseError
+
+    rest: dict[str, Any] = compile_study(load_template(TINY_TUNE), stack, RUN_ID).rest
+    rest["studySpec"]["metrics"][0]["metricName"] = "eval_loss"
+    with pytest.raises(ParseError):
+        to_tuning_job(rest)
+
+
+def test_gcloud_yaml_holds_the_study_and_trial_specs_and_the_counts_as_flags(
+    stack: StackOutputs,
+) -> None:
+    study = compile_study(load_template(TINY_TUNE), stack, RUN_ID)
+    text = render_study_yaml(study.to_proto(), stack)
+    header, _, body = text.partition("\n")
+    assert "gcloud ai hp-tuning-jobs create" in header
+    assert "--max-trial-count=4" in header and "--parallel-trial-count=2" in header
+    assert f"--display-name={RUN_ID}" in header
+    assert set(yaml.safe_load(body)) == {"studySpec", "trialJobSpec"}
+
+
+def test_a_study_costs_its_trials_and_its_wall_time_counts_parallel_rounds(
+    stack: StackOutputs,
+) -> None:
+    plan = plan_study(compile_study(rich_template(), stack, RUN_ID))
+    trial = plan.trial.cost
+    assert trial.usd_per_h is not None
+    cost = plan.cost
+    assert (cost.max_trials, cost.parallel_trials, cost.waves) == (8, 3, 3)
+    assert cost.usd_per_h == pytest.approx(trial.usd_per_h * 3)
+    assert cost.usd_at_timeout == pytest.approx(trial.usd_at_timeout * 8)
+    assert cost.usd_for(0.5) == pytest.approx(trial.usd_per_h * 0.5 * 8)
+    assert cost.wall_hours(0.5) == pytest.approx(1.5)
+    assert plan.quota == {m: n * 3 for m, n in trial.quota.items()}
+
+
+def test_an_unknown_trial_price_leaves_the_study_price_unknown() -> None:
+    template = load_template(TINY_TUNE)
+    priced = estimate(template_facts(template), "nowhere-1")
+    cost = StudyCost(priced, 4, 2)
+    assert priced.usd_per_h is None
+    assert (cost.usd_per_h, cost.usd_at_timeout, cost.usd_for(1.0)) == (None, None, None)
+
+
+def test_the_study_dict_wraps_any_compiled_trial(stack: StackOutputs) -> None:
+    template = rich_template()
+    assert template.study is not None
+    trial = compile_job(template, stack, RUN_ID).rest
+    job = tuning_job_dict(template.study, trial)
+    assert (job["maxTrialCount"], job["parallelTrialCount"]) == (8, 3)
+    assert job["trialJobSpec"] is not trial["jobSpec"]  # a copy: the trial job stays as built
