@@ -32,6 +32,7 @@ from jobs.contract import LABEL_RUN_ID
 from jobs.google_session import NotAuthenticated, rest_session
 from jobs.plan import Plan
 from jobs.stack import StackOutputs
+from jobs.study_job import StudyPlan
 
 if TYPE_CHECKING:
     from google.api_core.retry import Retry
@@ -344,6 +345,51 @@ class Vertex:
             ]
         return sorted(jobs, key=lambda j: j.create_time, reverse=True)
 
+    def list_studies(self, run_id: str) -> list[aiplatform_v1.HyperparameterTuningJob]:
+        """One run's HyperparameterTuningJobs (filtered client-side too, as ``list``)."""
+        from google.cloud import aiplatform_v1
+
+        request = aiplatform_v1.ListHyperparameterTuningJobsRequest(
+            parent=parent(self.stack), filter=f'labels.{LABEL_RUN_ID}="{run_id}"'
+        )
+        pager = self._call("list_hyperparameter_tuning_jobs", request=request)
+        return [j for j in pager if j.labels.get(LABEL_RUN_ID) == run_id]
+
+    def submit_study(self, plan: StudyPlan) -> aiplatform_v1.HyperparameterTuningJob:
+        """Create the planned study as its run, retrying 503s without starting it twice.
+
+        As ``create``: CreateHyperparameterTuningJob is not idempotent, so before a retry the
+        run's studies are listed and one that landed is returned. A run is one study: a run id
+        that already has one (live or ended) is refused, since its trials' outputs are there."""
+        from google.api_core import exceptions
+
+        run_id = plan.study.run_id
+        if self.list_studies(run_id) or self.list(run_id):
+            raise VertexError(
+                f"run {run_id} already exists: a study is launched once; "
+                "launch again without --run-id for a new study"
+            )
+        delay_s, deadline = self.backoff.initial_s, time.monotonic() + self.backoff.deadline_s
+        while True:
+            try:
+                return self._call(
+                    "create_hyperparameter_tuning_job",
+                    plan.quota,
+                    retry=False,
+                    parent=parent(self.stack),
+                    hyperparameter_tuning_job=plan.study.to_proto(),
+                )
+            except VertexError as err:
+                transient = isinstance(err.__cause__, exceptions.ServiceUnavailable)
+                if not transient or time.monotonic() + delay_s > deadline:
+                    raise
+                log.warning("transient Vertex error on create, checking before retrying: %s", err)
+            time.sleep(delay_s)
+            delay_s = min(delay_s * self.backoff.multiplier, self.backoff.maximum_s)
+            landed = self.list_studies(run_id)
+            if landed:
+                return landed[0]
+
 
 def state_name(job: aiplatform_v1.CustomJob) -> str:
     return job.state.name if hasattr(job.state, "name") else str(job.state)
@@ -548,6 +594,36 @@ class VertexRest:
             if not token:
                 return jobs
             params = {**params, "pageToken": token}
+
+    def get_study(self, name: str) -> dict:
+        """A HyperparameterTuningJob as REST JSON (`jobs.study_records.StudyRecord` reads it)."""
+        return self._request("GET", name)
+
+    def cancel_study(self, name: str) -> None:
+        self._request("POST", f"{name}:cancel", json={})
+
+    def list_studies(self, run_id: str | None = None) -> list[dict]:
+        """HyperparameterTuningJobs vtx launched in this stack, optionally one run's (REST
+        JSON, newest first); the filter also runs client-side, as in ``list``."""
+        wanted = f'labels.{LABEL_RUN_ID}="{run_id}"' if run_id else f"labels.{LABEL_RUN_ID}:*"
+        params = {"filter": wanted, "pageSize": LIST_PAGE_SIZE}
+        studies: list[dict] = []
+        while True:
+            page = self._request(
+                "GET", f"{parent(self.stack)}/hyperparameterTuningJobs", params=params
+            )
+            studies += page.get("hyperparameterTuningJobs", [])
+            token = page.get("nextPageToken")
+            if not token:
+                break
+            params = {**params, "pageToken": token}
+        mine = [
+            s
+            for s in studies
+            if (label := (s.get("labels") or {}).get(LABEL_RUN_ID)) is not None
+            and run_id in (None, label)
+        ]
+        return sorted(mine, key=lambda s: rfc3339(s.get("createTime")) or NEVER, reverse=True)
 
     def resolve(self, ref: str) -> JobRecord:
         """A job by full resource name, numeric id, or run id (its newest attempt)."""

@@ -56,6 +56,7 @@ from vtx.output import (
     print_problems,
 )
 from vtx.planning import compile_checked, load_template, print_plan, quota_refusal, stack_region
+from vtx.study_launch import launch_study, print_study_cost, render_study
 
 app = typer.Typer()
 
@@ -145,12 +146,13 @@ def cost(
         check = preflight(priced.quota, priced.region, QuotaReader(outputs), load_catalog())
         live = (check, outputs)
     print_cost(out, priced, f"{template.name}: cost per hour", live)
-    if run_time:
-        _print_run_time(out, facts, priced.usd_per_h)
+    hours = _print_run_time(out, facts, priced.usd_per_h) if run_time else None
+    print_study_cost(out, template, priced, hours)  # a study: trials x this job
 
 
-def _print_run_time(out: Console, facts: JobFacts, usd_per_h: float | None) -> None:
-    """The trainer's own estimate of this job: step time, steps, hours, the run's cost."""
+def _print_run_time(out: Console, facts: JobFacts, usd_per_h: float | None) -> float | None:
+    """The trainer's own estimate of this job: step time, steps, hours, the run's cost; the
+    hours (None when unknown)."""
     out.print("running the trainer's estimate (python -m trainer ... --estimate) ...")
     try:
         result = run_estimate(trainer_call(facts, load_catalog()), usd_per_h)
@@ -162,6 +164,7 @@ def _print_run_time(out: Console, facts: JobFacts, usd_per_h: float | None) -> N
         notes.append("this job's price per hour is unknown (above), so the run's cost is too")
     for note in notes:
         out.print(f"note: {note}", markup=False, highlight=False)
+    return result.get("hours")
 
 
 def _hours(hours: float) -> str:
@@ -197,7 +200,11 @@ def render(
     stack_file: StackFileOpt = None,
     format_: Annotated[
         str,
-        typer.Option("--format", help="yaml: CustomJobSpec for gcloud --config; json: CustomJob."),
+        typer.Option(
+            "--format",
+            help="yaml: CustomJobSpec for gcloud --config; json: CustomJob (a study: its "
+            "HyperparameterTuningJob).",
+        ),
     ] = "yaml",
     run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: new).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
@@ -224,6 +231,8 @@ def render(
             code=1,
         ) from exc
     text = render_yaml(proto, outputs) if format_ == "yaml" else render_json(proto)
+    if template.study is not None:  # the study's HyperparameterTuningJob around the job
+        text = render_study(job, format_, str(file))
     if output:
         output.write_text(text)
         console(stderr=True).print(f"wrote {output}", highlight=False)
@@ -279,6 +288,10 @@ def launch_job(
     code. A dry run stops where the launch would: after the plan, or at a quota refusal.
     A template with a capacity ladder is walked rung by rung (``sleep``/``clock``: its watch)."""
     run_id = run_id or new_run_id(template.name)
+    if template.study is not None:
+        return launch_study(out, template, stack, source, run_id, yes=yes, dry_run=dry_run,
+                            vertex=vertex, confirm=confirm, quotas=quotas,
+                            ignore_quota=ignore_quota)  # fmt: skip
     if template.capacity is not None and template.capacity.ladder:
         return launch_ladder(
             out,

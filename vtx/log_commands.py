@@ -37,6 +37,7 @@ from jobs.logs import (
     severity_of,
     stream,
 )
+from vtx import study_watch
 from vtx.options import (
     FollowOpt,
     PollOpt,
@@ -236,6 +237,9 @@ def logs(
     view = log_view(out, fmt, replica, severity)
     vertex = VertexRest(required_stack(stack, stack_file))
     with api_errors(view.notes):
+        if study := study_watch.find_study(vertex, ref):  # a study: every trial's CustomJob
+            source = study_watch.log_source(vertex, study, view.filter.min_severity)
+            return _print_entries(view, source, lambda: True, False, poll_s)
         job = vertex.resolve(ref)
         run_id = job.run_id
         if run_id is None:

@@ -19,6 +19,7 @@ from jobs.checkpoints import Storage, stored_checkpoints
 from jobs.client import NEVER, JobRecord, VertexRest
 from jobs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
 from jobs.watch import AttemptStatus, attempts_of, run_status
+from vtx import study_watch
 from vtx.options import (
     RefArg,
     StackFileOpt,
@@ -81,6 +82,8 @@ def status(
     cost so far at the catalog's price (or one job launched without vtx)."""
     out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
+        if study := study_watch.find_study(vertex, ref):  # a study: its trials, the best one
+            return study_watch.show_status(out, study, fmt)
         job = vertex.resolve(ref)
         jobs = vertex.list(job.run_id) if job.run_id else [job]
         found = run_status(
@@ -124,18 +127,22 @@ def list_(
     out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
         jobs = vertex.list(run_id)
+        studies = study_watch.list_studies(vertex, run_id)
     attempts = numbered(jobs, vertex.stack.region, datetime.now(UTC))
     if fmt is OutputFormat.table:
         out.print(list_table(attempts))
-    else:
-        print_document(out, list_json(attempts), fmt)
+    studies_json = study_watch.show_list(out, studies, fmt)  # studies beside the jobs
+    if fmt is not OutputFormat.table:
+        print_document(out, list_json(attempts) + studies_json, fmt)
 
 
 @app.command()
 def cancel(ref: RefArg, stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
-    """Cancel a run's newest attempt (or one job)."""
+    """Cancel a run's newest attempt (or one job, or a study with its trials)."""
     out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
+        if study := study_watch.find_study(vertex, ref):
+            return study_watch.cancel(out, vertex, study)
         job = vertex.resolve(ref)
         if job.terminal:
             out.print(f"{job.name} already ended: {job.state}", highlight=False)

@@ -1,0 +1,228 @@
+"""What `vtx launch`, `vtx cost`, `vtx status` and `vtx list` print for a hyperparameter tuning
+study: the study table of a plan (parameters, algorithm, trials, parallel, cost), the trials
+table and the best trial of a submitted study, and their JSON/YAML documents.
+
+``vtx status RUN --format json`` for a study (keys only ever added; unknown values are null)::
+
+    run_id, study (the HyperparameterTuningJob's resource name), state, error, outputs
+    metric        {id, goal}
+    algorithm, max_trials, parallel_trials, max_failed_trials
+    trials        [{id, state, parameters: {id: value}, metric, step, started, ended,
+                  duration_s, custom_job, outputs (the trial's own prefix)}]
+    best          the trial above with the best final metric by the goal, or null
+
+``vtx list --format json`` adds one entry per study beside the jobs: {run_id, kind: "study",
+job (its resource name), name, state, trials, succeeded, best_metric, created}."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from jobs.cost import StudyCost
+from jobs.study import Study
+from jobs.study_records import StudyRecord, TrialRecord
+from vtx.run_views import duration, rounded, when
+
+GOALS = {"MINIMIZE": "lower is better", "MAXIMIZE": "higher is better"}
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}"
+
+
+def _usd_per_h(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}/h"
+
+
+def _hours(hours: float) -> str:
+    return f"{hours * 60:.1f} min" if hours < 1.5 else f"{hours:.1f} h"
+
+
+def _range(param: Any) -> str:
+    if param.values is not None:
+        return (
+            "{" + ", ".join(f"{v:g}" if not isinstance(v, str) else v for v in param.values) + "}"
+        )
+    return f"{param.min:g} .. {param.max:g}"
+
+
+def parameters_table(study: Study) -> Table:
+    """The study's parameters as Vertex will search them."""
+    table = Table(title="study parameters", title_justify="left")
+    for column in ("parameter", "type", "values", "scale", "when"):
+        table.add_column(column, overflow="fold")
+    for path, param in study.all_parameters():
+        condition = "-"
+        if ".conditional[" in path:
+            parent = path.rsplit(".conditional[", 1)[0]
+            condition = f"child of {parent.rsplit('.', 1)[-1]}"
+        table.add_row(param.id, param.type, _range(param), param.scale or "default", condition)
+    return table
+
+
+def print_study_plan(
+    out: Console, study: Study, cost: StudyCost, trial_hours: float | None = None
+) -> None:
+    """Algorithm, trial counts and the study's price: trials x the trial's cost, and its wall
+    time when a trial's run time is known (``--run-time``)."""
+    out.print(parameters_table(study))
+    algorithm = study.algorithm
+    if algorithm == "ALGORITHM_UNSPECIFIED":
+        algorithm += " (Vertex's default: Bayesian optimisation)"
+    goal = GOALS[study.metric.goal.upper()]
+    lines = {
+        "metric": f"{study.metric.id} ({study.metric.goal}: {goal})",
+        "algorithm": algorithm,
+        "trials": f"{study.max_trials}, {study.parallel_trials} at a time "
+        f"({cost.waves} rounds); the study fails after "
+        + (
+            f"{study.max_failed_trials} failed"
+            if study.max_failed_trials
+            else "as many failed trials as Vertex decides"
+        ),
+        "per trial": f"{_usd_per_h(cost.trial.usd_per_h)}; at its timeout cap "
+        f"{_usd(cost.trial.usd_at_timeout)}",
+        "study": f"{_usd_per_h(cost.usd_per_h)} while {study.parallel_trials} run; "
+        f"every trial at its cap: {_usd(cost.usd_at_timeout)}",
+    }
+    if study.early_stopping is not None:
+        lines["stopping"] = f"{study.early_stopping.rule} rule (Vertex stops unpromising trials)"
+    if trial_hours is not None:
+        lines["run time"] = (
+            f"{_hours(trial_hours)} a trial -> about {_hours(cost.wall_hours(trial_hours))} "
+            f"wall time, {_usd(cost.usd_for(trial_hours))} for the study"
+        )
+    for key, value in lines.items():
+        out.print(f"{key:>10}: {value}", highlight=False)
+
+
+# ---- a submitted study ----------------------------------------------------------------------
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _parameters(trial: TrialRecord) -> str:
+    return ", ".join(f"{k}={_value(v)}" for k, v in trial.parameters.items()) or "-"
+
+
+def trials_table(study: StudyRecord, now: datetime) -> Table:
+    best = study.best
+    table = Table(title=f"trials ({study.metric_id}, {GOALS.get(study.goal or '', '')})",
+                  title_justify="left")  # fmt: skip
+    for column in ("trial", "state", "parameters", study.metric_id or "metric", "duration"):
+        table.add_column(column, overflow="fold")
+    for trial in sorted(study.trials, key=lambda t: int(t.id) if t.id.isdigit() else 0):
+        mark = " *" if best is not None and trial.id == best.id else ""
+        metric = "-" if trial.metric is None else f"{trial.metric:.5g}{mark}"
+        table.add_row(
+            trial.id,
+            trial.state,
+            escape(_parameters(trial)),
+            metric,
+            duration(trial.duration_s(now)),
+        )
+    return table
+
+
+def print_study_status(out: Console, study: StudyRecord, now: datetime) -> None:
+    out.print(
+        f"[bold]study[/bold] {escape(study.run_id or study.display_name)}: {study.state}",
+        highlight=False,
+    )
+    lines = {
+        "job": study.name,
+        "outputs": study.output_prefix or "-",
+        "algorithm": study.algorithm,
+        "trials": f"{len(study.trials)} of {study.max_trials}, {study.parallel_trials} at a time",
+    }
+    for key, value in lines.items():
+        out.print(f"{key:>10}: {escape(value)}", highlight=False)
+    if study.error:
+        out.print(f"{'error':>10}: {escape(study.error)}", style="red", highlight=False)
+    out.print(trials_table(study, now))
+    best = study.best
+    if best is None:
+        out.print("best trial: none yet (no trial has succeeded with a final metric)")
+        return
+    out.print(
+        f"[bold]best trial[/bold]: {best.id} with {study.metric_id} = {best.metric:.5g} "
+        f"({escape(_parameters(best))}); outputs {escape(study.trial_output(best) or '-')}",
+        highlight=False,
+    )
+
+
+def trial_json(study: StudyRecord, trial: TrialRecord, now: datetime) -> dict[str, Any]:
+    return {
+        "id": trial.id,
+        "state": trial.state,
+        "parameters": trial.parameters,
+        "metric": trial.metric,
+        "step": trial.step,
+        "started": when(trial.start_time),
+        "ended": when(trial.end_time),
+        "duration_s": rounded(trial.duration_s(now), 3),
+        "custom_job": trial.custom_job,
+        "outputs": study.trial_output(trial),
+    }
+
+
+def study_json(study: StudyRecord, now: datetime) -> dict[str, Any]:
+    best = study.best
+    return {
+        "run_id": study.run_id,
+        "study": study.name,
+        "state": study.state,
+        "error": study.error,
+        "outputs": study.output_prefix,
+        "metric": {"id": study.metric_id, "goal": study.goal},
+        "algorithm": study.algorithm,
+        "max_trials": study.max_trials,
+        "parallel_trials": study.parallel_trials,
+        "max_failed_trials": study.max_failed_trials,
+        "trials": [trial_json(study, t, now) for t in study.trials],
+        "best": None if best is None else trial_json(study, best, now),
+    }
+
+
+def studies_table(studies: list[StudyRecord]) -> Table:
+    """`vtx list`'s studies, beside its jobs table."""
+    table = Table(title="studies (hyperparameter tuning)", title_justify="left")
+    for column in ("run id", "state", "trials", "best", "created"):
+        table.add_column(column, overflow="fold")
+    for study in studies:
+        best = study.best
+        succeeded = sum(t.state == "SUCCEEDED" for t in study.trials)
+        table.add_row(
+            study.run_id or study.name,
+            study.state,
+            f"{succeeded} ok / {len(study.trials)} of {study.max_trials}",
+            "-" if best is None else f"{study.metric_id}={best.metric:.5g} (trial {best.id})",
+            when(study.create_time) or "-",
+        )
+    return table
+
+
+def studies_json(studies: list[StudyRecord]) -> list[dict[str, Any]]:
+    return [
+        {
+            "run_id": s.run_id,
+            "kind": "study",
+            "job": s.name,
+            "name": s.display_name,
+            "state": s.state,
+            "trials": len(s.trials),
+            "succeeded": sum(t.state == "SUCCEEDED" for t in s.trials),
+            "best_metric": None if s.best is None else s.best.metric,
+            "created": when(s.create_time),
+        }
+        for s in studies
+    ]

@@ -1,0 +1,100 @@
+"""`vtx status|list|cancel|logs` for a run that is a hyperparameter tuning study: the commands in
+`vtx.run_commands` and `vtx.log_commands` hand a run over here when it is one. Plain REST
+(`jobs.client.VertexRest`), never aiplatform, as for jobs.
+
+A study's logs are its trials': each trial runs as a CustomJob named in ``Trial.customJob``.
+Their lines are numbered like a run's attempts, so ``a3`` in `vtx logs` is the line's trial 3."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+
+from jobs.client import VertexRest
+from jobs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
+from jobs.study_records import StudyRecord, TrialRecord
+from vtx.run_views import OutputFormat, print_document
+from vtx.study_views import print_study_status, studies_json, studies_table, study_json
+
+STUDY_PATH = "/hyperparameterTuningJobs/"
+
+
+def find_study(vertex: VertexRest, ref: str) -> StudyRecord | None:
+    """The study ``ref`` names (its resource name, or its run id); None when it is no study."""
+    if ref.startswith("projects/"):
+        return StudyRecord.from_rest(vertex.get_study(ref)) if STUDY_PATH in ref else None
+    if ref.isdigit():
+        return None  # a numeric id is a CustomJob's, as `vtx status` always read it
+    found = vertex.list_studies(ref)
+    return StudyRecord.from_rest(found[0]) if found else None
+
+
+def show_status(out: Console, study: StudyRecord, fmt: OutputFormat) -> None:
+    now = datetime.now(UTC)
+    if fmt is OutputFormat.table:
+        print_study_status(out, study, now)
+    else:
+        print_document(out, study_json(study, now), fmt)
+
+
+def list_studies(vertex: VertexRest, run_id: str | None) -> list[StudyRecord]:
+    return [StudyRecord.from_rest(s) for s in vertex.list_studies(run_id)]
+
+
+def show_list(out: Console, studies: list[StudyRecord], fmt: OutputFormat) -> list[dict]:
+    """The studies table (printed), or their JSON entries for the caller to add to its list."""
+    if fmt is OutputFormat.table:
+        if studies:
+            out.print(studies_table(studies))
+        return []
+    return studies_json(studies)
+
+
+def cancel(out: Console, vertex: VertexRest, study: StudyRecord) -> None:
+    """Cancel the study: Vertex cancels its running trials with it."""
+    if study.terminal:
+        out.print(f"{study.name} already ended: {study.state}", highlight=False)
+        return
+    vertex.cancel_study(study.name)
+    out.print(f"cancel requested for study {study.name}", highlight=False)
+
+
+def trial_jobs(study: StudyRecord) -> list[tuple[str, int]]:
+    """(CustomJob name, trial number) of every trial that has started a job."""
+    return [(t.custom_job, _number(t)) for t in study.trials if t.custom_job]
+
+
+def _number(trial: TrialRecord) -> int:
+    return int(trial.id) if trial.id.isdigit() else 0
+
+
+class TrialsLogSource:
+    """The local platform's logs of several CustomJobs (a study's trials), as one source: one
+    cursor per job, entries merged by time."""
+
+    def __init__(self, sources: dict[str, LocalLogSource]) -> None:
+        self.sources = sources
+
+    def fetch(self, cursor: Any) -> tuple[list[LogEntry], Any]:
+        cursors = dict(cursor or {})
+        entries: list[LogEntry] = []
+        for job, source in self.sources.items():
+            found, cursors[job] = source.fetch(cursors.get(job))
+            entries += found
+        return sorted(entries, key=lambda e: e.timestamp), cursors
+
+
+def log_source(vertex: VertexRest, study: StudyRecord, min_severity: str) -> LogSource:
+    """Every trial's logs: Cloud Logging by the trials' job ids, or the local platform's."""
+    stack = vertex.stack
+    if stack.vertex_endpoint:
+        endpoint, token = stack.vertex_endpoint, stack.local_token or ""
+        return TrialsLogSource(
+            {
+                job: LocalLogSource(endpoint, None, job=job, token=token)
+                for job, _ in trial_jobs(study)
+            }
+        )
+    return CloudLoggingSource(stack.project, lambda: trial_jobs(study), min_severity=min_severity)
