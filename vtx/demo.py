@@ -5,7 +5,10 @@
 3. the tiny example dataset is in gs://vtx-local-data/examples/tiny.jsonl (`vtx local up` put
    it there);
 4. launch jobs/templates/smoke-cpu.yaml with --stack local --follow (chief + one worker,
-   DDP over gloo, LoRA on the tiny model) through the same code as `vtx launch`;
+   DDP over gloo, LoRA on the tiny model) through the same code as `vtx launch`, asking for a
+   Spot T4 per replica with a capacity ladder: the platform the demo starts has no Spot T4s left
+   in us-central1, so the first attempt fails with STOCKOUT and the ladder moves the run to
+   us-east4 (the local platform checks the accelerators against the catalog and runs on CPU);
 5. once the first checkpoint is committed, preempt workerpool1-0 as a Spot VM is preempted;
    every replica restarts (restartJobOnWorkerRestart) and resumes from its last committed
    checkpoint;
@@ -27,9 +30,10 @@ from rich.console import Console
 from rich.table import Table
 
 from infra.offline import render_preview, run_offline
-from jobs.client import Vertex, state_name
+from jobs.client import Vertex, region_of, state_name
 from jobs.contract import new_run_id
 from jobs.document import load_document
+from jobs.local.capacity import Capacity
 from jobs.local.client import LocalApiError, preempt_replica, read_logs
 from jobs.local.platform import PlatformError, bring_up, free_port, stop_platform
 from jobs.local.settings import LocalSettings
@@ -43,6 +47,15 @@ from vtx.job_commands import launch_job
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "jobs" / "templates" / "smoke-cpu.yaml"
 PREEMPTED_REPLICA = "workerpool1-0"
+LADDER = [
+    "pools.chief.accelerator=NVIDIA_TESLA_T4",
+    "pools.workers.accelerator=NVIDIA_TESLA_T4",
+    "capacity={ladder: [{region: us-east4}]}",
+]
+"""The demo's run asks for Spot T4s, with us-east4 as the ladder's second rung."""
+STOCKED_OUT = {"NVIDIA_TESLA_T4": {"spot_stockout": True}}
+CAPACITY = {"regions": {"us-central1": {"accelerators": STOCKED_OUT}}}
+"""The platform the demo starts: Spot T4s are stocked out where the run first goes."""
 
 
 class DemoError(Exception):
@@ -180,7 +193,11 @@ def _ensure_platform(data_dir: Path, console: Console):
     console.print("starting the local platform (GCS emulator + control plane)...")
     try:
         settings = LocalSettings(
-            data_dir=data_dir, cwd=REPO, port=free_port(), gcs_port=free_port()
+            data_dir=data_dir,
+            cwd=REPO,
+            port=free_port(),
+            gcs_port=free_port(),
+            capacity=Capacity.model_validate(CAPACITY),
         )
         started = bring_up(settings)
     except PlatformError as exc:
@@ -201,18 +218,21 @@ def _preview(console: Console) -> None:
 
 
 def _template(trainer_overrides: list[str]) -> JobTemplate:
-    template, problems = checked_template(load_document(TEMPLATE, []))
+    template, problems = checked_template(load_document(TEMPLATE, LADDER))
     if template is None:
         raise DemoError(f"{TEMPLATE}: " + "; ".join(str(p) for p in problems))
     extra = [arg for item in trainer_overrides for arg in ("--set", item)]
     return template.model_copy(update={"args": [*template.args, *extra]})
 
 
-def print_summary(console: Console, summary: RunSummary, state: str, outputs: str) -> None:
+def print_summary(
+    console: Console, summary: RunSummary, state: str, outputs: str, attempts: str
+) -> None:
     table = Table(title="demo summary", show_header=False, title_justify="left")
     table.add_column(no_wrap=True)
     table.add_column(overflow="fold")
     table.add_row("job state", state.removeprefix("JOB_STATE_"))
+    table.add_row("attempts (ladder)", attempts)
     table.add_row("steps", f"{summary.steps} of {summary.total_steps}")
     loss = "-" if summary.final_loss is None else f"{summary.final_loss:.4f}"
     table.add_row("final training loss", loss)
@@ -243,6 +263,8 @@ class DemoResult:
     run_id: str
     summary: RunSummary
     job_name: str
+    attempts: str
+    """Where each attempt ran and how it ended, oldest first."""
 
 
 def run_demo(
@@ -261,7 +283,10 @@ def run_demo(
         console.rule("[bold]2. Data in the emulated GCS")
         for local, (bucket, name) in EXAMPLE_DATA.items():
             console.print(f"{local.relative_to(REPO)} -> gs://{bucket}/{name} (by vtx local up)")
-        console.rule("[bold]3. vtx launch jobs/templates/smoke-cpu.yaml --stack local --follow")
+        console.rule(
+            "[bold]3. vtx launch jobs/templates/smoke-cpu.yaml --stack local --follow, on Spot "
+            "T4s with a capacity ladder (us-central1, then us-east4)"
+        )
         return _launch_and_follow(console, stack, trainer_overrides or [])
     finally:
         if started and not keep_up:
@@ -297,5 +322,14 @@ def _launch_and_follow(console: Console, stack, trainer_overrides: list[str]) ->
     summary = summarize(read_run_logs(stack, run_id))
     console.rule("[bold]4. Summary")
     outputs = final.job_spec.base_output_directory.output_uri_prefix
-    print_summary(console, summary, state_name(final), outputs)
-    return DemoResult(state_name(final), run_id, summary, final.name)
+    print_summary(console, summary, state_name(final), outputs, ladder_path(attempts))
+    return DemoResult(state_name(final), run_id, summary, final.name, ladder_path(attempts))
+
+
+def ladder_path(newest_first: list[Any]) -> str:
+    """The run's attempts, oldest first: where each ran and how it ended."""
+    return " -> ".join(
+        f"{region_of(job.name)} {state_name(job).removeprefix('JOB_STATE_')}"
+        + (" (STOCKOUT)" if "STOCKOUT" in job.error.message else "")
+        for job in reversed(newest_first)
+    )
