@@ -297,8 +297,10 @@ def run_offline(stack: str, config_file: Path | None = None) -> OfflineRun:
 
 
 def _sort_key(record: RecordedResource) -> tuple[int, str, str, str]:
-    known = record.component in COMPONENT_ORDER
-    rank = COMPONENT_ORDER.index(record.component) if known else len(COMPONENT_ORDER)
+    # A further region's key (`kms-us-east4`, capacity_regions) reads after the main one.
+    family = "kms" if record.component.startswith("kms-") else record.component
+    known = family in COMPONENT_ORDER
+    rank = COMPONENT_ORDER.index(family) if known else len(COMPONENT_ORDER)
     return rank, record.component, record.type, record.name
 
 

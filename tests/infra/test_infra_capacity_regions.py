@@ -264,3 +264,9 @@ def test_regional_resources_wait_for_their_api(stack: str, request: pytest.Fixtu
         if r.type.startswith(prefix) and not run.depends_on(r, apis[api])
     ]
     assert unordered == []
+
+
+def test_preview_lists_the_regional_keys_after_the_main_one(psc_run: OfflineRun) -> None:
+    components = list(psc_run.by_component())
+    start = components.index("kms")
+    assert components[start : start + 4] == ["kms", "kms-us-east4", "kms-us-west1", "network"]
