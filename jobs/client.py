@@ -346,14 +346,18 @@ class Vertex:
         return sorted(jobs, key=lambda j: j.create_time, reverse=True)
 
     def list_studies(self, run_id: str) -> list[aiplatform_v1.HyperparameterTuningJob]:
-        """One run's HyperparameterTuningJobs (filtered client-side too, as ``list``)."""
+        """One run's HyperparameterTuningJobs in every region of the stack (filtered
+        client-side too, as ``list``)."""
         from google.cloud import aiplatform_v1
 
-        request = aiplatform_v1.ListHyperparameterTuningJobsRequest(
-            parent=parent(self.stack), filter=f'labels.{LABEL_RUN_ID}="{run_id}"'
-        )
-        pager = self._call("list_hyperparameter_tuning_jobs", request=request)
-        return [j for j in pager if j.labels.get(LABEL_RUN_ID) == run_id]
+        studies = []
+        for region in self.stack.job_regions:
+            request = aiplatform_v1.ListHyperparameterTuningJobsRequest(
+                parent=parent(self.stack, region), filter=f'labels.{LABEL_RUN_ID}="{run_id}"'
+            )
+            pager = self._call("list_hyperparameter_tuning_jobs", region=region, request=request)
+            studies += [j for j in pager if j.labels.get(LABEL_RUN_ID) == run_id]
+        return studies
 
     def submit_study(self, plan: StudyPlan) -> aiplatform_v1.HyperparameterTuningJob:
         """Create the planned study as its run, retrying 503s without starting it twice.
@@ -363,7 +367,7 @@ class Vertex:
         that already has one (live or ended) is refused, since its trials' outputs are there."""
         from google.api_core import exceptions
 
-        run_id = plan.study.run_id
+        run_id, region = plan.study.run_id, plan.study.stack.region
         if self.list_studies(run_id) or self.list(run_id):
             raise VertexError(
                 f"run {run_id} already exists: a study is launched once; "
@@ -376,7 +380,8 @@ class Vertex:
                     "create_hyperparameter_tuning_job",
                     plan.quota,
                     retry=False,
-                    parent=parent(self.stack),
+                    region=region,
+                    parent=parent(self.stack, region),
                     hyperparameter_tuning_job=plan.study.to_proto(),
                 )
             except VertexError as err:
@@ -603,20 +608,20 @@ class VertexRest:
         self._request("POST", f"{name}:cancel", json={})
 
     def list_studies(self, run_id: str | None = None) -> list[dict]:
-        """HyperparameterTuningJobs vtx launched in this stack, optionally one run's (REST
-        JSON, newest first); the filter also runs client-side, as in ``list``."""
+        """HyperparameterTuningJobs vtx launched in this stack, in all its regions, optionally
+        one run's (REST JSON, newest first); the filter also runs client-side, as in ``list``."""
         wanted = f'labels.{LABEL_RUN_ID}="{run_id}"' if run_id else f"labels.{LABEL_RUN_ID}:*"
-        params = {"filter": wanted, "pageSize": LIST_PAGE_SIZE}
         studies: list[dict] = []
-        while True:
-            page = self._request(
-                "GET", f"{parent(self.stack)}/hyperparameterTuningJobs", params=params
-            )
-            studies += page.get("hyperparameterTuningJobs", [])
-            token = page.get("nextPageToken")
-            if not token:
-                break
-            params = {**params, "pageToken": token}
+        for region in self.stack.job_regions:
+            params = {"filter": wanted, "pageSize": LIST_PAGE_SIZE}
+            while True:
+                path = f"{parent(self.stack, region)}/hyperparameterTuningJobs"
+                page = self._request("GET", path, params=params)
+                studies += page.get("hyperparameterTuningJobs", [])
+                token = page.get("nextPageToken")
+                if not token:
+                    break
+                params = {**params, "pageToken": token}
         mine = [
             s
             for s in studies

@@ -31,9 +31,7 @@ def _kind(annotation: Any) -> str:
 
 def _model(annotation: Any) -> type[BaseModel] | None:
     candidates = [annotation, *typing.get_args(annotation)]
-    return next(
-        (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
-    )
+    return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
 
 
 def _leaves(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, str]]:
@@ -49,7 +47,7 @@ def _leaves(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, str
 
 
 def test_the_study_key_copy_matches_the_trainers_config() -> None:
-    assert TRAINER_KEYS == dict(_leaves(TrainConfig))
+    assert dict(_leaves(TrainConfig)) == TRAINER_KEYS
 
 
 def test_the_free_form_prefixes_are_mappings_in_the_trainers_config() -> None:

@@ -70,8 +70,13 @@ def rich_template() -> JobTemplate:
                 "conditional": [
                     {
                         "parent_values": [16],
-                        "parameter": {"id": "model.lora.alpha", "type": "INTEGER", "min": 16,
-                                      "max": 64, "scale": "linear"},  # fmt: skip
+                        "parameter": {
+                            "id": "model.lora.alpha",
+                            "type": "INTEGER",
+                            "min": 16,
+                            "max": 64,
+                            "scale": "linear",
+                        },
                     }
                 ],
             },

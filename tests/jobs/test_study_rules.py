@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from jobs.safe_yaml import read_yaml_file
-from jobs.study_rules import grid_size
 from jobs.spec import JobTemplate
+from jobs.study_rules import grid_size
 from jobs.validate import validate_template_doc
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
@@ -92,8 +92,12 @@ CASES = [
         "categorical with a scale",
         {
             "parameters": [
-                {"id": "lr_scheduler_type", "type": "CATEGORICAL", "values": ["linear", "cosine"],
-                 "scale": "log"}  # fmt: skip
+                {
+                    "id": "lr_scheduler_type",
+                    "type": "CATEGORICAL",
+                    "values": ["linear", "cosine"],
+                    "scale": "log",
+                }
             ]
         },
         "study.parameters[0].scale",
@@ -128,7 +132,12 @@ CASES = [
         "study.max_failed_trials",
         "max_failed_trials: 4 or fewer",
     ),
-    ("an empty metric", {"metric": {"id": " ", "goal": "minimize"}}, "study.metric.id", "eval_loss"),
+    (
+        "an empty metric",
+        {"metric": {"id": " ", "goal": "minimize"}},
+        "study.metric.id",
+        "eval_loss",
+    ),
     (
         "a parameter twice",
         {"parameters": [LR, {**LR, "scale": "linear"}]},

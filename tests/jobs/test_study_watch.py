@@ -175,8 +175,8 @@ def cli_with(monkeypatch: pytest.MonkeyPatch, session: Scripted) -> None:
 def test_status_of_a_study_run_shows_its_trials_and_the_best(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    session = Scripted({("GET", "/hyperparameterTuningJobs"): [{"hyperparameterTuningJobs": [
-        rest_study()]}]})  # fmt: skip
+    studies = {"hyperparameterTuningJobs": [rest_study()]}
+    session = Scripted({("GET", "/hyperparameterTuningJobs"): [studies]})
     cli_with(monkeypatch, session)
     result = runner.invoke(app, ["status", "tiny-tune-1", "--stack-file", str(STACK_FILE)])
     assert result.exit_code == 0, result.output
@@ -286,6 +286,7 @@ class FakeJobService:
     studies: list[Any] = field(default_factory=list)
     creates: int = 0
     fail_first: bool = False
+    parents: list[str] = field(default_factory=list)
 
     def list_custom_jobs(self, request: Any, retry: Any = None) -> list:
         return []
@@ -299,14 +300,16 @@ class FakeJobService:
         from google.api_core import exceptions
 
         self.creates += 1
+        self.parents.append(parent)
         self.studies.append(hyperparameter_tuning_job)
         if self.fail_first and self.creates == 1:
             raise exceptions.ServiceUnavailable("busy")
         return hyperparameter_tuning_job
 
 
-def study_plan() -> Any:
-    return plan_study(compile_study(load_template(TINY_TUNE), stack(), "tiny-tune-1"))
+def study_plan(on: StackOutputs | None = None, **template: Any) -> Any:
+    loaded = load_template(TINY_TUNE).model_copy(update=template)
+    return plan_study(compile_study(loaded, on or stack(), "tiny-tune-1"))
 
 
 def test_submit_study_creates_the_planned_study_once() -> None:
@@ -330,3 +333,15 @@ def test_a_run_id_that_already_has_a_study_is_refused() -> None:
     with pytest.raises(VertexError, match="already exists"):
         Vertex(stack(), client=service, backoff=FAST).submit_study(plan)  # type: ignore[arg-type]
     assert service.creates == 0
+
+
+def test_a_study_in_a_further_region_is_created_there() -> None:
+    attachment = "projects/vtx-dev-123/regions/europe-west4/networkAttachments/vtx-training"
+    regional = stack().model_copy(
+        update={"regions": {"europe-west4": {"network_attachment": attachment}}}
+    )
+    regional = StackOutputs.model_validate(regional.model_dump())
+    service = FakeJobService()
+    plan = study_plan(regional, region="europe-west4")
+    Vertex(regional, client=service, backoff=FAST).submit_study(plan)  # type: ignore[arg-type]
+    assert service.parents == ["projects/vtx-dev-123/locations/europe-west4"]
