@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_review_report import _engine_violations
 
 from infra.review.builder import Report, build_report
 from infra.review.render_html import to_html
@@ -56,3 +57,10 @@ def test_further_regions_add_no_policy_finding(ladder, mode: str) -> None:
     findings = [(p.policy, v) for p in report.policy for v in p.violations]
     assert findings == []
     assert report.mandatory_failures == 0
+
+
+@pytest.mark.parametrize("mode", ["psc", "peering"])
+def test_the_crossguard_pack_finds_nothing_either(ladder, mode: str) -> None:
+    """What `pulumi preview --policy-pack infra/policy` would report on these stacks."""
+    source, _ = ladder[mode]
+    assert _engine_violations(source.resources, str(source.environment)) == set()
