@@ -10,7 +10,8 @@ the grants that make them usable, so a consumer of ``trainer_service_account`` n
 Further regions (``capacity_regions``) get only what is regional: a network attachment (in
 ``Network``) and, with CMEK, a key of their own; the output's ``regions`` names them. No
 TensorBoard there: one instance per stack holds every run's logs, and a job in a further region
-runs without the ``tensorboard`` field (its region must match the instance's).
+runs without the ``tensorboard`` field (instances are regional; a cross-region one is not
+documented as accepted).
 """
 
 from __future__ import annotations
