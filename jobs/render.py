@@ -67,22 +67,23 @@ def gcloud_study_command(
         "gcloud", "ai", "hp-tuning-jobs", "create",
         f"--project={stack.project}", f"--region={stack.region}",
         f"--display-name={job['displayName']}", f"--config={config}",
-        f"--max-trial-count={job['maxTrialCount']}",
-        f"--parallel-trial-count={job['parallelTrialCount']}",
     ]  # fmt: skip
-    if "maxFailedTrialCount" in job:
-        parts.append(f"--max-failed-trial-count={job['maxFailedTrialCount']}")
     if labels:
         parts.append(f"--labels={labels}")
     return shlex.join(parts)
 
 
+STUDY_FLAGS = ("displayName", "labels", "encryptionSpec")
+"""Written as `gcloud ai hp-tuning-jobs create` flags, not in its --config file."""
+
+
 def render_study_yaml(job: aiplatform_v1.HyperparameterTuningJob, stack: StackOutputs) -> str:
-    """``studySpec`` and ``trialJobSpec``, the YAML `gcloud ai hp-tuning-jobs create --config`
-    takes; the display name, trial counts, labels and region are its flags (in the header)."""
+    """The HyperparameterTuningJob YAML `gcloud ai hp-tuning-jobs create --config` reads (the
+    trial counts, studySpec and trialJobSpec; gcloud's own source parses the file as a whole
+    HyperparameterTuningJob); the display name, labels, region and key are its flags."""
     rest = tuning_job_rest(job)
     header = ["# HyperparameterTuningJob config for: " + gcloud_study_command(rest, stack)]
     if "encryptionSpec" in rest:
         header.append(f"# add: --kms-key-name={rest['encryptionSpec']['kmsKeyName']}")
-    body = {"studySpec": rest["studySpec"], "trialJobSpec": rest["trialJobSpec"]}
+    body = {k: v for k, v in rest.items() if k not in STUDY_FLAGS}
     return "\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False, width=100)

@@ -102,6 +102,11 @@ TRAINER_KEYS: dict[str, str] = {
 }
 """The trainer's config keys (dotted, as ``--set`` takes them) -> the kind of value each holds:
 int, float, bool, str, or other (lists). Copy of ``trainer.config.TrainConfig``'s leaves."""
+TRAINER_METRICS = ("eval_loss", "train_loss")
+"""What our trainer reports to a study (cloudml-hypertune's format): its eval loss, or its train
+loss when it has no eval set."""
+TRAINER_MODULES = ("trainer", "trainer.launch")
+"""`python -m` modules that run our trainer (as `jobs.training_time` recognises them)."""
 FREE_FORM_PREFIXES = ("model.config.",)
 """Keys under these are the model's own configuration (a free-form mapping): any name goes."""
 

@@ -17,6 +17,8 @@ from jobs.study import (
     FREE_FORM_PREFIXES,
     MAX_DISCRETE_VALUES,
     TRAINER_KEYS,
+    TRAINER_METRICS,
+    TRAINER_MODULES,
     Parameter,
     Study,
 )
@@ -33,9 +35,10 @@ def study_problems(template: JobTemplate) -> list[Problem]:
     study = template.study
     if study is None:
         return []
-    problems = list(_metric(study))
+    trainer = runs_trainer(template)
+    problems = list(_metric(study, trainer))
     problems += _counts(study)
-    problems += _ids(study)
+    problems += _ids(study, trainer)
     for path, param in study.all_parameters():
         problems += _parameter(path, param)
     problems += _grid(study)
@@ -43,7 +46,23 @@ def study_problems(template: JobTemplate) -> list[Problem]:
     return problems
 
 
-def _metric(study: Study) -> Iterator[Problem]:
+def runs_trainer(template: JobTemplate) -> bool:
+    """Whether the chief runs our trainer (`python -m trainer`): then its keys and metrics
+    are known."""
+    chief = template.pools.chief
+    command = chief.command if chief.command is not None else template.command
+    return any(a == "-m" and b in TRAINER_MODULES for a, b in itertools.pairwise(command))
+
+
+def _metric(study: Study, trainer: bool) -> Iterator[Problem]:
+    if trainer and study.metric.id.strip() and study.metric.id not in TRAINER_METRICS:
+        yield Problem(
+            "study.metric.id",
+            f"the trainer reports {' or '.join(TRAINER_METRICS)}, not {study.metric.id!r}: "
+            "no trial would report the study's metric",
+            "id: eval_loss (with an eval set: data.eval_fraction or data.eval_path), or "
+            "id: train_loss",
+        )
     if not study.metric.id.strip():
         yield Problem(
             "study.metric.id",
@@ -77,7 +96,8 @@ def _counts(study: Study) -> Iterator[Problem]:
         )
 
 
-def _ids(study: Study) -> Iterator[Problem]:
+def _ids(study: Study, trainer: bool) -> Iterator[Problem]:
+    """Unique ids without whitespace; with our trainer, keys it takes, of the right kind."""
     seen: dict[str, str] = {}
     for path, param in study.all_parameters():
         where = f"{path}.id"
@@ -92,6 +112,8 @@ def _ids(study: Study) -> Iterator[Problem]:
         if not param.id or any(c.isspace() for c in param.id):
             yield Problem(where, "must be a trainer config key without whitespace", None)
             continue
+        if not trainer:
+            continue  # another program's flags: not ours to know
         if not param.id.startswith(FREE_FORM_PREFIXES) and param.id not in TRAINER_KEYS:
             yield Problem(
                 where,

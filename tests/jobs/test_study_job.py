@@ -151,16 +151,23 @@ def test_an_unknown_field_is_refused_by_the_proto(stack: StackOutputs) -> None:
         to_tuning_job(rest)
 
 
-def test_gcloud_yaml_holds_the_study_and_trial_specs_and_the_counts_as_flags(
+def test_gcloud_yaml_holds_the_study_and_its_counts_and_the_rest_as_flags(
     stack: StackOutputs,
 ) -> None:
     study = compile_study(load_template(TINY_TUNE), stack, RUN_ID)
     text = render_study_yaml(study.to_proto(), stack)
     header, _, body = text.partition("\n")
     assert "gcloud ai hp-tuning-jobs create" in header
-    assert "--max-trial-count=4" in header and "--parallel-trial-count=2" in header
-    assert f"--display-name={RUN_ID}" in header
-    assert set(yaml.safe_load(body)) == {"studySpec", "trialJobSpec"}
+    assert f"--display-name={RUN_ID}" in header and f"vtx-run-id={RUN_ID}" in header
+    config = yaml.safe_load(body)
+    assert list(config) == [
+        "studySpec",
+        "maxTrialCount",
+        "parallelTrialCount",
+        "maxFailedTrialCount",
+        "trialJobSpec",
+    ]
+    assert (config["maxTrialCount"], config["parallelTrialCount"]) == (4, 2)
 
 
 def test_a_study_costs_its_trials_and_its_wall_time_counts_parallel_rounds(

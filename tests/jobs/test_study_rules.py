@@ -194,6 +194,21 @@ def test_each_study_rule_fires_at_its_path(
     assert says in found[path]
 
 
+def test_the_trainer_metric_rule_fires_for_a_metric_the_trainer_never_reports() -> None:
+    found = problems_at(with_study(metric={"id": "accuracy", "goal": "maximize"}))
+    assert "study.metric.id" in found
+    assert "id: train_loss" in found["study.metric.id"]
+
+
+def test_another_programs_study_may_name_its_own_metric_and_flags() -> None:
+    doc = with_study(
+        metric={"id": "accuracy", "goal": "maximize"},
+        parameters=[{"id": "dropout-rate", "type": "DOUBLE", "min": 0.1, "max": 0.5}],
+    )
+    doc["command"] = ["python", "train.py"]
+    assert validate_template_doc(doc) == []
+
+
 def test_a_study_with_a_capacity_ladder_is_refused_with_what_to_do_instead() -> None:
     doc = base()
     doc["capacity"] = {"ladder": [{"set": {"scheduling.strategy": "spot"}}]}
