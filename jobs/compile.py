@@ -179,7 +179,10 @@ def _pool_spec(
     spec: dict[str, Any] = {
         "machineSpec": _machine_spec(pool),
         "replicaCount": str(pool.replicas),
-        "diskSpec": {"bootDiskType": pool.boot_disk.type, "bootDiskSizeGb": pool.boot_disk.size_gb},
+        "diskSpec": {
+            "bootDiskType": pool.boot_disk.type or load_catalog().boot_disk_types(pool.machine)[0],
+            "bootDiskSizeGb": pool.boot_disk.size_gb,
+        },
     }
     if role == "reduction_server":
         image = pool.image or load_catalog().reduction_server_image(stack.region)

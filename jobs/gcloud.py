@@ -73,10 +73,9 @@ def _pool_from_rest(spec: dict, role: str, notes: list[str]) -> dict[str, Any]:
         pool["reservation"] = _reservation_from_rest(machine["reservationAffinity"] or {})
     pool["replicas"] = int(spec.get("replicaCount", Pool.model_fields["replicas"].default))
     if disk:
-        pool["boot_disk"] = {
-            "type": disk.get("bootDiskType", _DEFAULT_DISK.type),
-            "size_gb": int(disk.get("bootDiskSizeGb", _DEFAULT_DISK.size_gb)),
-        }
+        pool["boot_disk"] = {"size_gb": int(disk.get("bootDiskSizeGb", _DEFAULT_DISK.size_gb))}
+        if "bootDiskType" in disk:  # else the machine's default, as Vertex picks it
+            pool["boot_disk"]["type"] = disk["bootDiskType"]
     image = container.get("imageUri")
     if role == "reduction_server" and image and REDUCTION_SERVER_IMAGE.match(image):
         notes.append("reduction server image left to the template default (same image)")

@@ -517,11 +517,18 @@ def boot_disk_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
     limits = cat.limits
     size = limits.boot_disk_size_gb
     for pool in job.pools:
+        takes = cat.boot_disk_types(pool.machine)
         if pool.boot_disk_type is not None and pool.boot_disk_type not in limits.boot_disk_types:
             yield Problem(
                 pool.path("boot_disk_type"),
                 f"unknown boot disk type {pool.boot_disk_type!r}",
                 f"one of {', '.join(limits.boot_disk_types)}",
+            )
+        elif pool.boot_disk_type is not None and pool.boot_disk_type not in takes:
+            yield Problem(
+                pool.path("boot_disk_type"),
+                f"{pool.machine} takes {' or '.join(takes)} boot disks, not {pool.boot_disk_type}",
+                f"type: {takes[0]}, or leave type out (the machine's default)",
             )
         if pool.boot_disk_size_gb is not None and not (
             size.min <= pool.boot_disk_size_gb <= size.max

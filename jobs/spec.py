@@ -116,7 +116,9 @@ class _Strict(BaseModel):
 class BootDisk(_Strict):
     """Boot disk of each replica. Not durable: checkpoints go to gs:// (AIP_CHECKPOINT_DIR)."""
 
-    type: str = "pd-ssd"
+    type: str | None = None
+    """None: the machine's default (pd-ssd; hyperdisk-balanced on A3 Ultra and A4, which take
+    only Hyperdisk: the catalog's ``boot_disk_types``)."""
     size_gb: DiskSizeGb = 100
 
 

@@ -38,6 +38,9 @@ class Machine(_Data):
     accelerators: dict[str, tuple[int, ...]] = Field(default_factory=dict)
     tpu_topologies: tuple[str, ...] = ()
     cpu_quota_metric: str = DEFAULT_CPU_QUOTA_METRIC
+    boot_disk_types: tuple[str, ...] = ()
+    """The boot disk types the machine takes, its default first; empty: every type limits.yaml
+    lists, pd-ssd by default (machines that take only Hyperdisk say so)."""
 
     @property
     def is_tpu(self) -> bool:
@@ -170,6 +173,11 @@ class Catalog(_Data):
             return None
         (accelerator, counts), *_ = machine.accelerators.items()
         return accelerator, counts[0]
+
+    def boot_disk_types(self, machine_name: str | None) -> tuple[str, ...]:
+        """The boot disk types a machine takes, its default first."""
+        machine = self.machines.get(machine_name or "")
+        return (machine.boot_disk_types if machine else ()) or self.limits.boot_disk_types
 
     def reduction_server_image(self, region: str | None) -> str:
         """Google's Reduction Server image for the region's multi-region (us when unknown)."""
