@@ -81,6 +81,8 @@ class StackOutputs(BaseModel):
     environment: str
     trainer_service_account: str
     launcher_service_account: str
+    serving_service_account: str | None = None
+    """The account deployed models run as (reads the models bucket, writes logs)."""
     buckets: Buckets
     artifact_registry: str = Field(
         description="Docker repository host path, e.g. europe-west4-docker.pkg.dev/PROJECT/REPO"
