@@ -239,7 +239,8 @@ def logs(
     with api_errors(view.notes):
         if study := study_watch.find_study(vertex, ref):  # a study: every trial's CustomJob
             source = study_watch.log_source(vertex, study, view.filter.min_severity)
-            return _print_entries(view, source, lambda: True, False, poll_s)
+            done = study_watch.done(vertex, study) if follow else (lambda: True)
+            return _print_entries(view, source, done, follow, poll_s)
         job = vertex.resolve(ref)
         run_id = job.run_id
         if run_id is None:

@@ -7,6 +7,7 @@ Their lines are numbered like a run's attempts, so ``a3`` in `vtx logs` is the l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,30 +72,42 @@ def _number(trial: TrialRecord) -> int:
 
 
 class TrialsLogSource:
-    """The local platform's logs of several CustomJobs (a study's trials), as one source: one
-    cursor per job, entries merged by time."""
+    """The local platform's logs of a study's trials as one source: the trials' CustomJobs are
+    asked for on every fetch (a running study starts more), each read with its own cursor, the
+    entries merged by time."""
 
-    def __init__(self, sources: dict[str, LocalLogSource]) -> None:
-        self.sources = sources
+    def __init__(self, jobs: Callable[[], list[str]], source: Callable[[str], LogSource]) -> None:
+        self.jobs = jobs
+        self.source = source
+        self.sources: dict[str, LogSource] = {}
 
     def fetch(self, cursor: Any) -> tuple[list[LogEntry], Any]:
         cursors = dict(cursor or {})
         entries: list[LogEntry] = []
-        for job, source in self.sources.items():
+        for job in self.jobs():
+            source = self.sources.setdefault(job, self.source(job))
             found, cursors[job] = source.fetch(cursors.get(job))
             entries += found
         return sorted(entries, key=lambda e: e.timestamp), cursors
 
 
 def log_source(vertex: VertexRest, study: StudyRecord, min_severity: str) -> LogSource:
-    """Every trial's logs: Cloud Logging by the trials' job ids, or the local platform's."""
+    """Every trial's logs, the study read again on each fetch: Cloud Logging by the trials'
+    job ids, or the local platform's."""
     stack = vertex.stack
+
+    def trials() -> list[tuple[str, int]]:
+        return trial_jobs(StudyRecord.from_rest(vertex.get_study(study.name)))
+
     if stack.vertex_endpoint:
         endpoint, token = stack.vertex_endpoint, stack.local_token or ""
         return TrialsLogSource(
-            {
-                job: LocalLogSource(endpoint, None, job=job, token=token)
-                for job, _ in trial_jobs(study)
-            }
+            lambda: [job for job, _ in trials()],
+            lambda job: LocalLogSource(endpoint, None, job=job, token=token),
         )
-    return CloudLoggingSource(stack.project, lambda: trial_jobs(study), min_severity=min_severity)
+    return CloudLoggingSource(stack.project, trials, min_severity=min_severity)
+
+
+def done(vertex: VertexRest, study: StudyRecord) -> Callable[[], bool]:
+    """Whether the study has ended (what `vtx logs --follow` stops on)."""
+    return lambda: StudyRecord.from_rest(vertex.get_study(study.name)).terminal

@@ -258,21 +258,29 @@ def entry(job: str, at_s: float, message: str) -> LogEntry:
 
 
 def test_a_studys_logs_are_its_trials_jobs_merged_by_time() -> None:
-    local = stack().model_copy(update={"vertex_endpoint": "http://127.0.0.1:1"})
-    study = StudyRecord.from_rest(rest_study())
-    source = study_watch.log_source(VertexRest(local), study, "DEFAULT")
-    assert isinstance(source, study_watch.TrialsLogSource)
-    assert sorted(source.sources) == [f"{PARENT}/customJobs/10{i}" for i in "1234"]
-    assert all(isinstance(s, LocalLogSource) for s in source.sources.values())
     merged = study_watch.TrialsLogSource(
+        lambda: ["a", "b"],
         {
             "a": FakeLogs([entry("a", 1, "a1"), entry("a", 3, "a3")]),
             "b": FakeLogs([entry("b", 2, "b2")]),
-        }  # type: ignore[dict-item]
+        }.__getitem__,
     )
     first, cursor = merged.fetch(None)
     assert [e.message for e in first] == ["a1", "b2", "a3"]
     assert merged.fetch(cursor)[0] == []
+
+
+def test_the_local_source_reads_each_trials_job_as_the_study_grows() -> None:
+    local = stack().model_copy(update={"vertex_endpoint": "http://127.0.0.1:1"})
+    early = rest_study()
+    early["trials"] = early["trials"][:1]
+    session = Scripted({("GET", "/hyperparameterTuningJobs/77"): [early, rest_study()]})
+    vertex = VertexRest(local, session=session, backoff=FAST)
+    source = study_watch.log_source(vertex, StudyRecord.from_rest(early), "DEFAULT")
+    assert isinstance(source, study_watch.TrialsLogSource)
+    assert source.jobs() == [f"{PARENT}/customJobs/101"]
+    assert source.jobs() == [f"{PARENT}/customJobs/10{i}" for i in "1234"]
+    assert isinstance(source.source(f"{PARENT}/customJobs/101"), LocalLogSource)
 
 
 # ---- submitting -----------------------------------------------------------------------------
