@@ -200,12 +200,16 @@ class Executor:
                 f"`vtx local up --max-replicas N`",
             )
 
-    def submit(self, resource: dict) -> dict:
-        """Accept a new job (already validated and named): QUEUED until replicas are free."""
+    def submit(self, resource: dict, env: dict[str, str] | None = None) -> dict:
+        """Accept a new job (already validated and named): QUEUED until replicas are free.
+        ``env``: variables every replica gets beside Vertex's (a trial's)."""
         self.check_fits(resource)
         view = JobView.of(resource)
         slots = view.slots
-        rt = Runtime(replicas=[Replica(name=s.name, pool=s.pool, index=s.index) for s in slots])
+        rt = Runtime(
+            replicas=[Replica(name=s.name, pool=s.pool, index=s.index) for s in slots],
+            env=dict(env or {}),
+        )
         try:
             rt.chaos = lifecycle.chaos_schedule(
                 view.scheduling,
@@ -493,6 +497,7 @@ class Executor:
             job.rt.ports,
             LOCAL_PROJECT_NUMBER,
             self.settings.gcs_endpoint,
+            platform_env=job.rt.env,
         )
         runner = [sys.executable, "-m", "jobs.local.replica_runner"]
         runner += ["--log", replica.log_path, "--exit", replica.exit_path, "--"]

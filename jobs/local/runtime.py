@@ -66,3 +66,6 @@ class Runtime(BaseModel):
     of the other replicas' exits within it."""
     chaos: list[tuple[float, int]] = Field(default_factory=list)
     chaos_next: int = 0
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables the platform adds to every replica beside Vertex's usual ones: a trial's
+    (CLOUD_ML_TRIAL_ID, CLOUD_ML_HP_METRIC_TAG, CLOUD_ML_HP_METRIC_FILE)."""

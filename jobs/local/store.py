@@ -1,14 +1,17 @@
-"""SQLite persistence of the control plane: job records, executor runtime state, log entries.
+"""SQLite persistence of the control plane: job records, executor runtime state, studies
+(HyperparameterTuningJobs), log entries.
 
-Jobs are stored as their REST form (camelCase JSON, enum names) next to the executor's runtime
-record (pids, restarts, timers), so a restarted control plane can re-attach to running
-replicas. Log lines are copied from per-replica files into one table whose row id is the
-cursor `vtx logs` pages with.
+Jobs and studies are stored as their REST form (camelCase JSON, enum names) next to their
+runtime record (pids, restarts, timers; a study's trials), so a restarted control plane can
+re-attach to running replicas. Log lines are copied from per-replica files into one table
+whose row id is the cursor `vtx logs` pages with. A data dir written before studies existed
+gets their table at the next start (CREATE TABLE IF NOT EXISTS): nothing else changes.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -36,6 +39,13 @@ CREATE TABLE IF NOT EXISTS log_entries (
 );
 CREATE INDEX IF NOT EXISTS logs_run ON log_entries(run_id, seq);
 CREATE INDEX IF NOT EXISTS logs_job ON log_entries(job_id, seq);
+CREATE TABLE IF NOT EXISTS studies (
+    id TEXT PRIMARY KEY,
+    run_id TEXT,
+    state TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    runtime TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS log_offsets (
     path TEXT PRIMARY KEY,
     offset INTEGER NOT NULL
@@ -145,6 +155,55 @@ class Store:
     def delete_job(self, job_id: str) -> None:
         with self._lock:
             self._db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
+    def unused_id(self) -> str:
+        """A 19-digit numeric id, like Vertex's, that no job or study has."""
+        while True:
+            new_id = str(10**18 + secrets.randbelow(9 * 10**18))
+            if self.get_job(new_id) is None and self.get_study(new_id) is None:
+                return new_id
+
+    # -- studies (HyperparameterTuningJobs) ----------------------------------------------------
+
+    def put_study(self, study_id: str, resource: dict, runtime: dict) -> None:
+        run_id = resource.get("labels", {}).get(LABEL_RUN_ID)
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO studies(id, run_id, state, resource, runtime) "
+                "VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET run_id = excluded.run_id, state = excluded.state, "
+                "resource = excluded.resource, runtime = excluded.runtime",
+                (study_id, run_id, resource["state"], json.dumps(resource), json.dumps(runtime)),
+            )
+
+    def get_study(self, study_id: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT resource FROM studies WHERE id = ?", (study_id,)
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def list_studies(self, before: int | None = None) -> list[tuple[int, dict]]:
+        """(position, study), newest first, as ``list_jobs``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, resource FROM studies WHERE rowid < ? ORDER BY rowid DESC",
+                (before if before is not None else 2**62,),
+            ).fetchall()
+        return [(r[0], json.loads(r[1])) for r in rows]
+
+    def active_studies(self, states: tuple[str, ...]) -> list[tuple[dict, dict]]:
+        marks = ",".join("?" * len(states))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT resource, runtime FROM studies WHERE state IN ({marks}) ORDER BY rowid",
+                states,
+            ).fetchall()
+        return [(json.loads(a), json.loads(b)) for a, b in rows]
+
+    def delete_study(self, study_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM studies WHERE id = ?", (study_id,))
 
     # -- logs -------------------------------------------------------------------------------
 

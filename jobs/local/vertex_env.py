@@ -28,6 +28,9 @@ VERTEX_VARS = (
     "AIP_TENSORBOARD_LOG_DIR",
     "CLOUD_ML_JOB_ID",
     "CLOUD_ML_PROJECT_ID",
+    "CLOUD_ML_TRIAL_ID",
+    "CLOUD_ML_HP_METRIC_TAG",
+    "CLOUD_ML_HP_METRIC_FILE",
     "STORAGE_EMULATOR_HOST",
 )
 # TF_CONFIG task types by pool position (0 primary, 1 workers, 2 parameter servers, 3 evaluators).
@@ -127,9 +130,11 @@ def replica_env(
     project_number: str,
     gcs_endpoint: str,
     base_env: dict[str, str] | None = None,
+    platform_env: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """The full environment of one replica: the local base environment without any inherited
-    Vertex variables, then exactly what Vertex sets, then the pool's own ``env`` entries."""
+    Vertex variables, then exactly what Vertex sets (``platform_env``: a trial's variables),
+    then the pool's own ``env`` entries."""
     env = {k: v for k, v in (base_env or dict(os.environ)).items() if k not in VERTEX_VARS}
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(filter(None, [venv_bin, env.get("PATH")]))
@@ -169,6 +174,7 @@ def replica_env(
     # Stands in for the image's `ENV PYTHONUNBUFFERED=1` (our trainer Dockerfile sets it), so
     # log lines reach the log files as they are printed.
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(platform_env or {})
     pool = pools(job)[slot.pool]
     spec = pool.get("containerSpec") or pool.get("pythonPackageSpec") or {}
     for item in spec.get("env", []):
