@@ -1,11 +1,13 @@
-"""The local control plane: Vertex AI JobService v1 (custom jobs) over REST, FastAPI + uvicorn.
+"""The local control plane: Vertex AI JobService v1 (custom jobs, hyperparameter tuning jobs)
+over REST, FastAPI + uvicorn.
 
 Serves what ``aiplatform_v1.JobServiceClient(transport="rest")`` sends (see
 ``aiplatform_v1/services/job_service/transports/rest_base.py``): create, get, list, cancel and
-delete under ``/v1/projects/{p}/locations/{l}/customJobs``. Bodies are parsed and emitted with
-protobuf's own json_format against the real ``CustomJob`` message, so unknown fields are
-rejected exactly as the proto defines them and enums come back as ints when the client asks
-(``$alt=json;enum-encoding=int``). Plus two vtx endpoints: ``/vtx/logs`` and
+delete under ``/v1/projects/{p}/locations/{l}/customJobs`` and ``.../hyperparameterTuningJobs``
+(jobs/local/studies.py runs those). Bodies are parsed and emitted with protobuf's own
+json_format against the real ``CustomJob`` and ``HyperparameterTuningJob`` messages, so
+unknown fields are rejected exactly as the proto defines them and enums come back as ints when
+the client asks (``$alt=json;enum-encoding=int``). Plus two vtx endpoints: ``/vtx/logs`` and
 ``/vtx/jobs/{id}:preempt``, which want the platform's token.
 
 Every request first passes ``LocalClientsOnly`` (the rules are in jobs/local/guard.py): local,
@@ -53,6 +55,8 @@ from jobs.local.quota_infos import quota_infos
 from jobs.local.settings import LocalSettings
 from jobs.local.state import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV
 from jobs.local.store import Store
+from jobs.local.studies import Studies
+from jobs.local.study_checks import study_problems
 from jobs.problems import field_path
 from jobs.validate import validate_custom_job
 
@@ -154,6 +158,30 @@ def render_custom_job(job: dict, int_enums: bool) -> str:
     return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
 
 
+def parse_study(body: bytes) -> dict:
+    """Request body -> REST-form HyperparameterTuningJob, through the real proto."""
+    from google.cloud.aiplatform_v1 import HyperparameterTuningJob
+    from google.protobuf import json_format
+
+    message = HyperparameterTuningJob.pb(HyperparameterTuningJob())
+    try:
+        json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
+    except (json_format.ParseError, RecursionError) as exc:
+        raise ApiError(400, f"Invalid JSON payload received. {exc}") from exc
+    return json_format.MessageToDict(message)
+
+
+def render_study(study: dict, int_enums: bool) -> str:
+    from google.cloud.aiplatform_v1 import HyperparameterTuningJob
+    from google.protobuf import json_format
+
+    message = HyperparameterTuningJob.pb(HyperparameterTuningJob())
+    json_format.ParseDict(study, message)
+    return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
+
+
 def wants_int_enums(request: Request) -> bool:
     return "enum-encoding=int" in request.query_params.get("$alt", "")
 
@@ -194,6 +222,13 @@ def _executor_problems(job: dict) -> list[str]:
     return problems
 
 
+def _trial_job_problems(study: dict, location: str) -> list[str]:
+    """The customJobs checks on the trial's CustomJobSpec, named at trialJobSpec."""
+    trial = {"displayName": study.get("displayName") or "trial", "jobSpec": study["trialJobSpec"]}
+    problems = _executor_problems(trial) + _validation_problems(trial, location)
+    return [f"trial{p[0].upper()}{p[1:]}" if p.startswith("jobSpec") else p for p in problems]
+
+
 # -- the app -------------------------------------------------------------------------------------
 
 
@@ -201,11 +236,14 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     """The app, wrapped in LocalClientsOnly: nothing reaches a route without passing it."""
     store = Store(settings.data_dir / "jobs.sqlite")
     executor = Executor(store, settings)
+    studies = Studies(store, executor, settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         executor.start()
+        studies.start()
         yield
+        studies.shutdown()  # first: its trials' jobs are then stopped by the executor's
         executor.shutdown()
         store.close()
 
@@ -222,6 +260,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     app.add_middleware(LocalClientsOnly, port=settings.port, token=token)
     _add_error_handlers(app)
     _add_job_routes(app, executor, store)
+    _add_study_routes(app, studies, executor, store)
     _add_quota_routes(app, executor)
     _add_vtx_routes(app, executor, store)
     return app
@@ -370,6 +409,97 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         # Deletion is immediate here: a long-running operation that is already done.
         return {
             "name": f"{job['name']}/operations/{secrets.randbelow(10**18)}",
+            "done": True,
+            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
+        }
+
+
+STUDY_OUTPUT_ONLY = ("state", "createTime", "startTime", "endTime", "updateTime", "error", "trials")
+
+
+def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store: Store) -> None:
+    """JobService's hyperparameterTuningJobs: create, get, list, cancel, delete."""
+    base = "/v1/projects/{project}/locations/{location}/hyperparameterTuningJobs"
+
+    def get_or_404(project: str, location: str, study_id: str) -> dict:
+        parent = _parent(project, location)
+        study = store.get_study(study_id)
+        if study is None or not str(study.get("name", "")).startswith(parent + "/"):
+            raise ApiError(
+                404,
+                f"HyperparameterTuningJob {parent}/hyperparameterTuningJobs/{study_id} "
+                f"does not exist",
+            )
+        return study
+
+    def study_response(request: Request, study: dict) -> Response:
+        return Response(
+            render_study(study, wants_int_enums(request)), media_type="application/json"
+        )
+
+    @app.post(base)
+    async def create_study(request: Request, project: str, location: str) -> Response:
+        parent = _parent(project, location)
+        study = parse_study(await request.body())
+        if study.get("trialJobSpec"):
+            executor.check_fits({"jobSpec": study["trialJobSpec"]})
+        problems = study_problems(study)
+        if study.get("trialJobSpec"):
+            problems += _trial_job_problems(study, location)
+        if problems:
+            raise ApiError(400, "; ".join(problems))
+        for output_only in STUDY_OUTPUT_ONLY:
+            study.pop(output_only, None)
+        study["name"] = f"{parent}/hyperparameterTuningJobs/{store.unused_id()}"
+        return study_response(request, studies.create(study))
+
+    @app.get(base + "/{study_id}")
+    def get_study(request: Request, project: str, location: str, study_id: str) -> Response:
+        return study_response(request, get_or_404(project, location, study_id))
+
+    @app.get(base)
+    def list_studies(
+        request: Request,
+        project: str,
+        location: str,
+        filter: str = "",
+        pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
+        pageToken: str = "",
+    ) -> Response:
+        parent = _parent(project, location)
+        try:
+            matches = parse_filter(filter)
+        except FilterError as exc:
+            raise ApiError(400, str(exc)) from exc
+        if pageToken and not (pageToken.isdigit() and int(pageToken) <= MAX_CURSOR):
+            raise ApiError(400, f"invalid pageToken {pageToken!r}: pass the nextPageToken given")
+        size = pageSize if pageSize > 0 else DEFAULT_PAGE_SIZE
+        before = int(pageToken) if pageToken else None
+        matching = [
+            (pos, study)
+            for pos, study in store.list_studies(before)
+            if str(study.get("name", "")).startswith(parent + "/") and matches(study)
+        ]
+        page = matching[:size]
+        int_enums = wants_int_enums(request)
+        parts = [render_study(study, int_enums) for _, study in page]
+        body = '{"hyperparameterTuningJobs": [' + ",".join(parts) + "]"
+        if len(matching) > size:
+            body += f', "nextPageToken": "{page[-1][0]}"'
+        return Response(body + "}", media_type="application/json")
+
+    @app.post(base + "/{study_id}:cancel")
+    def cancel_study(project: str, location: str, study_id: str) -> dict:
+        get_or_404(project, location, study_id)
+        studies.cancel(study_id)
+        return {}
+
+    @app.delete(base + "/{study_id}")
+    def delete_study(project: str, location: str, study_id: str) -> dict:
+        study = get_or_404(project, location, study_id)
+        studies.delete(study_id)
+        return {
+            "name": f"{study['name']}/operations/{secrets.randbelow(10**18)}",
             "done": True,
             "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
         }
