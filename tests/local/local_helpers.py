@@ -109,6 +109,43 @@ def post(platform: StackOutputs, path: str, body: dict | None = None) -> tuple[i
         return exc.code, json.load(exc)
 
 
+def tuning_job(
+    name: str,
+    code: str,
+    *,
+    max_trials: int = 2,
+    parallel: int = 2,
+    max_failed: int = 0,
+    values: tuple[int, ...] = (1, 2),
+    algorithm: str = "GRID_SEARCH",
+    run_id: str | None = None,
+):
+    """A study over one DISCRETE parameter ``rank`` whose trials run ``code``."""
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.HyperparameterTuningJob(
+        display_name=name,
+        study_spec={
+            "metrics": [{"metric_id": "loss", "goal": "MINIMIZE"}],
+            "parameters": [{"parameter_id": "rank", "discrete_value_spec": {"values": values}}],
+            "algorithm": algorithm,
+        },
+        max_trial_count=max_trials,
+        parallel_trial_count=parallel,
+        max_failed_trial_count=max_failed,
+        trial_job_spec={"worker_pool_specs": [pool(code)]},
+        labels={"vtx-run-id": run_id or name},
+    )
+
+
+def wait_study(jobs, name: str, timeout_s: float = 60.0):
+    """Poll a HyperparameterTuningJob until it is terminal; return it."""
+    return wait_for(
+        lambda: (s := jobs.get_hyperparameter_tuning_job(name=name)).state in TERMINAL and s,
+        timeout_s,
+    )
+
+
 # A replica program: counts its starts in $STARTS, hangs on the first, exits 0 on later ones.
 RESTARTS_THEN_SUCCEEDS = """
 import os, pathlib, sys, time

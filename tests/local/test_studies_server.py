@@ -9,11 +9,10 @@ import urllib.request
 
 import pytest
 from google.api_core import exceptions
-from local_helpers import PARENT, client, pool, wait_for
+from local_helpers import PARENT, client, tuning_job, wait_study
 
 from jobs.stack import StackOutputs
 
-TERMINAL = {4, 5, 7}  # SUCCEEDED, FAILED, CANCELLED
 # Reports --rank as the loss, through the file the platform names.
 REPORT = """
 import json, os, sys, time
@@ -25,46 +24,10 @@ with open(os.environ["CLOUD_ML_HP_METRIC_FILE"], "w") as f:
 """
 
 
-def study(
-    name: str,
-    code: str,
-    *,
-    max_trials: int = 2,
-    parallel: int = 2,
-    max_failed: int = 0,
-    values: tuple[int, ...] = (1, 2),
-    algorithm: str = "GRID_SEARCH",
-    run_id: str | None = None,
-):
-    """A study over one DISCRETE parameter ``rank`` whose trials run ``code``."""
-    from google.cloud import aiplatform_v1
-
-    return aiplatform_v1.HyperparameterTuningJob(
-        display_name=name,
-        study_spec={
-            "metrics": [{"metric_id": "loss", "goal": "MINIMIZE"}],
-            "parameters": [{"parameter_id": "rank", "discrete_value_spec": {"values": values}}],
-            "algorithm": algorithm,
-        },
-        max_trial_count=max_trials,
-        parallel_trial_count=parallel,
-        max_failed_trial_count=max_failed,
-        trial_job_spec={"worker_pool_specs": [pool(code)]},
-        labels={"vtx-run-id": run_id or name},
-    )
-
-
-def wait_study(jobs, name: str, timeout_s: float = 60.0):
-    return wait_for(
-        lambda: (s := jobs.get_hyperparameter_tuning_job(name=name)).state in TERMINAL and s,
-        timeout_s,
-    )
-
-
 def test_grid_study_ends_when_its_grid_is_done(local_platform: StackOutputs) -> None:
     jobs = client(local_platform.vertex_endpoint)
     created = jobs.create_hyperparameter_tuning_job(
-        parent=PARENT, hyperparameter_tuning_job=study("grid", REPORT, max_trials=5)
+        parent=PARENT, hyperparameter_tuning_job=tuning_job("grid", REPORT, max_trials=5)
     )
     assert created.name.startswith(
         "projects/424242424242/locations/us-central1/hyperparameterTuningJobs/"
@@ -81,7 +44,8 @@ def test_get_list_and_pages(local_platform: StackOutputs) -> None:
     jobs = client(local_platform.vertex_endpoint)
     made = [
         jobs.create_hyperparameter_tuning_job(
-            parent=PARENT, hyperparameter_tuning_job=study(f"l{i}", REPORT, run_id="study-list")
+            parent=PARENT,
+            hyperparameter_tuning_job=tuning_job(f"l{i}", REPORT, run_id="study-list"),
         ).name
         for i in range(3)
     ]
@@ -108,7 +72,7 @@ def test_first_trial_failing_fails_the_study(local_platform: StackOutputs) -> No
     fails_first = "import sys; sys.exit(3 if sys.argv[-1] == '--rank=1' else 0)"
     created = jobs.create_hyperparameter_tuning_job(
         parent=PARENT,
-        hyperparameter_tuning_job=study("first-fails", fails_first, max_trials=4, parallel=1),
+        hyperparameter_tuning_job=tuning_job("first-fails", fails_first, max_trials=4, parallel=1),
     )
     done = wait_study(jobs, created.name)
     assert done.state == 5  # FAILED
@@ -127,7 +91,7 @@ def test_a_trial_that_reports_nothing_is_infeasible_and_counts_as_failed(
     )
     created = jobs.create_hyperparameter_tuning_job(
         parent=PARENT,
-        hyperparameter_tuning_job=study(
+        hyperparameter_tuning_job=tuning_job(
             "silent", silent_second, max_trials=3, values=(1, 2, 3), max_failed=2
         ),
     )
@@ -142,7 +106,7 @@ def test_cancel_then_delete(local_platform: StackOutputs) -> None:
     jobs = client(local_platform.vertex_endpoint)
     created = jobs.create_hyperparameter_tuning_job(
         parent=PARENT,
-        hyperparameter_tuning_job=study("to-delete", "import time; time.sleep(600)"),
+        hyperparameter_tuning_job=tuning_job("to-delete", "import time; time.sleep(600)"),
     )
     with pytest.raises(exceptions.BadRequest, match="cancel it first"):
         jobs.delete_hyperparameter_tuning_job(name=created.name).result()
@@ -167,13 +131,13 @@ def test_bad_studies_get_vertex_style_400s(local_platform: StackOutputs) -> None
     from google.cloud import aiplatform_v1
 
     jobs = client(local_platform.vertex_endpoint)
-    double_grid = study("g", REPORT)
+    double_grid = tuning_job("g", REPORT)
     double_grid.study_spec.parameters[0] = aiplatform_v1.StudySpec.ParameterSpec(
         parameter_id="lr", double_value_spec={"min_value": 0.1, "max_value": 1.0}
     )
     with pytest.raises(exceptions.BadRequest, match="GRID_SEARCH needs INTEGER"):
         jobs.create_hyperparameter_tuning_job(parent=PARENT, hyperparameter_tuning_job=double_grid)
-    no_command = study("c", REPORT)
+    no_command = tuning_job("c", REPORT)
     no_command.trial_job_spec.worker_pool_specs[0].container_spec.command = []
     with pytest.raises(
         exceptions.BadRequest, match=r"trialJobSpec.workerPoolSpecs\[0\].containerSpec.command"
