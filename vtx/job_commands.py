@@ -291,7 +291,7 @@ def launch_job(
     if template.study is not None:
         return launch_study(out, template, stack, source, run_id, yes=yes, dry_run=dry_run,
                             vertex=vertex, confirm=confirm, quotas=quotas,
-                            ignore_quota=ignore_quota)  # fmt: skip
+                            ignore_quota=ignore_quota, follow=follow, poll_s=poll_s)  # fmt: skip
     if template.capacity is not None and template.capacity.ladder:
         return launch_ladder(
             out,

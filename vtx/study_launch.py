@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from jobs.catalog import load_catalog
-from jobs.client import Vertex
+from jobs.client import Vertex, VertexRest
 from jobs.compile import CompiledJob
 from jobs.cost import CostEstimate, StudyCost
 from jobs.quotas import QuotaReader, preflight
@@ -20,6 +20,8 @@ from jobs.render import render_study_json, render_study_yaml
 from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs
 from jobs.study_job import plan_study, study_of
+from vtx import study_watch
+from vtx.log_commands import LogView
 from vtx.options import api_errors, fail
 from vtx.output import print_error, print_problems
 from vtx.planning import compile_checked, print_plan, quota_refusal
@@ -67,8 +69,11 @@ def launch_study(
     confirm: Callable[[str], bool] = lambda q: typer.confirm(q, default=False),
     quotas: QuotaReader | None = None,
     ignore_quota: bool = False,
+    follow: bool = False,
+    poll_s: float = 5.0,
 ) -> int:
-    """Compile, check, plan, check the live quota, confirm, submit; the exit code."""
+    """Compile, check, plan, check the live quota, confirm, submit (and follow the trials'
+    logs, then show the trials and the best one); the exit code."""
     trial, problems = compile_checked(template, stack, run_id, source, policy=True)
     if trial is None or problems:
         print_problems(out, problems)
@@ -99,6 +104,10 @@ def launch_study(
         submitted = vertex.submit_study(plan)
     out.print(f"submitted [bold]{submitted.name}[/bold]", highlight=False)
     out.print(f"run id: [bold]{run_id}[/bold]", highlight=False)
+    if follow:
+        with api_errors(out):
+            rest = VertexRest(stack)
+            return study_watch.follow(out, rest, submitted.name, LogView(out).print, poll_s)
     out.print(
         f"watch: vtx status {run_id} (trials and the best one); vtx logs {run_id} "
         "(with this launch's --stack or --stack-file)",

@@ -24,7 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from jobs.cost import StudyCost
-from jobs.study import Study
+from jobs.study import Parameter, Study
 from jobs.study_records import StudyRecord, TrialRecord
 from vtx.run_views import duration, rounded, when
 
@@ -43,7 +43,7 @@ def _hours(hours: float) -> str:
     return f"{hours * 60:.1f} min" if hours < 1.5 else f"{hours:.1f} h"
 
 
-def _range(param: Any) -> str:
+def _range(param: Parameter) -> str:
     if param.values is not None:
         return (
             "{" + ", ".join(f"{v:g}" if not isinstance(v, str) else v for v in param.values) + "}"
@@ -52,16 +52,20 @@ def _range(param: Any) -> str:
 
 
 def parameters_table(study: Study) -> Table:
-    """The study's parameters as Vertex will search them."""
+    """The study's parameters as Vertex will search them; a conditional one names its parent
+    and the parent's values it is tuned for."""
     table = Table(title="study parameters", title_justify="left")
     for column in ("parameter", "type", "values", "scale", "when"):
         table.add_column(column, overflow="fold")
-    for path, param in study.all_parameters():
-        condition = "-"
-        if ".conditional[" in path:
-            parent = path.rsplit(".conditional[", 1)[0]
-            condition = f"child of {parent.rsplit('.', 1)[-1]}"
-        table.add_row(param.id, param.type, _range(param), param.scale or "default", condition)
+
+    def add(param: Parameter, when: str) -> None:
+        table.add_row(param.id, param.type, _range(param), param.scale or "default", when)
+        for child in param.conditional:
+            values = ", ".join(map(str, child.parent_values))
+            add(child.parameter, f"{param.id} in {{{values}}}")
+
+    for param in study.parameters:
+        add(param, "-")
     return table
 
 

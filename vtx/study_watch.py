@@ -14,12 +14,13 @@ from typing import Any
 from rich.console import Console
 
 from jobs.client import VertexRest
-from jobs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
+from jobs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource, stream
 from jobs.study_records import StudyRecord, TrialRecord
 from vtx.run_views import OutputFormat, print_document
 from vtx.study_views import print_study_status, studies_json, studies_table, study_json
 
 STUDY_PATH = "/hyperparameterTuningJobs/"
+SUCCEEDED = "JOB_STATE_SUCCEEDED"
 
 
 def find_study(vertex: VertexRest, ref: str) -> StudyRecord | None:
@@ -111,3 +112,25 @@ def log_source(vertex: VertexRest, study: StudyRecord, min_severity: str) -> Log
 def done(vertex: VertexRest, study: StudyRecord) -> Callable[[], bool]:
     """Whether the study has ended (what `vtx logs --follow` stops on)."""
     return lambda: StudyRecord.from_rest(vertex.get_study(study.name)).terminal
+
+
+def follow(
+    out: Console,
+    vertex: VertexRest,
+    name: str,
+    show: Callable[[LogEntry], None],
+    poll_s: float = 5.0,
+) -> int:
+    """Stream the study's trials' logs (``show`` prints each) until it ends, then its trials
+    table and best trial; 0 only when it succeeded. Ctrl-C leaves the study running."""
+    study = StudyRecord.from_rest(vertex.get_study(name))
+    source = log_source(vertex, study, "DEFAULT")
+    try:
+        for entry in stream(source, done(vertex, study), follow=True, poll_s=poll_s):
+            show(entry)
+    except KeyboardInterrupt:
+        out.print(f"stopped following; the study goes on (`vtx cancel {study.run_id}` stops it)")
+        return 130
+    final = StudyRecord.from_rest(vertex.get_study(name))
+    print_study_status(out, final, datetime.now(UTC))
+    return 0 if final.state == SUCCEEDED else 1

@@ -200,3 +200,25 @@ def test_the_study_dict_wraps_any_compiled_trial(stack: StackOutputs) -> None:
     job = tuning_job_dict(template.study, trial)
     assert (job["maxTrialCount"], job["parallelTrialCount"]) == (8, 3)
     assert job["trialJobSpec"] is not trial["jobSpec"]  # a copy: the trial job stays as built
+
+
+def test_the_study_plan_shows_parallel_rounds_wall_time_and_unknown_prices() -> None:
+    import io
+
+    from rich.console import Console
+
+    from vtx.study_views import print_study_plan
+
+    template = rich_template()
+    assert template.study is not None
+    out = Console(width=200, record=True, file=io.StringIO())
+    priced = estimate(template_facts(template), "us-central1")
+    print_study_plan(out, template.study, StudyCost(priced, 8, 3), trial_hours=0.5)
+    text = out.export_text()
+    assert "8, 3 at a time (3 rounds)" in text
+    assert "30.0 min a trial -> about 1.5 h wall time" in text
+    assert "model.lora.r in {16}" in text  # the conditional parameter
+    unknown = Console(width=200, record=True, file=io.StringIO())
+    unpriced = estimate(template_facts(template), "nowhere-1")
+    print_study_plan(unknown, template.study, StudyCost(unpriced, 8, 3), trial_hours=0.5)
+    assert "unknown for the study" in unknown.export_text()
