@@ -127,14 +127,15 @@ def _param_problems(param: Mapping, where: str, seen: set[str]) -> list[str]:
     return problems
 
 
-def _feasible(param: Mapping, kind: Kind) -> set[str]:
+def _feasible(param: Mapping, kind: Kind, value: object) -> bool:
+    """Whether ``value`` (a parent condition's) is one of the parent's feasible values."""
     body = param[kind.value]
-    if kind is Kind.INTEGER:
+    if kind is Kind.INTEGER:  # by its bounds: a range may be long
         low, high = int(body.get("minValue", 0)), int(body.get("maxValue", 0))
-        return {str(v) for v in range(low, high + 1)}
+        return low <= int(str(value)) <= high
     if kind is Kind.DISCRETE:
-        return {repr(float(v)) for v in body.get("values", [])}
-    return {str(v) for v in body.get("values", [])}
+        return float(str(value)) in {float(v) for v in body.get("values", [])}
+    return str(value) in {str(v) for v in body.get("values", [])}
 
 
 def _conditional_problems(
@@ -149,10 +150,8 @@ def _conditional_problems(
     values = child[conditions[0]].get("values", [])
     if not values:
         return [f"{where}.{conditions[0]}.values: at least one value is required"]
-    feasible = _feasible(parent, kind)
     for value in values:
-        shown = repr(float(value)) if kind is Kind.DISCRETE else str(value)
-        if shown not in feasible:
+        if not _feasible(parent, kind, value):
             return [f"{where}.{conditions[0]}: {value!r} is not a value of the parent parameter"]
     if "parameterSpec" not in child:
         return [f"{where}.parameterSpec: required"]

@@ -22,10 +22,9 @@ number, so a test (or a restarted control plane) sees the same suggestions.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -139,44 +138,73 @@ def study_seed(study_name: str) -> int:
 # -- grid ----------------------------------------------------------------------------------------
 
 
-def _grid_values(param: Param) -> list[Value]:
+def _grid_value(param: Param, index: int) -> Value:
+    """The ``index``-th feasible value of a grid parameter (INTEGER: from ``minValue`` up)."""
     if param.kind is Kind.INTEGER:
-        return list(range(int(param.low), int(param.high) + 1))
-    return list(param.values)
+        return int(param.low) + index
+    return param.values[index]
 
 
-def _grid_of(param: Param) -> Iterator[Assignment]:
-    for value in _grid_values(param):
-        below = [list(_grid_of(child)) for child in param.active_children(value)]
-        for combo in itertools.product(*below):
-            point: Assignment = {param.id: param.cast(value)}
-            for part in combo:
-                point.update(part)
-            yield point
+def _value_count(param: Param) -> int:
+    if param.kind is Kind.INTEGER:
+        return int(param.high) - int(param.low) + 1
+    return len(param.values)
 
 
-def grid_points(params: Sequence[Param]) -> list[Assignment]:
-    """Every point of the grid, in the order they are suggested: the first parameter changes
-    slowest."""
-    points = []
-    for combo in itertools.product(*(list(_grid_of(p)) for p in params)):
-        point: Assignment = {}
-        for part in combo:
-            point.update(part)
-        points.append(point)
-    return points
+def _size(param: Param) -> int:
+    """Points of one parameter's sub-grid: each value, times its active children's grids."""
+    if not param.children:
+        return _value_count(param)
+    return sum(
+        _product_size(param.active_children(_grid_value(param, i)))
+        for i in range(_value_count(param))
+    )
+
+
+def _product_size(params: Sequence[Param]) -> int:
+    return math.prod(_size(p) for p in params)
+
+
+def _nth_of(param: Param, index: int) -> Assignment:
+    if not param.children:  # the common case, without walking the values: ranges may be long
+        return {param.id: param.cast(_grid_value(param, index))}
+    for i in range(_value_count(param)):
+        value = _grid_value(param, i)
+        children = param.active_children(value)
+        size = _product_size(children)
+        if index < size:
+            return {param.id: param.cast(value), **_nth_of_product(children, index)}
+        index -= size
+    raise IndexError(index)
+
+
+def _nth_of_product(params: Sequence[Param], index: int) -> Assignment:
+    """The ``index``-th point of the product of ``params``' grids, the first slowest."""
+    point: Assignment = {}
+    for i, param in enumerate(params):
+        below = _product_size(params[i + 1 :])
+        point.update(_nth_of(param, index // below))
+        index %= below
+    return point
 
 
 def grid_size(params: Sequence[Param]) -> int:
-    """How many points the grid has (without listing them: a product of sums)."""
+    """How many points the grid has."""
+    return _product_size(params)
 
-    def size(param: Param) -> int:
-        return sum(
-            math.prod(size(child) for child in param.active_children(value))
-            for value in _grid_values(param)
-        )
 
-    return math.prod(size(p) for p in params)
+def grid_point(params: Sequence[Param], index: int) -> Assignment | None:
+    """The ``index``-th point (from 0) in the order the grid is suggested: the first parameter
+    changes slowest. Computed, not listed: an INTEGER range may hold millions of values.
+    None past the grid's end."""
+    if index >= grid_size(params):
+        return None
+    return _nth_of_product(params, index)
+
+
+def grid_points(params: Sequence[Param]) -> list[Assignment]:
+    """Every point of the grid, in order (for small grids: tests and tables)."""
+    return [_nth_of_product(params, n) for n in range(grid_size(params))]
 
 
 # -- random --------------------------------------------------------------------------------------
@@ -307,8 +335,7 @@ def suggest(
 ) -> Assignment | None:
     """The parameters of the ``trial_number``-th trial (from 0); None once a grid is done."""
     if algorithm is Algorithm.GRID:
-        points = grid_points(params)
-        return points[trial_number] if trial_number < len(points) else None
+        return grid_point(params, trial_number)
     if algorithm is Algorithm.RANDOM:
         return random_point(params, seed, trial_number)
     return tpe_point(params, history, maximize, seed, trial_number)

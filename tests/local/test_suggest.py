@@ -11,6 +11,7 @@ from jobs.local.suggest import (
     Algorithm,
     Observation,
     format_value,
+    grid_point,
     grid_points,
     grid_size,
     parse_params,
@@ -64,6 +65,21 @@ def test_grid_expands_a_conditional_parameter_only_under_its_parent_value() -> N
         {"opt": "adam"},
     ]
     assert grid_size(params) == 3
+
+
+def test_grid_points_are_computed_without_listing_a_long_range() -> None:
+    params = parse_params(
+        [
+            {
+                "parameterId": "seed",
+                "integerValueSpec": {"minValue": "1", "maxValue": "1000000000"},
+            },
+            BATCH,
+        ]
+    )
+    assert grid_size(params) == 2_000_000_000
+    assert grid_point(params, 3) == {"seed": 2, "batch": 32.0}
+    assert grid_point(params, 2_000_000_000) is None
 
 
 def test_grid_ends_when_every_point_was_suggested() -> None:
