@@ -128,6 +128,7 @@ def list_(
     with api_errors(out):
         jobs = vertex.list(run_id)
         studies = study_watch.list_studies(vertex, run_id)
+        jobs = [j for j in jobs if j.name not in study_watch.trial_job_names(studies)]
     attempts = numbered(jobs, vertex.stack.region, datetime.now(UTC))
     if fmt is OutputFormat.table:
         out.print(list_table(attempts))

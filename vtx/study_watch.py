@@ -45,6 +45,11 @@ def list_studies(vertex: VertexRest, run_id: str | None) -> list[StudyRecord]:
     return [StudyRecord.from_rest(s) for s in vertex.list_studies(run_id)]
 
 
+def trial_job_names(studies: list[StudyRecord]) -> set[str]:
+    """The CustomJobs that ran the studies' trials: listed under their study, not as runs."""
+    return {job for study in studies for job, _ in trial_jobs(study)}
+
+
 def show_list(out: Console, studies: list[StudyRecord], fmt: OutputFormat) -> list[dict]:
     """The studies table (printed), or their JSON entries for the caller to add to its list."""
     if fmt is OutputFormat.table:

@@ -192,10 +192,19 @@ def test_status_of_a_study_run_shows_its_trials_and_the_best(
     }
 
 
-def test_list_shows_studies_beside_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_list_shows_studies_beside_jobs_and_their_trials_jobs_under_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    trial_job = {  # the local platform labels a trial's CustomJob with the study's labels
+        "name": f"{PARENT}/customJobs/101",
+        "displayName": "trial",
+        "state": "JOB_STATE_SUCCEEDED",
+        "labels": {"vtx-run-id": "tiny-tune-1"},
+        "jobSpec": {"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}}]},
+    }
     session = Scripted(
         {
-            ("GET", "/customJobs"): [{"customJobs": []}],
+            ("GET", "/customJobs"): [{"customJobs": [trial_job]}],
             ("GET", "/hyperparameterTuningJobs"): [{"hyperparameterTuningJobs": [rest_study()]}],
         }
     )
