@@ -1,4 +1,4 @@
-"""Identities: the service agents Vertex acts as, and our two service accounts.
+"""Identities: the service agents Vertex acts as, and our three service accounts.
 
 Least privilege, exactly:
 - ``trainer`` (the jobs' runtime account): ``roles/logging.logWriter`` on the project, and, when
@@ -6,7 +6,12 @@ Least privilege, exactly:
   secret roles are granted on each bucket and secret by those components, never project-wide.
 - ``launcher`` (who submits jobs): ``roles/aiplatform.user`` on the project and
   ``roles/iam.serviceAccountUser`` on the trainer account only (so it can run jobs as the trainer
-  and as nothing else).
+  and as nothing else), and on the serving account only (so ``vtx deploy`` can deploy models that
+  run as it).
+- ``serving`` (the runtime account of deployed models): ``roles/logging.logWriter`` on the
+  project and ``roles/storage.objectViewer`` on the models bucket only (``AIP_STORAGE_URI`` is a
+  copy of a model's artifacts that the container reads). No metric writer: Vertex records an
+  endpoint's metrics itself, and the serving entry point (``trainer/serve.py``) writes none.
 - No keys: CI reaches the launcher through Workload Identity Federation (``ci.py``).
 """
 
@@ -116,11 +121,15 @@ class IdentityArgs:
 
 
 class Identity(pulumi.ComponentResource):
-    """The ``trainer`` and ``launcher`` service accounts and their project-level grants."""
+    """The ``trainer``, ``launcher`` and ``serving`` service accounts and their grants; the
+    serving account's bucket grant is added by :meth:`grant_model_reader` once the models bucket
+    exists."""
 
     trainer: gcp.serviceaccount.Account
     launcher: gcp.serviceaccount.Account
+    serving: gcp.serviceaccount.Account
     grants: list[pulumi.Resource]
+    serving_grants: list[pulumi.Resource]
 
     def __init__(self, name: str, args: IdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("vtx:platform:Identity", name, None, opts)
@@ -139,9 +148,17 @@ class Identity(pulumi.ComponentResource):
             display_name="vtx launcher: submits training jobs that run as the trainer",
             opts=child,
         )
+        self.serving = gcp.serviceaccount.Account(
+            f"{name}-serving",
+            project=args.project,
+            account_id=f"{args.prefix}-serving",
+            display_name="vtx serving: runtime identity of deployed models",
+            opts=child,
+        )
         trainer = sa_member(self.trainer.email)
         launcher = sa_member(self.launcher.email)
         own = pulumi.ResourceOptions(parent=self)
+        self._name, self._own = name, own
         self.grants = [
             gcp.projects.IAMMember(
                 f"{name}-trainer-log-writer",
@@ -160,6 +177,22 @@ class Identity(pulumi.ComponentResource):
             gcp.serviceaccount.IAMMember(
                 f"{name}-launcher-acts-as-trainer",
                 service_account_id=self.trainer.name,
+                role="roles/iam.serviceAccountUser",
+                member=launcher,
+                opts=own,
+            ),
+        ]
+        self.serving_grants = [
+            gcp.projects.IAMMember(
+                f"{name}-serving-log-writer",
+                project=args.project,
+                role="roles/logging.logWriter",
+                member=sa_member(self.serving.email),
+                opts=own,
+            ),
+            gcp.serviceaccount.IAMMember(
+                f"{name}-launcher-acts-as-serving",
+                service_account_id=self.serving.name,
                 role="roles/iam.serviceAccountUser",
                 member=launcher,
                 opts=own,
@@ -185,7 +218,25 @@ class Identity(pulumi.ComponentResource):
                     opts=own,
                 )
             )
-        self.register_outputs({"trainer": self.trainer.email, "launcher": self.launcher.email})
+        self.register_outputs(
+            {
+                "trainer": self.trainer.email,
+                "launcher": self.launcher.email,
+                "serving": self.serving.email,
+            }
+        )
+
+    def grant_model_reader(self, models_bucket: pulumi.Input[str]) -> None:
+        """The serving account reads the models bucket (objects only, this bucket only)."""
+        self.serving_grants.append(
+            gcp.storage.BucketIAMMember(
+                f"{self._name}-serving-models-reader",
+                bucket=models_bucket,
+                role="roles/storage.objectViewer",
+                member=sa_member(self.serving.email),
+                opts=self._own,
+            )
+        )
 
     @property
     def trainer_member(self) -> pulumi.Output[str]:

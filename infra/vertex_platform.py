@@ -86,6 +86,7 @@ class Platform(pulumi.ComponentResource):
 
         network = self._network()
         storage = self._storage()
+        self._identity.grant_model_reader(storage.buckets["models"].name)
         registry = self._registry()
         self._quotas()
         secrets = self._secrets()
@@ -101,6 +102,7 @@ class Platform(pulumi.ComponentResource):
             environment=self._platform.environment,
             trainer_service_account=_after(identity.trainer.email, *identity.grants),
             launcher_service_account=_after(identity.launcher.email, *identity.grants),
+            serving_service_account=_after(identity.serving.email, *identity.serving_grants),
             # One wait on all grants for the whole map, not one per entry: per entry is
             # quadratic in Outputs (1000 secrets took minutes to evaluate).
             buckets=_after(

@@ -60,7 +60,11 @@ def test_outputs_name_the_declared_resources(stack_run: OfflineRun) -> None:
     bucket_names = {r.inputs["name"] for r in stack_run.of_type("gcp:storage/bucket:Bucket")}
     assert set(outputs.buckets.model_dump().values()) == bucket_names
     accounts = {r.outputs["email"] for r in stack_run.of_type("gcp:serviceaccount/account:Account")}
-    assert {outputs.trainer_service_account, outputs.launcher_service_account} == accounts
+    assert {
+        outputs.trainer_service_account,
+        outputs.launcher_service_account,
+        outputs.serving_service_account,
+    } == accounts
     (repo,) = stack_run.of_type("gcp:artifactregistry/repository:Repository")
     assert outputs.artifact_registry == (
         f"europe-west4-docker.pkg.dev/{outputs.project}/{repo.inputs['repositoryId']}"
@@ -148,18 +152,37 @@ def test_trainer_gets_only_bucket_secret_log_and_tensorboard_roles(stack_run: Of
     assert all(p.startswith("aiplatform.tensorboard") for p in role.inputs["permissions"])
 
 
-def test_launcher_gets_aiplatform_user_and_acts_as_the_trainer_only(stack_run: OfflineRun) -> None:
+def test_launcher_gets_aiplatform_user_and_acts_as_trainer_and_serving_only(
+    stack_run: OfflineRun,
+) -> None:
     outputs = platform(stack_run)
     assert grants_to(stack_run, outputs.launcher_service_account) == [
         ("gcp:projects/iAMMember:IAMMember", "roles/aiplatform.user"),
         ("gcp:serviceaccount/iAMMember:IAMMember", "roles/iam.serviceAccountUser"),
+        ("gcp:serviceaccount/iAMMember:IAMMember", "roles/iam.serviceAccountUser"),
     ]
-    (act_as,) = [
-        r
+    acts_as = sorted(
+        r.inputs["serviceAccountId"].rsplit("/", 1)[-1]
         for r in stack_run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
         if r.inputs["role"] == "roles/iam.serviceAccountUser"
+    )
+    assert acts_as == sorted([outputs.trainer_service_account, outputs.serving_service_account])
+
+
+def test_serving_reads_the_models_bucket_only_and_writes_logs(stack_run: OfflineRun) -> None:
+    outputs = platform(stack_run)
+    assert outputs.serving_service_account is not None
+    assert grants_to(stack_run, outputs.serving_service_account) == [
+        ("gcp:projects/iAMMember:IAMMember", "roles/logging.logWriter"),
+        ("gcp:storage/bucketIAMMember:BucketIAMMember", "roles/storage.objectViewer"),
     ]
-    assert act_as.inputs["serviceAccountId"].endswith(f"/{outputs.trainer_service_account}")
+    member = f"serviceAccount:{outputs.serving_service_account}"
+    (reader,) = [
+        r
+        for r in stack_run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+        if r.inputs["member"] == member
+    ]
+    assert reader.inputs["bucket"] == outputs.buckets.models
 
 
 def test_ci_federation_is_pinned_to_the_repository_and_binds_the_launcher(
