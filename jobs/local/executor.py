@@ -49,7 +49,6 @@ from jobs.local.lifecycle import (
 from jobs.local.log_copier import LogCopier, now_rfc3339
 from jobs.local.runtime import Replica, Runtime
 from jobs.local.settings import LocalSettings
-from jobs.local.state import LOCAL_PROJECT_NUMBER
 from jobs.local.store import Store
 
 log = logging.getLogger(__name__)
@@ -60,6 +59,11 @@ TICK_S = 0.2
 def region_of(name: str) -> str:
     """The region of a resource name (projects/P/locations/REGION/customJobs/ID)."""
     return name.split("/")[3]
+
+
+def project_of(name: str) -> str:
+    """The project number of a resource name (the server names jobs by number)."""
+    return name.split("/")[1]
 
 
 class ExecutorError(Exception):
@@ -495,7 +499,7 @@ class Executor:
             job.id,
             slot,
             job.rt.ports,
-            LOCAL_PROJECT_NUMBER,
+            project_of(job.resource["name"]),
             self.settings.gcs_endpoint,
             platform_env=job.rt.env,
         )

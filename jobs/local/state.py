@@ -9,8 +9,10 @@ their create times. This module stays cheap to import: `vtx --help` loads it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import psutil
@@ -25,6 +27,10 @@ from jobs.stack import Buckets, RegionOutputs, StackError, StackOutputs
 LOCAL_PROJECT = "vtx-local"
 LOCAL_PROJECT_NUMBER = "424242424242"
 LOCAL_REGION = "us-central1"
+PROJECT_ID_PATTERN = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+"""Google's project id rule: 6 to 30 lowercase letters, digits or hyphens, starting with a
+letter and not ending with a hyphen."""
+PROJECT_NUMBER_PATTERN = re.compile(r"[1-9][0-9]{0,17}")
 LOCAL_BUCKETS = Buckets(
     data="vtx-local-data",
     checkpoints="vtx-local-checkpoints",
@@ -73,6 +79,27 @@ class PlatformState(BaseModel):
     @property
     def gcs_endpoint(self) -> str:
         return f"http://127.0.0.1:{self.gcs_port}"
+
+
+def project_number(project: str) -> str | None:
+    """The project number the platform answers with for a project id (or number), None when
+    ``project`` is neither.
+
+    Any project id is served, so a user's own ``aiplatform.init(project="acme-ml-dev")`` runs
+    unchanged. Vertex puts the number, not the id, into resource names and
+    ``CLOUD_ML_PROJECT_ID``; here it is derived from the id (12 digits of its SHA-256, never
+    starting with 0), so it is the same for that id on every machine and across restarts.
+    ``vtx-local`` keeps its fixed, recognisable number. A number passed in place of an id is
+    its own project, as on Vertex, where both name the same project.
+    """
+    if project == LOCAL_PROJECT:
+        return LOCAL_PROJECT_NUMBER
+    if PROJECT_NUMBER_PATTERN.fullmatch(project):
+        return project
+    if not PROJECT_ID_PATTERN.fullmatch(project):
+        return None
+    digest = int.from_bytes(hashlib.sha256(project.encode()).digest()[:8], "big")
+    return str(10**11 + digest % (9 * 10**11))
 
 
 def state_path(data_dir: Path) -> Path:

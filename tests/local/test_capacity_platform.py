@@ -235,7 +235,7 @@ def test_quota_infos_answer_with_the_limits_set(platform: StackOutputs, capacity
 @pytest.mark.parametrize(
     ("path", "status"),
     [
-        (QUOTA_INFOS.format("someone-else"), 404),
+        (QUOTA_INFOS.format("Someone_Else"), 404),
         (QUOTA_INFOS.format("vtx-local") + "/NoSuchQuota", 404),
         (QUOTA_INFOS.format("vtx-local").replace("aiplatform", "compute"), 404),
         (QUOTA_INFOS.format("vtx-local").replace("global", REGION), 400),
