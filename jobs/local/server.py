@@ -53,7 +53,7 @@ from jobs.local.guard import (
 )
 from jobs.local.quota_infos import quota_infos
 from jobs.local.settings import LocalSettings
-from jobs.local.state import LOCAL_PROJECT, LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV
+from jobs.local.state import LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV, project_number
 from jobs.local.store import Store
 from jobs.local.studies import Studies
 from jobs.local.study_checks import study_problems
@@ -292,8 +292,9 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 def _parent(project: str, location: str) -> str:
     """Every region the catalog knows is served, each with its own jobs, as Vertex's regional
-    endpoints are: a capacity ladder's rung in another region lands there."""
-    _check_project(project)
+    endpoints are: a capacity ladder's rung in another region lands there. Names carry the
+    project's number, as Vertex's do."""
+    number = _check_project(project)
     regions = load_catalog().regions
     if location not in regions:
         raise ApiError(
@@ -301,20 +302,24 @@ def _parent(project: str, location: str) -> str:
             f"location {location!r} is not served here: the local platform serves the catalog's "
             f"regions ({', '.join(regions)})",
         )
-    return f"projects/{LOCAL_PROJECT_NUMBER}/locations/{location}"
+    return f"projects/{number}/locations/{location}"
 
 
 def _in(parent: str, job: dict) -> bool:
     return str(job.get("name", "")).startswith(parent + "/")
 
 
-def _check_project(project: str) -> None:
-    if project not in (LOCAL_PROJECT, LOCAL_PROJECT_NUMBER):
+def _check_project(project: str) -> str:
+    """The number of ``project`` (any project id or number is served, see
+    state.project_number); 404 for what is neither."""
+    number = project_number(project)
+    if number is None:
         raise ApiError(
             404,
-            f"project {project!r} is not served here: the local platform's project is "
-            f"{LOCAL_PROJECT} (number {LOCAL_PROJECT_NUMBER})",
+            f"project {project!r} does not exist: a project id is 6 to 30 lowercase letters, "
+            f"digits or hyphens starting with a letter, a project number is digits",
         )
+    return number
 
 
 def _job_name(store: Store, job_id: str) -> str:
@@ -512,12 +517,12 @@ def _add_quota_routes(app: FastAPI, executor: Executor) -> None:
     base = "/v1/projects/{project}/locations/{location}/services/{service}/quotaInfos"
 
     def infos(project: str, location: str, service: str) -> list[dict]:
-        _check_project(project)
+        number = _check_project(project)
         if location != "global":
             raise ApiError(400, f"location {location!r}: quotaInfos live under locations/global")
         if service != QUOTA_SERVICE:
             raise ApiError(404, f"service {service!r} is not served here: only {QUOTA_SERVICE}")
-        return quota_infos(executor.capacity, LOCAL_PROJECT_NUMBER)
+        return quota_infos(executor.capacity, number)
 
     @app.get(base)
     def list_quota_infos(
