@@ -51,6 +51,8 @@ from jobs.local.guard import (
     peer_refusal,
     token_refusal,
 )
+from jobs.local.model_routes import add_model_routes
+from jobs.local.models import Models
 from jobs.local.quota_infos import quota_infos
 from jobs.local.settings import LocalSettings
 from jobs.local.state import LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV, project_number
@@ -263,6 +265,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     _add_study_routes(app, studies, executor, store)
     _add_quota_routes(app, executor)
     _add_vtx_routes(app, executor, store)
+    add_model_routes(app, Models(store), _parent)  # ModelService: jobs/local/model_routes.py
     return app
 
 

@@ -1,5 +1,5 @@
 """SQLite persistence of the control plane: job records, executor runtime state, studies
-(HyperparameterTuningJobs), log entries.
+(HyperparameterTuningJobs), models (one row per version) and their operations, log entries.
 
 Jobs and studies are stored as their REST form (camelCase JSON, enum names) next to their
 runtime record (pids, restarts, timers; a study's trials), so a restarted control plane can
@@ -45,6 +45,16 @@ CREATE TABLE IF NOT EXISTS studies (
     state TEXT NOT NULL,
     resource TEXT NOT NULL,
     runtime TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS models (
+    id TEXT NOT NULL,
+    version TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    PRIMARY KEY (id, version)
+);
+CREATE TABLE IF NOT EXISTS operations (
+    name TEXT PRIMARY KEY,
+    resource TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS log_offsets (
     path TEXT PRIMARY KEY,
@@ -204,6 +214,55 @@ class Store:
     def delete_study(self, study_id: str) -> None:
         with self._lock:
             self._db.execute("DELETE FROM studies WHERE id = ?", (study_id,))
+
+    # -- models (one row per version) and long-running operations ----------------------------
+
+    def put_model_version(self, model_id: str, version_id: str, resource: dict) -> None:
+        """Insert or update one version (an upsert: its rowid, the creation order, is kept)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO models(id, version, resource) VALUES (?, ?, ?) "
+                "ON CONFLICT(id, version) DO UPDATE SET resource = excluded.resource",
+                (model_id, version_id, json.dumps(resource)),
+            )
+
+    def model_versions(self, model_id: str) -> list[tuple[int, dict]]:
+        """(position, version) of one model, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, resource FROM models WHERE id = ? ORDER BY rowid", (model_id,)
+            ).fetchall()
+        return [(r[0], json.loads(r[1])) for r in rows]
+
+    def list_model_versions(self) -> list[tuple[int, dict]]:
+        """(position, version) of every model's every version, oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT rowid, resource FROM models ORDER BY rowid").fetchall()
+        return [(r[0], json.loads(r[1])) for r in rows]
+
+    def delete_model_versions(self, model_id: str, version_id: str | None = None) -> None:
+        """One version, or every version of the model (``version_id`` None)."""
+        with self._lock:
+            if version_id is None:
+                self._db.execute("DELETE FROM models WHERE id = ?", (model_id,))
+            else:
+                self._db.execute(
+                    "DELETE FROM models WHERE id = ? AND version = ?", (model_id, version_id)
+                )
+
+    def put_operation(self, name: str, resource: dict) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO operations(name, resource) VALUES (?, ?)",
+                (name, json.dumps(resource)),
+            )
+
+    def get_operation(self, name: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT resource FROM operations WHERE name = ?", (name,)
+            ).fetchone()
+        return json.loads(row[0]) if row else None
 
     # -- logs -------------------------------------------------------------------------------
 

@@ -1,0 +1,171 @@
+"""ModelService v1 over REST, as ``aiplatform_v1.ModelServiceClient(transport="rest")`` calls
+it (``aiplatform_v1/services/model_service/transports/rest_base.py``): ``models:upload``,
+get (``models/ID[@VERSION]``), list, ``:listVersions``, delete, ``:deleteVersion``, and the GET
+of their long-running operations. jobs/local/models.py holds what they mean.
+
+Bodies go through protobuf's json_format against the real messages (``UploadModelRequest``,
+``Model``, ``google.longrunning.Operation``): unknown fields are a 400 and enums come back as
+ints when the client asks, as server.py does for CustomJobs. Operations are served under the
+``/v1`` paths and the ``/ui`` twins that the SDK's operations client tries first (its
+``GetOperation`` HTTP rules list ``/ui/{name=projects/*/locations/*/operations/*}`` before the
+``/v1`` ones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from jobs.local.guard import error_body
+from jobs.local.models import ModelError, ModelRef, Models, invalid
+
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_TOKEN = 2**63 - 1
+
+
+def parse_upload(body: bytes) -> dict:
+    """An UploadModelRequest body -> REST-form dict, through the real proto."""
+    from google.cloud.aiplatform_v1 import UploadModelRequest
+    from google.protobuf import json_format
+
+    message = UploadModelRequest.pb(UploadModelRequest())
+    try:
+        json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
+    except UnicodeDecodeError as exc:
+        raise invalid(f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
+    except (json_format.ParseError, RecursionError) as exc:
+        raise invalid(f"Invalid JSON payload received. {exc}") from exc
+    return json_format.MessageToDict(message)
+
+
+def render_model(model: dict, int_enums: bool) -> str:
+    from google.cloud.aiplatform_v1 import Model
+    from google.protobuf import json_format
+
+    message = Model.pb(Model())
+    json_format.ParseDict(model, message)
+    return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
+
+
+def render_operation(operation: dict) -> str:
+    """Through ``google.longrunning.Operation``: the Any payloads are checked against the
+    aiplatform types, which importing aiplatform_v1 registers."""
+    from google.cloud import aiplatform_v1  # noqa: F401  (registers the payload types)
+    from google.longrunning import operations_pb2
+    from google.protobuf import json_format
+
+    message = operations_pb2.Operation()
+    json_format.ParseDict(operation, message)
+    return json_format.MessageToJson(message, indent=None)
+
+
+def _int_enums(request: Request) -> bool:
+    return "enum-encoding=int" in request.query_params.get("$alt", "")
+
+
+def _json(body: str) -> Response:
+    return Response(body, media_type="application/json")
+
+
+def _page_start(token: str) -> int | None:
+    if token and not (token.isdigit() and int(token) <= MAX_PAGE_TOKEN):
+        raise invalid(f"invalid pageToken {token!r}: pass the nextPageToken given")
+    return int(token) if token else None
+
+
+def _page(
+    found: list[tuple[int, dict]], size: int, token: str, newest_first: bool
+) -> tuple[list[dict], str | None]:
+    """One page of (position, item); the token is the last position returned."""
+    start = _page_start(token)
+    if start is not None:
+        found = [(p, m) for p, m in found if (p < start if newest_first else p > start)]
+    size = size if size > 0 else DEFAULT_PAGE_SIZE
+    page = found[:size]
+    return [m for _, m in page], str(page[-1][0]) if len(found) > size else None
+
+
+def _list_body(key: str, items: list[dict], token: str | None, int_enums: bool) -> Response:
+    body = f'{{"{key}": [' + ",".join(render_model(m, int_enums) for m in items) + "]"
+    if token:
+        body += f', "nextPageToken": "{token}"'
+    return _json(body + "}")
+
+
+def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str], str]) -> None:
+    """Mount the routes. ``parent_of(project, location)`` is server.py's: the location's
+    resource name (``projects/NUMBER/locations/L``), or its 404/400 for a project or region
+    the platform does not serve."""
+    base = "/v1/projects/{project}/locations/{location}/models"
+
+    @app.exception_handler(ModelError)
+    async def _model_error(_request: Request, exc: ModelError) -> JSONResponse:
+        return JSONResponse(error_body(exc.http_code, exc.message, exc.status), exc.http_code)
+
+    def ref(project: str, location: str, model: str) -> ModelRef:
+        return ModelRef.parse(parent_of(project, location), model)
+
+    @app.post(base + ":upload")
+    async def upload_model(request: Request, project: str, location: str) -> Response:
+        parent = parent_of(project, location)
+        body = parse_upload(await request.body())
+        operation = models.upload(
+            parent, body.get("model", {}), body.get("parentModel"), body.get("modelId")
+        )
+        return _json(render_operation(operation))
+
+    # Before `{model}` routes: `{model}` would also match `ID:listVersions`.
+    @app.get(base + "/{model}:listVersions")
+    def list_model_versions(
+        request: Request,
+        project: str,
+        location: str,
+        model: str,
+        filter: str = "",
+        pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
+        pageToken: str = "",
+    ) -> Response:
+        found = models.versions(ref(project, location, model), filter)
+        items, token = _page(found, pageSize, pageToken, newest_first=False)
+        return _list_body("models", items, token, _int_enums(request))
+
+    @app.delete(base + "/{model}:deleteVersion")
+    def delete_model_version(project: str, location: str, model: str) -> Response:
+        return _json(render_operation(models.delete_version(ref(project, location, model))))
+
+    @app.get(base + "/{model}/operations/{operation}")
+    @app.get("/ui/projects/{project}/locations/{location}/models/{model}/operations/{operation}")
+    def get_model_operation(project: str, location: str, model: str, operation: str) -> Response:
+        name = f"{ref(project, location, model).name}/operations/{operation}"
+        return _json(render_operation(models.operation(name)))
+
+    @app.get("/v1/projects/{project}/locations/{location}/operations/{operation}")
+    @app.get("/ui/projects/{project}/locations/{location}/operations/{operation}")
+    def get_operation(project: str, location: str, operation: str) -> Response:
+        name = f"{parent_of(project, location)}/operations/{operation}"
+        return _json(render_operation(models.operation(name)))
+
+    @app.get(base + "/{model}")
+    def get_model(request: Request, project: str, location: str, model: str) -> Response:
+        if ":" in model:
+            raise ModelError(404, f"GET {request.url.path}: Not Found", "NOT_FOUND")
+        return _json(render_model(models.get(ref(project, location, model)), _int_enums(request)))
+
+    @app.get(base)
+    def list_models(
+        request: Request,
+        project: str,
+        location: str,
+        filter: str = "",
+        pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
+        pageToken: str = "",
+    ) -> Response:
+        found = models.list(parent_of(project, location), filter)
+        items, token = _page(found, pageSize, pageToken, newest_first=True)
+        return _list_body("models", items, token, _int_enums(request))
+
+    @app.delete(base + "/{model}")
+    def delete_model(project: str, location: str, model: str) -> Response:
+        return _json(render_operation(models.delete(ref(project, location, model))))
