@@ -50,6 +50,7 @@ from jobs.local.log_copier import LogCopier, now_rfc3339
 from jobs.local.runtime import Replica, Runtime
 from jobs.local.settings import LocalSettings
 from jobs.local.store import Store
+from jobs.local.web_access import web_access_uris
 
 log = logging.getLogger(__name__)
 
@@ -459,6 +460,10 @@ class Executor:
                     return
         if job.rt.started_at is None:
             job.rt.started_at = time.time()
+        # Vertex fills webAccessUris once the nodes exist, i.e. as the job runs.
+        uris = web_access_uris(job.resource, job.id, self.settings.port)
+        if uris:
+            job.resource["webAccessUris"] = uris
         self._set_state(job, JobState.RUNNING)
 
     def _unstartable(self, job: ActiveJob, replica: Replica, exc: Exception) -> None:

@@ -1,10 +1,14 @@
 """The ``filter`` of ListCustomJobs: the subset of AIP-160 that Vertex documents for jobs.
 
-Supported: ``state``, ``display_name`` (or ``displayName``) and ``labels.KEY`` with ``=``,
-``!=`` and ``:`` (``labels.KEY:*`` tests presence), each term optionally negated by ``NOT`` or
-``-``, joined by ``AND`` / ``OR`` (AND binds tighter; no parentheses). Hand-written because
-the grammar is this small and no maintained AIP-160 evaluator exists for Python; anything
-else is rejected with a message rather than silently ignored.
+ListCustomJobsRequest.filter's doc: ``display_name`` supports ``=``, ``!=`` and the ``:``
+wildcard (``display_name:"my_job_*"``); ``state`` ``=`` and ``!=``; ``create_time`` ``=``,
+``!=``, ``<``, ``<=``, ``>``, ``>=`` against an RFC 3339 time
+(``create_time>"2021-05-18T00:00:00Z"``); ``labels.KEY=VALUE`` and ``labels.KEY:*``
+(presence). Each term may be negated by ``NOT`` or ``-``; terms are joined by ``AND`` / ``OR``
+(AND binds tighter; no parentheses). ``displayName`` and ``createTime`` are accepted for the
+snake_case names. Hand-written because the grammar is this small and no maintained AIP-160
+evaluator exists for Python; anything else is rejected with a message rather than silently
+ignored.
 """
 
 from __future__ import annotations
@@ -12,14 +16,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 _TERM = re.compile(
     r"""\s*(?P<neg>NOT\s+|-)?
-    (?P<field>[A-Za-z_][\w.\-]*)\s*(?P<op>!=|=|:)\s*
+    (?P<field>[A-Za-z_][\w.\-]*)\s*(?P<op>!=|<=|>=|=|<|>|:)\s*
     (?P<value>"(?:[^"\\]|\\.)*"|[^\s"()]+)\s*""",
     re.VERBOSE,
 )
 _JOINER = re.compile(r"\s*(AND|OR)\b\s*")
+_TIME_FIELDS = ("create_time", "createTime")
+_ORDERINGS = ("<", "<=", ">", ">=")
 
 
 class FilterError(ValueError):
@@ -35,8 +42,10 @@ class _Term:
 
     def matches(self, job: dict) -> bool:
         actual = _field_value(job, self.field)
-        if self.op == ":":
-            hit = actual is not None if self.value == "*" else self.value in (actual or "")
+        if self.field in _TIME_FIELDS:
+            hit = actual is not None and _compare_times(_time(actual), self.op, _time(self.value))
+        elif self.op == ":":
+            hit = _has(actual, self.value)
         elif self.op == "=":
             hit = actual == self.value
         else:
@@ -44,7 +53,56 @@ class _Term:
         return hit != self.negate
 
 
+def _has(actual: str | None, value: str) -> bool:
+    """AIP-160's ``:``: ``*`` alone tests presence, ``*`` inside a value is a wildcard (the
+    docs' ``display_name:"my_job_*"``), else the value is looked for inside the field."""
+    if value == "*":
+        return actual is not None
+    if "*" in value:
+        pattern = re.escape(value).replace(r"\*", ".*")
+        return re.fullmatch(pattern, actual or "", re.DOTALL) is not None
+    return value in (actual or "")
+
+
+def _time(text: str) -> datetime:
+    """An RFC 3339 time (``Z`` or an offset; fractions of a second allowed)."""
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise FilterError(
+            f"create_time must be compared with an RFC 3339 time such as "
+            f'"2026-01-01T00:00:00Z", not {text!r}'
+        ) from exc
+    if parsed.tzinfo is None:
+        raise FilterError(f"create_time {text!r} needs a time zone: end it with Z or +HH:MM")
+    return parsed
+
+
+def _compare_times(actual: datetime, op: str, wanted: datetime) -> bool:
+    return {
+        "=": actual == wanted,
+        "!=": actual != wanted,
+        "<": actual < wanted,
+        "<=": actual <= wanted,
+        ">": actual > wanted,
+        ">=": actual >= wanted,
+    }[op]
+
+
+def _check_term(field: str, op: str, value: str) -> None:
+    """Refuse now, not per job, what the documented grammar does not allow."""
+    _field_value({}, field)
+    if field in _TIME_FIELDS:
+        if op == ":":
+            raise FilterError("create_time supports =, !=, <, <=, > and >=, not ':'")
+        _time(value)
+    elif op in _ORDERINGS:
+        raise FilterError(f"{field} supports =, != and ':'; {op} is for create_time only")
+
+
 def _field_value(job: dict, field: str) -> str | None:
+    if field in _TIME_FIELDS:
+        return job.get("createTime")
     if field == "state":
         return job.get("state")
     if field in ("display_name", "displayName"):
@@ -52,8 +110,8 @@ def _field_value(job: dict, field: str) -> str | None:
     if field.startswith("labels."):
         return job.get("labels", {}).get(field[len("labels.") :])
     raise FilterError(
-        f"cannot filter on {field!r}: the local platform supports state, display_name and "
-        f"labels.KEY"
+        f"cannot filter on {field!r}: the local platform supports state, display_name, "
+        f"create_time and labels.KEY"
     )
 
 
@@ -71,7 +129,7 @@ def parse_filter(text: str) -> Callable[[dict], bool]:
         if value.startswith('"'):
             value = value[1:-1].replace('\\"', '"')
         term = _Term(bool(match["neg"]), match["field"], match["op"], value)
-        _field_value({}, term.field)  # reject unknown fields now, not per job
+        _check_term(term.field, term.op, term.value)
         alternatives[-1].append(term)
         pos = match.end()
         if pos >= len(text):

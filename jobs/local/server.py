@@ -51,14 +51,15 @@ from jobs.local.guard import (
     peer_refusal,
     token_refusal,
 )
-from jobs.local.model_routes import add_model_routes
-from jobs.local.models import Models
+from jobs.local.lifecycle import JobState
 from jobs.local.quota_infos import quota_infos
+from jobs.local.read_mask import ReadMaskError, apply_read_mask
 from jobs.local.settings import LocalSettings
 from jobs.local.state import LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV, project_number
 from jobs.local.store import Store
 from jobs.local.studies import Studies
 from jobs.local.study_checks import study_problems
+from jobs.local.web_access import SHELL_PATH
 from jobs.problems import field_path
 from jobs.validate import validate_custom_job
 
@@ -151,12 +152,12 @@ def parse_custom_job(body: bytes) -> dict:
     return json_format.MessageToDict(message)
 
 
-def render_custom_job(job: dict, int_enums: bool) -> str:
+def render_custom_job(job: dict, int_enums: bool, read_mask: str = "") -> str:
     from google.cloud.aiplatform_v1 import CustomJob
     from google.protobuf import json_format
 
     message = CustomJob.pb(CustomJob())
-    json_format.ParseDict(job, message)
+    json_format.ParseDict(apply_read_mask(CustomJob, job, read_mask), message)
     return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
 
 
@@ -175,17 +176,40 @@ def parse_study(body: bytes) -> dict:
     return json_format.MessageToDict(message)
 
 
-def render_study(study: dict, int_enums: bool) -> str:
+def render_study(study: dict, int_enums: bool, read_mask: str = "") -> str:
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob
     from google.protobuf import json_format
 
     message = HyperparameterTuningJob.pb(HyperparameterTuningJob())
-    json_format.ParseDict(study, message)
+    json_format.ParseDict(apply_read_mask(HyperparameterTuningJob, study, read_mask), message)
     return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
 
 
 def wants_int_enums(request: Request) -> bool:
     return "enum-encoding=int" in request.query_params.get("$alt", "")
+
+
+def check_read_mask(message_name: str, read_mask: str) -> None:
+    """A List call's readMask is checked once, before any resource is cut by it."""
+    from google.cloud import aiplatform_v1
+
+    try:
+        apply_read_mask(getattr(aiplatform_v1, message_name), {}, read_mask)
+    except ReadMaskError as exc:
+        raise ApiError(400, str(exc)) from exc
+
+
+def refuse_cancel_of_ended(kind: str, resource: dict) -> None:
+    """Cancelling what already ended is a 400 FAILED_PRECONDITION: AIP-216's rule for a state
+    change a resource's state does not allow (the wording is ours)."""
+    state = resource.get("state", "")
+    if state and JobState(state).terminal:
+        raise ApiError(
+            400,
+            f"{kind} {resource['name']} is in state {state}: it already ended and cannot be "
+            f"cancelled",
+            "FAILED_PRECONDITION",
+        )
 
 
 # -- validation ----------------------------------------------------------------------------------
@@ -265,7 +289,6 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     _add_study_routes(app, studies, executor, store)
     _add_quota_routes(app, executor)
     _add_vtx_routes(app, executor, store)
-    add_model_routes(app, Models(store), _parent)  # ModelService: jobs/local/model_routes.py
     return app
 
 
@@ -381,8 +404,10 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         filter: str = "",
         pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
         pageToken: str = "",
+        readMask: str = "",
     ) -> Response:
         parent = _parent(project, location)
+        check_read_mask("CustomJob", readMask)
         try:
             matches = parse_filter(filter)
         except FilterError as exc:
@@ -398,7 +423,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         ]
         page = matching[:size]
         int_enums = wants_int_enums(request)
-        parts = [render_custom_job(job, int_enums) for _, job in page]
+        parts = [render_custom_job(job, int_enums, readMask) for _, job in page]
         body = '{"customJobs": [' + ",".join(parts) + "]"
         if len(matching) > size:
             body += f', "nextPageToken": "{page[-1][0]}"'
@@ -406,7 +431,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
 
     @app.post(base + "/{job_id}:cancel")
     def cancel_custom_job(project: str, location: str, job_id: str) -> dict:
-        get_or_404(project, location, job_id)
+        refuse_cancel_of_ended("CustomJob", get_or_404(project, location, job_id))
         executor.cancel(job_id)
         return {}
 
@@ -473,8 +498,10 @@ def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store:
         filter: str = "",
         pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
         pageToken: str = "",
+        readMask: str = "",
     ) -> Response:
         parent = _parent(project, location)
+        check_read_mask("HyperparameterTuningJob", readMask)
         try:
             matches = parse_filter(filter)
         except FilterError as exc:
@@ -490,7 +517,7 @@ def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store:
         ]
         page = matching[:size]
         int_enums = wants_int_enums(request)
-        parts = [render_study(study, int_enums) for _, study in page]
+        parts = [render_study(study, int_enums, readMask) for _, study in page]
         body = '{"hyperparameterTuningJobs": [' + ",".join(parts) + "]"
         if len(matching) > size:
             body += f', "nextPageToken": "{page[-1][0]}"'
@@ -498,7 +525,7 @@ def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store:
 
     @app.post(base + "/{study_id}:cancel")
     def cancel_study(project: str, location: str, study_id: str) -> dict:
-        get_or_404(project, location, study_id)
+        refuse_cancel_of_ended("HyperparameterTuningJob", get_or_404(project, location, study_id))
         studies.cancel(study_id)
         return {}
 
@@ -596,6 +623,20 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
             ],
             "cursor": entries[-1].seq if entries else cursor,
         }
+
+    @app.get(SHELL_PATH)
+    def web_access_shell(job_id: str, replica: str) -> dict:
+        """Where a job's webAccessUris point: no interactive shell is served locally."""
+        job = store.get_job(job_id)
+        if job is None:
+            raise ApiError(404, f"no job {job_id}")
+        raise ApiError(
+            501,
+            f"interactive shells are not served by the local platform: {replica} of job "
+            f"{job_id} is a process on this machine, running in {executor.settings.cwd}; "
+            f"`vtx local status` lists it",
+            "UNIMPLEMENTED",
+        )
 
     @app.get(CAPACITY_PATH)
     def get_capacity() -> dict:

@@ -113,7 +113,8 @@ def test_cancel_then_delete(local_platform: StackOutputs) -> None:
     jobs.cancel_hyperparameter_tuning_job(name=created.name)
     done = wait_study(jobs, created.name)
     assert done.state == 7 and done.error.code == 1
-    jobs.cancel_hyperparameter_tuning_job(name=created.name)  # a no-op once ended
+    with pytest.raises(exceptions.BadRequest, match="already ended"):  # FAILED_PRECONDITION
+        jobs.cancel_hyperparameter_tuning_job(name=created.name)
     jobs.delete_hyperparameter_tuning_job(name=created.name).result()
     with pytest.raises(exceptions.NotFound):
         jobs.get_hyperparameter_tuning_job(name=created.name)
