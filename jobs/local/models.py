@@ -41,11 +41,9 @@ from jobs.local.model_filters import (
     parse_model_filter,
 )
 from jobs.local.store import Store
+from jobs.model_facts import DEFAULT_ALIAS, alias_problems
 from jobs.rules import LABEL_KEY, LABEL_VALUE
 
-DEFAULT_ALIAS = "default"
-ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
-"""model.proto's ``version_aliases`` format: starts with a letter, so never a version id."""
 MODEL_ID = re.compile(r"^[a-z_][a-z0-9_-]{0,62}$")
 """UploadModelRequest.model_id: up to 63 of ``[a-z0-9_-]``, not starting with a digit or '-'."""
 DISPLAY_NAME_MAX = 128
@@ -120,20 +118,6 @@ class ModelRef:
 # -- pure checks -----------------------------------------------------------------------------
 
 
-def alias_problems(aliases: list[str]) -> list[str]:
-    """What Vertex would refuse in a version's aliases."""
-    problems = [
-        f"versionAliases: {a!r} is not a valid alias: [a-z][a-zA-Z0-9-]{{0,126}}[a-z0-9] "
-        f"(a letter first, letters, digits and '-', at most 128 characters)"
-        for a in aliases
-        if not ALIAS.match(a)
-    ]
-    duplicates = sorted({a for a in aliases if aliases.count(a) > 1})
-    if duplicates:
-        problems.append(f"versionAliases: {', '.join(duplicates)} named more than once")
-    return problems
-
-
 def label_problems(labels: dict[str, str]) -> list[str]:
     problems = [f"labels: more than {LABELS_MAX} labels"] if len(labels) > LABELS_MAX else []
     for key, value in labels.items():
@@ -168,7 +152,9 @@ def model_problems(model: dict) -> list[str]:
     for port in (container or {}).get("ports", []):
         if not 1 <= int(port.get("containerPort", 0)) <= 65535:
             problems.append(f"model.containerSpec.ports: {port} is not a port (1..65535)")
-    problems += [f"model.{p}" for p in alias_problems(list(model.get("versionAliases", [])))]
+    problems += [
+        f"model.versionAliases: {p}" for p in alias_problems(list(model.get("versionAliases", [])))
+    ]
     problems += [f"model.{p}" for p in label_problems(dict(model.get("labels", {})))]
     return problems
 
