@@ -8,6 +8,7 @@ deliberate change and review the diff."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from rich.console import Console
+from typer.testing import CliRunner
 
 from jobs.compile import compile_job
 from jobs.contract import LABEL_RUN_ID
@@ -31,6 +34,8 @@ from jobs.study_job import (
     tuning_job_dict,
     tuning_job_rest,
 )
+from vtx.cli import app
+from vtx.study_views import print_study_plan
 
 HERE = Path(__file__).resolve().parent
 TINY_TUNE = HERE.parents[1] / "jobs" / "templates" / "tiny-tune.yaml"
@@ -203,12 +208,6 @@ def test_the_study_dict_wraps_any_compiled_trial(stack: StackOutputs) -> None:
 
 
 def test_the_study_plan_shows_parallel_rounds_wall_time_and_unknown_prices() -> None:
-    import io
-
-    from rich.console import Console
-
-    from vtx.study_views import print_study_plan
-
     template = rich_template()
     assert template.study is not None
     out = Console(width=200, record=True, file=io.StringIO())
@@ -222,3 +221,15 @@ def test_the_study_plan_shows_parallel_rounds_wall_time_and_unknown_prices() -> 
     unpriced = estimate(template_facts(template), "nowhere-1")
     print_study_plan(unknown, template.study, StudyCost(unpriced, 8, 3), trial_hours=0.5)
     assert "unknown for the study" in unknown.export_text()
+
+
+def test_vtx_render_and_cost_of_a_study_template() -> None:
+    runner = CliRunner(env={"COLUMNS": "200"})
+    stack_file = str(HERE / "data" / "stack-dev.json")
+    args = ["render", str(TINY_TUNE), "--stack-file", stack_file, "--run-id", RUN_ID]
+    rendered = runner.invoke(app, [*args, "--format", "json"])
+    assert rendered.exit_code == 0, rendered.output
+    assert json.loads(rendered.output) == json.loads(SNAPSHOT.read_text())
+    priced = runner.invoke(app, ["cost", str(TINY_TUNE)])
+    assert priced.exit_code == 0, priced.output
+    assert "study: $0.44/h while 2 run; every trial at its cap: $0.44" in priced.output
