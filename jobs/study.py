@@ -41,6 +41,8 @@ The third, ``convexAutomatedStoppingSpec``, is left out: Google documents it for
 (its learning-rate and step-count settings), not for HyperparameterTuningJob."""
 MEASUREMENT_SELECTION = {"best": "BEST_MEASUREMENT", "last": "LAST_MEASUREMENT"}
 """Template ``measurement_selection`` -> ``StudySpec.MeasurementSelectionType``."""
+INT32_MAX = 2**31 - 1
+"""The trial counts are int32 in the v1 proto: larger ones would not parse."""
 MAX_DISCRETE_VALUES = 1000
 """``DiscreteValueSpec.values``: "should not contain more than 1,000 values" (v1 proto)."""
 DISCRETE_MIN_GAP = 1e-10
@@ -187,11 +189,11 @@ class Study(_Strict):
     algorithm: Annotated[
         Literal["ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH"], BeforeValidator(_upper)
     ] = "ALGORITHM_UNSPECIFIED"
-    max_trials: int = Field(gt=0)
+    max_trials: int = Field(gt=0, le=INT32_MAX)
     """``maxTrialCount``: trials in the whole study."""
-    parallel_trials: int = Field(1, gt=0)
+    parallel_trials: int = Field(1, gt=0, le=INT32_MAX)
     """``parallelTrialCount``: trials running at once."""
-    max_failed_trials: int = Field(0, ge=0)
+    max_failed_trials: int = Field(0, ge=0, le=INT32_MAX)
     """``maxFailedTrialCount``: failed trials before the study fails; 0 lets Vertex decide."""
     measurement_selection: Annotated[Literal["best", "last"] | None, BeforeValidator(_lower)] = None
     """Which of a trial's measurements counts; Vertex's default when left out."""

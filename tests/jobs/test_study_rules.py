@@ -222,6 +222,7 @@ def test_a_study_with_a_capacity_ladder_is_refused_with_what_to_do_instead() -> 
     [
         ({"algorithm": "BAYES"}, "study.algorithm", "GRID_SEARCH"),
         ({"max_trials": 0}, "study.max_trials", "greater than 0"),
+        ({"parallel_trials": 2**31}, "study.parallel_trials", "less than or equal to 2147483647"),
         ({"metric": {"id": "eval_loss", "goal": "lowest"}}, "study.metric.goal", "minimize"),
         ({"max_trial": 4}, "study.max_trial", "max_trials"),
     ],
