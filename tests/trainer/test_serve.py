@@ -322,3 +322,13 @@ def test_the_serving_image_installs_what_trainer_serve_imports() -> None:
     names = {re.split(r"[<>=!~\[ ]", r)[0].lower() for r in listed}
     assert {"fastapi", "uvicorn", "torch", "transformers", "peft", "gcsfs", "fsspec"} <= names
     assert 'ENTRYPOINT ["python", "-m", "trainer.serve"]' in dockerfile
+
+
+def test_a_failed_load_is_flagged_and_health_stays_503(tmp_path: Path) -> None:
+    """main() ends the process on this flag (exit 1) rather than failing health checks forever."""
+    env = serving_env(str(tmp_path))
+    slot = ModelSlot()
+    slot.load(lambda: ServedModel.load(env.storage_uri))
+    assert slot.failed.is_set() and slot.model is None
+    with Server(env, slot) as server:
+        assert server.call(HEALTH)[0] == 503
