@@ -460,6 +460,8 @@ class Executor:
                     return
         if job.rt.started_at is None:
             job.rt.started_at = time.time()
+            for note in vertex_env.accelerator_notes(job.resource):
+                self._service_log(job, note)
         # Vertex fills webAccessUris once the nodes exist, i.e. as the job runs.
         uris = web_access_uris(job.resource, job.id, self.settings.port)
         if uris:
@@ -511,7 +513,7 @@ class Executor:
         runner = [sys.executable, "-m", "jobs.local.replica_runner"]
         runner += ["--log", replica.log_path, "--exit", replica.exit_path, "--"]
         proc = subprocess.Popen(
-            [*runner, *job.view.command(slot)],
+            [*runner, *job.view.command(slot, job_dir / "packages" / replica.name)],
             cwd=self.settings.cwd,
             env=env,
             stdin=subprocess.DEVNULL,

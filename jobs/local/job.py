@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from jobs.contract import LABEL_RUN_ID
 from jobs.durations import parse_duration_s
@@ -65,5 +66,5 @@ class JobView:
         """Every replica of every pool, primary first; empty pools are skipped."""
         return vertex_env.slots_of(self.replica_counts)
 
-    def command(self, slot: ReplicaSlot) -> list[str]:
-        return vertex_env.replica_command(self.pools[slot.pool])
+    def command(self, slot: ReplicaSlot, package_dir: Path | None = None) -> list[str]:
+        return vertex_env.replica_command(self.pools[slot.pool], package_dir)

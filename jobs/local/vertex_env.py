@@ -96,18 +96,39 @@ def _world_size(job: dict) -> int:
     return sum(1 for s in replica_slots(job) if s.pool in (0, 1))
 
 
-def replica_command(pool: dict) -> list[str]:
-    """The argv a replica runs: containerSpec command+args, or `python -m module args`.
+def replica_command(pool: dict, package_dir: Path | None = None) -> list[str]:
+    """The argv a replica runs: containerSpec command+args, or for a pythonPackageSpec
+    jobs/local/package_runner.py, which installs the ``packageUris`` into ``package_dir`` and
+    then runs `python -m module args`.
 
     ``python`` is the local interpreter, as it would be the image's inside a container."""
     if "pythonPackageSpec" in pool:
         spec = pool["pythonPackageSpec"]
-        return [sys.executable, "-m", spec["pythonModule"], *spec.get("args", [])]
+        runner = [sys.executable, "-m", "jobs.local.package_runner"]
+        runner += ["--target", str(package_dir or Path("python-packages"))]
+        runner += [f"--package={uri}" for uri in spec.get("packageUris", [])]
+        return [*runner, "--", spec["pythonModule"], *spec.get("args", [])]
     spec = pool.get("containerSpec", {})
     argv = [*spec.get("command", []), *spec.get("args", [])]
     if argv and argv[0] in PYTHON_NAMES:
         argv[0] = sys.executable
     return argv
+
+
+def accelerator_notes(job: dict) -> list[str]:
+    """One line per pool that asked for accelerators: the request was checked against the
+    catalog when the job was created, and locally its replicas run on this machine's CPU."""
+    notes = []
+    for position, pool in enumerate(pools(job)):
+        machine = pool.get("machineSpec", {}) if pool else {}
+        kind, count = machine.get("acceleratorType"), int(machine.get("acceleratorCount", 0) or 0)
+        if kind and kind != "ACCELERATOR_TYPE_UNSPECIFIED" and count:
+            notes.append(
+                f"workerpool{position} asks for {count} x {kind} on {machine.get('machineType')} "
+                f"(checked against the catalog); the local platform runs its replicas on this "
+                f"machine's CPU"
+            )
+    return notes
 
 
 def output_dirs(job: dict) -> dict[str, str]:
