@@ -26,6 +26,7 @@ from jobs.cost import estimate
 from jobs.document import TEMPLATE, load_document
 from jobs.facts import JobFacts, template_facts
 from jobs.gcloud import import_document, template_from_document
+from jobs.model_upload import UploadOptions
 from jobs.plan import plan_job
 from jobs.quotas import QuotaReader, preflight
 from jobs.render import render_json, render_yaml
@@ -35,6 +36,7 @@ from jobs.training_time import TrainingTimeError, run_estimate, trainer_call
 from jobs.validate import validate_document
 from vtx.ladder_launch import LadderWalk, launch_ladder
 from vtx.log_commands import follow_run
+from vtx.model_commands import upload_run_model
 from vtx.options import (
     FileArg,
     PollOpt,
@@ -283,10 +285,12 @@ def launch_job(
     ignore_quota: bool = False,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    upload: UploadOptions | None = None,
 ) -> int:
     """Compile, check, plan, check the live quota, confirm, submit (and follow); the exit
     code. A dry run stops where the launch would: after the plan, or at a quota refusal.
-    A template with a capacity ladder is walked rung by rung (``sleep``/``clock``: its watch)."""
+    A template with a capacity ladder is walked rung by rung (``sleep``/``clock``: its watch).
+    ``upload``: register the model of a followed run that SUCCEEDED (`vtx model upload`)."""
     run_id = run_id or new_run_id(template.name)
     if template.study is not None:
         return launch_study(out, template, stack, source, run_id, yes=yes, dry_run=dry_run,
@@ -337,7 +341,10 @@ def launch_job(
     )
     out.print(f"run id: [bold]{run_id}[/bold]{resumed}", highlight=False)
     if follow:
-        return follow_run(out, vertex, run_id, poll_s)
+        code = follow_run(out, vertex, run_id, poll_s)
+        if code or upload is None:
+            return code
+        return upload_run_model(out, stack, run_id, upload, yes=yes, confirm=confirm)
     out.print(
         f"follow: vtx logs {run_id} --follow (with this launch's --stack or --stack-file)",
         style="dim",
@@ -366,10 +373,19 @@ def launch(
             help="Submit even when the job needs more than the project's quota limit.",
         ),
     ] = False,
+    upload_model: Annotated[
+        bool,
+        typer.Option(
+            "--upload-model", help="With --follow: register the model when the run succeeds."
+        ),
+    ] = False,
 ) -> None:
     """Plan, check the live quota, confirm and submit a job; print its name and run id."""
     outputs = required_stack(stack, stack_file)
     template = load_template(file, set_ or [], stack_region(outputs))
+    ladder = template.capacity is not None and template.capacity.ladder
+    if upload_model and (not follow or template.study is not None or ladder):
+        raise fail("--upload-model needs --follow, on a template without a study or a ladder")
     code = launch_job(
         console(),
         template,
@@ -381,5 +397,6 @@ def launch(
         follow=follow,
         poll_s=poll_s,
         ignore_quota=ignore_quota,
+        upload=UploadOptions() if upload_model else None,
     )
     raise typer.Exit(code)

@@ -136,3 +136,28 @@ def test_model_layout_is_the_one_the_server_would_load() -> None:
         "merged"
     )
     assert model_layout([f"{root}/checkpoints/config.json", f"{root}x/config.json"], root) is None
+
+
+def test_launch_follow_upload_model_registers_the_model_when_the_run_succeeds(
+    runs: StackOutputs, tmp_path: Path
+) -> None:
+    template = tmp_path / "launched.yaml"
+    template.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny-launched",
+                "image": "trainer",
+                "command": ["python", "-c", WRITES_A_LORA],
+                "pools": {"chief": {"machine": "n1-standard-4"}},
+                "scheduling": {"timeout": "10m"},
+            }
+        )
+    )
+    args = [str(template), "--stack", "local", "-y", "--run-id", "launched-upload"]
+    code, out = vtx("launch", *args, "--upload-model")
+    assert code == 2 and "--upload-model needs --follow" in out
+    code, out = vtx("launch", *args, "--follow", "--poll-s", "0.2", "--upload-model")
+    assert code == 0, out
+    assert "JOB_STATE_SUCCEEDED" in out and "version: 1" in out
+    [model] = ModelRest(runs).list_models(f'labels.{LABEL_RUN_ID}="launched-upload"')
+    assert model.artifact_uri == "gs://vtx-local-checkpoints/runs/launched-upload/model/"
