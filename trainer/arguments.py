@@ -1,5 +1,12 @@
 """The command line of one training process, and its config, read without torch: a mistake in
-either is reported in well under a second, before `trainer.cli` loads torch and transformers."""
+either is reported in well under a second, before `trainer.cli` loads torch and transformers.
+
+A hyperparameter tuning trial gets its parameters the way Vertex passes them: one argument per
+parameter appended to the container's args, `--PARAMETER_ID=VALUE` (or `--PARAMETER_ID VALUE`).
+A parameter id is a config key as `--set` takes it (`learning_rate`, `model.lora.r`), and the
+value goes through exactly what `--set KEY=VALUE` does (YAML value, the config's types and checks,
+an unknown key named with the nearest known one). `python -m trainer.launch` passes its arguments
+to every process unchanged, so every rank applies the same parameters."""
 
 from __future__ import annotations
 
@@ -11,9 +18,13 @@ from trainer.config import ConfigError, TrainConfig, load_config
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Our options; anything else is kept, in order, as `trial_args` (see the module's doc)."""
     parser = argparse.ArgumentParser(
         prog="python -m trainer",
-        description="Fine-tune a causal LM, or estimate its memory, time and cost.",
+        description="Fine-tune a causal LM, or estimate its memory, time and cost. A tuning "
+        "trial's parameters may follow as --KEY=VALUE (KEY as --set takes it).",
+        # A trial's `--KEY` must never be taken for one of our options by a matching prefix.
+        allow_abbrev=False,
     )
     parser.add_argument("--config", required=True, help="training YAML (see trainer/examples)")
     parser.add_argument(
@@ -30,7 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="print sizes, memory, step time, total steps, hours and cost; no training",
     )
     _add_estimate_options(parser.add_argument_group("--estimate options"))
-    args = parser.parse_args(argv)
+    args, trial_args = parser.parse_known_args(argv)
+    args.trial_args = trial_args
     if args.json and not args.estimate:
         parser.error("--json goes with --estimate (training logs JSON lines by itself)")
     return args
@@ -100,10 +112,31 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def trial_overrides(trial_args: list[str]) -> list[str]:
+    """A trial's `--KEY=VALUE` / `--KEY VALUE` arguments as `KEY=VALUE` overrides, in order."""
+    overrides: list[str] = []
+    args = iter(trial_args)
+    for arg in args:
+        key, sep, value = arg.removeprefix("--").partition("=")
+        if not arg.startswith("--") or not key:
+            raise ConfigError(
+                f"unexpected argument {arg[:60]!r}: a tuning trial's parameters come as "
+                "--KEY=VALUE, KEY a config key as --set takes it (e.g. --learning_rate=0.001)"
+            )
+        if not sep:
+            following = next(args, None)
+            if following is None or following.startswith("--"):
+                raise ConfigError(f"{arg[:60]}: no value; write {arg[:60]}=VALUE")
+            value = following
+        overrides.append(f"{key}={value}")
+    return overrides
+
+
 def read_config(args: argparse.Namespace) -> TrainConfig | None:
     """The config the arguments name, or None after printing why it cannot be used."""
     try:
-        return load_config(args.config, args.overrides)
+        trial = trial_overrides(getattr(args, "trial_args", []))
+        return load_config(args.config, args.overrides, trial)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None

@@ -294,7 +294,18 @@ class TrainConfig(_Strict):
         None, gt=0, description="Evals without improvement."
     )
     early_stopping_threshold: float = Field(0.0, ge=0)
-    report_to: list[Literal["tensorboard"]] = Field(["tensorboard"], description="[] disables.")
+    report_to: list[Literal["tensorboard", "wandb"]] = Field(
+        ["tensorboard"], description="Trackers: tensorboard, wandb; [] disables."
+    )
+    wandb_project: str | None = Field(
+        None, description="W&B project; default $WANDB_PROJECT, else vtx."
+    )
+    wandb_entity: str | None = Field(None, description="W&B entity; default $WANDB_ENTITY.")
+    hypertune_metric: str | None = Field(
+        None,
+        description="The metric a tuning trial reports when the platform names none "
+        "(CLOUD_ML_HP_METRIC_TAG wins); default eval_loss with an eval set, else train_loss.",
+    )
     disable_tqdm: bool = Field(
         False, description="No progress bar on a terminal (jobs and pipes never get one)."
     )
@@ -316,8 +327,13 @@ class TrainConfig(_Strict):
         return self
 
 
-def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    """Read a YAML config, apply `key.path=value` overrides, validate."""
+def load_config(
+    path: str | Path,
+    overrides: list[str] | tuple[str, ...] = (),
+    trial_overrides: list[str] | tuple[str, ...] = (),
+) -> TrainConfig:
+    """Read a YAML config, apply `key.path=value` overrides (`--set`, then a tuning trial's
+    parameters: the same rules, only the messages name them as trial arguments), validate."""
     path = Path(path)
     raw = read_yaml(path)
     if not isinstance(raw, dict):
@@ -328,6 +344,8 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         raise ConfigError(f"{path}: {exc}") from None
     for item in overrides:
         _apply_override(raw, item)
+    for item in trial_overrides:
+        _apply_override(raw, item, TRIAL_ARGUMENT)
     cfg = parse_config(raw, source=str(path))
     _check_local_paths(cfg, str(path))
     return cfg
@@ -552,29 +570,35 @@ def _resolve(value: str, base: Path, key: str) -> str:
     return str((base / value).resolve())
 
 
-def _apply_override(raw: dict[str, Any], item: str) -> None:
+TRIAL_ARGUMENT = "trial argument"
+"""How messages name an override that came as a tuning trial's `--KEY=VALUE` argument."""
+
+
+def _apply_override(raw: dict[str, Any], item: str, flag: str = "--set") -> None:
     key, sep, text = item.partition("=")
     if not sep or not key:
         raise ConfigError(
-            f"--set {item!r}: expected KEY.PATH=VALUE, e.g. --set data.path=gs://b/x.jsonl"
+            f"{flag} {item!r}: expected KEY.PATH=VALUE, e.g. --set data.path=gs://b/x.jsonl"
         )
     parts = key.split(".")
     if len(parts) > MAX_DEPTH:
-        raise ConfigError(f"--set {item[:60]!r}: the key path is more than {MAX_DEPTH} levels deep")
+        raise ConfigError(
+            f"{flag} {item[:60]!r}: the key path is more than {MAX_DEPTH} levels deep"
+        )
     target = raw
     for part in parts[:-1]:
         child = target.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"--set {item!r}: `{part}` is not a mapping in the config")
+            raise ConfigError(f"{flag} {item!r}: `{part}` is not a mapping in the config")
         target = child
     try:
-        value = load_yaml_text(text, f"--set {key}") if text else ""
+        value = load_yaml_text(text, f"{flag} {key}") if text else ""
     except ConfigError as exc:
         if "invalid YAML" not in str(exc):
             raise
         problem = str(exc).split("invalid YAML: ", 1)[1]
         raise ConfigError(
-            f"--set {item!r}: the value is not valid YAML ({problem}); quote text values, "
+            f"{flag} {item!r}: the value is not valid YAML ({problem}); quote text values, "
             "e.g. --set 'data.path=\"x[1].jsonl\"'"
         ) from None
     if tuple(parts) in PATH_KEYS and isinstance(value, str):
