@@ -8,10 +8,11 @@ import sys
 
 from trainer.arguments import parse_args, read_config
 from trainer.config import ConfigError, TrainConfig
-from trainer.env import VertexEnv
+from trainer.env import TrackingEnv, VertexEnv
 from trainer.estimate import hardware, print_report, report
 from trainer.loop import train
 from trainer.preemption import StopRequest
+from trainer.reporters import check_reporting
 from trainer.secrets import SecretsError, export_secrets
 
 
@@ -48,4 +49,8 @@ def _run(cfg: TrainConfig, args: argparse.Namespace, stop: StopRequest) -> int:
     except SecretsError as exc:  # its message holds no value: printing it is safe
         print(f"error: secrets not exported: {exc}", file=sys.stderr)
         return 2
-    return train(cfg, VertexEnv.from_environ(), stop)
+    env, tracking = VertexEnv.from_environ(), TrackingEnv.from_environ()
+    # Before the model and data are built: a missing W&B key or a tuning metric the trainer
+    # never logs would otherwise fail at the first report, or never report at all.
+    check_reporting(cfg, tracking, env.in_job)
+    return train(cfg, env, stop, tracking)

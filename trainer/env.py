@@ -1,7 +1,9 @@
 """What the platform tells the container: topology, output locations and job identity.
 
 `VertexEnv.from_environ()` is the only code in vtx that reads Vertex's variables (`CLUSTER_SPEC`,
-`TF_CONFIG`, `MASTER_ADDR`/`MASTER_PORT`/`WORLD_SIZE`/`RANK`, `AIP_*`, `CLOUD_ML_*`). Vertex counts
+`TF_CONFIG`, `MASTER_ADDR`/`MASTER_PORT`/`WORLD_SIZE`/`RANK`, `AIP_*`, `CLOUD_ML_*`), and
+`TrackingEnv.from_environ()` the ones a tuning trial adds (`CLOUD_ML_TRIAL_ID`,
+`CLOUD_ML_HP_METRIC_*`) besides the vtx run id that trackers name their run after. Vertex counts
 *nodes* (one container per VM) in `WORLD_SIZE`/`RANK`; torchrun later reuses the same names for
 *processes*. Inside a torchrun worker we therefore take the node view from torchrun's own
 `GROUP_RANK`/`LOCAL_WORLD_SIZE` instead, so both callers get the same answer.
@@ -19,6 +21,11 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 DEFAULT_MASTER_PORT = 29500
+RUN_ID_ENV = "VTX_RUN_ID"
+"""The vtx run id, which the compiler sets on every replica (a copy of `jobs.contract.RUN_ID_ENV`:
+the trainer ships alone; tests/contracts/ pins it)."""
+DEFAULT_METRIC_FILE = "/tmp/hypertune/output.metrics"
+"""Where cloudml-hypertune writes a trial's metric when `CLOUD_ML_HP_METRIC_FILE` is not set."""
 # Pools that run the training processes. Pool 2 is the parameter-server / Reduction Server pool
 # and pool 3 the evaluators: they never join torchrun's rendezvous.
 TRAINING_POOLS = ("workerpool0", "workerpool1")
@@ -135,3 +142,35 @@ def _master(env: Mapping[str, str], spec: dict[str, Any] | None) -> tuple[str, i
         # CLUSTER_SPEC's port (2222) belongs to Vertex's TF-era servers; torchrun uses its own.
         return str(chief[0]).split(":")[0], DEFAULT_MASTER_PORT
     return "127.0.0.1", DEFAULT_MASTER_PORT
+
+
+@dataclass(frozen=True)
+class TrackingEnv:
+    """What names this run for trackers (W&B) and makes it a tuning trial (the metric file).
+
+    Kept apart from `VertexEnv`: a CustomJob's replicas get none of the trial variables, and the
+    local platform's copy of Vertex's environment is pinned to what `VertexEnv` reads."""
+
+    run_id: str | None = None
+    """`VTX_RUN_ID`: one id for every attempt of a vtx run (and every trial of a study)."""
+    trial_id: str | None = None
+    """`CLOUD_ML_TRIAL_ID` as Vertex sets it (even empty); None outside a tuning trial."""
+    metric_tag: str | None = None
+    """`CLOUD_ML_HP_METRIC_TAG`: the study's metric id, which the trial reports under."""
+    metric_file: str = DEFAULT_METRIC_FILE
+    """`CLOUD_ML_HP_METRIC_FILE`: where the trial's metric lines go."""
+
+    @property
+    def is_trial(self) -> bool:
+        """Running as a tuning trial: the platform set a trial id or a metric tag."""
+        return bool(self.trial_id) or bool(self.metric_tag)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> TrackingEnv:
+        env = os.environ if environ is None else environ
+        return cls(
+            run_id=env.get(RUN_ID_ENV) or None,
+            trial_id=env.get("CLOUD_ML_TRIAL_ID"),
+            metric_tag=env.get("CLOUD_ML_HP_METRIC_TAG") or None,
+            metric_file=env.get("CLOUD_ML_HP_METRIC_FILE") or DEFAULT_METRIC_FILE,
+        )

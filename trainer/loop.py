@@ -35,7 +35,7 @@ from trainer.allocator import retain_freed_memory
 from trainer.checkpoint import FORMAT, Checkpointer, step_dir
 from trainer.config import ConfigError, TrainConfig
 from trainer.data import BatchStream, build_rows, eval_batches
-from trainer.env import VertexEnv
+from trainer.env import TrackingEnv, VertexEnv
 from trainer.export import export_model
 from trainer.fingerprint import (
     GLOBAL_BATCH,
@@ -45,7 +45,7 @@ from trainer.fingerprint import (
     processes,
     trajectory,
 )
-from trainer.metrics import TensorBoard, Throughput, setup_logging
+from trainer.metrics import Throughput, setup_logging
 from trainer.model import (
     build_model,
     build_tokenizer,
@@ -55,7 +55,9 @@ from trainer.model import (
 )
 from trainer.preemption import StopRequest
 from trainer.progress import ProgressBar, choose_output
+from trainer.reporters import build_reporters
 from trainer.state import Progress, TrainState
+from trainer.trial_metric import has_eval_set
 
 log = logging.getLogger(__name__)
 
@@ -249,10 +251,16 @@ def evaluate(
 # ------------------------------------------------------------------ run
 
 
-def train(cfg: TrainConfig, env: VertexEnv, stop: StopRequest | None = None) -> int:
+def train(
+    cfg: TrainConfig,
+    env: VertexEnv,
+    stop: StopRequest | None = None,
+    tracking: TrackingEnv | None = None,
+) -> int:
     """Train (resuming if a committed checkpoint exists), export; return the exit code.
 
-    Pass an already installed `stop` to catch SIGTERMs that arrive during start-up."""
+    Pass an already installed `stop` to catch SIGTERMs that arrive during start-up; `tracking`
+    defaults to this process's environment."""
     owned = stop is None
     stop = stop or StopRequest().install()
     retain_freed_memory()
@@ -261,7 +269,8 @@ def train(cfg: TrainConfig, env: VertexEnv, stop: StopRequest | None = None) -> 
     output = choose_output(env.in_job, rank, cfg.disable_tqdm, sys.stdout, sys.stderr)
     setup_logging(rank, human=output.human_logs)
     try:
-        return Trainer(cfg, env, stop, show_bar=output.bar).run()
+        tracking = tracking or TrackingEnv.from_environ()
+        return Trainer(cfg, env, stop, show_bar=output.bar, tracking=tracking).run()
     finally:
         if owned:
             stop.uninstall()
@@ -313,7 +322,12 @@ class Trainer:
     """One process's run: built from the config, resumed, stepped, checkpointed, exported."""
 
     def __init__(
-        self, cfg: TrainConfig, env: VertexEnv, stop: StopRequest, show_bar: bool = False
+        self,
+        cfg: TrainConfig,
+        env: VertexEnv,
+        stop: StopRequest,
+        show_bar: bool = False,
+        tracking: TrackingEnv | None = None,
     ) -> None:
         self.cfg, self.stop, self.show_bar = cfg, stop, show_bar
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
@@ -354,13 +368,28 @@ class Trainer:
                 self.model, self.optimizer, self.scheduler, self.stream, self.progress
             )
         }
-        self.board = TensorBoard(self.outputs.tensorboard_dir if self.rank == 0 else None)
+        self.reporters = build_reporters(
+            cfg,
+            tracking or TrackingEnv(),
+            self.rank,
+            self.outputs.tensorboard_dir,
+            self.outputs.checkpoint_dir,
+            self.resume.step,
+        )
         self.meter = Throughput()
         self.peak = _peak_flops(self.device)
         self.last_save_s = time.monotonic()
         self.fault_step = os.environ.get(SIGTERM_AFTER_STEP_ENV)
 
     def run(self) -> int:
+        exit_code = 1  # an exception: the reporters finish the run as failed
+        try:
+            exit_code = self._run()
+            return exit_code
+        finally:
+            self.reporters.close(exit_code)
+
+    def _run(self) -> int:
         self._resume()
         if _any_rank(self.stop.requested, self.device):
             log.warning("stop requested (SIGTERM) during start-up: nothing new to save, exiting")
@@ -376,6 +405,9 @@ class Trainer:
                 decision = self._step()
                 self.bar.step(decision.loss)
                 if decision.stop:
+                    # Logged before the save: the resumed run starts after this step, so a
+                    # step left unlogged here would be missing from every tracker.
+                    self._log()
                     self._save_for_preemption()
                     return EXIT_PREEMPTED
                 self._log()
@@ -384,11 +416,11 @@ class Trainer:
                 if self._save_due(decision):
                     self._save_in_background()
             self.bar.close()  # before the export's log lines: the finished bar stays above them
+            self._evaluate_final_model()
             self._finish()
             return 0
         finally:
             self.bar.close()
-            self.board.close()
 
     # ---------------------------------------------------------------- phases
 
@@ -555,7 +587,7 @@ class Trainer:
         self.meter.reset()
         self.bar.tokens_per_s(values["tokens_per_s"])
         log.info("train", extra={"step": step, **{k: round(v, 6) for k, v in values.items()}})
-        self.board.scalars(step, {f"train/{k}": v for k, v in values.items()})
+        self.reporters.log(step, values)
 
     def _stop_early_if_no_improvement(self) -> bool:
         if self._evaluate_and_check_early_stop():
@@ -567,16 +599,27 @@ class Trainer:
         cfg, progress = self.cfg, self.progress
         if not cfg.eval_steps or progress.step % cfg.eval_steps:
             return False
-        eval_loss = evaluate(self.model, self.evals, cfg, self.device)
-        progress.last_eval_step = progress.step
-        log.info("eval", extra={**self._at(), "eval_loss": round(eval_loss, 6)})
-        self.board.scalars(progress.step, {"eval/loss": eval_loss})
+        eval_loss = self._evaluate()
         if eval_loss < progress.best_eval_loss - cfg.early_stopping_threshold:
             progress.best_eval_loss, progress.evals_without_improvement = eval_loss, 0
         else:
             progress.evals_without_improvement += 1
         patience = cfg.early_stopping_patience
         return bool(patience) and progress.evals_without_improvement >= patience
+
+    def _evaluate(self) -> float:
+        eval_loss = evaluate(self.model, self.evals, self.cfg, self.device)
+        self.progress.last_eval_step = self.progress.step
+        log.info("eval", extra={**self._at(), "eval_loss": round(eval_loss, 6)})
+        self.reporters.log(self.progress.step, {"eval_loss": eval_loss})
+        return eval_loss
+
+    def _evaluate_final_model(self) -> None:
+        """With an eval set, the final model is evaluated when its step was not: a tuning
+        trial's `eval_loss` is the final model's, and a run with `eval_fraction` but no
+        `eval_steps` gets its one eval."""
+        if has_eval_set(self.cfg) and self.progress.last_eval_step < self.progress.step:
+            self._evaluate()
 
     def _committed_steps(self) -> list[int]:
         """Collective: committed steps as rank 0 sees them, so every rank takes one branch."""

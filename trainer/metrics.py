@@ -1,12 +1,9 @@
-"""Structured logs, TensorBoard and throughput (MFU against trainer.accelerators' peaks).
+"""Structured logs and throughput (MFU against trainer.accelerators' peaks).
 
 Logs are one JSON object per line on stdout with `severity` and `message`: Cloud Logging turns
 each into a structured entry (`jsonPayload.step`, `jsonPayload.loss`...) that can be filtered.
 On a terminal outside a job they are readable lines instead, above the progress bar
-(`trainer.progress` decides).
-
-TensorBoard events are written to a local directory and copied to `AIP_TENSORBOARD_LOG_DIR`
-after every flush: the event writer appends to its file, and GCS objects cannot be appended to.
+(`trainer.progress` decides). TensorBoard, W&B and a tuning trial's metric: trainer.reporters.
 """
 
 from __future__ import annotations
@@ -14,9 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
@@ -94,42 +89,6 @@ def setup_logging(rank: int, human: bool = False, level: int = logging.INFO) -> 
     root.setLevel(level)
     for name in QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(logging.WARNING)
-
-
-class TensorBoard:
-    """Scalars to TensorBoard; rank 0 only. A no-op when `log_dir` is None."""
-
-    def __init__(self, log_dir: str | None) -> None:
-        self.remote = log_dir if log_dir and "://" in log_dir else None
-        self.writer = None
-        if log_dir is None:
-            return
-        from torch.utils.tensorboard import SummaryWriter
-
-        self.local = Path(tempfile.mkdtemp(prefix="vtx-tb-")) if self.remote else Path(log_dir)
-        self.writer = SummaryWriter(str(self.local))
-
-    def scalars(self, step: int, values: dict[str, float]) -> None:
-        if self.writer is None:
-            return
-        for name, value in values.items():
-            self.writer.add_scalar(name, value, step)
-        self.writer.flush()
-        if self.remote:
-            self._upload()
-
-    def _upload(self) -> None:
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(self.remote)
-        for path in self.local.iterdir():
-            fs.put_file(str(path), f"{root.rstrip('/')}/{path.name}")
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            if self.remote:
-                self._upload()
 
 
 class Throughput:

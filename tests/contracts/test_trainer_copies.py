@@ -8,8 +8,7 @@ inputs (not by comparing source text), so that either side drifting fails here f
 | `trainer.env.VertexEnv.from_environ`        | `jobs.local.vertex_env` (VERTEX.md)           |
 | `trainer.accelerators.ACCELERATORS`         | `jobs/catalog/accelerators.yaml` (the GPUs)   |
 | `trainer.config.load_yaml_text`             | `jobs.safe_yaml.load_yaml_text`               |
-
-The run id (`jobs.contract.RUN_ID_ENV`) has no copy: the trainer never reads it.
+| `trainer.env.RUN_ID_ENV` (W&B's run id)     | `jobs.contract.RUN_ID_ENV`                    |
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from jobs.catalog import load_catalog
 from jobs.local import vertex_env
 from trainer import accelerators, secrets
 from trainer import config as trainer_config
-from trainer.env import VertexEnv
+from trainer.env import TrackingEnv, VertexEnv
 
 # ---- secrets: the variable and the Secret Manager name grammar ------------------------------
 
@@ -109,6 +108,13 @@ def test_the_trainer_reads_the_version_jobs_means(ref: str) -> None:
     project, secret, version = contract.secret_parts(ref)
     meant = f"projects/{project or '123'}/secrets/{secret}/versions/{version}"
     assert secrets.resource_name(ref, project="123") == meant
+
+
+# ---- the run id: W&B names a vtx run's one run after it ----------------------------------------
+
+
+def test_the_trainer_reads_the_run_id_variable_the_compiler_writes() -> None:
+    assert TrackingEnv.from_environ({contract.RUN_ID_ENV: "l4-lora-1"}).run_id == "l4-lora-1"
 
 
 # ---- Vertex's environment: what the local platform sets, what the trainer reads --------------

@@ -202,8 +202,8 @@ def assert_same_examples_once_per_epoch(straight: Attempt, *attempts: Attempt) -
 def assert_loss_continues(straight: Attempt, first: Attempt, resumed: Attempt) -> None:
     expected = straight.losses()
     before, after = first.losses(), resumed.losses()
-    # The stopping step is not logged: a SIGTERM goes straight to the checkpoint.
-    assert sorted(before) == list(range(1, STOP_AFTER))
+    # The stopping step is logged before its checkpoint: no step is missing, none repeated.
+    assert sorted(before) == list(range(1, STOP_AFTER + 1))
     assert sorted(after) == list(range(STOP_AFTER + 1, STEPS + 1))
     assert all(before[s] == expected[s] for s in before), "the same run up to the stop"
     for step, loss in after.items():
@@ -213,7 +213,8 @@ def assert_loss_continues(straight: Attempt, first: Attempt, resumed: Attempt) -
 def assert_losses_close(straight: Attempt, *attempts: Attempt) -> None:
     expected = straight.losses()
     losses = {step: loss for attempt in attempts for step, loss in attempt.losses().items()}
-    assert len(losses) == STEPS - 1  # the stopping step is not logged
+    steps = sorted(step for attempt in attempts for step in attempt.losses())
+    assert steps == list(range(1, STEPS + 1)), "a step is missing or logged twice"
     for step, loss in losses.items():
         assert loss == pytest.approx(expected[step], rel=LOSS_RTOL), (step, loss, expected[step])
 
