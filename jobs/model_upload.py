@@ -169,6 +169,15 @@ def plan_upload(
     if options.display_name is not None and not 0 < len(options.display_name) <= DISPLAY_NAME_MAX:
         problems.append(f"--display-name: 1 to {DISPLAY_NAME_MAX} characters")
     parent_model = _parent_model(rest, options.parent_model, problems)
+    if rest.list_studies(run_id):
+        raise UploadRefused(
+            [
+                *problems,
+                f"run {run_id} is a hyperparameter tuning study: each trial exports its own "
+                f"model (under <run prefix>/<trial id>/model/); uploading a trial's model is not "
+                f"supported yet",
+            ]
+        )
     attempts = rest.list(run_id)
     if not attempts:
         raise UploadRefused(
