@@ -52,6 +52,8 @@ from jobs.local.guard import (
     token_refusal,
 )
 from jobs.local.lifecycle import JobState
+from jobs.local.pipeline_routes import add_pipeline_routes
+from jobs.local.pipelines import Pipelines
 from jobs.local.quota_infos import quota_infos
 from jobs.local.read_mask import ReadMaskError, apply_read_mask
 from jobs.local.settings import LocalSettings
@@ -248,6 +250,11 @@ def _executor_problems(job: dict) -> list[str]:
     return problems
 
 
+def _job_problems(job: dict, location: str) -> list[str]:
+    """Every check of a CustomJob create, for the pipelines' trainingTaskInputs."""
+    return _executor_problems(job) + _validation_problems(job, location)
+
+
 def _trial_job_problems(study: dict, location: str) -> list[str]:
     """The customJobs checks on the trial's CustomJobSpec, named at trialJobSpec."""
     trial = {"displayName": study.get("displayName") or "trial", "jobSpec": study["trialJobSpec"]}
@@ -263,13 +270,16 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     store = Store(settings.data_dir / "jobs.sqlite")
     executor = Executor(store, settings)
     studies = Studies(store, executor, settings)
+    pipelines = Pipelines(store, executor)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         executor.start()
         studies.start()
+        pipelines.start()
         yield
-        studies.shutdown()  # first: its trials' jobs are then stopped by the executor's
+        pipelines.shutdown()  # these two first: their jobs are then stopped by the executor's
+        studies.shutdown()
         executor.shutdown()
         store.close()
 
@@ -289,6 +299,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     _add_study_routes(app, studies, executor, store)
     _add_quota_routes(app, executor)
     _add_vtx_routes(app, executor, store)
+    add_pipeline_routes(app, pipelines, _parent, _job_problems)  # jobs/local/pipeline_routes.py
     return app
 
 

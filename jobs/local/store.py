@@ -1,5 +1,6 @@
 """SQLite persistence of the control plane: job records, executor runtime state, studies
-(HyperparameterTuningJobs), models (one row per version) and their operations, log entries.
+(HyperparameterTuningJobs), training pipelines, models (one row per version) and their
+operations, log entries.
 
 Jobs and studies are stored as their REST form (camelCase JSON, enum names) next to their
 runtime record (pids, restarts, timers; a study's trials), so a restarted control plane can
@@ -45,6 +46,11 @@ CREATE TABLE IF NOT EXISTS studies (
     state TEXT NOT NULL,
     resource TEXT NOT NULL,
     runtime TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pipelines (
+    id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    resource TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS models (
     id TEXT NOT NULL,
@@ -214,6 +220,45 @@ class Store:
     def delete_study(self, study_id: str) -> None:
         with self._lock:
             self._db.execute("DELETE FROM studies WHERE id = ?", (study_id,))
+
+    # -- training pipelines (their backing CustomJobs are jobs like any other) ----------------
+
+    def put_pipeline(self, pipeline_id: str, resource: dict) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO pipelines(id, state, resource) VALUES (?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET state = excluded.state, "
+                "resource = excluded.resource",
+                (pipeline_id, resource["state"], json.dumps(resource)),
+            )
+
+    def get_pipeline(self, pipeline_id: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT resource FROM pipelines WHERE id = ?", (pipeline_id,)
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def list_pipelines(self, before: int | None = None) -> list[tuple[int, dict]]:
+        """(position, pipeline), newest first, as ``list_jobs``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, resource FROM pipelines WHERE rowid < ? ORDER BY rowid DESC",
+                (before if before is not None else 2**62,),
+            ).fetchall()
+        return [(r[0], json.loads(r[1])) for r in rows]
+
+    def active_pipelines(self, states: tuple[str, ...]) -> list[dict]:
+        marks = ",".join("?" * len(states))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT resource FROM pipelines WHERE state IN ({marks}) ORDER BY rowid", states
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def delete_pipeline(self, pipeline_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM pipelines WHERE id = ?", (pipeline_id,))
 
     # -- models (one row per version) and long-running operations ----------------------------
 

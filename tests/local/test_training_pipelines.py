@@ -1,0 +1,191 @@
+"""trainingPipelines through the real clients: the SDK's CustomTrainingJob (seed 000's example,
+unchanged) under a user's own project id, and PipelineService's REST calls for the states,
+cancel, delete, list and the create checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from google.api_core import exceptions
+from local_helpers import client, replica_output, wait_for
+
+from jobs.local.pipelines import CUSTOM_TASK
+from jobs.local.state import project_number
+from jobs.stack import StackOutputs
+
+USER_PROJECT = "acme-ml-dev"
+SCRIPT = "import os, sys\nprint('script ran', sys.argv[1:], os.environ['AIP_MODEL_DIR'])\n"
+TRAIN_IMAGE = "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"
+SERVE_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/pytorch-cpu.2-4:latest"
+ENDED = {"PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED"}
+
+
+@pytest.fixture
+def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
+    """The high-level SDK as a user sets it up (their project id, the staging bucket, the
+    emulator for its storage client), polling every 0.2 s."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import jobs, training_jobs
+
+    monkeypatch.setattr(jobs, "_JOB_WAIT_TIME", 0.2)
+    monkeypatch.setattr(training_jobs, "_JOB_WAIT_TIME", 0.2)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", local_platform.gcs_endpoint)
+    aiplatform.init(
+        project=USER_PROJECT,
+        location=local_platform.region,
+        api_endpoint=local_platform.vertex_endpoint,
+        api_transport="rest",
+        credentials=AnonymousCredentials(),
+        staging_bucket=f"gs://{local_platform.buckets.staging}",
+    )
+    return aiplatform
+
+
+def pipelines_client(endpoint: str):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.PipelineServiceClient(
+        transport="rest",
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": endpoint},
+    )
+
+
+def container_pipeline(name: str, code: str, **extra):
+    """What CustomContainerTrainingJob sends: a custom task over one container pool."""
+    from google.cloud import aiplatform_v1
+    from google.protobuf import json_format, struct_pb2
+
+    inputs = {
+        "worker_pool_specs": [
+            {
+                "machine_spec": {"machine_type": "n1-standard-4"},
+                "replica_count": 1,
+                "container_spec": {"image_uri": TRAIN_IMAGE, "command": ["python", "-c", code]},
+            }
+        ],
+        "base_output_directory": {"output_uri_prefix": "gs://vtx-local-staging/pipelines/" + name},
+    }
+    return aiplatform_v1.TrainingPipeline(
+        display_name=name,
+        training_task_definition=CUSTOM_TASK,
+        training_task_inputs=json_format.ParseDict(inputs, struct_pb2.Value()),
+        **extra,
+    )
+
+
+def wait_pipeline(pipelines, name: str):
+    return wait_for(
+        lambda: (p := pipelines.get_training_pipeline(name=name)).state.name in ENDED and p
+    )
+
+
+def test_custom_training_job_runs_and_uploads_its_model(
+    sdk, local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    script = tmp_path / "task.py"
+    script.write_text(SCRIPT)
+    job = sdk.CustomTrainingJob(
+        display_name="seed-000-example",
+        script_path=str(script),
+        container_uri=TRAIN_IMAGE,
+        model_serving_container_image_uri=SERVE_IMAGE,
+    )
+    model = job.run(
+        machine_type="n1-standard-4",
+        accelerator_type="NVIDIA_TESLA_T4",
+        accelerator_count=1,
+        replica_count=2,
+        args=["--epochs=1"],
+    )
+    number = project_number(USER_PROJECT)
+    assert job.state.name == "PIPELINE_STATE_SUCCEEDED"
+    assert job.resource_name.startswith(
+        f"projects/{number}/locations/us-central1/trainingPipelines/"
+    )
+    backing = job.gca_resource.training_task_metadata["backingCustomJob"]
+    assert backing.startswith(f"projects/{number}/locations/us-central1/customJobs/")
+    base = job.gca_resource.training_task_inputs["base_output_directory"]["output_uri_prefix"]
+    for replica in ("workerpool0-0", "workerpool1-0"):
+        out = replica_output(local_platform, backing, replica)
+        assert f"script ran ['--epochs=1'] {base}/model/" in out
+    service = replica_output(local_platform, backing, "service")
+    assert any("NVIDIA_TESLA_T4" in line and "CPU" in line for line in service)
+
+    assert model is not None
+    assert model.resource_name.startswith(f"projects/{number}/locations/us-central1/models/")
+    assert model.uri == f"{base}/model"
+    assert model.gca_resource.training_pipeline == job.resource_name
+    assert model.gca_resource.container_spec.image_uri == SERVE_IMAGE
+
+
+def test_a_failing_task_fails_the_pipeline_with_its_job_error(local_platform: StackOutputs) -> None:
+    pipelines = pipelines_client(local_platform.vertex_endpoint)
+    parent = f"projects/{USER_PROJECT}/locations/us-central1"
+    created = pipelines.create_training_pipeline(
+        parent=parent, training_pipeline=container_pipeline("fails", "raise SystemExit(3)")
+    )
+    assert created.state.name == "PIPELINE_STATE_QUEUED"
+    done = wait_pipeline(pipelines, created.name)
+    assert done.state.name == "PIPELINE_STATE_FAILED"
+    assert done.error.code != 0 and done.end_time
+    job = client(local_platform.vertex_endpoint).get_custom_job(
+        name=done.training_task_metadata["backingCustomJob"]
+    )
+    assert job.state.name == "JOB_STATE_FAILED"
+    assert done.error.message == job.error.message
+
+
+def test_cancel_then_delete(local_platform: StackOutputs) -> None:
+    pipelines = pipelines_client(local_platform.vertex_endpoint)
+    parent = f"projects/{USER_PROJECT}/locations/us-central1"
+    hang = "import time; print('up', flush=True); time.sleep(600)"
+    created = pipelines.create_training_pipeline(
+        parent=parent,
+        training_pipeline=container_pipeline("hangs", hang, labels={"vtx-run-id": "pipe"}),
+    )
+    running = wait_for(
+        lambda: (
+            (p := pipelines.get_training_pipeline(name=created.name)).state.name
+            == "PIPELINE_STATE_RUNNING"
+            and p
+        )
+    )
+    assert running.start_time
+    listed = pipelines.list_training_pipelines(
+        request={"parent": parent, "filter": 'labels.vtx-run-id="pipe"'}
+    )
+    assert [p.name for p in listed] == [created.name]
+    with pytest.raises(exceptions.BadRequest, match="cancel it first"):
+        pipelines.delete_training_pipeline(name=created.name).result()
+    pipelines.cancel_training_pipeline(name=created.name)
+    done = wait_pipeline(pipelines, created.name)
+    assert done.state.name == "PIPELINE_STATE_CANCELLED" and done.error.code == 1
+    backing = done.training_task_metadata["backingCustomJob"]
+    assert client(local_platform.vertex_endpoint).get_custom_job(name=backing).state == 7
+    with pytest.raises(exceptions.BadRequest, match="already ended"):
+        pipelines.cancel_training_pipeline(name=created.name)
+    pipelines.delete_training_pipeline(name=created.name).result()
+    with pytest.raises(exceptions.NotFound):
+        pipelines.get_training_pipeline(name=created.name)
+
+
+def test_creates_that_are_not_custom_tasks_are_refused(local_platform: StackOutputs) -> None:
+    pipelines = pipelines_client(local_platform.vertex_endpoint)
+    parent = f"projects/{USER_PROJECT}/locations/us-central1"
+    automl = container_pipeline("automl", "pass")
+    automl.training_task_definition = (
+        "gs://google-cloud-aiplatform/schema/trainingjob/definition/automl_tables_1.0.0.yaml"
+    )
+    with pytest.raises(exceptions.BadRequest, match="custom training tasks only"):
+        pipelines.create_training_pipeline(parent=parent, training_pipeline=automl)
+    no_command = container_pipeline("no-command", "pass")
+    pool = no_command.training_task_inputs["worker_pool_specs"][0]
+    del pool["container_spec"]["command"]
+    with pytest.raises(exceptions.BadRequest, match=r"trainingTaskInputs\.workerPoolSpecs\[0\]"):
+        pipelines.create_training_pipeline(parent=parent, training_pipeline=no_command)
+    with pytest.raises(exceptions.NotFound):
+        pipelines.get_training_pipeline(name=f"{parent}/trainingPipelines/1")
