@@ -87,6 +87,7 @@ def test_a_run_resumed_after_sigterm_is_one_wandb_run_with_one_continuous_step_s
     assert first.run_id == second.run_id == "wandb-test-run"
     assert (first.exit_code, second.exit_code) == (EXIT_PREEMPTED, 0)
     assert first.project == "vtx"
+    assert "memory_percent" in first.stats and "memory_percent" in second.stats  # system figures
     assert first.config["learning_rate"] == 3e-3 and first.config["vtx"]["run_id"]
 
     expected = _per_metric([straight.history])

@@ -55,8 +55,8 @@ class OfflineRun:
     project: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
-    stats: int = 0
-    """System-metric samples (W&B's system figures)."""
+    stats: set[str] = field(default_factory=set)
+    """The system figures W&B sampled (`cpu`, `memory_percent`, ...)."""
     exit_code: int | None = None
 
 
@@ -81,7 +81,7 @@ def read_run(path: Path) -> OfflineRun:
                 }
             )
         elif kind == "stats":
-            run.stats += 1
+            run.stats.update(item.key for item in record.stats.item)
         elif kind == "exit":
             run.exit_code = record.exit.exit_code
     return run
