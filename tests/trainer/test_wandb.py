@@ -51,6 +51,28 @@ def _config(data: Path, out: Path) -> dict[str, Any]:
     )
 
 
+def _logged(lines: list[dict[str, Any]]) -> set[tuple[int, str, float]]:
+    """(step, name, value) of the `train` and `eval` log lines."""
+    fields = ("severity", "message", "logger", "rank", "step")
+    return {
+        (e["step"], k, v)
+        for e in lines
+        if e["message"] in ("train", "eval")
+        for k, v in e.items()
+        if k not in fields
+    }
+
+
+def _records(history: list[dict[str, Any]]) -> set[tuple[int, str, float]]:
+    """(step, name, value) of W&B's records, rounded as the log lines are."""
+    return {
+        (row["step"], k, round(v, 6))
+        for row in history
+        for k, v in row.items()
+        if not k.startswith("_") and k != "step"
+    }
+
+
 def _per_metric(histories: list[list[dict[str, Any]]]) -> dict[str, list[tuple[int, float]]]:
     """(step, value) of each metric, in the order W&B received them, over all attempts."""
     out: dict[str, list[tuple[int, float]]] = {}
@@ -63,11 +85,16 @@ def _per_metric(histories: list[list[dict[str, Any]]]) -> dict[str, list[tuple[i
 
 
 def test_a_run_resumed_after_sigterm_is_one_wandb_run_with_one_continuous_step_sequence(
-    tmp_path: Path, small_dataset: Path, offline_wandb: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    small_dataset: Path,
+    offline_wandb: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """SIGTERM after step 4, an eval step: the first attempt logs steps 1-4 (the stop's step
     before its checkpoint) and defers the eval of step 4; the second logs that eval, then 5-8.
-    Together: every metric at the steps and with the values of an uninterrupted run, once."""
+    Together: every metric at the steps and with the values of an uninterrupted run, once; and
+    the uninterrupted run's records are its JSON log lines."""
     wandb_dir = Path(offline_wandb / "wandb_dir")
     straight_dir = tmp_path / "straight-wandb"
     straight_dir.mkdir()
@@ -76,6 +103,7 @@ def test_a_run_resumed_after_sigterm_is_one_wandb_run_with_one_continuous_step_s
         patch.setenv("VTX_RUN_ID", "straight-run")
         assert run_in_process(_config(small_dataset, tmp_path / "straight")) == 0
     (straight,) = offline_runs(straight_dir)
+    assert _records(straight.history) == _logged(read_json_lines(capsys.readouterr().out))
 
     cfg = _config(small_dataset, tmp_path / "interrupted")
     monkeypatch.setenv(SIGTERM_AFTER_STEP_ENV, "4")
@@ -102,31 +130,6 @@ def test_a_run_resumed_after_sigterm_is_one_wandb_run_with_one_continuous_step_s
     for name in ("loss", "eval_loss", "lr", "grad_norm", "padding_efficiency"):
         assert got[name] == expected[name], name
     assert {"lr", "grad_norm", "tokens_per_s", "padding_efficiency"} <= set(got)
-
-
-def test_metrics_carry_the_json_log_lines_names_and_steps(
-    tmp_path: Path, small_dataset: Path, offline_wandb: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    cfg = _config(small_dataset, tmp_path / "run")
-    cfg["max_steps"] = 4
-    assert run_in_process(cfg) == 0
-    lines = read_json_lines(capsys.readouterr().out)
-    (run,) = offline_runs(offline_wandb / "wandb_dir")
-    fields = ("severity", "message", "logger", "rank", "step")
-    logged = {
-        (e["step"], k, v)
-        for e in lines
-        if e["message"] in ("train", "eval")
-        for k, v in e.items()
-        if k not in fields
-    }
-    recorded = {
-        (row["step"], k, round(v, 6))  # the log lines round to 6 decimals
-        for row in run.history
-        for k, v in row.items()
-        if not k.startswith("_") and k != "step"
-    }
-    assert recorded == logged
 
 
 def test_wandb_without_a_key_or_offline_mode_stops_before_training_naming_the_secret(
