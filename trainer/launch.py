@@ -1,5 +1,8 @@
 """Container entrypoint: `python -m trainer.launch --config CONFIG.yaml [--set k=v ...]`.
 
+Its arguments go to every worker unchanged, a tuning trial's `--KEY=VALUE` parameters (which
+Vertex appends to the container's args) among them: see `trainer.arguments`.
+
 Turns Vertex's node-level environment into a torchrun invocation (one process per GPU, or one
 gloo process on CPU) and runs torchrun's agent in this process, so that its outcome can be
 mapped to the exit code the platform should see:
