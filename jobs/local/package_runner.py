@@ -38,6 +38,23 @@ def split_gcs_uri(uri: str) -> tuple[str, str]:
     return bucket, name
 
 
+def spec_problems(spec: dict) -> list[str]:
+    """What a pythonPackageSpec needs to run (PythonPackageSpec marks pythonModule and
+    packageUris required), each named by its field."""
+    problems = []
+    if not spec.get("pythonModule"):
+        problems.append("pythonModule: required, the module to run (e.g. trainer.task)")
+    uris = spec.get("packageUris", [])
+    if not uris:
+        problems.append("packageUris: required, the gs:// URIs of the packages to install")
+    for i, uri in enumerate(uris):
+        try:
+            split_gcs_uri(uri)
+        except ValueError as exc:
+            problems.append(f"packageUris[{i}]: {exc}")
+    return problems
+
+
 def download(endpoint: str, uri: str, directory: Path) -> Path:
     """Fetch one object from the emulator into ``directory`` under its own file name (pip reads
     the kind of archive from it)."""

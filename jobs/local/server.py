@@ -52,6 +52,7 @@ from jobs.local.guard import (
     token_refusal,
 )
 from jobs.local.lifecycle import JobState
+from jobs.local.package_runner import spec_problems as package_spec_problems
 from jobs.local.pipeline_routes import add_pipeline_routes
 from jobs.local.pipelines import Pipelines
 from jobs.local.quota_infos import quota_infos
@@ -240,6 +241,11 @@ def _executor_problems(job: dict) -> list[str]:
                 f"no container runtime can supply the image's ENTRYPOINT; set command "
                 f"(e.g. [python, -m, trainer.launch])"
             )
+        if pool and "pythonPackageSpec" in pool:
+            problems += [
+                f"jobSpec.workerPoolSpecs[{i}].pythonPackageSpec.{problem}"
+                for problem in package_spec_problems(pool["pythonPackageSpec"])
+            ]
         env = pool.get("containerSpec", {}).get("env", []) if pool else []
         words = [*vertex_env.replica_command(pool), *(str(e) for e in env)] if pool else []
         if any("\x00" in word for word in words):

@@ -107,7 +107,7 @@ def replica_command(pool: dict, package_dir: Path | None = None) -> list[str]:
         runner = [sys.executable, "-m", "jobs.local.package_runner"]
         runner += ["--target", str(package_dir or Path("python-packages"))]
         runner += [f"--package={uri}" for uri in spec.get("packageUris", [])]
-        return [*runner, "--", spec["pythonModule"], *spec.get("args", [])]
+        return [*runner, "--", spec.get("pythonModule", ""), *spec.get("args", [])]
     spec = pool.get("containerSpec", {})
     argv = [*spec.get("command", []), *spec.get("args", [])]
     if argv and argv[0] in PYTHON_NAMES:

@@ -99,3 +99,32 @@ def test_a_package_that_is_not_there_fails_the_job(local_platform: StackOutputs)
     assert done.state == 5  # FAILED
     out = replica_output(local_platform, job.name, "workerpool0-0")
     assert any("could not fetch the python packages" in line for line in out)
+
+
+def test_a_package_spec_without_module_or_gcs_uris_is_refused(
+    local_platform: StackOutputs,
+) -> None:
+    from google.api_core import exceptions
+    from google.cloud import aiplatform_v1
+
+    jobs = client(local_platform.vertex_endpoint)
+    spec = {
+        "worker_pool_specs": [
+            {
+                "machine_spec": {"machine_type": "n1-standard-4"},
+                "replica_count": 1,
+                "python_package_spec": {
+                    "executor_image_uri": IMAGE,
+                    "package_uris": ["/home/me/pkg-0.1.tar.gz"],
+                },
+            }
+        ]
+    }
+    parent = f"projects/{USER_PROJECT}/locations/{local_platform.region}"
+    with pytest.raises(exceptions.BadRequest) as caught:
+        jobs.create_custom_job(
+            parent=parent, custom_job=aiplatform_v1.CustomJob(display_name="bad", job_spec=spec)
+        )
+    message = caught.value.message
+    assert "workerPoolSpecs[0].pythonPackageSpec.pythonModule: required" in message
+    assert "pythonPackageSpec.packageUris[0]: package URI '/home/me/pkg-0.1.tar.gz'" in message
