@@ -111,9 +111,11 @@ class Reporters:
 
 def check_reporting(cfg: TrainConfig, tracking: TrackingEnv, in_job: bool) -> None:
     """ConfigError, before training, for what would make a reporter fail later: a tuning
-    metric the trainer does not log, or W&B without credentials."""
-    if tracking.is_trial:
-        metric_source(metric_tag(cfg, tracking), cfg)
+    metric the trainer does not log (`hypertune_metric` is checked outside trials too), or
+    W&B without credentials."""
+    tag = metric_tag(cfg, tracking) if tracking.is_trial else cfg.hypertune_metric
+    if tag:
+        metric_source(tag, cfg)
     if "wandb" in cfg.report_to:
         check_credentials(os.environ, in_job)
 

@@ -19,6 +19,7 @@ from trainer.config import ConfigError, parse_config
 from trainer.env import TrackingEnv, VertexEnv
 from trainer.fingerprint import differences, trajectory
 from trainer.launch import torchrun_argv
+from trainer.reporters import check_reporting
 from trainer.trial_metric import KEEP_REPORTS, MetricFile, metric_source, metric_tag
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,6 +106,18 @@ def test_the_metric_is_the_platforms_tag_else_the_configs_else_eval_or_train_los
         metric_source("accuracy", with_eval)
     with pytest.raises(ConfigError, match="eval_loss needs an eval set"):
         metric_source("eval_loss", without)
+
+
+def test_a_trial_stops_before_training_on_a_metric_the_trainer_never_logs() -> None:
+    cfg = parse_config(tiny_config("d.jsonl", "o"))
+    check_reporting(cfg, TrackingEnv(), in_job=True)
+    with pytest.raises(ConfigError, match="'accuracy' is not one the trainer logs"):
+        check_reporting(cfg, TrackingEnv(metric_tag="accuracy"), in_job=True)
+    with pytest.raises(ConfigError, match="eval_loss needs an eval set"):
+        check_reporting(cfg, TrackingEnv(trial_id="2", metric_tag="eval_loss"), in_job=True)
+    typo = parse_config(tiny_config("d.jsonl", "o", hypertune_metric="los"))
+    with pytest.raises(ConfigError, match="'los' is not one"):
+        check_reporting(typo, TrackingEnv(), in_job=False)  # checked outside a trial too
 
 
 def _lines(path: Path) -> list[dict[str, object]]:
