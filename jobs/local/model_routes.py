@@ -1,7 +1,8 @@
 """ModelService v1 over REST, as ``aiplatform_v1.ModelServiceClient(transport="rest")`` calls
 it (``aiplatform_v1/services/model_service/transports/rest_base.py``): ``models:upload``,
-get (``models/ID[@VERSION]``), list, ``:listVersions``, delete, ``:deleteVersion``, and the GET
-of their long-running operations. jobs/local/models.py holds what they mean.
+get (``models/ID[@VERSION]``), list, ``:listVersions``, ``:mergeVersionAliases``, delete,
+``:deleteVersion``, and the GET of their long-running operations. jobs/local/models.py holds
+what they mean.
 
 Bodies go through protobuf's json_format against the real messages (``UploadModelRequest``,
 ``Model``, ``google.longrunning.Operation``): unknown fields are a 400 and enums come back as
@@ -31,6 +32,21 @@ def parse_upload(body: bytes) -> dict:
     from google.protobuf import json_format
 
     message = UploadModelRequest.pb(UploadModelRequest())
+    try:
+        json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
+    except UnicodeDecodeError as exc:
+        raise invalid(f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
+    except (json_format.ParseError, RecursionError) as exc:
+        raise invalid(f"Invalid JSON payload received. {exc}") from exc
+    return json_format.MessageToDict(message)
+
+
+def parse_merge(body: bytes) -> dict:
+    """A MergeVersionAliasesRequest body (``versionAliases``) -> REST-form dict."""
+    from google.cloud.aiplatform_v1 import MergeVersionAliasesRequest
+    from google.protobuf import json_format
+
+    message = MergeVersionAliasesRequest.pb(MergeVersionAliasesRequest())
     try:
         json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
     except UnicodeDecodeError as exc:
@@ -130,6 +146,14 @@ def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str
         found = models.versions(ref(project, location, model), filter)
         items, token = _page(found, pageSize, pageToken, newest_first=False)
         return _list_body("models", items, token, _int_enums(request))
+
+    @app.post(base + "/{model}:mergeVersionAliases")
+    async def merge_version_aliases(
+        request: Request, project: str, location: str, model: str
+    ) -> Response:
+        changes = parse_merge(await request.body()).get("versionAliases", [])
+        merged = models.merge_aliases(ref(project, location, model), changes)
+        return _json(render_model(merged, _int_enums(request)))
 
     @app.delete(base + "/{model}:deleteVersion")
     def delete_model_version(project: str, location: str, model: str) -> Response:

@@ -257,9 +257,7 @@ class Models:
             model_id, created = ref.model_id, versions[0]["createTime"]
             number = 1 + max(int(v["versionId"]) for v in versions)
             for changed in with_aliases_taken(versions, set(aliases)):
-                changed["versionUpdateTime"] = changed["updateTime"] = now
-                changed["etag"] = etag_of(changed)
-                self.store.put_model_version(model_id, changed["versionId"], changed)
+                self._touch(model_id, changed, now)
         else:
             if model_id is None:
                 model_id = self._unused_id()
@@ -367,6 +365,42 @@ class Models:
         self.get(ref)
         self.store.delete_model_versions(ref.model_id)
         return self._done_operation(ref.parent)
+
+    def merge_aliases(self, ref: ModelRef, changes: list[str]) -> dict:
+        """MergeVersionAliases: ``ALIAS`` adds (taken from the version holding it), ``-ALIAS``
+        removes; the same alias added and removed cancels out, as model_service.proto says.
+        ``default`` cannot be removed, only taken by another version. Returns the version."""
+        if not ref.version:
+            raise invalid(f"{ref.name}: name the version, as {ref.name}@VERSION_ID")
+        added = [c for c in changes if not c.startswith("-")]
+        removed = [c[1:] for c in changes if c.startswith("-")]
+        problems = [f"versionAliases: {p}" for p in alias_problems(added + removed)]
+        if not changes:
+            problems.append("versionAliases: required")
+        if DEFAULT_ALIAS in removed and DEFAULT_ALIAS not in added:
+            problems.append(
+                "versionAliases: -default: a model keeps exactly one default version; add "
+                "default to another version instead"
+            )
+        if problems:
+            raise invalid("; ".join(problems))
+        version = self.get(ref)
+        both = set(added) & set(removed)
+        taken = set(added) - both
+        now = now_rfc3339()
+        versions = [v for _, v in self.store.model_versions(ref.model_id)]
+        others = [v for v in versions if v["versionId"] != version["versionId"]]
+        for changed in with_aliases_taken(others, taken):
+            self._touch(ref.model_id, changed, now)
+        kept = [a for a in version.get("versionAliases", []) if a not in set(removed) - both]
+        version["versionAliases"] = kept + sorted(taken - set(kept))
+        return self._touch(ref.model_id, version, now)
+
+    def _touch(self, model_id: str, version: dict, now: str) -> dict:
+        version["versionUpdateTime"] = version["updateTime"] = now
+        version["etag"] = etag_of(version)
+        self.store.put_model_version(model_id, version["versionId"], version)
+        return version
 
     def delete_version(self, ref: ModelRef) -> dict:
         """DeleteModelVersion: refused for the only version (delete the model) and for the

@@ -44,6 +44,8 @@ def rest(platform: StackOutputs, method: str, path: str, body: dict | None = Non
 
 
 def test_sdk_uploads_a_model_then_a_second_version_under_it(sdk) -> None:
+    from google.api_core import exceptions
+
     first = sdk.Model.upload(
         display_name="tiny-sft",
         artifact_uri="gs://vtx-local-checkpoints/runs/r1/model/",
@@ -89,6 +91,16 @@ def test_sdk_uploads_a_model_then_a_second_version_under_it(sdk) -> None:
     assert [m.resource_name for m in sdk.Model.list(filter='labels.vtx-run-id="r2"')] == [
         first.resource_name
     ]
+
+    registry = first.versioning_registry
+    registry.add_version_aliases(["golden", "candidate"], version="1")  # candidate moves to 1
+    registry.remove_version_aliases(["golden"], version="1")
+    assert [(v.version_id, sorted(v.version_aliases)) for v in registry.list_versions()] == [
+        ("1", ["candidate"]),
+        ("2", ["default"]),
+    ]
+    with pytest.raises(exceptions.BadRequest, match="exactly one default version"):
+        registry.remove_version_aliases(["default"], version="2")
 
     first.versioning_registry.delete_version("1")
     assert [v.version_id for v in first.versioning_registry.list_versions()] == ["2"]
