@@ -9,7 +9,9 @@ does:
   a later version that names ``default`` (the SDK adds it unless ``is_default_version=False``)
   takes it from the version holding it, so exactly one version holds it;
 - a name without ``@`` means the ``default`` version; ``@ID`` or ``@ALIAS`` picks one;
-- ListModels answers one entry per model (its default version), ListModelVersions every one.
+- ListModels answers one entry per model (its default version), ListModelVersions every one;
+- MergeVersionAliases adds (``A``) and removes (``-A``) a version's aliases; ``default`` is
+  only ever taken by another version, never removed.
 Three choices marked UNCONFIRMED (the protos do not say): another alias named by a new version
 moves to it, like ``default``; a version's ``createTime`` is its model's (the first version's)
 and ``updateTime`` the last change of any version; ``containerSpec`` (input only in the proto)
