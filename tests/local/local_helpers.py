@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.local.capacity import Capacity
+from jobs.local.pipelines import CUSTOM_TASK
 from jobs.local.platform import free_port, start_fresh, stop_platform
 from jobs.local.settings import LocalSettings
 from jobs.local.state import LOCAL_PROJECT, LOCAL_REGION, stack_outputs_for
@@ -175,3 +176,49 @@ def capacity_platform(data_dir: Path, gcs_endpoint: str, model: dict) -> Iterato
         yield stack_outputs_for(state)
     finally:
         stop_platform(settings.data_dir)
+
+
+# -- training pipelines --------------------------------------------------------------------------
+
+TRAIN_IMAGE = "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"
+PIPELINE_ENDED = {"PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED"}
+
+
+def pipelines_client(endpoint: str):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.PipelineServiceClient(
+        transport="rest",
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": endpoint},
+    )
+
+
+def container_pipeline(name: str, code: str, **extra):
+    """What CustomContainerTrainingJob sends: a custom task over one container pool."""
+    from google.cloud import aiplatform_v1
+    from google.protobuf import json_format, struct_pb2
+
+    inputs = {
+        "worker_pool_specs": [
+            {
+                "machine_spec": {"machine_type": "n1-standard-4"},
+                "replica_count": 1,
+                "container_spec": {"image_uri": TRAIN_IMAGE, "command": ["python", "-c", code]},
+            }
+        ],
+        "base_output_directory": {"output_uri_prefix": "gs://vtx-local-staging/pipelines/" + name},
+    }
+    return aiplatform_v1.TrainingPipeline(
+        display_name=name,
+        training_task_definition=CUSTOM_TASK,
+        training_task_inputs=json_format.ParseDict(inputs, struct_pb2.Value()),
+        **extra,
+    )
+
+
+def wait_pipeline(pipelines, name: str):
+    return wait_for(
+        lambda: (p := pipelines.get_training_pipeline(name=name)).state.name in PIPELINE_ENDED and p
+    )

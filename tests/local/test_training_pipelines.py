@@ -8,17 +8,22 @@ from pathlib import Path
 
 import pytest
 from google.api_core import exceptions
-from local_helpers import client, replica_output, wait_for
+from local_helpers import (
+    TRAIN_IMAGE,
+    client,
+    container_pipeline,
+    pipelines_client,
+    replica_output,
+    wait_for,
+    wait_pipeline,
+)
 
-from jobs.local.pipelines import CUSTOM_TASK
 from jobs.local.state import project_number
 from jobs.stack import StackOutputs
 
 USER_PROJECT = "acme-ml-dev"
 SCRIPT = "import os, sys\nprint('script ran', sys.argv[1:], os.environ['AIP_MODEL_DIR'])\n"
-TRAIN_IMAGE = "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"
 SERVE_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/pytorch-cpu.2-4:latest"
-ENDED = {"PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED"}
 
 
 @pytest.fixture
@@ -41,46 +46,6 @@ def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
         staging_bucket=f"gs://{local_platform.buckets.staging}",
     )
     return aiplatform
-
-
-def pipelines_client(endpoint: str):
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import aiplatform_v1
-
-    return aiplatform_v1.PipelineServiceClient(
-        transport="rest",
-        credentials=AnonymousCredentials(),
-        client_options={"api_endpoint": endpoint},
-    )
-
-
-def container_pipeline(name: str, code: str, **extra):
-    """What CustomContainerTrainingJob sends: a custom task over one container pool."""
-    from google.cloud import aiplatform_v1
-    from google.protobuf import json_format, struct_pb2
-
-    inputs = {
-        "worker_pool_specs": [
-            {
-                "machine_spec": {"machine_type": "n1-standard-4"},
-                "replica_count": 1,
-                "container_spec": {"image_uri": TRAIN_IMAGE, "command": ["python", "-c", code]},
-            }
-        ],
-        "base_output_directory": {"output_uri_prefix": "gs://vtx-local-staging/pipelines/" + name},
-    }
-    return aiplatform_v1.TrainingPipeline(
-        display_name=name,
-        training_task_definition=CUSTOM_TASK,
-        training_task_inputs=json_format.ParseDict(inputs, struct_pb2.Value()),
-        **extra,
-    )
-
-
-def wait_pipeline(pipelines, name: str):
-    return wait_for(
-        lambda: (p := pipelines.get_training_pipeline(name=name)).state.name in ENDED and p
-    )
 
 
 def test_custom_training_job_runs_and_uploads_its_model(
