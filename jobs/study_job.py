@@ -21,6 +21,7 @@ from jobs.plan import Plan, plan_job
 from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs
 from jobs.study import EARLY_STOPPING, MEASUREMENT_SELECTION, SCALES, Parameter, Study
+from jobs.study_rules import runs_trainer
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
@@ -179,7 +180,28 @@ def study_of(trial: CompiledJob) -> CompiledStudy:
 
 def compile_study(template: JobTemplate, stack: StackOutputs, run_id: str) -> CompiledStudy:
     """Raises CompileError when the stack cannot give what the template asks for."""
-    return study_of(compile_job(template, stack, run_id))
+    return study_of(compile_job(reporting_metric(template), stack, run_id))
+
+
+def reporting_metric(template: JobTemplate) -> JobTemplate:
+    """The template with our trainer told which metric the study reads (``--set
+    hypertune_metric=ID`` after its own args; a trial's parameters come after that). Vertex is
+    not documented to set CLOUD_ML_HP_METRIC_TAG in a trial (the local platform does), and the
+    trainer's own default (eval_loss when it has an eval set) need not be the study's metric."""
+    if template.study is None or not runs_trainer(template):
+        return template
+    setting = ["--set", f"hypertune_metric={template.study.metric.id}"]
+    pools = {
+        role: pool.model_copy(update={"args": [*pool.args, *setting]})
+        for role, pool in template.pools.by_role()
+        if pool.args is not None and role != "reduction_server"
+    }
+    return template.model_copy(
+        update={
+            "args": [*template.args, *setting],
+            "pools": template.pools.model_copy(update=pools),
+        }
+    )
 
 
 @dataclass(frozen=True)

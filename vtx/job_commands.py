@@ -32,6 +32,7 @@ from jobs.quotas import QuotaReader, preflight
 from jobs.render import render_json, render_yaml
 from jobs.spec import JobTemplate, TemplateError
 from jobs.stack import StackOutputs
+from jobs.study_job import reporting_metric
 from jobs.training_time import TrainingTimeError, run_estimate, trainer_call
 from jobs.validate import validate_document
 from vtx.ladder_launch import LadderWalk, launch_ladder
@@ -217,7 +218,7 @@ def render(
     if format_ not in ("yaml", "json"):
         raise fail("--format is yaml or json")
     outputs = required_stack(stack, stack_file)
-    template = load_template(file, set_ or [], stack_region(outputs))
+    template = reporting_metric(load_template(file, set_ or [], stack_region(outputs)))
     job, problems = compile_checked(
         template, outputs, run_id or new_run_id(template.name), str(file), policy=False
     )

@@ -19,7 +19,7 @@ from jobs.quotas import QuotaReader, preflight
 from jobs.render import render_study_json, render_study_yaml
 from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs
-from jobs.study_job import plan_study, study_of
+from jobs.study_job import plan_study, reporting_metric, study_of
 from vtx import study_watch
 from vtx.log_commands import LogView
 from vtx.options import api_errors, fail
@@ -74,7 +74,9 @@ def launch_study(
 ) -> int:
     """Compile, check, plan, check the live quota, confirm, submit (and follow the trials'
     logs, then show the trials and the best one); the exit code."""
-    trial, problems = compile_checked(template, stack, run_id, source, policy=True)
+    trial, problems = compile_checked(
+        reporting_metric(template), stack, run_id, source, policy=True
+    )
     if trial is None or problems:
         print_problems(out, problems)
         return 1

@@ -30,6 +30,7 @@ from jobs.stack import StackOutputs, load_stack_file
 from jobs.study_job import (
     compile_study,
     plan_study,
+    reporting_metric,
     to_tuning_job,
     tuning_job_dict,
     tuning_job_rest,
@@ -130,7 +131,7 @@ def test_the_trial_job_is_the_templates_custom_job_under_the_runs_prefix(
 ) -> None:
     template = load_template(TINY_TUNE)
     study = compile_study(template, stack, RUN_ID)
-    custom_job = compile_job(template, stack, RUN_ID).rest
+    custom_job = compile_job(reporting_metric(template), stack, RUN_ID).rest
     assert study.rest["trialJobSpec"] == custom_job["jobSpec"]
     assert study.rest["labels"] == custom_job["labels"]
     assert study.rest["labels"][LABEL_RUN_ID] == RUN_ID == study.run_id
@@ -233,3 +234,13 @@ def test_vtx_render_and_cost_of_a_study_template() -> None:
     priced = runner.invoke(app, ["cost", str(TINY_TUNE)])
     assert priced.exit_code == 0, priced.output
     assert "study: $0.44/h while 2 run; every trial at its cap: $0.44" in priced.output
+
+
+def test_our_trainer_is_told_the_studys_metric_after_its_own_args(stack: StackOutputs) -> None:
+    """Vertex is not documented to set CLOUD_ML_HP_METRIC_TAG: the trial's args name it."""
+    args = compile_study(load_template(TINY_TUNE), stack, RUN_ID).rest["trialJobSpec"][
+        "workerPoolSpecs"
+    ][0]["containerSpec"]["args"]
+    assert args[-2:] == ["--set", "hypertune_metric=eval_loss"]
+    plain = load_template(HERE.parents[1] / "jobs" / "templates" / "smoke-cpu.yaml")
+    assert reporting_metric(plain) is plain  # no study: unchanged
