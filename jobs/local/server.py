@@ -52,6 +52,8 @@ from jobs.local.guard import (
     token_refusal,
 )
 from jobs.local.lifecycle import JobState
+from jobs.local.model_routes import add_model_routes
+from jobs.local.models import Models
 from jobs.local.package_runner import spec_problems as package_spec_problems
 from jobs.local.pipeline_routes import add_pipeline_routes
 from jobs.local.pipelines import Pipelines
@@ -307,6 +309,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     _add_quota_routes(app, executor)
     _add_vtx_routes(app, executor, store)
     add_pipeline_routes(app, pipelines, _parent, _job_problems)  # jobs/local/pipeline_routes.py
+    add_model_routes(app, Models(store), _parent)  # ModelService: jobs/local/model_routes.py
     return app
 
 
