@@ -123,7 +123,9 @@ def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bu
         "--set", f"data.path=gs://{gcs_bucket}/examples/tiny.jsonl",
         "--set", "max_steps=60",
         "--set", "logging_steps=1",
-        "--set", "eval_steps=50",
+        # As Vertex appends a tuning trial's parameter: both nodes must apply it (an eval at the
+        # config's step 30 on one node alone would leave the other waiting in its all-reduce).
+        "--eval_steps=50",
     ]  # fmt: skip
 
     def start_job() -> list[Replica]:
