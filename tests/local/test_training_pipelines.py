@@ -154,3 +154,20 @@ def test_creates_that_are_not_custom_tasks_are_refused(local_platform: StackOutp
         pipelines.create_training_pipeline(parent=parent, training_pipeline=no_command)
     with pytest.raises(exceptions.NotFound):
         pipelines.get_training_pipeline(name=f"{parent}/trainingPipelines/1")
+
+
+def test_custom_container_training_job_runs_without_a_model(
+    sdk, local_platform: StackOutputs
+) -> None:
+    job = sdk.CustomContainerTrainingJob(
+        display_name="container-task",
+        container_uri=TRAIN_IMAGE,
+        command=["python", "-c", "import sys; print('container ran', sys.argv[1:])"],
+    )
+    model = job.run(machine_type="n1-standard-4", replica_count=1, args=["--steps=3"])
+    assert model is None  # no serving image: nothing to upload
+    assert job.state.name == "PIPELINE_STATE_SUCCEEDED"
+    backing = job.gca_resource.training_task_metadata["backingCustomJob"]
+    assert replica_output(local_platform, backing, "workerpool0-0") == [
+        "container ran ['--steps=3']"
+    ]
