@@ -35,6 +35,7 @@ from jobs.stack import StackOutputs
 from jobs.study_job import reporting_metric
 from jobs.training_time import TrainingTimeError, run_estimate, trainer_call
 from jobs.validate import validate_document
+from jobs.wandb_launch import render_launch_queue_config
 from vtx.ladder_launch import LadderWalk, launch_ladder
 from vtx.log_commands import follow_run
 from vtx.model_commands import upload_run_model
@@ -206,7 +207,7 @@ def render(
         typer.Option(
             "--format",
             help="yaml: CustomJobSpec for gcloud --config; json: CustomJob (a study: its "
-            "HyperparameterTuningJob).",
+            "HyperparameterTuningJob); wandb-launch: a W&B Launch Vertex queue config.",
         ),
     ] = "yaml",
     run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: new).")] = None,
@@ -215,8 +216,8 @@ def render(
     """Print the job exactly as it would be submitted."""
     from google.protobuf.json_format import ParseError
 
-    if format_ not in ("yaml", "json"):
-        raise fail("--format is yaml or json")
+    if format_ not in ("yaml", "json", "wandb-launch"):
+        raise fail("--format is yaml, json or wandb-launch")
     outputs = required_stack(stack, stack_file)
     template = reporting_metric(load_template(file, set_ or [], stack_region(outputs)))
     job, problems = compile_checked(
@@ -234,7 +235,11 @@ def render(
             code=1,
         ) from exc
     text = render_yaml(proto, outputs) if format_ == "yaml" else render_json(proto)
-    if template.study is not None:  # the study's HyperparameterTuningJob around the job
+    if format_ == "wandb-launch":
+        if template.study is not None:
+            raise fail("a study has no W&B Launch form: W&B Launch queues run CustomJobs")
+        text = render_launch_queue_config(job.rest, outputs)
+    elif template.study is not None:  # the study's HyperparameterTuningJob around the job
         text = render_study(job, format_, str(file))
     if output:
         output.write_text(text)
