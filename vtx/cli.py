@@ -10,7 +10,14 @@ import warnings
 
 import typer
 
-from vtx import help_format, job_commands, log_commands, quota_commands, run_commands
+from vtx import (
+    deploy_commands,
+    help_format,
+    job_commands,
+    log_commands,
+    quota_commands,
+    run_commands,
+)
 from vtx.local_commands import demo_app, local_app
 from vtx.model_commands import model_app
 from vtx.review_commands import review_app
@@ -28,6 +35,8 @@ app.add_typer(run_commands.app)
 app.add_typer(log_commands.app)
 app.add_typer(quota_commands.app)
 app.add_typer(model_app)
+app.add_typer(deploy_commands.app)
+app.add_typer(deploy_commands.endpoint_app)
 app.add_typer(local_app, name="local")
 app.add_typer(demo_app)
 app.add_typer(review_app)

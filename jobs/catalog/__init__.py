@@ -138,6 +138,9 @@ class Price(_Data):
 
 class PriceTable(_Data):
     name: str
+    kind: Literal["training", "serving"] = "training"
+    """What the figures price: custom training VMs, or the nodes serving a deployed model
+    (online prediction: Vertex lists the two apart, and they differ)."""
     region: str
     currency: str
     as_of: str
@@ -155,6 +158,9 @@ class Catalog(_Data):
     regions: dict[str, Region]
     limits: Limits
     price_tables: tuple[PriceTable, ...]
+    """Training prices, one table per region."""
+    serving_price_tables: tuple[PriceTable, ...] = ()
+    """Serving (online prediction) prices, one table per region."""
     sources: dict[str, str]
     """Data file name -> 'source (as of date)', printed by `vtx catalog`."""
 
@@ -162,6 +168,11 @@ class Catalog(_Data):
         """The table for ``region``; None when there is none. Never another region's table:
         prices differ per region, and a wrong figure is worse than an unknown one."""
         return next((t for t in self.price_tables if t.region == region), None)
+
+    def serving_price_table(self, region: str | None) -> PriceTable | None:
+        """The serving (online prediction) table for ``region``; None when there is none. Never
+        a training table nor another region's: Vertex prices the two apart, per region."""
+        return next((t for t in self.serving_price_tables if t.region == region), None)
 
     def machines_for(self, accelerator: str) -> list[Machine]:
         return [m for m in self.machines.values() if accelerator in m.accelerators]
@@ -250,7 +261,8 @@ def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
         accelerators=_named(accelerators["accelerators"], Accelerator),
         regions=_named(regions["regions"], Region),
         limits=Limits.model_validate(limits),
-        price_tables=tuple(tables),
+        price_tables=tuple(t for t in tables if t.kind == "training"),
+        serving_price_tables=tuple(t for t in tables if t.kind == "serving"),
         sources=sources,
     )
 

@@ -1,0 +1,405 @@
+"""`vtx deploy`, `vtx predict`, `vtx undeploy` and `vtx endpoint list|show`: a registered model
+version served from a Vertex Endpoint, asked for predictions, and taken down
+(jobs/deploy.py, jobs/endpoint_rest.py).
+
+`deploy` and `undeploy` check everything first, print the plan (for a deploy: machine, replicas,
+the traffic split after the change, the serving identity, $/h at min and max replicas), ask,
+then send and wait. `predict` and `endpoint` read over plain REST (no aiplatform import)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from jobs.deploy import (
+    NEW,
+    DeployOptions,
+    DeployPlan,
+    DeployRefused,
+    UndeployPlan,
+    deploy,
+    plan_deploy,
+    plan_undeploy,
+    undeploy,
+)
+from jobs.endpoint_rest import EndpointRecord, EndpointRest
+from jobs.model_rest import ModelRest
+from jobs.serving_prices import ServingCost
+from jobs.stack import StackOutputs
+from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
+from vtx.output import print_error
+
+app = typer.Typer()
+endpoint_app = typer.Typer(
+    name="endpoint", help="The region's endpoints and what they serve.", no_args_is_help=True
+)
+EndpointArg = Annotated[str, typer.Argument(help="Endpoint id or full resource name.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Stop after the plan.")]
+
+
+def _confirm(question: str) -> bool:
+    return typer.confirm(question, default=False)
+
+
+def usd_per_h(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}/h"
+
+
+def price_line(cost: ServingCost) -> str:
+    """Floor and ceiling, or "unknown" with the reason (never $0)."""
+    if cost.replica_usd_per_h is None:
+        return f"unknown: {cost.reason}"
+    return (
+        f"{usd_per_h(cost.floor_usd_per_h)} at {cost.min_replicas} replica(s), "
+        f"{usd_per_h(cost.ceiling_usd_per_h)} at {cost.max_replicas} "
+        f"({usd_per_h(cost.replica_usd_per_h)} each; {cost.table.name if cost.table else ''})"
+    )
+
+
+def split_text(traffic: dict[str, int], names: dict[str, str]) -> str:
+    """``new model 20%, 123 (m@1) 80%``."""
+    if not traffic:
+        return "empty (no model left)"
+    parts = []
+    for deployed_id, share in traffic.items():
+        label = "this model" if deployed_id == NEW else deployed_id
+        named = names.get(deployed_id)
+        parts.append(f"{label}{f' ({named})' if named else ''} {share}%")
+    return ", ".join(parts)
+
+
+def _names(endpoint: EndpointRecord | None) -> dict[str, str]:
+    if endpoint is None:
+        return {}
+    return {d.id: f"{d.model.rsplit('/', 1)[-1]}@{d.version_id}" for d in endpoint.deployed}
+
+
+def print_deploy_plan(out: Console, plan: DeployPlan) -> None:
+    spec = plan.machine
+    resources = plan.deployed_model["dedicatedResources"]
+    accelerator = (
+        f" + {spec['acceleratorCount']} x {spec['acceleratorType']}"
+        if "acceleratorType" in spec
+        else ""
+    )
+    where = (
+        plan.endpoint.name if plan.endpoint else f"a new endpoint {plan.endpoint_display_name!r}"
+    )
+    table = Table(title=f"deploy: {plan.model.model_id}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("model", f"{plan.model.name} ({plan.model.display_name})")
+    aliases = f" ({', '.join(plan.model.aliases)})" if plan.model.aliases else ""
+    table.add_row("version", f"{plan.model.version_id}{aliases}")
+    table.add_row("endpoint", where)
+    table.add_row("machine", f"{spec['machineType']}{accelerator}")
+    table.add_row(
+        "replicas", f"min {resources['minReplicaCount']}, max {resources['maxReplicaCount']}"
+    )
+    table.add_row("traffic after", split_text(plan.traffic, _names(plan.endpoint)))
+    table.add_row("service account", plan.service_account)
+    table.add_row("serving $/h", price_line(plan.cost))
+    out.print(table)
+
+
+def deploy_model(
+    out: Console,
+    stack: StackOutputs,
+    model: str,
+    options: DeployOptions,
+    *,
+    yes: bool = False,
+    dry_run: bool = False,
+    confirm: Callable[[str], bool] = _confirm,
+    models: ModelRest | None = None,
+    endpoints: EndpointRest | None = None,
+    client: Any = None,
+) -> int:
+    """Plan, confirm, deploy and wait; the exit code."""
+    endpoints = endpoints or EndpointRest(stack)
+    with api_errors(out, "not deployed"):
+        try:
+            plan = plan_deploy(stack, model, options, models or ModelRest(stack), endpoints)
+        except DeployRefused as refused:
+            for problem in refused.problems:
+                print_error(out, problem, "not deployed")
+            return 1
+        print_deploy_plan(out, plan)
+        if dry_run:
+            out.print("dry run: nothing deployed")
+            return 0
+        if not yes and not confirm("Deploy this model?"):
+            out.print("not deployed")
+            return 1
+        deployed = deploy(stack, plan, endpoints, client)
+    out.print(f"endpoint [bold]{deployed.endpoint}[/bold]", highlight=False)
+    out.print(f"deployed model id: [bold]{deployed.deployed_model_id}[/bold]", highlight=False)
+    return 0
+
+
+@app.command("deploy")
+def deploy_command(
+    model: Annotated[
+        str, typer.Argument(help="Model id or full name, optionally @VERSION or @ALIAS.")
+    ],
+    stack: StackOpt = None,
+    stack_file: StackFileOpt = None,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint",
+            help="Endpoint id, full name or display name (a new display name creates one). "
+            "Default: a new endpoint named after the model.",
+        ),
+    ] = None,
+    machine: Annotated[str, typer.Option("--machine", help="Serving machine type.")] = (
+        DeployOptions.machine
+    ),
+    accelerator: Annotated[
+        str | None,
+        typer.Option("--accelerator", help="e.g. NVIDIA_L4 (default: the machine's built-in)."),
+    ] = None,
+    accelerator_count: Annotated[int | None, typer.Option("--accelerator-count")] = None,
+    min_replicas: Annotated[int, typer.Option("--min-replicas", help="Nodes always running.")] = 1,
+    max_replicas: Annotated[
+        int | None, typer.Option("--max-replicas", help="Autoscaling ceiling (default: min).")
+    ] = None,
+    traffic: Annotated[
+        int | None,
+        typer.Option(
+            "--traffic",
+            help="Percent of the endpoint's traffic for this model; the others keep theirs, "
+            "scaled (default: 100 on an empty endpoint, else 0).",
+        ),
+    ] = None,
+    yes: YesOpt = False,
+    dry_run: DryRunOpt = False,
+) -> None:
+    """Deploy a model version to an endpoint (plan, confirm, deploy, wait)."""
+    outputs = required_stack(stack, stack_file)
+    options = DeployOptions(
+        machine=machine,
+        accelerator=accelerator,
+        accelerator_count=accelerator_count,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        traffic=traffic,
+        endpoint=endpoint,
+    )
+    raise typer.Exit(deploy_model(console(), outputs, model, options, yes=yes, dry_run=dry_run))
+
+
+def read_instances(text: str, source: str) -> list[Any]:
+    """A JSON list, or JSON lines (one instance per non-blank line)."""
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError(f"{source}: no instances")
+    if stripped.startswith("["):
+        try:
+            instances = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{source}: not a JSON list: {exc}") from exc
+        if not instances:
+            raise ValueError(f"{source}: the list is empty")
+        return list(instances)
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                found.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(
+                    f"{source} line {number}: not JSON ({exc.msg}); write one JSON value per "
+                    f'line, e.g. "a prompt" or {{"prompt": "..."}}'
+                ) from exc
+    return found
+
+
+@app.command("predict")
+def predict_command(
+    endpoint: EndpointArg,
+    instances: Annotated[
+        str,
+        typer.Option(
+            "--instances", help="File of JSON lines or a JSON list of instances; - for stdin."
+        ),
+    ],
+    parameters: Annotated[
+        str | None,
+        typer.Option("--parameters", help='JSON, e.g. {"max_new_tokens": 32}.'),
+    ] = None,
+    stack: StackOpt = None,
+    stack_file: StackFileOpt = None,
+) -> None:
+    """Send instances to an endpoint's :predict; print its predictions as JSON."""
+    outputs = required_stack(stack, stack_file)
+    source = "stdin" if instances == "-" else instances
+    try:
+        text = sys.stdin.read() if instances == "-" else Path(instances).read_text()
+        batch = read_instances(text, source)
+        params = json.loads(parameters) if parameters is not None else None
+    except OSError as exc:
+        raise fail(f"cannot read --instances {source}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise fail(f"--parameters is not JSON: {exc}") from exc
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    with api_errors(console(stderr=True), "no prediction"):
+        answer = EndpointRest(outputs).predict(endpoint, batch, params)
+    typer.echo(json.dumps(answer.get("predictions", []), indent=2, ensure_ascii=False))
+
+
+def parse_split(entries: list[str]) -> dict[str, int]:
+    """``ID=PERCENT`` entries into a split."""
+    split: dict[str, int] = {}
+    for entry in entries:
+        deployed_id, _, share = entry.partition("=")
+        if not deployed_id or not share.strip().isdigit():
+            raise ValueError(f"--traffic {entry}: write DEPLOYED_MODEL_ID=PERCENT, e.g. 123=100")
+        split[deployed_id.strip()] = int(share)
+    return split
+
+
+def print_undeploy_plan(out: Console, plan: UndeployPlan) -> None:
+    names = _names(plan.endpoint)
+    table = Table(title=f"undeploy from {plan.endpoint.name}", title_justify="left")
+    for column in ("deployed model", "model", "traffic after"):
+        table.add_column(column)
+    for step in plan.steps:
+        after = (
+            split_text(step.traffic, names)
+            if step.traffic
+            else ("empty (no model left)" if step is plan.steps[-1] else "unchanged")
+        )
+        table.add_row(step.deployed_model_id, names.get(step.deployed_model_id, ""), after)
+    out.print(table)
+
+
+def undeploy_models(
+    out: Console,
+    stack: StackOutputs,
+    endpoint: str,
+    deployed_id: str | None,
+    split: dict[str, int] | None = None,
+    *,
+    yes: bool = False,
+    dry_run: bool = False,
+    confirm: Callable[[str], bool] = _confirm,
+    endpoints: EndpointRest | None = None,
+    client: Any = None,
+) -> int:
+    """Plan, confirm, undeploy and wait; the exit code."""
+    endpoints = endpoints or EndpointRest(stack)
+    with api_errors(out, "not undeployed"):
+        try:
+            plan = plan_undeploy(endpoints, endpoint, deployed_id, split)
+        except DeployRefused as refused:
+            for problem in refused.problems:
+                print_error(out, problem, "not undeployed")
+            return 1
+        print_undeploy_plan(out, plan)
+        if dry_run:
+            out.print("dry run: nothing undeployed")
+            return 0
+        if not yes and not confirm("Undeploy?"):
+            out.print("not undeployed")
+            return 1
+        done = undeploy(stack, plan, endpoints, client)
+    out.print(f"undeployed {', '.join(done)} from {plan.endpoint.name}", highlight=False)
+    return 0
+
+
+@app.command("undeploy")
+def undeploy_command(
+    endpoint: EndpointArg,
+    deployed_model_id: Annotated[
+        str | None, typer.Argument(help="The DeployedModel id (`vtx endpoint show`).")
+    ] = None,
+    all_models: Annotated[
+        bool, typer.Option("--all", help="Undeploy every model of the endpoint.")
+    ] = False,
+    traffic: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--traffic",
+            help="ID=PERCENT: the split to leave (repeatable; default: the undeployed model's "
+            "share goes to the others in proportion).",
+        ),
+    ] = None,
+    stack: StackOpt = None,
+    stack_file: StackFileOpt = None,
+    yes: YesOpt = False,
+    dry_run: DryRunOpt = False,
+) -> None:
+    """Undeploy a model (or --all) from an endpoint, re-splitting its traffic."""
+    if (deployed_model_id is None) == (not all_models):
+        raise fail("name one DEPLOYED_MODEL_ID, or --all")
+    if all_models and traffic:
+        raise fail("--traffic goes with one DEPLOYED_MODEL_ID, not --all")
+    try:
+        split = parse_split(traffic) if traffic else None
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    outputs = required_stack(stack, stack_file)
+    raise typer.Exit(
+        undeploy_models(
+            console(), outputs, endpoint, deployed_model_id, split, yes=yes, dry_run=dry_run
+        )
+    )
+
+
+@endpoint_app.command("list")
+def list_endpoints(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
+    """The region's endpoints, with what each serves."""
+    outputs = required_stack(stack, stack_file)
+    out = console()
+    with api_errors(out):
+        found = EndpointRest(outputs).list_endpoints()
+    table = Table(title=f"endpoints in {outputs.project}/{outputs.region}", title_justify="left")
+    for column in ("endpoint", "display name", "deployed models", "traffic", "created"):
+        table.add_column(column)
+    for e in found:
+        names = _names(e)
+        table.add_row(
+            e.endpoint_id,
+            e.display_name,
+            ", ".join(f"{d.id} ({names[d.id]})" for d in e.deployed),
+            ", ".join(f"{k} {v}%" for k, v in e.traffic.items()),
+            e.created,
+        )
+    out.print(table)
+
+
+@endpoint_app.command("show")
+def show_endpoint(
+    endpoint: EndpointArg, stack: StackOpt = None, stack_file: StackFileOpt = None
+) -> None:
+    """One endpoint: each deployed model, its machine, replicas, identity and traffic."""
+    outputs = required_stack(stack, stack_file)
+    out = console()
+    with api_errors(out):
+        record = EndpointRest(outputs).get_endpoint(endpoint)
+    out.print(f"[bold]{record.name}[/bold] ({record.display_name})", highlight=False)
+    table = Table(title="deployed models", title_justify="left")
+    for column in ("id", "model", "machine", "replicas", "service account", "traffic"):
+        table.add_column(column)
+    names = _names(record)
+    for d in record.deployed:
+        accelerator = f" + {d.accelerator_count} x {d.accelerator}" if d.accelerator else ""
+        table.add_row(
+            d.id,
+            names[d.id],
+            f"{d.machine}{accelerator}",
+            f"{d.min_replicas}-{d.max_replicas}",
+            d.service_account,
+            f"{record.traffic.get(d.id, 0)}%",
+        )
+    out.print(table)
