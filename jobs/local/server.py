@@ -41,6 +41,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from jobs.catalog import load_catalog
 from jobs.local import vertex_env
 from jobs.local.capacity import QUOTA_SERVICE, Capacity, describe_errors
+from jobs.local.endpoint_routes import add_endpoint_routes
+from jobs.local.endpoints import Endpoints
 from jobs.local.executor import Executor, ExecutorError, NotYetRunning
 from jobs.local.filters import FilterError, parse_filter
 from jobs.local.guard import (
@@ -279,13 +281,16 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     executor = Executor(store, settings)
     studies = Studies(store, executor, settings)
     pipelines = Pipelines(store, executor)
+    endpoints = Endpoints(store, Models(store), settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         executor.start()
         studies.start()
         pipelines.start()
+        endpoints.start()  # deployed models' serving processes start again
         yield
+        endpoints.shutdown()  # stops every serving process
         pipelines.shutdown()  # these two first: their jobs are then stopped by the executor's
         studies.shutdown()
         executor.shutdown()
@@ -310,6 +315,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     _add_vtx_routes(app, executor, store)
     add_pipeline_routes(app, pipelines, _parent, _job_problems)  # jobs/local/pipeline_routes.py
     add_model_routes(app, Models(store), _parent)  # ModelService: jobs/local/model_routes.py
+    add_endpoint_routes(app, endpoints, _parent)  # Endpoint/Prediction: endpoint_routes.py
     return app
 
 

@@ -1,6 +1,6 @@
 """SQLite persistence of the control plane: job records, executor runtime state, studies
 (HyperparameterTuningJobs), training pipelines, models (one row per version) and their
-operations, log entries.
+operations, endpoints and their serving processes (deployments), log entries.
 
 Jobs and studies are stored as their REST form (camelCase JSON, enum names) next to their
 runtime record (pids, restarts, timers; a study's trials), so a restarted control plane can
@@ -61,6 +61,15 @@ CREATE TABLE IF NOT EXISTS models (
 CREATE TABLE IF NOT EXISTS operations (
     name TEXT PRIMARY KEY,
     resource TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS endpoints (
+    id TEXT PRIMARY KEY,
+    resource TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS deployments (
+    id TEXT PRIMARY KEY,
+    endpoint_id TEXT NOT NULL,
+    record TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS log_offsets (
     path TEXT PRIMARY KEY,
@@ -308,6 +317,63 @@ class Store:
                 "SELECT resource FROM operations WHERE name = ?", (name,)
             ).fetchone()
         return json.loads(row[0]) if row else None
+
+    # -- endpoints and the serving processes of their deployed models ------------------------
+
+    def put_endpoint(self, endpoint_id: str, resource: dict) -> None:
+        """Insert or update an endpoint (an upsert: its rowid, the creation order, is kept)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO endpoints(id, resource) VALUES (?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET resource = excluded.resource",
+                (endpoint_id, json.dumps(resource)),
+            )
+
+    def get_endpoint(self, endpoint_id: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT resource FROM endpoints WHERE id = ?", (endpoint_id,)
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def list_endpoints(self) -> list[tuple[int, dict]]:
+        """(position, endpoint) of every endpoint, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, resource FROM endpoints ORDER BY rowid"
+            ).fetchall()
+        return [(r[0], json.loads(r[1])) for r in rows]
+
+    def delete_endpoint(self, endpoint_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM endpoints WHERE id = ?", (endpoint_id,))
+
+    def put_deployment(self, deployed_model_id: str, endpoint_id: str, record: dict) -> None:
+        """A deployed model's serving process: its state, pid, port, log file, operation."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO deployments(id, endpoint_id, record) VALUES (?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET endpoint_id = excluded.endpoint_id, "
+                "record = excluded.record",
+                (deployed_model_id, endpoint_id, json.dumps(record)),
+            )
+
+    def get_deployment(self, deployed_model_id: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT record FROM deployments WHERE id = ?", (deployed_model_id,)
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def list_deployments(self) -> list[dict]:
+        """Every deployment's record, oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT record FROM deployments ORDER BY rowid").fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def delete_deployment(self, deployed_model_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM deployments WHERE id = ?", (deployed_model_id,))
 
     # -- logs -------------------------------------------------------------------------------
 
