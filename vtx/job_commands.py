@@ -56,10 +56,9 @@ from vtx.output import (
     catalog_table,
     machines_table,
     print_cost,
-    print_error,
     print_problems,
 )
-from vtx.planning import compile_checked, load_template, print_plan, quota_refusal, stack_region
+from vtx.planning import compile_checked, go_ahead, load_template, print_plan, stack_region
 from vtx.study_launch import launch_study, print_study_cost, render_study
 
 app = typer.Typer()
@@ -326,16 +325,12 @@ def launch_job(
     plan = plan_job(job)
     check = preflight(plan.quota, plan.cost.region, quotas or QuotaReader(stack), load_catalog())
     print_plan(out, plan, check)
-    refusal = quota_refusal(check)
-    if refusal and not ignore_quota:
-        print_error(out, refusal, "not submitted")
-        return 1
-    if dry_run:
-        out.print("dry run: nothing submitted")
-        return 0
-    if not yes and not confirm("Submit this job?"):
-        out.print("not submitted")
-        return 1
+    stop = go_ahead(
+        out, check, ignore_quota=ignore_quota, dry_run=dry_run, yes=yes, confirm=confirm,
+        question="Submit this job?",
+    )  # fmt: skip
+    if stop is not None:
+        return stop
     vertex = vertex or Vertex(stack)
     with api_errors(out, "not submitted"):
         submitted = vertex.submit(plan)

@@ -4,6 +4,7 @@ reviewer reads before anything is submitted."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -18,7 +19,7 @@ from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs
 from jobs.validate import check_compiled, checked_template
 from vtx.options import console
-from vtx.output import print_cost, print_problems
+from vtx.output import print_cost, print_error, print_problems
 
 
 def stack_region(stack: StackOutputs | None) -> str | None:
@@ -67,6 +68,30 @@ def print_plan(out: Console, plan: Plan, quota: QuotaCheck | None = None) -> Non
     for key, value in lines.items():
         out.print(f"{key:>10}: {value}", highlight=False)
     print_cost(out, plan.cost, "pools", (quota, stack) if quota is not None else None)
+
+
+def go_ahead(
+    out: Console,
+    check: QuotaCheck,
+    *,
+    ignore_quota: bool,
+    dry_run: bool,
+    yes: bool,
+    confirm: Callable[[str], bool],
+    question: str,
+) -> int | None:
+    """After the plan: None to submit, else the exit code (a quota refusal, a dry run, a no)."""
+    refusal = quota_refusal(check)
+    if refusal and not ignore_quota:
+        print_error(out, refusal, "not submitted")
+        return 1
+    if dry_run:
+        out.print("dry run: nothing submitted")
+        return 0
+    if not yes and not confirm(question):
+        out.print("not submitted")
+        return 1
+    return None
 
 
 def quota_refusal(check: QuotaCheck) -> str | None:

@@ -23,8 +23,8 @@ from jobs.study_job import plan_study, reporting_metric, study_of
 from vtx import study_watch
 from vtx.log_commands import LogView
 from vtx.options import api_errors, fail
-from vtx.output import print_error, print_problems
-from vtx.planning import compile_checked, print_plan, quota_refusal
+from vtx.output import print_problems
+from vtx.planning import compile_checked, go_ahead, print_plan
 from vtx.study_views import print_study_plan
 
 
@@ -91,16 +91,12 @@ def launch_study(
         highlight=False,
     )
     print_study_plan(out, plan.study.study, plan.cost)
-    refusal = quota_refusal(check)
-    if refusal and not ignore_quota:
-        print_error(out, refusal, "not submitted")
-        return 1
-    if dry_run:
-        out.print("dry run: nothing submitted")
-        return 0
-    if not yes and not confirm("Submit this study?"):
-        out.print("not submitted")
-        return 1
+    stop = go_ahead(
+        out, check, ignore_quota=ignore_quota, dry_run=dry_run, yes=yes, confirm=confirm,
+        question="Submit this study?",
+    )  # fmt: skip
+    if stop is not None:
+        return stop
     vertex = vertex or Vertex(stack)
     with api_errors(out, "not submitted"):
         submitted = vertex.submit_study(plan)
