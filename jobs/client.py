@@ -583,21 +583,30 @@ class VertexRest:
     def list(self, run_id: str | None = None) -> list[JobRecord]:
         """Jobs vtx launched in this stack (newest first), optionally one run's attempts; the
         filter also runs client-side, as in ``Vertex.list``."""
-        wanted = f'labels.{LABEL_RUN_ID}="{run_id}"' if run_id else f"labels.{LABEL_RUN_ID}:*"
-        jobs: list[JobRecord] = []
-        for region in self.stack.job_regions:
-            jobs += self._list_region(region, {"filter": wanted, "pageSize": LIST_PAGE_SIZE})
+        jobs = [JobRecord.from_rest(j) for j in self.listed("customJobs", run_id)]
         mine = [j for j in jobs if j.run_id is not None and run_id in (None, j.run_id)]
         return sorted(mine, key=_created, reverse=True)
 
-    def _list_region(self, region: str, params: dict[str, Any]) -> list[JobRecord]:
-        jobs: list[JobRecord] = []
+    def listed(self, collection: str, run_id: str | None = None) -> list[dict]:
+        """Every page of a collection (``customJobs``, ``hyperparameterTuningJobs``) in every
+        region of the stack, as REST JSON, filtered by vtx's run label (or its presence)."""
+        wanted = f'labels.{LABEL_RUN_ID}="{run_id}"' if run_id else f"labels.{LABEL_RUN_ID}:*"
+        found: list[dict] = []
+        for region in self.stack.job_regions:
+            found += self.pages(region, collection, {"filter": wanted})
+        return found
+
+    def pages(self, region: str, collection: str, params: dict[str, Any]) -> list[dict]:
+        """Every page of one region's collection (REST JSON)."""
+        params = {**params, "pageSize": LIST_PAGE_SIZE}
+        path = f"{parent(self.stack, region)}/{collection}"
+        found: list[dict] = []
         while True:
-            page = self._request("GET", f"{parent(self.stack, region)}/customJobs", params=params)
-            jobs += [JobRecord.from_rest(j) for j in page.get("customJobs", [])]
+            page = self._request("GET", path, params=params)
+            found += page.get(collection, [])
             token = page.get("nextPageToken")
             if not token:
-                return jobs
+                return found
             params = {**params, "pageToken": token}
 
     def get_study(self, name: str) -> dict:
@@ -610,18 +619,7 @@ class VertexRest:
     def list_studies(self, run_id: str | None = None) -> list[dict]:
         """HyperparameterTuningJobs vtx launched in this stack, in all its regions, optionally
         one run's (REST JSON, newest first); the filter also runs client-side, as in ``list``."""
-        wanted = f'labels.{LABEL_RUN_ID}="{run_id}"' if run_id else f"labels.{LABEL_RUN_ID}:*"
-        studies: list[dict] = []
-        for region in self.stack.job_regions:
-            params = {"filter": wanted, "pageSize": LIST_PAGE_SIZE}
-            while True:
-                path = f"{parent(self.stack, region)}/hyperparameterTuningJobs"
-                page = self._request("GET", path, params=params)
-                studies += page.get("hyperparameterTuningJobs", [])
-                token = page.get("nextPageToken")
-                if not token:
-                    break
-                params = {**params, "pageToken": token}
+        studies = self.listed("hyperparameterTuningJobs", run_id)
         mine = [
             s
             for s in studies

@@ -15,7 +15,7 @@ import yaml
 from local_helpers import capacity_platform, wait_for
 from typer.testing import CliRunner
 
-from jobs.client import VertexRest
+from jobs.client import JobRecord, VertexRest
 from jobs.local.client import preempt_replica, set_capacity
 from jobs.local.settings import DATA_DIR_ENV
 from jobs.stack import StackOutputs
@@ -150,8 +150,8 @@ def test_a_ladder_moves_to_another_region_and_the_run_spans_both(
     ]
     assert len({j.output_prefix for j in attempts}) == 1  # one run, one prefix
     # The platform keeps each region's jobs apart, as Vertex's regional endpoints do.
-    central = rest._list_region("us-central1", {"filter": f'labels.vtx-run-id="{run_id}"'})
-    assert [j.region for j in central] == ["us-central1"]
+    central = rest.pages("us-central1", "customJobs", {"filter": f'labels.vtx-run-id="{run_id}"'})
+    assert [JobRecord.from_rest(j).region for j in central] == ["us-central1"]
 
     # `vtx status` finds the run's attempts in both regions (the local stack's token comes from
     # the platform's data directory: a stack file never holds it).
