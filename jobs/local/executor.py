@@ -733,16 +733,7 @@ class Executor:
         self._logs.service(job.id, job.view.run_id, message)
 
     def _set_state(self, job: ActiveJob, state: JobState, error: JobError | None = None) -> None:
-        stamp = now_rfc3339()
-        resource = job.resource
-        resource["state"] = state.value
-        resource["updateTime"] = stamp
-        if state is JobState.RUNNING and "startTime" not in resource:
-            resource["startTime"] = stamp
-        if state.terminal:
-            resource["endTime"] = stamp
-        if error is not None:
-            resource["error"] = error.rest()
+        lifecycle.stamp_state(job.resource, state, now_rfc3339(), error)
         self._persist(job)
 
     def _persist(self, job: ActiveJob) -> None:

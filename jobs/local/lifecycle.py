@@ -140,6 +140,20 @@ class ReplicaExit(Enum):
     ERROR = "exited with another non-zero code by itself"
 
 
+def stamp_state(resource: dict, state: JobState, stamp: str, error: JobError | None = None) -> None:
+    """A state change written into a job's (or a study's) resource as Vertex shows it:
+    ``updateTime`` always, ``startTime`` at the first RUNNING, ``endTime`` at the end, and the
+    error when there is one."""
+    resource["state"] = state.value
+    resource["updateTime"] = stamp
+    if state is JobState.RUNNING and "startTime" not in resource:
+        resource["startTime"] = stamp
+    if state.terminal:
+        resource["endTime"] = stamp
+    if error is not None:
+        resource["error"] = error.rest()
+
+
 def in_window(preemption_until: float | None, now: float) -> bool:
     """Whether ``now`` falls in the window after a preemption or a loss."""
     return preemption_until is not None and now <= preemption_until

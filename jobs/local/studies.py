@@ -26,7 +26,14 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from jobs.local.executor import Executor, ExecutorError
-from jobs.local.lifecycle import CANCELED, PLATFORM_STOPPED, Code, JobError, JobState
+from jobs.local.lifecycle import (
+    CANCELED,
+    PLATFORM_STOPPED,
+    Code,
+    JobError,
+    JobState,
+    stamp_state,
+)
 from jobs.local.log_copier import now_rfc3339
 from jobs.local.settings import LocalSettings
 from jobs.local.store import Store
@@ -404,16 +411,7 @@ class Studies:
     def _set_state(
         self, study: ActiveStudy, state: JobState, error: JobError | None = None
     ) -> None:
-        stamp = now_rfc3339()
-        resource = study.resource
-        resource["state"] = state.value
-        resource["updateTime"] = stamp
-        if state is JobState.RUNNING and "startTime" not in resource:
-            resource["startTime"] = stamp
-        if state.terminal:
-            resource["endTime"] = stamp
-        if error is not None:
-            resource["error"] = error.rest()
+        stamp_state(study.resource, state, now_rfc3339(), error)
         self._persist(study)
 
     def _persist(self, study: ActiveStudy) -> None:
