@@ -80,6 +80,23 @@ def test_a_registered_model_is_deployed_predicts_its_text_and_is_undeployed(
     assert [d.id for d in served.deployed] == [deployed_id]
     assert served.deployed[0].service_account == stack.serving_service_account
 
+    code, out = vtx("endpoint", "show", endpoint, "--stack", "local")
+    assert code == 0 and f"{deployed_id} {model_id}@1 n1-standard-4 1-2" in out, out
+    code, out = vtx(  # found again by its display name (the model's), reused with a new split
+        "deploy",
+        model_id,
+        "--stack",
+        "local",
+        "--endpoint",
+        served.display_name,
+        "--traffic",
+        "30",
+        "--dry-run",
+    )
+    assert code == 0, out
+    assert f"endpoint {served.name}" in out
+    assert f"traffic after {deployed_id} ({model_id}@1) 70%, this model 30%" in out
+
     instances = tmp_path / "instances.jsonl"
     instances.write_text(json.dumps(PROMPT) + "\n")
     result = runner.invoke(
