@@ -238,7 +238,12 @@ class Endpoints:
             if record["state"] == DEPLOYING:
                 self._fail_deploy(record, "the control plane stopped before it was healthy")
                 continue
-            self._spawn(record)
+            try:
+                self._spawn(record)
+            except (OSError, ValueError, ServingCommandError):
+                # Left deployed without a process: :predict answers 503 naming it.
+                log.exception("deployed model %s: serving process not started", record["id"])
+                continue
             log.info("deployed model %s: serving process started again", record["id"])
 
     def shutdown(self) -> None:
@@ -379,6 +384,9 @@ class Endpoints:
             record = self._spawn(record)
         except ServingCommandError as exc:
             raise invalid(str(exc)) from exc
+        except (OSError, ValueError) as exc:  # no such program or cwd, a NUL in argv or env
+            message = f"deployedModel.model: its serving command cannot be started: {exc}"
+            raise invalid(message) from exc
         pending = operation(name, "DeployModelOperationMetadata", now)
         self.store.put_operation(name, pending)
         return pending

@@ -267,6 +267,22 @@ def test_a_process_that_exits_fails_the_deploy_with_its_last_lines(sdk) -> None:
     endpoint.delete()
 
 
+def test_a_command_that_cannot_start_is_refused(sdk) -> None:
+    from google.api_core import exceptions
+
+    missing = sdk.Model.upload(
+        display_name="missing",
+        artifact_uri="gs://vtx-local-models/echo/",
+        serving_container_image_uri=ECHO_IMAGE,
+        serving_container_command=["/nonexistent/serve"],
+    )
+    endpoint = sdk.Endpoint.create(display_name="missing")
+    with pytest.raises(exceptions.BadRequest, match=r"cannot be started.*nonexistent"):
+        missing.deploy(endpoint=endpoint, machine_type="n1-standard-4")
+    assert not endpoint.list_models()
+    endpoint.delete()
+
+
 @pytest.mark.parametrize(
     ("machine", "named"),
     [
