@@ -168,6 +168,7 @@ def stack_outputs_for(state: PlatformState) -> StackOutputs:
         environment="local",
         trainer_service_account=f"vtx-trainer@{LOCAL_PROJECT}.iam.gserviceaccount.com",
         launcher_service_account=f"vtx-launcher@{LOCAL_PROJECT}.iam.gserviceaccount.com",
+        serving_service_account=f"vtx-serving@{LOCAL_PROJECT}.iam.gserviceaccount.com",
         buckets=LOCAL_BUCKETS,
         artifact_registry=f"local-docker.pkg.dev/{LOCAL_PROJECT}/vtx",
         # The platform serves every catalog region (each with its own jobs and capacity), so a

@@ -6,7 +6,6 @@ default image's command), asked for text, and taken down again."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,9 @@ from jobs.stack import StackOutputs
 from tests.local.test_model_upload_cli import launch, wait_ended
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
 from tests.trainer.test_serve import PROMPT, reference_text
-from vtx import options
 from vtx.cli import app
 
 runner = CliRunner(env={"COLUMNS": "250"})
-SERVING_SA = "vtx-serving@vtx-local.iam.gserviceaccount.com"
 COPIES_THE_EXPORT = """
 import os, pathlib, fsspec
 src, d = pathlib.Path({src!r}), os.environ["AIP_MODEL_DIR"]
@@ -38,14 +35,10 @@ def vtx(*args: str) -> tuple[int, str]:
 
 
 @pytest.fixture
-def stack(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch) -> Iterator[StackOutputs]:
-    """`--stack local`, with a serving account when the local platform exports none."""
-    if local_platform.serving_service_account is None:
-        with_account = local_platform.model_copy(update={"serving_service_account": SERVING_SA})
-        monkeypatch.setattr(options, "local_stack_outputs", lambda: with_account)
-        yield with_account
-    else:
-        yield local_platform
+def stack(local_platform: StackOutputs) -> StackOutputs:
+    """`--stack local`: the local platform exports a serving account as a stack does."""
+    assert local_platform.serving_service_account is not None
+    return local_platform
 
 
 @pytest.fixture
