@@ -32,10 +32,6 @@ from trainer.serving_env import ServingEnv, ServingEnvError
 
 log = logging.getLogger(__name__)
 
-# Vertex routes to the container from outside it: the local platform's rule of 127.0.0.1 and
-# local clients only does not apply here, and the contract requires every interface.
-VERTEX_HOST = "0.0.0.0"
-
 
 class ModelSlot:
     """The model once loaded; until then, None. Set once, from the loading thread."""
@@ -134,7 +130,7 @@ def main(environ: dict[str, str] | None = None) -> int:
     slot = ModelSlot()
     config = uvicorn.Config(
         create_app(env, slot),
-        host=VERTEX_HOST,
+        host=env.host,
         port=env.http_port,
         log_config=None,  # uvicorn's records go through our JSON handler
         access_log=False,  # one line per prediction is ours, without the caller's address

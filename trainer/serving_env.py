@@ -19,6 +19,11 @@ BASE_MODEL_ENV = "VTX_BASE_MODEL"
 (`base_model_name_or_path`) is not readable where the container runs."""
 
 
+VERTEX_HOST = "0.0.0.0"
+"""Vertex routes to the container from outside it: the contract requires every interface."""
+HOST_ENV = "VTX_SERVE_HOST"
+
+
 class ServingEnvError(ValueError):
     """A serving variable that cannot be used; the message names it."""
 
@@ -38,6 +43,9 @@ class ServingEnv:
     endpoint_id: str | None = None
     base_model: str | None = None
     """`VTX_BASE_MODEL`: overrides a LoRA adapter's recorded base model."""
+    host: str = VERTEX_HOST
+    """Where to listen: every interface, as Vertex's contract requires; `VTX_SERVE_HOST`
+    narrows it (the local platform sets 127.0.0.1: it serves local clients only)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> ServingEnv:
@@ -57,6 +65,7 @@ class ServingEnv:
             deployed_model_id=environ.get("AIP_DEPLOYED_MODEL_ID") or None,
             endpoint_id=environ.get("AIP_ENDPOINT_ID") or None,
             base_model=environ.get(BASE_MODEL_ENV) or None,
+            host=environ.get(HOST_ENV) or VERTEX_HOST,
         )
 
 

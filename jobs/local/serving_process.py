@@ -47,6 +47,11 @@ class ServingCommandError(ValueError):
     """A Model whose container cannot be run here; the message says why."""
 
 
+SERVE_HOST_ENV = "VTX_SERVE_HOST"
+"""Where vtx's serving entry point listens (a copy of trainer.serving_env.HOST_ENV: the platform
+never imports the trainer; tests/contracts pins the two)."""
+
+
 def is_vtx_serving_image(image_uri: str) -> bool:
     """``REGISTRY/serve:TAG`` (or ``@DIGEST``): the image `vtx model upload` names by default."""
     name = image_uri.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0]
@@ -141,6 +146,9 @@ def serving_env(
     env["PYTHONUNBUFFERED"] = "1"  # log lines reach the log file as they are printed
     for item in container.get("env", []):
         env[item["name"]] = expand(item.get("value", ""), env)
+    # After the Model's own env, so no Model can widen it: vtx's serving entry point listens on
+    # every interface on Vertex, on 127.0.0.1 here (local clients only).
+    env[SERVE_HOST_ENV] = "127.0.0.1"
     return env
 
 

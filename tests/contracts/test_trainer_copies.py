@@ -9,6 +9,7 @@ inputs (not by comparing source text), so that either side drifting fails here f
 | `trainer.accelerators.ACCELERATORS`         | `jobs/catalog/accelerators.yaml` (the GPUs)   |
 | `trainer.config.load_yaml_text`             | `jobs.safe_yaml.load_yaml_text`               |
 | `trainer.env.RUN_ID_ENV` (W&B's run id)     | `jobs.contract.RUN_ID_ENV`                    |
+| `trainer.serving_env.HOST_ENV` (listen on)  | `jobs.local.serving_process.SERVE_HOST_ENV`   |
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import pytest
 
 from jobs import contract, rules, safe_yaml
 from jobs.catalog import load_catalog
-from jobs.local import vertex_env
+from jobs.local import serving_process, vertex_env
 from trainer import accelerators, secrets
 from trainer import config as trainer_config
 from trainer.env import TrackingEnv, VertexEnv
+from trainer.serving_env import ServingEnv
 
 # ---- secrets: the variable and the Secret Manager name grammar ------------------------------
 
@@ -322,3 +324,26 @@ def test_the_trainer_draws_the_limits_where_jobs_draws_them(
     trainer_config.load_yaml_text(make(edge), "f.yaml")  # accepted by both
     with pytest.raises(trainer_config.ConfigError):
         trainer_config.load_yaml_text(make(edge + 1), "f.yaml")
+
+
+PLACE: dict[str, Any] = {
+    "endpoint_id": "e1",
+    "deployed_model_id": "d1",
+    "project_number": "1",
+    "port": 8080,
+    "machine_spec": {"machineType": "n1-standard-4"},
+    "gcs_endpoint": "http://127.0.0.1:1",
+    "base_env": {},
+}
+
+
+def test_a_model_deployed_locally_is_served_on_127_0_0_1_only() -> None:
+    """The local platform's serving environment makes vtx's entry point listen on the loopback
+    (Vertex's contract, every interface, is the default elsewhere)."""
+    model = {"name": "projects/1/locations/us-central1/models/7", "artifactUri": "gs://m/x/"}
+    env = serving_process.serving_env(model, **PLACE)
+    assert ServingEnv.from_environ(env).host == "127.0.0.1"
+    assert ServingEnv.from_environ({"AIP_STORAGE_URI": "gs://m/x/"}).host == "0.0.0.0"
+    widened = {**model, "containerSpec": {"env": [{"name": "VTX_SERVE_HOST", "value": "0.0.0.0"}]}}
+    env = serving_process.serving_env(widened, **PLACE)
+    assert ServingEnv.from_environ(env).host == "127.0.0.1"  # a Model cannot widen it

@@ -180,6 +180,12 @@ def test_the_trainers_model_is_deployed_and_predicts_its_greedy_text(
 
     found = record(settings, deployed.id)
     assert found is not None and running(found["pid"])
+    listening = {
+        c.laddr.ip
+        for c in psutil.Process(found["pid"]).net_connections("inet")
+        if c.status == psutil.CONN_LISTEN
+    }
+    assert listening == {"127.0.0.1"}  # local clients only, whatever Vertex's contract says
     log = Path(found["logPath"]).read_text()
     assert "1 x NVIDIA_TESLA_T4 on n1-standard-4" in log and "this machine's CPU" in log
 
