@@ -22,38 +22,17 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from jobs.local.endpoints import EndpointRef, Endpoints
-from jobs.local.model_routes import DEFAULT_PAGE_SIZE, MAX_PAGE_TOKEN, render_operation
+from jobs.local.model_routes import render_operation
 from jobs.local.models import ModelError, invalid
-
-
-def parse_message(message_class: type, body: bytes) -> dict:
-    """A request body -> REST-form dict, through the real proto (a 400 naming what is wrong)."""
-    from google.protobuf import json_format
-
-    message = message_class.pb(message_class())
-    try:
-        json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
-    except UnicodeDecodeError as exc:
-        raise invalid(f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
-    except (json_format.ParseError, RecursionError) as exc:
-        raise invalid(f"Invalid JSON payload received. {exc}") from exc
-    return json_format.MessageToDict(message)
-
-
-def render(message_class: type, value: dict, int_enums: bool = False) -> str:
-    from google.protobuf import json_format
-
-    message = message_class.pb(message_class())
-    json_format.ParseDict(value, message)
-    return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
-
-
-def _int_enums(request: Request) -> bool:
-    return "enum-encoding=int" in request.query_params.get("$alt", "")
-
-
-def _json(body: str) -> Response:
-    return Response(body, media_type="application/json")
+from jobs.local.rest_forms import (
+    DEFAULT_PAGE_SIZE,
+    json_response,
+    list_response,
+    page_of,
+    parse_message,
+    render_message,
+    wants_int_enums,
+)
 
 
 def _split(body: dict) -> dict[str, int]:
@@ -84,7 +63,7 @@ def add_endpoint_routes(
     ) -> Response:
         body = parse_message(Endpoint, await request.body())
         operation = endpoints.create(parent_of(project, location), body, endpointId)
-        return _json(render_operation(operation))
+        return json_response(render_operation(operation))
 
     # Before `{endpoint}` routes: `{endpoint}` would also match `ID:deployModel`.
     @app.post(base + "/{endpoint}:deployModel")
@@ -96,7 +75,7 @@ def add_endpoint_routes(
         if not deployed:
             raise invalid("deployedModel: required")
         operation = endpoints.deploy(ref(project, location, endpoint), deployed, _split(body))
-        return _json(render_operation(operation))
+        return json_response(render_operation(operation))
 
     @app.post(base + "/{endpoint}:undeployModel")
     async def undeploy_model(
@@ -108,7 +87,7 @@ def add_endpoint_routes(
         operation = endpoints.undeploy(
             ref(project, location, endpoint), body["deployedModelId"], _split(body)
         )
-        return _json(render_operation(operation))
+        return json_response(render_operation(operation))
 
     @app.post(base + "/{endpoint}:predict")
     async def predict(request: Request, project: str, location: str, endpoint: str) -> Response:
@@ -117,7 +96,7 @@ def add_endpoint_routes(
             raise invalid("instances: at least one instance is required")
         # The model generates for seconds: off the event loop, so other calls are answered.
         answer = await run_in_threadpool(endpoints.predict, ref(project, location, endpoint), body)
-        return _json(render(PredictResponse, answer))
+        return json_response(render_message(PredictResponse, answer))
 
     @app.get(base + "/{endpoint}/operations/{operation}")
     @app.get(
@@ -127,14 +106,14 @@ def add_endpoint_routes(
         project: str, location: str, endpoint: str, operation: str
     ) -> Response:
         name = f"{ref(project, location, endpoint).name}/operations/{operation}"
-        return _json(render_operation(endpoints.operation(name)))
+        return json_response(render_operation(endpoints.operation(name)))
 
     @app.get(base + "/{endpoint}")
     def get_endpoint(request: Request, project: str, location: str, endpoint: str) -> Response:
         if ":" in endpoint:
             raise ModelError(404, f"GET {request.url.path}: Not Found", "NOT_FOUND")
         found = endpoints.get(ref(project, location, endpoint))
-        return _json(render(Endpoint, found, _int_enums(request)))
+        return json_response(render_message(Endpoint, found, wants_int_enums(request)))
 
     @app.get(base)
     def list_endpoints(
@@ -145,19 +124,14 @@ def add_endpoint_routes(
         pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
         pageToken: str = "",
     ) -> Response:
-        if pageToken and not (pageToken.isdigit() and int(pageToken) <= MAX_PAGE_TOKEN):
-            raise invalid(f"invalid pageToken {pageToken!r}: pass the nextPageToken given")
-        found = endpoints.list(parent_of(project, location), filter)
-        if pageToken:
-            found = [(p, e) for p, e in found if p < int(pageToken)]
-        size = pageSize if pageSize > 0 else DEFAULT_PAGE_SIZE
-        page = found[:size]
-        int_enums = _int_enums(request)
-        body = '{"endpoints": [' + ",".join(render(Endpoint, e, int_enums) for _, e in page) + "]"
-        if len(found) > size:
-            body += f', "nextPageToken": "{page[-1][0]}"'
-        return _json(body + "}")
+        found, token = page_of(
+            endpoints.list(parent_of(project, location), filter), pageSize, pageToken
+        )
+        int_enums = wants_int_enums(request)
+        return list_response(
+            "endpoints", [render_message(Endpoint, e, int_enums) for e in found], token
+        )
 
     @app.delete(base + "/{endpoint}")
     def delete_endpoint(project: str, location: str, endpoint: str) -> Response:
-        return _json(render_operation(endpoints.delete(ref(project, location, endpoint))))
+        return json_response(render_operation(endpoints.delete(ref(project, location, endpoint))))

@@ -20,49 +20,36 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from jobs.local.guard import error_body
-from jobs.local.models import ModelError, ModelRef, Models, invalid
-
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_TOKEN = 2**63 - 1
+from jobs.local.models import ModelError, ModelRef, Models
+from jobs.local.rest_forms import (
+    DEFAULT_PAGE_SIZE,
+    json_response,
+    list_response,
+    page_of,
+    parse_message,
+    render_message,
+    wants_int_enums,
+)
 
 
 def parse_upload(body: bytes) -> dict:
     """An UploadModelRequest body -> REST-form dict, through the real proto."""
     from google.cloud.aiplatform_v1 import UploadModelRequest
-    from google.protobuf import json_format
 
-    message = UploadModelRequest.pb(UploadModelRequest())
-    try:
-        json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
-    except UnicodeDecodeError as exc:
-        raise invalid(f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
-    except (json_format.ParseError, RecursionError) as exc:
-        raise invalid(f"Invalid JSON payload received. {exc}") from exc
-    return json_format.MessageToDict(message)
+    return parse_message(UploadModelRequest, body)
 
 
 def parse_merge(body: bytes) -> dict:
     """A MergeVersionAliasesRequest body (``versionAliases``) -> REST-form dict."""
     from google.cloud.aiplatform_v1 import MergeVersionAliasesRequest
-    from google.protobuf import json_format
 
-    message = MergeVersionAliasesRequest.pb(MergeVersionAliasesRequest())
-    try:
-        json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
-    except UnicodeDecodeError as exc:
-        raise invalid(f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
-    except (json_format.ParseError, RecursionError) as exc:
-        raise invalid(f"Invalid JSON payload received. {exc}") from exc
-    return json_format.MessageToDict(message)
+    return parse_message(MergeVersionAliasesRequest, body)
 
 
 def render_model(model: dict, int_enums: bool) -> str:
     from google.cloud.aiplatform_v1 import Model
-    from google.protobuf import json_format
 
-    message = Model.pb(Model())
-    json_format.ParseDict(model, message)
-    return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
+    return render_message(Model, model, int_enums)
 
 
 def render_operation(operation: dict) -> str:
@@ -77,37 +64,8 @@ def render_operation(operation: dict) -> str:
     return json_format.MessageToJson(message, indent=None)
 
 
-def _int_enums(request: Request) -> bool:
-    return "enum-encoding=int" in request.query_params.get("$alt", "")
-
-
-def _json(body: str) -> Response:
-    return Response(body, media_type="application/json")
-
-
-def _page_start(token: str) -> int | None:
-    if token and not (token.isdigit() and int(token) <= MAX_PAGE_TOKEN):
-        raise invalid(f"invalid pageToken {token!r}: pass the nextPageToken given")
-    return int(token) if token else None
-
-
-def _page(
-    found: list[tuple[int, dict]], size: int, token: str, newest_first: bool
-) -> tuple[list[dict], str | None]:
-    """One page of (position, item); the token is the last position returned."""
-    start = _page_start(token)
-    if start is not None:
-        found = [(p, m) for p, m in found if (p < start if newest_first else p > start)]
-    size = size if size > 0 else DEFAULT_PAGE_SIZE
-    page = found[:size]
-    return [m for _, m in page], str(page[-1][0]) if len(found) > size else None
-
-
 def _list_body(key: str, items: list[dict], token: str | None, int_enums: bool) -> Response:
-    body = f'{{"{key}": [' + ",".join(render_model(m, int_enums) for m in items) + "]"
-    if token:
-        body += f', "nextPageToken": "{token}"'
-    return _json(body + "}")
+    return list_response(key, [render_model(m, int_enums) for m in items], token)
 
 
 def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str], str]) -> None:
@@ -130,7 +88,7 @@ def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str
         operation = models.upload(
             parent, body.get("model", {}), body.get("parentModel"), body.get("modelId")
         )
-        return _json(render_operation(operation))
+        return json_response(render_operation(operation))
 
     # Before `{model}` routes: `{model}` would also match `ID:listVersions`.
     @app.get(base + "/{model}:listVersions")
@@ -144,8 +102,8 @@ def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str
         pageToken: str = "",
     ) -> Response:
         found = models.versions(ref(project, location, model), filter)
-        items, token = _page(found, pageSize, pageToken, newest_first=False)
-        return _list_body("models", items, token, _int_enums(request))
+        items, token = page_of(found, pageSize, pageToken, newest_first=False)
+        return _list_body("models", items, token, wants_int_enums(request))
 
     @app.post(base + "/{model}:mergeVersionAliases")
     async def merge_version_aliases(
@@ -153,29 +111,31 @@ def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str
     ) -> Response:
         changes = parse_merge(await request.body()).get("versionAliases", [])
         merged = models.merge_aliases(ref(project, location, model), changes)
-        return _json(render_model(merged, _int_enums(request)))
+        return json_response(render_model(merged, wants_int_enums(request)))
 
     @app.delete(base + "/{model}:deleteVersion")
     def delete_model_version(project: str, location: str, model: str) -> Response:
-        return _json(render_operation(models.delete_version(ref(project, location, model))))
+        return json_response(render_operation(models.delete_version(ref(project, location, model))))
 
     @app.get(base + "/{model}/operations/{operation}")
     @app.get("/ui/projects/{project}/locations/{location}/models/{model}/operations/{operation}")
     def get_model_operation(project: str, location: str, model: str, operation: str) -> Response:
         name = f"{ref(project, location, model).name}/operations/{operation}"
-        return _json(render_operation(models.operation(name)))
+        return json_response(render_operation(models.operation(name)))
 
     @app.get("/v1/projects/{project}/locations/{location}/operations/{operation}")
     @app.get("/ui/projects/{project}/locations/{location}/operations/{operation}")
     def get_operation(project: str, location: str, operation: str) -> Response:
         name = f"{parent_of(project, location)}/operations/{operation}"
-        return _json(render_operation(models.operation(name)))
+        return json_response(render_operation(models.operation(name)))
 
     @app.get(base + "/{model}")
     def get_model(request: Request, project: str, location: str, model: str) -> Response:
         if ":" in model:
             raise ModelError(404, f"GET {request.url.path}: Not Found", "NOT_FOUND")
-        return _json(render_model(models.get(ref(project, location, model)), _int_enums(request)))
+        return json_response(
+            render_model(models.get(ref(project, location, model)), wants_int_enums(request))
+        )
 
     @app.get(base)
     def list_models(
@@ -187,9 +147,9 @@ def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str
         pageToken: str = "",
     ) -> Response:
         found = models.list(parent_of(project, location), filter)
-        items, token = _page(found, pageSize, pageToken, newest_first=True)
-        return _list_body("models", items, token, _int_enums(request))
+        items, token = page_of(found, pageSize, pageToken, newest_first=True)
+        return _list_body("models", items, token, wants_int_enums(request))
 
     @app.delete(base + "/{model}")
     def delete_model(project: str, location: str, model: str) -> Response:
-        return _json(render_operation(models.delete(ref(project, location, model))))
+        return json_response(render_operation(models.delete(ref(project, location, model))))

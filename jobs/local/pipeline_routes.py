@@ -25,9 +25,15 @@ from jobs.local.pipelines import (
     parse_job_spec,
 )
 from jobs.local.read_mask import ReadMaskError, apply_read_mask
+from jobs.local.rest_forms import (
+    DEFAULT_PAGE_SIZE,
+    list_response,
+    page_of,
+    parse_message,
+    render_message,
+    wants_int_enums,
+)
 
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_TOKEN = 2**63 - 1
 OUTPUT_ONLY = (
     "name",
     "state",
@@ -50,25 +56,14 @@ def invalid(message: str) -> PipelineError:
 def parse_pipeline(body: bytes) -> dict:
     """Request body -> REST-form TrainingPipeline, through the real proto."""
     from google.cloud.aiplatform_v1 import TrainingPipeline
-    from google.protobuf import json_format
 
-    message = TrainingPipeline.pb(TrainingPipeline())
-    try:
-        json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
-    except UnicodeDecodeError as exc:
-        raise invalid(f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
-    except (json_format.ParseError, RecursionError) as exc:
-        raise invalid(f"Invalid JSON payload received. {exc}") from exc
-    return json_format.MessageToDict(message)
+    return parse_message(TrainingPipeline, body)
 
 
 def render_pipeline(pipeline: dict, int_enums: bool, read_mask: str = "") -> str:
     from google.cloud.aiplatform_v1 import TrainingPipeline
-    from google.protobuf import json_format
 
-    message = TrainingPipeline.pb(TrainingPipeline())
-    json_format.ParseDict(apply_read_mask(TrainingPipeline, pipeline, read_mask), message)
-    return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
+    return render_message(TrainingPipeline, pipeline, int_enums, read_mask)
 
 
 def checked_job_spec(
@@ -94,10 +89,6 @@ def checked_job_spec(
         raise invalid("; ".join(problems))
 
 
-def _int_enums(request: Request) -> bool:
-    return "enum-encoding=int" in request.query_params.get("$alt", "")
-
-
 def add_pipeline_routes(
     app: FastAPI,
     pipelines: Pipelines,
@@ -121,7 +112,7 @@ def add_pipeline_routes(
 
     def respond(request: Request, pipeline: dict) -> Response:
         return Response(
-            render_pipeline(pipeline, _int_enums(request)), media_type="application/json"
+            render_pipeline(pipeline, wants_int_enums(request)), media_type="application/json"
         )
 
     @app.post(base)
@@ -156,21 +147,14 @@ def add_pipeline_routes(
             apply_read_mask_check(readMask)
         except (FilterError, ReadMaskError) as exc:
             raise invalid(str(exc)) from exc
-        if pageToken and not (pageToken.isdigit() and int(pageToken) <= MAX_PAGE_TOKEN):
-            raise invalid(f"invalid pageToken {pageToken!r}: pass the nextPageToken given")
-        size = pageSize if pageSize > 0 else DEFAULT_PAGE_SIZE
-        before = int(pageToken) if pageToken else None
-        matching = [
+        pipelines_here = [
             (pos, p)
-            for pos, p in pipelines.store.list_pipelines(before)
+            for pos, p in pipelines.store.list_pipelines()
             if p["name"].startswith(parent + "/") and matches(p)
         ]
-        page = matching[:size]
-        parts = [render_pipeline(p, _int_enums(request), readMask) for _, p in page]
-        body = '{"trainingPipelines": [' + ",".join(parts) + "]"
-        if len(matching) > size:
-            body += f', "nextPageToken": "{page[-1][0]}"'
-        return Response(body + "}", media_type="application/json")
+        found, token = page_of(pipelines_here, pageSize, pageToken)
+        rendered = [render_pipeline(p, wants_int_enums(request), readMask) for p in found]
+        return list_response("trainingPipelines", rendered, token)
 
     @app.post(base + "/{pipeline_id}:cancel")
     def cancel_training_pipeline(project: str, location: str, pipeline_id: str) -> dict:

@@ -27,7 +27,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -61,6 +61,16 @@ from jobs.local.pipeline_routes import add_pipeline_routes
 from jobs.local.pipelines import Pipelines
 from jobs.local.quota_infos import quota_infos
 from jobs.local.read_mask import ReadMaskError, apply_read_mask
+from jobs.local.rest_forms import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_TOKEN,
+    BadRequest,
+    list_response,
+    page_of,
+    parse_message,
+    render_message,
+    wants_int_enums,
+)
 from jobs.local.settings import LocalSettings
 from jobs.local.state import LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV, project_number
 from jobs.local.store import Store
@@ -85,10 +95,7 @@ HTTP_STATUS = {
     429: "RESOURCE_EXHAUSTED",
     500: "INTERNAL",
 }
-DEFAULT_PAGE_SIZE = 100
 MAX_LOG_ENTRIES = 1000
-MAX_CURSOR = 2**63 - 1
-"""SQLite's largest integer: cursors and page tokens are row ids."""
 HEALTH_PATH = "/vtx/health"
 CAPACITY_PATH = "/vtx/capacity"
 MAX_PREEMPT_WAIT_S = 300.0
@@ -145,55 +152,29 @@ class LocalClientsOnly:
 
 
 def parse_custom_job(body: bytes) -> dict:
-    """Request body -> REST-form dict (camelCase, enum names), through the real proto."""
+    """Request body -> REST-form CustomJob, through the real proto."""
     from google.cloud.aiplatform_v1 import CustomJob
-    from google.protobuf import json_format
 
-    message = CustomJob.pb(CustomJob())
-    try:
-        json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
-    except UnicodeDecodeError as exc:
-        raise ApiError(400, f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
-    except (json_format.ParseError, RecursionError) as exc:
-        raise ApiError(400, f"Invalid JSON payload received. {exc}") from exc
-    return json_format.MessageToDict(message)
+    return parse_message(CustomJob, body)
 
 
 def render_custom_job(job: dict, int_enums: bool, read_mask: str = "") -> str:
     from google.cloud.aiplatform_v1 import CustomJob
-    from google.protobuf import json_format
 
-    message = CustomJob.pb(CustomJob())
-    json_format.ParseDict(apply_read_mask(CustomJob, job, read_mask), message)
-    return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
+    return render_message(CustomJob, job, int_enums, read_mask)
 
 
 def parse_study(body: bytes) -> dict:
     """Request body -> REST-form HyperparameterTuningJob, through the real proto."""
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob
-    from google.protobuf import json_format
 
-    message = HyperparameterTuningJob.pb(HyperparameterTuningJob())
-    try:
-        json_format.Parse(body.decode("utf-8") or "{}", message, ignore_unknown_fields=False)
-    except UnicodeDecodeError as exc:
-        raise ApiError(400, f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
-    except (json_format.ParseError, RecursionError) as exc:
-        raise ApiError(400, f"Invalid JSON payload received. {exc}") from exc
-    return json_format.MessageToDict(message)
+    return parse_message(HyperparameterTuningJob, body)
 
 
 def render_study(study: dict, int_enums: bool, read_mask: str = "") -> str:
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob
-    from google.protobuf import json_format
 
-    message = HyperparameterTuningJob.pb(HyperparameterTuningJob())
-    json_format.ParseDict(apply_read_mask(HyperparameterTuningJob, study, read_mask), message)
-    return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
-
-
-def wants_int_enums(request: Request) -> bool:
-    return "enum-encoding=int" in request.query_params.get("$alt", "")
+    return render_message(HyperparameterTuningJob, study, int_enums, read_mask)
 
 
 def check_read_mask(message_name: str, read_mask: str) -> None:
@@ -324,6 +305,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
         return error_response(exc.http_code, exc.message, exc.status)
 
+    @app.exception_handler(BadRequest)
+    async def _bad_request_form(_request: Request, exc: BadRequest) -> JSONResponse:
+        return error_response(exc.http_code, exc.message, exc.status)
+
     @app.exception_handler(ExecutorError)
     async def _executor_error(_request: Request, exc: ExecutorError) -> JSONResponse:
         return error_response(exc.http_code, exc.message, exc.status)
@@ -373,6 +358,14 @@ def _check_project(project: str) -> str:
             f"digits or hyphens starting with a letter, a project number is digits",
         )
     return number
+
+
+def _filter(text: str) -> Callable[[dict], bool]:
+    """A List call's ``filter`` (jobs/local/filters.py's grammar), or its 400."""
+    try:
+        return parse_filter(text)
+    except FilterError as exc:
+        raise ApiError(400, str(exc)) from exc
 
 
 def _job_name(store: Store, job_id: str) -> str:
@@ -435,26 +428,15 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
     ) -> Response:
         parent = _parent(project, location)
         check_read_mask("CustomJob", readMask)
-        try:
-            matches = parse_filter(filter)
-        except FilterError as exc:
-            raise ApiError(400, str(exc)) from exc
-        if pageToken and not (pageToken.isdigit() and int(pageToken) <= MAX_CURSOR):
-            raise ApiError(400, f"invalid pageToken {pageToken!r}: pass the nextPageToken given")
-        size = pageSize if pageSize > 0 else DEFAULT_PAGE_SIZE
-        # The token is the creation position of the last job returned: jobs created while a
-        # client pages cannot shift what it has not seen yet.
-        before = int(pageToken) if pageToken else None
-        matching = [
-            (pos, job) for pos, job in store.list_jobs(before) if _in(parent, job) and matches(job)
-        ]
-        page = matching[:size]
+        matches = _filter(filter)
+        jobs, token = page_of(
+            [(p, j) for p, j in store.list_jobs() if _in(parent, j) and matches(j)],
+            pageSize,
+            pageToken,
+        )
         int_enums = wants_int_enums(request)
-        parts = [render_custom_job(job, int_enums, readMask) for _, job in page]
-        body = '{"customJobs": [' + ",".join(parts) + "]"
-        if len(matching) > size:
-            body += f', "nextPageToken": "{page[-1][0]}"'
-        return Response(body + "}", media_type="application/json")
+        rendered = [render_custom_job(job, int_enums, readMask) for job in jobs]
+        return list_response("customJobs", rendered, token)
 
     @app.post(base + "/{job_id}:cancel")
     def cancel_custom_job(project: str, location: str, job_id: str) -> dict:
@@ -529,26 +511,15 @@ def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store:
     ) -> Response:
         parent = _parent(project, location)
         check_read_mask("HyperparameterTuningJob", readMask)
-        try:
-            matches = parse_filter(filter)
-        except FilterError as exc:
-            raise ApiError(400, str(exc)) from exc
-        if pageToken and not (pageToken.isdigit() and int(pageToken) <= MAX_CURSOR):
-            raise ApiError(400, f"invalid pageToken {pageToken!r}: pass the nextPageToken given")
-        size = pageSize if pageSize > 0 else DEFAULT_PAGE_SIZE
-        before = int(pageToken) if pageToken else None
-        matching = [
-            (pos, study)
-            for pos, study in store.list_studies(before)
-            if str(study.get("name", "")).startswith(parent + "/") and matches(study)
-        ]
-        page = matching[:size]
+        matches = _filter(filter)
+        studies, token = page_of(
+            [(p, st) for p, st in store.list_studies() if _in(parent, st) and matches(st)],
+            pageSize,
+            pageToken,
+        )
         int_enums = wants_int_enums(request)
-        parts = [render_study(study, int_enums, readMask) for _, study in page]
-        body = '{"hyperparameterTuningJobs": [' + ",".join(parts) + "]"
-        if len(matching) > size:
-            body += f', "nextPageToken": "{page[-1][0]}"'
-        return Response(body + "}", media_type="application/json")
+        rendered = [render_study(study, int_enums, readMask) for study in studies]
+        return list_response("hyperparameterTuningJobs", rendered, token)
 
     @app.post(base + "/{study_id}:cancel")
     def cancel_study(project: str, location: str, study_id: str) -> dict:
@@ -626,7 +597,7 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
     def logs(
         run_id: str | None = None,
         job: str | None = None,
-        cursor: int = Query(0, ge=0, le=MAX_CURSOR),
+        cursor: int = Query(0, ge=0, le=MAX_PAGE_TOKEN),  # log cursors are row ids too
     ) -> dict:
         """Log entries after ``cursor`` for every job of a run (or one job), oldest first."""
         if (run_id is None) == (job is None):
