@@ -46,6 +46,7 @@ from jobs.local.models import (
     label_problems,
     now_rfc3339,
 )
+from jobs.local.rest_forms import EMPTY_TYPE
 from jobs.local.serving_process import (
     ServingCommandError,
     ServingProcess,
@@ -72,7 +73,6 @@ DEPLOY_TIMEOUT_S = 600.0
 """How long a deployed model's process may take to answer health 200."""
 HEALTH_POLL_S = 0.2
 PREDICT_TIMEOUT_S = 600.0
-EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
 DEPLOYING, DEPLOYED = "DEPLOYING", "DEPLOYED"
 
 

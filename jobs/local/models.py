@@ -42,6 +42,7 @@ from jobs.local.model_filters import (
     ModelFilterError,
     parse_model_filter,
 )
+from jobs.local.rest_forms import EMPTY_TYPE
 from jobs.local.store import Store
 from jobs.model_facts import DEFAULT_ALIAS, alias_problems
 from jobs.rules import LABEL_KEY, LABEL_VALUE
@@ -73,7 +74,6 @@ OUTPUT_ONLY = (
 )
 """Fields a client may send but Vertex sets itself: dropped from an upload's model."""
 TYPE_PREFIX = "type.googleapis.com/google.cloud.aiplatform.v1."
-EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
 
 
 class ModelError(Exception):

@@ -11,7 +11,6 @@ create is checked as a custom task (pipelines.custom_job_spec_problems), then it
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 
 from fastapi import FastAPI, Query, Request
@@ -27,6 +26,7 @@ from jobs.local.pipelines import (
 from jobs.local.read_mask import ReadMaskError, apply_read_mask
 from jobs.local.rest_forms import (
     DEFAULT_PAGE_SIZE,
+    deleted,
     list_response,
     page_of,
     parse_message,
@@ -166,12 +166,7 @@ def add_pipeline_routes(
     def delete_training_pipeline(project: str, location: str, pipeline_id: str) -> dict:
         pipeline = get_or_404(project, location, pipeline_id)
         pipelines.delete(pipeline_id)
-        # Deletion is immediate here: a long-running operation that is already done.
-        return {
-            "name": f"{pipeline['name']}/operations/{secrets.randbelow(10**18)}",
-            "done": True,
-            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
-        }
+        return deleted(pipeline["name"])
 
 
 def apply_read_mask_check(read_mask: str) -> None:

@@ -6,6 +6,7 @@ the server process pays for it."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,18 @@ from jobs.local.read_mask import apply_read_mask
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_TOKEN = 2**63 - 1
 """SQLite's largest integer: page tokens are row positions."""
+
+
+EMPTY_TYPE = "type.googleapis.com/google.protobuf.Empty"
+
+
+def deleted(name: str) -> dict:
+    """A delete's long-running operation, already done: deletion is immediate here."""
+    return {
+        "name": f"{name}/operations/{secrets.randbelow(10**18)}",
+        "done": True,
+        "response": {"@type": EMPTY_TYPE},
+    }
 
 
 class BadRequest(Exception):

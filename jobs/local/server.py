@@ -65,6 +65,7 @@ from jobs.local.rest_forms import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_TOKEN,
     BadRequest,
+    deleted,
     list_response,
     page_of,
     parse_message,
@@ -448,12 +449,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
     def delete_custom_job(project: str, location: str, job_id: str) -> dict:
         job = get_or_404(project, location, job_id)
         executor.delete(job_id)
-        # Deletion is immediate here: a long-running operation that is already done.
-        return {
-            "name": f"{job['name']}/operations/{secrets.randbelow(10**18)}",
-            "done": True,
-            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
-        }
+        return deleted(job["name"])
 
 
 STUDY_OUTPUT_ONLY = ("state", "createTime", "startTime", "endTime", "updateTime", "error", "trials")
@@ -531,11 +527,7 @@ def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store:
     def delete_study(project: str, location: str, study_id: str) -> dict:
         study = get_or_404(project, location, study_id)
         studies.delete(study_id)
-        return {
-            "name": f"{study['name']}/operations/{secrets.randbelow(10**18)}",
-            "done": True,
-            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
-        }
+        return deleted(study["name"])
 
 
 def _add_quota_routes(app: FastAPI, executor: Executor) -> None:
