@@ -88,8 +88,14 @@ def logs(platform: StackOutputs, **query: str | int) -> dict:
 
 
 def replica_output(platform: StackOutputs, job_name: str, replica: str) -> list[str]:
-    entries = logs(platform, job=job_name)["entries"]
-    return [e["message"] for e in entries if e["replica"] == replica]
+    """Every line one replica of a job logged (all pages: pip alone may log a thousand)."""
+    lines, cursor = [], 0
+    while True:
+        page = logs(platform, job=job_name, cursor=cursor)
+        lines += [e["message"] for e in page["entries"] if e["replica"] == replica]
+        if not page["entries"]:
+            return lines
+        cursor = page["cursor"]
 
 
 def post(platform: StackOutputs, path: str, body: dict | None = None) -> tuple[int, dict]:

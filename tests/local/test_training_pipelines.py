@@ -74,10 +74,13 @@ def test_custom_training_job_runs_and_uploads_its_model(
     backing = job.gca_resource.training_task_metadata["backingCustomJob"]
     assert backing.startswith(f"projects/{number}/locations/us-central1/customJobs/")
     base = job.gca_resource.training_task_inputs["base_output_directory"]["output_uri_prefix"]
-    for replica in ("workerpool0-0", "workerpool1-0"):
-        out = replica_output(local_platform, backing, replica)
-        assert f"script ran ['--epochs=1'] {base}/model/" in out
+    # The chief ran the script. The worker may not get as far: as on Vertex, the job succeeds
+    # when the chief does, and the other replicas are then stopped wherever they are (here,
+    # often still installing the package).
+    ran = f"script ran ['--epochs=1'] {base}/model/"
+    wait_for(lambda: ran in replica_output(local_platform, backing, "workerpool0-0"))
     service = replica_output(local_platform, backing, "service")
+    assert "workerpool1-0 started" in service
     assert any("NVIDIA_TESLA_T4" in line and "CPU" in line for line in service)
 
     assert model is not None
