@@ -325,7 +325,32 @@ class Models:
         version = pick_version([v for _, v in self.store.model_versions(ref.model_id)], ref.version)
         if version is None or not version["name"].startswith(ref.parent + "/"):
             raise not_found(ref.name + (f"@{ref.version}" if ref.version else ""))
-        return version
+        return self._with_deployments(version)
+
+    def _deployed(self, model_name: str, version_id: str | None = None) -> list[dict]:
+        """``Model.deployedModels``: where the model (one version of it) is deployed, from the
+        endpoints' deployment records."""
+        return [
+            {"endpoint": record["endpoint"], "deployedModelId": record["id"]}
+            for record in self.store.list_deployments()
+            if record["model"]["name"] == model_name
+            and version_id in (None, record["model"]["versionId"])
+        ]
+
+    def _with_deployments(self, version: dict) -> dict:
+        deployed = self._deployed(version["name"], version["versionId"])
+        return {**version, "deployedModels": deployed} if deployed else version
+
+    def _refuse_while_deployed(self, name: str, version_id: str | None = None) -> None:
+        """Vertex refuses to delete a model (or version) that is deployed: undeploy it first."""
+        where = sorted({d["endpoint"] for d in self._deployed(name, version_id)})
+        if where:
+            shown = f"{name}@{version_id}" if version_id else name
+            raise ModelError(
+                400,
+                f"{shown} is deployed at {', '.join(where)}: undeploy it first",
+                "FAILED_PRECONDITION",
+            )
 
     def list(self, parent: str, filter: str) -> list[tuple[int, dict]]:
         """(position, default version) of each model of ``parent``, newest model first; the
@@ -340,7 +365,7 @@ class Models:
             first.setdefault(model_id, pos)
             if DEFAULT_ALIAS in version.get("versionAliases", []):
                 chosen[model_id] = version
-        found = [(first[m], v) for m, v in chosen.items() if matches(v)]
+        found = [(first[m], self._with_deployments(v)) for m, v in chosen.items() if matches(v)]
         return sorted(found, key=lambda item: item[0], reverse=True)
 
     def versions(self, ref: ModelRef, filter: str) -> list[tuple[int, dict]]:
@@ -361,10 +386,11 @@ class Models:
             raise invalid(str(exc)) from exc
 
     def delete(self, ref: ModelRef) -> dict:
-        """DeleteModel: every version (nothing is deployed locally, so nothing holds them)."""
+        """DeleteModel: every version; refused while any of them is deployed."""
         if ref.version:
             raise invalid(f"{ref.name}@{ref.version}: delete a version with :deleteVersion")
         self.get(ref)
+        self._refuse_while_deployed(ref.name)
         self.store.delete_model_versions(ref.model_id)
         return self._done_operation(ref.parent)
 
@@ -399,10 +425,11 @@ class Models:
         return self._touch(ref.model_id, version, now)
 
     def _touch(self, model_id: str, version: dict, now: str) -> dict:
+        version.pop("deployedModels", None)  # read from the deployments, never stored
         version["versionUpdateTime"] = version["updateTime"] = now
         version["etag"] = etag_of(version)
         self.store.put_model_version(model_id, version["versionId"], version)
-        return version
+        return self._with_deployments(version)
 
     def delete_version(self, ref: ModelRef) -> dict:
         """DeleteModelVersion: refused for the only version (delete the model) and for the
@@ -423,6 +450,7 @@ class Models:
                 f"version first",
                 "FAILED_PRECONDITION",
             )
+        self._refuse_while_deployed(ref.name, version["versionId"])
         self.store.delete_model_versions(ref.model_id, version["versionId"])
         return self._done_operation(ref.parent)
 

@@ -221,8 +221,17 @@ def test_a_container_gets_vertexs_serving_environment_and_default_routes(
     # FAILED_PRECONDITION is HTTP 400: the REST transport raises BadRequest for it.
     with pytest.raises(exceptions.BadRequest, match="undeploy them"):
         endpoint.delete()
+    # The Model says where it is deployed, and cannot be deleted from under the endpoint.
+    refs = sdk.Model(model.resource_name).gca_resource.deployed_models
+    assert [(r.endpoint, r.deployed_model_id) for r in refs] == [
+        (endpoint.resource_name, deployed.id)
+    ]
+    with pytest.raises(exceptions.BadRequest, match="undeploy it first"):
+        model.delete()
     endpoint.undeploy_all()
+    assert not sdk.Model(model.resource_name).gca_resource.deployed_models
     endpoint.delete()
+    model.delete()
 
 
 def test_traffic_is_split_deterministically_between_deployed_models(
