@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobs.catalog import load_catalog
-from jobs.contract import LABEL_RUN_ID
+from jobs.contract import LABEL_RUN_ID, region_of
 from jobs.google_session import NotAuthenticated, rest_session
 from jobs.plan import Plan
 from jobs.stack import StackOutputs
@@ -649,12 +649,6 @@ class VertexRest:
                 if err.http_code != NOT_FOUND:
                     raise
         return self.get(f"{parent(self.stack, regions[-1])}/customJobs/{job_id}")
-
-
-def region_of(name: str) -> str:
-    """The region of a resource name (projects/P/locations/REGION/...)."""
-    parts = name.split("/")
-    return parts[3] if len(parts) > 3 and parts[2] == "locations" else ""
 
 
 def _created(job: JobRecord) -> datetime:

@@ -53,3 +53,10 @@ def secret_parts(ref: str) -> tuple[str | None, str, str]:
     if match is None:
         return None, ref, "latest"
     return match["project"], match["secret"], match["version"] or "latest"
+
+
+def region_of(name: str) -> str:
+    """The region of a Vertex resource name (``projects/P/locations/REGION/...``); "" for a
+    name without one. Every job of a stack's regions is named this way, locally too."""
+    parts = name.split("/")
+    return parts[3] if len(parts) > 3 and parts[2] == "locations" else ""

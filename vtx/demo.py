@@ -30,8 +30,8 @@ from rich.console import Console
 from rich.table import Table
 
 from infra.offline import render_preview, run_offline
-from jobs.client import Vertex, region_of, state_name
-from jobs.contract import new_run_id
+from jobs.client import Vertex, state_name
+from jobs.contract import new_run_id, region_of
 from jobs.document import load_document
 from jobs.local.capacity import Capacity
 from jobs.local.client import LocalApiError, preempt_replica, read_logs

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import psutil
 
+from jobs.contract import region_of
 from jobs.local import capacity, lifecycle, vertex_env
 from jobs.local.capacity import Admission, Capacity, Need
 from jobs.local.job import JobView
@@ -55,11 +56,6 @@ from jobs.local.web_access import web_access_uris
 log = logging.getLogger(__name__)
 
 TICK_S = 0.2
-
-
-def region_of(name: str) -> str:
-    """The region of a resource name (projects/P/locations/REGION/customJobs/ID)."""
-    return name.split("/")[3]
 
 
 def project_of(name: str) -> str:

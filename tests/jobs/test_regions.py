@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from jobs.client import VertexRest, region_of
+from jobs.client import VertexRest
 from jobs.compile import CompileError, compile_job
+from jobs.contract import region_of
 from jobs.plan import plan_job
 from jobs.spec import JobTemplate
 from jobs.stack import RegionOutputs, StackOutputs, load_stack_file
