@@ -82,20 +82,24 @@ def region_endpoint(region: str) -> str:
     return f"{region}-aiplatform.googleapis.com"
 
 
-def make_client(stack: StackOutputs, region: str | None = None) -> aiplatform_v1.JobServiceClient:
-    from google.cloud import aiplatform_v1
-
+def service_client(client_class: Any, stack: StackOutputs, region: str | None = None) -> Any:
+    """An aiplatform_v1 service client (JobService, ModelService, EndpointService...) for the
+    stack: the local platform's one endpoint over REST, else the region's own endpoint."""
     if stack.vertex_endpoint:
         from google.auth.credentials import AnonymousCredentials
 
-        return aiplatform_v1.JobServiceClient(
+        return client_class(
             transport="rest",
             credentials=AnonymousCredentials(),
             client_options={"api_endpoint": stack.vertex_endpoint},
         )
-    return aiplatform_v1.JobServiceClient(
-        client_options={"api_endpoint": region_endpoint(region or stack.region)}
-    )
+    return client_class(client_options={"api_endpoint": region_endpoint(region or stack.region)})
+
+
+def make_client(stack: StackOutputs, region: str | None = None) -> aiplatform_v1.JobServiceClient:
+    from google.cloud import aiplatform_v1
+
+    return service_client(aiplatform_v1.JobServiceClient, stack, region)
 
 
 def _retry(backoff: Backoff) -> Retry:

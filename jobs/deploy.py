@@ -40,7 +40,7 @@ from jobs.client import (
     VertexError,
     explain,
     parent,
-    region_endpoint,
+    service_client,
     unreachable,
 )
 from jobs.contract import VTX_LABELS
@@ -477,17 +477,7 @@ def _undeploy_step(
 def make_endpoint_client(stack: StackOutputs) -> aiplatform_v1.EndpointServiceClient:
     from google.cloud import aiplatform_v1
 
-    if stack.vertex_endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        return aiplatform_v1.EndpointServiceClient(
-            transport="rest",
-            credentials=AnonymousCredentials(),
-            client_options={"api_endpoint": stack.vertex_endpoint},
-        )
-    return aiplatform_v1.EndpointServiceClient(
-        client_options={"api_endpoint": region_endpoint(stack.region)}
-    )
+    return service_client(aiplatform_v1.EndpointServiceClient, stack)
 
 
 def _explained(exc: Exception, stack: StackOutputs, what: str) -> VertexError:

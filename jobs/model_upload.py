@@ -35,7 +35,7 @@ from jobs.client import (
     VertexError,
     explain,
     parent,
-    region_endpoint,
+    service_client,
     unreachable,
 )
 from jobs.compile import resolve_image
@@ -250,17 +250,7 @@ def _layout(storage: Storage, folder: str, problems: list[str]) -> str | None:
 def make_model_client(stack: StackOutputs) -> aiplatform_v1.ModelServiceClient:
     from google.cloud import aiplatform_v1
 
-    if stack.vertex_endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        return aiplatform_v1.ModelServiceClient(
-            transport="rest",
-            credentials=AnonymousCredentials(),
-            client_options={"api_endpoint": stack.vertex_endpoint},
-        )
-    return aiplatform_v1.ModelServiceClient(
-        client_options={"api_endpoint": region_endpoint(stack.region)}
-    )
+    return service_client(aiplatform_v1.ModelServiceClient, stack)
 
 
 def _run_versions(rest: ModelRest, plan: ModelPlan) -> set[tuple[str, str]]:
