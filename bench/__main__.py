@@ -3,9 +3,11 @@
     python -m bench [--quick] [--only NAME ...] [--output PATH]
 
 Each benchmark is bounded (a few minutes on 2 cores at the default settings); `--quick` uses
-fewer repetitions for a smoke run. The 1-minute load average is recorded before and after each
-benchmark, because figures from a machine shared with other work are only comparable within
-one benchmark (whose variants alternate), not across runs.
+fewer repetitions for a smoke run. `--only NAME` reruns NAME and replaces its section in the
+existing report, keeping the others (the header then says which sections are newer). The
+1-minute load average is recorded before and after each benchmark, because figures from a
+machine shared with other work are only comparable within one benchmark (whose variants
+alternate), not across runs.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import checkpoint, cli, goodput, infra, ladder, trainer_vs_hf
+from bench import checkpoint, cli, goodput, infra, ladder, results_file, trainer_vs_hf
 from bench.common import REPO, Section, load_average, machine
 
 BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
@@ -47,10 +49,13 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
 }
 
 
+def command_line(quick: bool, only: list[str]) -> str:
+    return "python -m bench" + (" --quick" if quick else "") + "".join(f" --only {n}" for n in only)
+
+
 def header(started: datetime, quick: bool, only: list[str]) -> str:
     facts = machine()
-    command = "python -m bench" + (" --quick" if quick else "")
-    command += "".join(f" --only {name}" for name in only)
+    command = command_line(quick, only)
     return "\n".join(
         [
             "# vtx benchmarks: results",
@@ -79,6 +84,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     started = datetime.now(UTC)
     parts = [header(started, args.quick, args.only)]
+    # --only reruns some sections of an existing report: keep the others (see write()).
+    previous = args.output.read_text() if args.only and args.output.exists() else None
+    rerun = f"Rerun on {started:%Y-%m-%d %H:%M} UTC by `{command_line(args.quick, args.only)}`"
     loads: list[float] = []
     for name, (full, quick) in BENCHMARKS.items():
         if args.only and name not in args.only:
@@ -96,10 +104,22 @@ def main() -> None:
         )
         parts.append(text)
         print(text, flush=True)
-        args.output.write_text("\n".join(parts))  # keep what is done if a later one fails
-    parts.append(conditions(loads))
-    args.output.write_text("\n".join(parts))
+        write(args.output, parts, previous, rerun)  # keep what is done if a later one fails
+    if previous is None:
+        parts.append(conditions(loads))
+    write(args.output, parts, previous, rerun)
     print(f"wrote {args.output}")
+
+
+def write(output: Path, parts: list[str], previous: str | None, rerun: str) -> None:
+    """The report so far: the whole file, or with --only, the rerun sections merged into the
+    previous report, whose header then says which sections are newer."""
+    if previous is None:
+        output.write_text("\n".join(parts))
+        return
+    titles = ", ".join(f'"{results_file.title_of(part)}"' for part in parts[1:])
+    note = f"- {rerun}: {titles}; the other sections are from the run named above."
+    output.write_text(results_file.merged(previous, parts[1:], note))
 
 
 def conditions(loads: list[float]) -> str:
