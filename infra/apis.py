@@ -36,6 +36,9 @@ def required_services(platform: PlatformConfig) -> list[str]:
         services.append("containerscanning.googleapis.com")
     if platform.budget is not None:
         services.append("billingbudgets.googleapis.com")
+    if platform.serving.private and platform.network.mode == "peering":
+        # Google's private endpoint guide turns Cloud DNS on before creating one.
+        services.append("dns.googleapis.com")
     if platform.ci is not None:
         # Federation exchanges a GitHub token at STS, then mints the launcher's token.
         services += ["sts.googleapis.com", "iamcredentials.googleapis.com"]

@@ -183,6 +183,18 @@ Prefix = Annotated[
     str, _pattern(r"[a-z][a-z0-9-]{1,19}[a-z0-9]", "resource name prefix", "acme-vtx-dev")
 ]
 SecretName = Annotated[str, _pattern(r"[A-Za-z0-9_-]{1,255}", "secret id", "hf-token")]
+ResourceName = Annotated[
+    str, _pattern(r"[a-z](?:[a-z0-9-]{0,50}[a-z0-9])?", "resource name", "tiny-chat")
+]
+"""RFC 1035, short enough that the prefix and a suffix still fit Compute Engine's 63."""
+ServiceAttachment = Annotated[
+    str,
+    _pattern(
+        r"projects/[a-z0-9-]+/regions/[a-z0-9-]+/serviceAttachments/[a-z0-9-]+",
+        "service attachment",
+        "projects/abc123-tp/regions/europe-west4/serviceAttachments/sa-gkedpm-123",
+    ),
+]
 Accelerator = Annotated[str, AfterValidator(_known_accelerator)]
 Labels = Annotated[dict[str, str], AfterValidator(_label_map)]
 
@@ -293,6 +305,29 @@ class CiConfig(_Model):
     """When set, only workflows on this branch may impersonate the launcher."""
 
 
+class PscConsumer(_Model):
+    """A Private Service Connect endpoint in this VPC for one private Vertex endpoint: an
+    internal address in the training subnet and a forwarding rule to the service attachment
+    Vertex made for it (``vtx deploy`` prints the entry to add once the model is deployed)."""
+
+    name: ResourceName
+    """Names the address and forwarding rule (``<prefix>-<name>``) and the stack output entry."""
+    service_attachment: ServiceAttachment
+    """The endpoint's ``privateServiceConnectConfig.serviceAttachment``, in gcp:region."""
+
+
+class ServingConfig(_Model):
+    """Where deployed models are reached from (``vtx deploy``)."""
+
+    private: bool = False
+    """Private endpoints only: over the VPC peering in network mode peering (private services
+    access; Cloud DNS is turned on, as Google's guide asks), over Private Service Connect in mode
+    psc-interface. ``vtx deploy`` then creates private endpoints and refuses public ones."""
+    psc_consumers: list[PscConsumer] = Field(default_factory=list)
+    """psc-interface with private: the VPC's endpoints to the deployed models, one per Vertex
+    endpoint (its service attachment exists only once a model is deployed to it)."""
+
+
 class CapacityRegion(_Model):
     """A further region where a job may run (a capacity ladder's rung with ``region:``).
 
@@ -335,6 +370,7 @@ class PlatformConfig(_Model):
     ci: CiConfig | None = None
     capacity_regions: list[CapacityRegion] = Field(default_factory=list)
     """Further regions jobs may run in besides gcp:region (capacity ladder rungs)."""
+    serving: ServingConfig = Field(default_factory=ServingConfig)
 
     @property
     def is_prod(self) -> bool:
@@ -470,6 +506,7 @@ def _cross_checks(config: StackConfig) -> Iterator[tuple[str, str, str | None]]:
     platform = config.platform
     yield from _network_checks(platform.network)
     yield from _capacity_region_checks(platform, config.region)
+    yield from _serving_checks(platform, config.region)
     yield from _storage_checks(platform.storage)
     yield from _quota_checks(platform, config.region)
     location = platform.storage.location
@@ -587,6 +624,41 @@ def _capacity_region_checks(
                 "give each range its own block",
             )
         taken.append((f"capacity_regions[{index}].psc_subnet_cidr", net))
+
+
+def _serving_checks(platform: PlatformConfig, region: str) -> Iterator[tuple[str, str, str | None]]:
+    """PSC consumers only where Vertex makes service attachments (private endpoints of a
+    psc-interface stack), in the stack's region (a forwarding rule reaches an attachment of its
+    own region), each name and attachment once."""
+    serving, base = platform.serving, "vtx:platform.serving"
+    if serving.psc_consumers and not serving.private:
+        yield f"{base}.psc_consumers", "only used with private: true", "set serving.private: true"
+    elif serving.psc_consumers and platform.network.mode != "psc-interface":
+        yield (
+            f"{base}.psc_consumers",
+            "only used in network mode psc-interface: a peering stack reaches its private "
+            "endpoints over the peering",
+            "remove it",
+        )
+    names: dict[str, int] = {}
+    attachments: dict[str, int] = {}
+    for index, consumer in enumerate(serving.psc_consumers):
+        at = f"{base}.psc_consumers[{index}]"
+        attachment_region = consumer.service_attachment.split("/")[3]
+        if attachment_region != region:
+            yield (
+                f"{at}.service_attachment",
+                f"in {attachment_region}, not gcp:region {region}: a forwarding rule reaches "
+                "service attachments of its own region only",
+                f"deploy the model to an endpoint in {region}",
+            )
+        for key, seen, value in (
+            ("name", names, consumer.name),
+            ("service_attachment", attachments, consumer.service_attachment),
+        ):
+            if value in seen:
+                yield f"{at}.{key}", f"listed already, at psc_consumers[{seen[value]}]", None
+            seen.setdefault(value, index)
 
 
 def _storage_checks(storage: StorageConfig) -> Iterator[tuple[str, str, str | None]]:

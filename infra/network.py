@@ -18,6 +18,10 @@ only its own region, so psc-interface stacks get, per further region, the attach
 a network attachment and a Cloud Router + NAT (NAT is regional too). Peering stacks get nothing
 there: the VPC, its peering range and the servicenetworking connection are global, so a job in
 any region joins the same network.
+
+Private serving (``serving.psc_consumers``): per private Vertex endpoint served over Private
+Service Connect, an internal address in the training subnet and a forwarding rule to the
+endpoint's service attachment. Peering endpoints need nothing more than the peering.
 """
 
 from __future__ import annotations
@@ -52,6 +56,17 @@ class NetworkArgs:
     and network attachments have none in the Compute API)."""
     further_psc_subnets: Mapping[str, str] = field(default_factory=dict)
     """psc-interface only: each further region -> its attachment subnet's CIDR."""
+    psc_consumers: Mapping[str, str] = field(default_factory=dict)
+    """Private serving over PSC: name -> the service attachment of a private Vertex endpoint."""
+
+
+@dataclass(frozen=True)
+class PscConsumerEndpoint:
+    """Where the VPC reaches one private Vertex endpoint: an internal address of the training
+    subnet, forwarded to the endpoint's service attachment."""
+
+    address: gcp.compute.Address
+    forwarding_rule: gcp.compute.ForwardingRule
 
 
 class Network(pulumi.ComponentResource):
@@ -66,6 +81,7 @@ class Network(pulumi.ComponentResource):
     agent_grant: gcp.projects.IAMMember | None = None
     further_psc_subnets: dict[str, gcp.compute.Subnetwork]
     further_attachments: dict[str, gcp.compute.NetworkAttachment]
+    psc_consumers: dict[str, PscConsumerEndpoint]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("vtx:platform:Network", name, None, opts)
@@ -96,7 +112,15 @@ class Network(pulumi.ComponentResource):
         }
         for region in self.further_psc_subnets:
             self._egress(region)
+        self.psc_consumers = {
+            name: self._psc_consumer(name, attachment)
+            for name, attachment in args.psc_consumers.items()
+        }
         self.register_outputs({"network": self.network.self_link})
+
+    @property
+    def network_project(self) -> str:
+        return self._args.network_project
 
     def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, depends_on=depends_on)
@@ -226,6 +250,34 @@ class Network(pulumi.ComponentResource):
             subnetworks=[subnet.self_link],
             opts=self._child(depends_on=depends_on),
         )
+
+    def _psc_consumer(self, name: str, service_attachment: str) -> PscConsumerEndpoint:
+        """A PSC endpoint: ``load_balancing_scheme=""`` makes the forwarding rule a consumer
+        endpoint of a service attachment rather than a load balancer's front end."""
+        args = self._args
+        address = gcp.compute.Address(
+            f"{self._name}-serving-{name}",
+            project=args.network_project,
+            region=args.region,
+            name=f"{args.prefix}-{name}",
+            address_type="INTERNAL",
+            subnetwork=self.subnet.id,
+            labels=dict(args.labels),
+            opts=self._child(),
+        )
+        rule = gcp.compute.ForwardingRule(
+            f"{self._name}-serving-{name}-rule",
+            project=args.network_project,
+            region=args.region,
+            name=f"{args.prefix}-{name}",
+            network=self.network.id,
+            ip_address=address.id,
+            target=service_attachment,
+            load_balancing_scheme="",
+            labels=dict(args.labels),
+            opts=self._child(),
+        )
+        return PscConsumerEndpoint(address, rule)
 
     def _peering(self) -> None:
         args = self._args

@@ -9,6 +9,7 @@ their own table; ``infra.offline`` fails a run that calls one not listed here.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,8 @@ class MockContext:
 
     def __init__(self, project: str, region: str) -> None:
         self.project, self.region = project, region
+        self.subnets: dict[str, ipaddress.IPv4Network] = {}
+        self.addresses_taken: dict[str, int] = {}
 
     def project_of(self, inputs: dict[str, Any]) -> str:
         return inputs.get("project") or self.project
@@ -120,7 +123,20 @@ def _regional(kind: str) -> OutputFn:
 def _subnetwork(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     rid, out = _regional("subnetworks")(ctx, name, i)
     first = i["ipCidrRange"].split("/")[0].rsplit(".", 1)
+    ctx.subnets[rid] = ipaddress.IPv4Network(i["ipCidrRange"])
     return rid, out | {"gatewayAddress": f"{first[0]}.{int(first[1]) + 1}"}
+
+
+def _address(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """An internal address: the subnet's next free host, after the two Google keeps first."""
+    rid, out = _regional("addresses")(ctx, name, i)
+    subnet = str(i.get("subnetwork", ""))
+    network = ctx.subnets.get(subnet.removeprefix(f"{COMPUTE}/"))
+    if network is None:
+        return rid, out
+    index = ctx.addresses_taken.get(subnet, 0)
+    ctx.addresses_taken[subnet] = index + 1
+    return rid, out | {"address": str(network.network_address + 2 + index)}
 
 
 def _router_nat(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -223,6 +239,8 @@ RESOURCE_OUTPUTS: dict[str, OutputFn] = {
     "gcp:compute/router:Router": _regional("routers"),
     "gcp:compute/routerNat:RouterNat": _router_nat,
     "gcp:compute/networkAttachment:NetworkAttachment": _regional("networkAttachments"),
+    "gcp:compute/address:Address": _address,
+    "gcp:compute/forwardingRule:ForwardingRule": _regional("forwardingRules"),
     "gcp:compute/sharedVPCServiceProject:SharedVPCServiceProject": _shared_vpc,
     "gcp:servicenetworking/connection:Connection": _connection,
     "gcp:storage/bucket:Bucket": _bucket,

@@ -128,6 +128,11 @@ class Platform(pulumi.ComponentResource):
                 if self._platform.capacity_regions
                 else {}
             ),
+            **(
+                {"private_serving": self._private_serving(network)}
+                if self._platform.serving.private
+                else {}
+            ),
         )
         self.register_outputs({"platform": self.outputs})
 
@@ -187,6 +192,21 @@ class Platform(pulumi.ComponentResource):
             self._child,
         )
 
+    def _private_serving(self, network: Network) -> pulumi.Output[dict[str, Any]]:
+        """``private_serving`` of the output (jobs.stack.PrivateServing): how `vtx deploy` makes
+        an endpoint private, and where the VPC reaches the PSC ones."""
+        if network.peering is not None:
+            return pulumi.Output.all(network=network.vertex_network).apply(
+                lambda parts: {"kind": "peering", "network": parts["network"]}
+            )
+        # The forwarding rules live in the VPC's project: Vertex accepts them only from the
+        # projects an endpoint allows.
+        allowed = sorted({self._config.project, network.network_project})
+        addresses = {name: c.address.address for name, c in network.psc_consumers.items()}
+        return pulumi.Output.all(**addresses).apply(
+            lambda ips: {"kind": "psc", "project_allowlist": allowed, "psc_consumers": dict(ips)}
+        )
+
     def _network(self) -> Network:
         """The VPC (here or on the Shared VPC host), then the host grants, then the attachment."""
         config, settings = self._config, self._platform.network
@@ -212,6 +232,9 @@ class Platform(pulumi.ComponentResource):
                 aiplatform_agent=self._agents.aiplatform,
                 apis=self._apis.on("compute", "servicenetworking", "cloudresourcemanager"),
                 labels=self._labels,
+                psc_consumers={
+                    c.name: c.service_attachment for c in self._platform.serving.psc_consumers
+                },
                 further_psc_subnets={
                     r.region: r.psc_subnet_cidr
                     for r in self._platform.capacity_regions

@@ -30,7 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobs.catalog import Catalog, load_catalog
@@ -44,6 +44,7 @@ from jobs.client import (
     unreachable,
 )
 from jobs.contract import VTX_LABELS
+from jobs.endpoint_access import access_of, access_problems, new_endpoint_fields
 from jobs.endpoint_rest import EndpointRecord, EndpointRest
 from jobs.facts import JobFacts, PoolFacts
 from jobs.model_rest import ModelRecord, ModelRest
@@ -130,6 +131,12 @@ class DeployPlan:
     traffic: dict[str, int]
     """The endpoint's split after the deploy; the new model is NEW ("0")."""
     cost: ServingCost
+    endpoint_fields: dict = field(default_factory=dict)
+    """A new endpoint's ``network`` or ``privateServiceConnectConfig`` (a private stack)."""
+
+    @property
+    def access(self) -> str:
+        return access_of(self.endpoint.rest if self.endpoint else self.endpoint_fields)
 
     @property
     def machine(self) -> dict:
@@ -371,6 +378,7 @@ def plan_deploy(
     model = _model(models, model_ref, problems)
     endpoint = _endpoint(endpoints, options.endpoint, problems)
     traffic = _traffic(endpoint, options.traffic, problems)
+    problems += access_problems(stack, endpoint)
     if problems or model is None:
         raise DeployRefused(problems)
     display = endpoint.display_name if endpoint else options.endpoint or model.display_name
@@ -397,6 +405,7 @@ def plan_deploy(
             options.min_replicas,
             max_replicas,
         ),
+        endpoint_fields=new_endpoint_fields(stack),
     )
 
 
@@ -546,7 +555,8 @@ def _create_endpoint(
     from google.cloud import aiplatform_v1
 
     labels = {k: plan.model.labels[k] for k in VTX_LABELS if k in plan.model.labels}
-    endpoint = aiplatform_v1.Endpoint(display_name=plan.endpoint_display_name, labels=labels)
+    body = {"displayName": plan.endpoint_display_name, "labels": labels}
+    endpoint = aiplatform_v1.Endpoint.from_json(json.dumps(body | plan.endpoint_fields))
     named = f'display_name="{plan.endpoint_display_name}"'
     before = {e.name for e in rest.list_endpoints(named)}
 

@@ -17,6 +17,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -70,6 +71,23 @@ class RegionOutputs(BaseModel):
     """A TensorBoard instance in this region, if the stack made one (instances are regional)."""
 
 
+class PrivateServing(BaseModel):
+    """A stack whose deployed models are reached from its VPC only (``serving.private`` in the
+    stack config). ``vtx deploy`` creates its endpoints accordingly."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["peering", "psc"]
+    """peering: endpoints on the peered VPC (``Endpoint.network``); psc: Private Service Connect
+    endpoints (``Endpoint.privateServiceConnectConfig``)."""
+    network: str | None = None
+    """peering: ``projects/NUMBER/global/networks/NAME``, as Vertex wants it."""
+    project_allowlist: list[str] = Field(default_factory=list)
+    """psc: the projects whose forwarding rules may reach the endpoints."""
+    psc_consumers: dict[str, str] = Field(default_factory=dict)
+    """psc: the VPC's PSC endpoints made so far, name -> internal IP address."""
+
+
 class StackOutputs(BaseModel):
     """What a provisioned stack offers to jobs. Field names are the exported JSON keys."""
 
@@ -96,6 +114,8 @@ class StackOutputs(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     regions: dict[str, RegionOutputs] = Field(default_factory=dict)
     """Further regions jobs may run in (capacity ladder rungs), not ``region`` itself."""
+    private_serving: PrivateServing | None = None
+    """Set when deployed models must be private; None: public endpoints."""
     # Set only by the local platform; None means Google's public endpoints.
     vertex_endpoint: str | None = None
     gcs_endpoint: str | None = None

@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from jobs.client import VertexError
 from jobs.deploy import (
     NEW,
     DeployOptions,
@@ -29,6 +30,7 @@ from jobs.deploy import (
     plan_undeploy,
     undeploy,
 )
+from jobs.endpoint_access import access_of, reach_lines
 from jobs.endpoint_rest import EndpointRecord, EndpointRest
 from jobs.model_rest import ModelRest
 from jobs.serving_prices import ServingCost
@@ -100,6 +102,7 @@ def print_deploy_plan(out: Console, plan: DeployPlan) -> None:
     aliases = f" ({', '.join(plan.model.aliases)})" if plan.model.aliases else ""
     table.add_row("version", f"{plan.model.version_id}{aliases}")
     table.add_row("endpoint", where)
+    table.add_row("access", plan.access)
     table.add_row("machine", f"{spec['machineType']}{accelerator}")
     table.add_row(
         "replicas", f"min {resources['minReplicaCount']}, max {resources['maxReplicaCount']}"
@@ -142,7 +145,20 @@ def deploy_model(
         deployed = deploy(stack, plan, endpoints, client)
     out.print(f"endpoint [bold]{deployed.endpoint}[/bold]", highlight=False)
     out.print(f"deployed model id: [bold]{deployed.deployed_model_id}[/bold]", highlight=False)
+    if stack.private_serving is not None:
+        _print_reach(out, stack, endpoints, deployed.endpoint)
     return 0
+
+
+def _print_reach(out: Console, stack: StackOutputs, endpoints: EndpointRest, name: str) -> None:
+    """Where the VPC calls a private endpoint; the deploy stands even if this read fails."""
+    try:
+        endpoint = endpoints.get_endpoint(name).rest
+    except VertexError as exc:
+        print_error(out, exc, "deployed, but the endpoint could not be read back")
+        return
+    for line in reach_lines(stack, endpoint):
+        out.print(line, highlight=False, markup=False)
 
 
 @app.command("deploy")
@@ -388,6 +404,9 @@ def show_endpoint(
     with api_errors(out):
         record = EndpointRest(outputs).get_endpoint(endpoint)
     out.print(f"[bold]{record.name}[/bold] ({record.display_name})", highlight=False)
+    out.print(f"access: {access_of(record.rest)}", highlight=False)
+    for line in reach_lines(outputs, record.rest):
+        out.print(line, highlight=False, markup=False)
     table = Table(title="deployed models", title_justify="left")
     for column in ("id", "model", "machine", "replicas", "service account", "traffic"):
         table.add_column(column)

@@ -70,6 +70,34 @@ def counts(resources: Sequence[ReviewResource]) -> list[TypeCount]:
     return [TypeCount(c, t, n) for (c, t), n in sorted(tally.items())]
 
 
+def _serving_access(platform: Mapping[str, Any]) -> str:
+    """How deployed models are reached (the stack's ``private_serving`` export)."""
+    private = platform.get("private_serving")
+    if not isinstance(private, Mapping):
+        return "public endpoints"
+    if private.get("kind") == "peering":
+        return f"private endpoints over the VPC peering ({shown(private.get('network'))})"
+    allowed = ", ".join(shown(p) for p in private.get("project_allowlist") or []) or "-"
+    return f"private endpoints over Private Service Connect (forwarding rules from {allowed})"
+
+
+def _psc_consumers(resources: Sequence[ReviewResource]) -> list[dict[str, str]]:
+    """Each PSC endpoint in the VPC: its forwarding rule, internal address and target (the
+    address and its rule share a name, infra.network)."""
+    addresses = {
+        r.inputs.get("name"): r.outputs.get("address")
+        for r in _of_type(resources, "gcp:compute/address:Address")
+    }
+    return [
+        {
+            "name": display_name(rule),
+            "address": shown(addresses.get(rule.inputs.get("name"))),
+            "target": shown(rule.inputs.get("target")),
+        }
+        for rule in _of_type(resources, "gcp:compute/forwardingRule:ForwardingRule")
+    ]
+
+
 def network_section(resources: Sequence[ReviewResource], platform: Mapping[str, Any]) -> dict:
     attachments = _of_type(resources, "gcp:compute/networkAttachment:NetworkAttachment")
     peerings = _of_type(resources, "gcp:servicenetworking/connection:Connection")
@@ -125,6 +153,8 @@ def network_section(resources: Sequence[ReviewResource], platform: Mapping[str, 
         ],
         "peering_ranges": ranges,
         "firewall": firewalls,
+        "serving": _serving_access(platform),
+        "psc_consumers": _psc_consumers(resources),
         "shared_vpc_host": shown(
             next(
                 (

@@ -83,6 +83,7 @@ def _network(report: Report) -> Section:
             f"; VPC: {', '.join(net['networks']) or '-'}; "
             f"Shared VPC host: {net['shared_vpc_host']}",
             *([f"; further regions: {', '.join(further)}"] if further else []),
+            f"; serving: {net['serving']}",
         )
     )
     blocks: list[Table | Paragraph] = [
@@ -108,6 +109,10 @@ def _network(report: Report) -> Section:
         _table(
             ("reserved range", "CIDR", "purpose"),
             [(r["name"], r["cidr"], r["purpose"]) for r in net["peering_ranges"]],
+        ),
+        _table(
+            ("PSC endpoint", "internal address", "service attachment"),
+            [(c["name"], c["address"], c["target"]) for c in net["psc_consumers"]],
         ),
         _table(
             ("firewall", "direction", "action", "sources", "priority"),

@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 ENDPOINT_ID = re.compile(r"^(?:[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?|[1-9][0-9]{0,8})$")
 """CreateEndpointRequest.endpoint_id: a letter then up to 62 of [a-z0-9-] (not ending in '-'),
 or up to 9 digits without a leading zero."""
+PEERED_NETWORK = re.compile(r"^projects/[0-9]+/global/networks/[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 DEPLOYED_MODEL_ID = re.compile(r"^[0-9]{1,10}$|^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 ENDPOINT_FIELDS = ("display_name", "displayName", "labels")
 ENDPOINT_OUTPUT_ONLY = ("name", "deployedModels", "createTime", "updateTime", "etag")
@@ -107,7 +108,49 @@ def endpoint_problems(endpoint: dict, endpoint_id: str | None) -> list[str]:
             f"endpointId: {endpoint_id!r}: a letter then up to 62 of a-z, 0-9 and '-' (not "
             f"ending with '-'), or up to 9 digits without a leading zero"
         )
+    problems += private_problems(endpoint)
     return problems + [f"endpoint.{p}" for p in label_problems(dict(endpoint.get("labels", {})))]
+
+
+def psc_enabled(endpoint: dict) -> bool:
+    return bool(
+        (endpoint.get("privateServiceConnectConfig") or {}).get("enablePrivateServiceConnect")
+    )
+
+
+def private_problems(endpoint: dict) -> list[str]:
+    """endpoint.proto: ``network`` (a project *number*) or PSC, never both."""
+    network = endpoint.get("network")
+    problems = []
+    if network and not PEERED_NETWORK.match(str(network)):
+        problems.append(
+            f"endpoint.network: {network!r}: projects/PROJECT_NUMBER/global/networks/NAME "
+            f"(the project's number, not its id)"
+        )
+    if network and endpoint.get("privateServiceConnectConfig"):
+        problems.append(
+            "endpoint: network and privateServiceConnectConfig are mutually exclusive: set one"
+        )
+    return problems
+
+
+def private_endpoints(endpoint: dict, record: dict) -> dict | None:
+    """DeployedModel.privateEndpoints of a private endpoint. Locally: the serving process's own
+    URIs for a peering endpoint (the SDK's PrivateEndpoint.predict calls them, as it calls the
+    VPC address on Vertex), a service attachment name for a PSC one (nothing listens behind it)."""
+    if endpoint.get("network"):
+        base = f"http://127.0.0.1:{record['port']}"
+        health, predict = record["routes"]
+        return {"predictHttpUri": base + predict, "healthHttpUri": base + health}
+    if psc_enabled(endpoint):
+        return {"serviceAttachment": service_attachment(endpoint["name"])}
+    return None
+
+
+def service_attachment(endpoint_name: str) -> str:
+    """A PSC endpoint's attachment as Vertex names it: in a tenant project, in its region."""
+    parts = endpoint_name.split("/")
+    return f"projects/vtx-local-tp/regions/{parts[3]}/serviceAttachments/sa-{parts[-1]}"
 
 
 def machine_problems(machine_spec: dict, path: str) -> list[str]:
@@ -274,6 +317,12 @@ class Endpoints:
             )
         now = now_rfc3339()
         stored = {k: v for k, v in endpoint.items() if k not in ENDPOINT_OUTPUT_ONLY}
+        if "privateServiceConnectConfig" in stored:
+            stored["privateServiceConnectConfig"] = {
+                k: v
+                for k, v in stored["privateServiceConnectConfig"].items()
+                if k != "serviceAttachment"  # output only
+            }
         stored.update(
             name=f"{parent}/endpoints/{endpoint_id}",
             createTime=now,
@@ -352,6 +401,11 @@ class Endpoints:
             )
         if deployed_id in existing:
             problems.append(f"deployedModel.id: {deployed_id} is already deployed here")
+        if endpoint.get("network") and existing:
+            raise failed_precondition(
+                f"Endpoint {ref.name} is a private endpoint (network {endpoint['network']}): it "
+                f"serves one model, and {sorted(existing)[0]} is deployed to it"
+            )
         problems += split_problems(split, existing | {"0"})
         if not version.get("containerSpec"):
             problems.append(
@@ -483,6 +537,13 @@ class Endpoints:
             if endpoint is None:
                 return
             deployed = record["deployedModel"]
+            private = private_endpoints(endpoint, record)
+            if private is not None:
+                deployed = {**deployed, "privateEndpoints": private}
+                record = {**record, "deployedModel": deployed}
+            if psc_enabled(endpoint):
+                config = endpoint["privateServiceConnectConfig"]
+                config["serviceAttachment"] = service_attachment(endpoint["name"])
             endpoint["deployedModels"] = [*endpoint.get("deployedModels", []), deployed]
             split = {
                 (record["id"] if k == "0" else k): v for k, v in record["trafficSplit"].items()

@@ -351,3 +351,68 @@ def _predicted_pid(endpoint) -> int | None:
         return int(endpoint.predict(instances=[1]).predictions[0]["pid"])
     except exceptions.ServiceUnavailable:
         return None
+
+
+def test_a_peering_private_endpoint_serves_one_model_at_its_private_predict_uri(
+    sdk, platform: StackOutputs
+) -> None:
+    network = "projects/123456789012/global/networks/acme-vtx-vpc"
+    endpoint = sdk.PrivateEndpoint.create(display_name="private", network=network)
+    endpoint.deploy(echo_model(sdk, "private-echo"), machine_type="n1-standard-4")
+    (deployed,) = endpoint.list_models()
+    assert deployed.private_endpoints.predict_http_uri.startswith("http://127.0.0.1:")
+    # The SDK's PrivateEndpoint posts to that URI itself, as it posts to the VPC address on Vertex.
+    prediction = endpoint.predict(instances=[7])
+    assert (
+        prediction.predictions[0]["instance"] == 7 and prediction.deployed_model_id == deployed.id
+    )
+    assert endpoint.health_check()
+    second = echo_model(sdk, "second-private")
+    body = {
+        "deployedModel": {
+            "model": second.resource_name,
+            "dedicatedResources": {
+                "machineSpec": {"machineType": "n1-standard-4"},
+                "minReplicaCount": 1,
+            },
+        }
+    }
+    status, answer = post(platform, f"{endpoint.resource_name}:deployModel", body)
+    assert status == 400 and answer["error"]["status"] == "FAILED_PRECONDITION"
+    assert "serves one model" in answer["error"]["message"]
+    endpoint.undeploy_all()
+    endpoint.delete()
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "expected"),
+    [
+        ({"network": "projects/acme-ml-dev/global/networks/vpc"}, "the project's number"),
+        (
+            {
+                "network": "projects/123/global/networks/vpc",
+                "privateServiceConnectConfig": {"enablePrivateServiceConnect": True},
+            },
+            "mutually exclusive",
+        ),
+    ],
+)
+def test_a_private_endpoint_vertex_would_refuse_is_refused(
+    platform: StackOutputs, endpoint: dict, expected: str
+) -> None:
+    parent = f"projects/acme-ml-dev/locations/{platform.region}"
+    status, answer = post(platform, f"{parent}/endpoints", {"displayName": "x", **endpoint})
+    assert status == 400 and expected in answer["error"]["message"]
+
+
+def test_a_psc_endpoint_gets_its_service_attachment_once_a_model_is_deployed(sdk) -> None:
+    config = sdk.PrivateEndpoint.PrivateServiceConnectConfig(project_allowlist=["acme-ml-dev"])
+    endpoint = sdk.PrivateEndpoint.create(display_name="psc", private_service_connect_config=config)
+    assert not endpoint.gca_resource.private_service_connect_config.service_attachment
+    endpoint.deploy(echo_model(sdk, "psc-echo"), machine_type="n1-standard-4")
+    endpoint = sdk.PrivateEndpoint(endpoint.resource_name)
+    attachment = endpoint.gca_resource.private_service_connect_config.service_attachment
+    assert attachment.startswith("projects/") and "/serviceAttachments/" in attachment
+    assert endpoint.list_models()[0].private_endpoints.service_attachment == attachment
+    endpoint.undeploy_all()
+    endpoint.delete()
