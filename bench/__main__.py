@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import checkpoint, cli, goodput, infra, ladder, results_file, trainer_vs_hf
+from bench import checkpoint, cli, goodput, infra, ladder, results_file, serving, trainer_vs_hf
 from bench.common import REPO, Section, load_average, machine
 
 BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
@@ -45,6 +45,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     "infra": (
         lambda: infra.run(reps=2, sizes=(10, 100, 1000)),
         lambda: infra.run(reps=1, sizes=(10, 100)),
+    ),
+    "serving": (
+        lambda: serving.run(reps=5, prompts=8, batch=4, max_new_tokens=32),
+        lambda: serving.run(reps=2, prompts=8, batch=4, max_new_tokens=16),
     ),
 }
 
