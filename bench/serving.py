@@ -268,20 +268,30 @@ class Server:
         return self.logged["model loaded"] - self.logged["serving"]
 
     def predict(self, prompts: list[str], max_new_tokens: int) -> list[str]:
-        if self.conn is None:
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
         body = {
             "instances": [{"prompt": p} for p in prompts],
             "parameters": {"max_new_tokens": max_new_tokens, "temperature": 0},
         }
-        self.conn.request(
-            "POST", PREDICT_ROUTE, json.dumps(body), {"Content-Type": "application/json"}
-        )
-        response = self.conn.getresponse()
+        try:
+            response = self._post(json.dumps(body))
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # uvicorn closes a connection idle for 5 s (its keep-alive timeout), which the
+            # other variants' turns can outlast on a loaded machine: reconnect once, as a
+            # client of a real endpoint would.
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = None
+            response = self._post(json.dumps(body))
         answer = json.loads(response.read())
         if response.status != 200:
             raise RuntimeError(f"predict answered {response.status}: {answer}")
         return [p["generated_text"] for p in answer["predictions"]]
+
+    def _post(self, body: str) -> http.client.HTTPResponse:
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        self.conn.request("POST", PREDICT_ROUTE, body, {"Content-Type": "application/json"})
+        return self.conn.getresponse()
 
     def stop(self) -> None:
         if self.conn is not None:
