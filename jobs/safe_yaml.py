@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import reprlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,7 @@ def _check_events(text: str, source: str | None) -> dict[tuple[int, int], str]:
     anchors: dict[str, int] = {}
     mapping_paths: dict[tuple[int, int], str] = {}
     values = 0
-    for event in yaml.parse(text, Loader=_LOADER_BASE):
+    for event in _events(text, levels, source):
         if not isinstance(event, yaml.NodeEvent):
             if isinstance(event, yaml.CollectionEndEvent):
                 level = levels.pop()
@@ -209,12 +210,7 @@ def _check_events(text: str, source: str | None) -> dict[tuple[int, int], str]:
             continue
         parent = levels[-1] if levels else None
         is_key = bool(parent and parent.is_map and parent.key is None)
-        if parent is None:
-            path = ""
-        elif parent.is_map:
-            path = parent.path if is_key else join_path(parent.path, parent.key or "?")
-        else:
-            path = join_path(parent.path, parent.index)
+        path = _next_path(levels)
         where = path or "(top)"
         if isinstance(event, yaml.AliasEvent):
             values += anchors.get(event.anchor or "", 1)
@@ -273,6 +269,37 @@ def _check_events(text: str, source: str | None) -> dict[tuple[int, int], str]:
         else:  # an alias: complete as it stands
             _node_done(levels, "*" if is_key else None)
     return mapping_paths
+
+
+def _next_path(levels: list[_Level]) -> str:
+    """The key path of the node the parser reads next."""
+    if not levels:
+        return ""
+    parent = levels[-1]
+    if not parent.is_map:
+        return join_path(parent.path, parent.index)
+    return parent.path if parent.key is None else join_path(parent.path, parent.key)
+
+
+def _events(text: str, levels: list[_Level], source: str | None) -> Iterator[yaml.Event]:
+    """The parser's events. The libyaml in PyYAML 6.0.4 refuses nesting past 1,000 levels
+    itself, in its scanner, which reads a flow collection ahead before the parser emits the
+    levels our own limit counts: that refusal gets our message and the place reached."""
+    try:
+        yield from yaml.parse(text, Loader=_LOADER_BASE)
+    except yaml.MarkedYAMLError as exc:
+        if "nesting depth" not in str(exc.problem):
+            raise
+        mark = exc.problem_mark
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise YamlInputError(
+            Problem(
+                _next_path(levels) or "(top)",
+                f"nested more than {MAX_DEPTH} levels deep{at}",
+                "a job or stack file nests a few levels: flatten it",
+                source,
+            )
+        ) from None
 
 
 def _too_big_integer(text: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -427,7 +428,7 @@ def _check_events(text: str, source: str) -> dict[tuple[int, int], str]:
     anchors: dict[str, int] = {}
     mapping_paths: dict[tuple[int, int], str] = {}
     values = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in _events(text, levels, source):
         if isinstance(event, yaml.CollectionEndEvent):
             level = levels.pop()
             if level.anchor:
@@ -436,9 +437,7 @@ def _check_events(text: str, source: str) -> dict[tuple[int, int], str]:
             continue
         if not isinstance(event, yaml.NodeEvent):
             continue
-        parent = levels[-1] if levels else _Level("", False, 0, None)
-        is_key = parent.is_map and parent.key is None
-        path = parent.path if is_key or not levels else _join(parent.path, parent.key)
+        path = _next_path(levels)
         values += anchors.get(event.anchor or "", 1) if isinstance(event, yaml.AliasEvent) else 1
         if values > MAX_VALUES:
             raise ConfigError(
@@ -463,6 +462,28 @@ def _check_events(text: str, source: str) -> dict[tuple[int, int], str]:
                 anchors[event.anchor] = 1
         _advance(levels, event.value[:40] if isinstance(event, yaml.ScalarEvent) else "*")
     return mapping_paths
+
+
+def _next_path(levels: list[_Level]) -> str:
+    """The key path of the node the parser reads next."""
+    if not levels:
+        return ""
+    parent = levels[-1]
+    is_key = parent.is_map and parent.key is None
+    return parent.path if is_key else _join(parent.path, parent.key)
+
+
+def _events(text: str, levels: list[_Level], source: str) -> Iterator[yaml.Event]:
+    """The parser's events. The libyaml in PyYAML 6.0.4 refuses nesting past 1,000 levels
+    itself, in its scanner, which reads a flow collection ahead before the parser emits the
+    levels our own limit counts: that refusal gets our message and the place reached."""
+    try:
+        yield from yaml.parse(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        if "nesting depth" not in str(exc.problem):
+            raise
+        path = _next_path(levels) or "(top)"
+        raise ConfigError(f"{source}: {path}: nested more than {MAX_DEPTH} levels deep") from None
 
 
 def _advance(levels: list[_Level], key: str) -> None:

@@ -344,7 +344,9 @@ HOSTILE_FILES = {
     # name: (file bytes, problem path, fragment of the message)
     "deep lists": (
         ("name: x\nlabels: " + "[" * NEST + "]" * NEST + "\n").encode(),
-        "labels" + "[0]" * 31,
+        # PyYAML 6.0.4's libyaml reads a flow list ahead and stops it itself: the place is then
+        # where the list began, a prefix of the path found with 6.0.3.
+        "labels[0]",
         "nested more than 32 levels deep",
     ),
     "deep mappings": (
