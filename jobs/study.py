@@ -87,6 +87,7 @@ TRAINER_KEYS: dict[str, str] = {
     "fp16": "bool",
     "torch_compile": "bool",
     "fsdp": "bool",
+    "loss_chunk_mb": "float",
     "logging_steps": "int",
     "eval_steps": "int",
     "save_steps": "int",

@@ -255,6 +255,15 @@ class DataConfig(_Strict):
         return self
 
 
+LOSS_CHUNK_MB = 256.0
+"""fp32 logits per chunk of the loss: 512 positions at a 128k vocabulary, 2,048 at 32k. Smaller
+saves little more (the head's fp32 weight gradient, vocabulary x hidden, is the floor) and costs
+time: each chunk adds its share of that gradient into one accumulator, a read and a write of
+vocabulary x hidden x 4 bytes, and a GPU needs a few hundred positions per chunk for that
+traffic to hide behind the matmuls (H100 and L4 do ~300 bf16 FLOPs per byte of memory traffic).
+bench/loss.py measures the peak and the time on CPU."""
+
+
 class TrainConfig(_Strict):
     """Everything `python -m trainer` needs. Field names follow HF TrainingArguments."""
 
@@ -284,6 +293,12 @@ class TrainConfig(_Strict):
     fp16: bool = False
     torch_compile: bool = False
     fsdp: bool = Field(False, description="Shard a full fine-tune with FSDP2 instead of DDP.")
+    loss_chunk_mb: float | None = Field(
+        LOSS_CHUNK_MB,
+        gt=0,
+        description="The loss projects and scores this many MB of fp32 logits at a time "
+        "(trainer.chunked_loss), never all of them; null: all at once, as transformers does.",
+    )
 
     logging_steps: int = Field(10, gt=0)
     eval_steps: int | None = Field(None, gt=0)

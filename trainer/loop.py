@@ -33,6 +33,7 @@ from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 from trainer.accelerators import peak_flops_per_s
 from trainer.allocator import retain_freed_memory
 from trainer.checkpoint import FORMAT, Checkpointer, step_dir
+from trainer.chunked_loss import model_loss_sum
 from trainer.config import ConfigError, TrainConfig
 from trainer.data import BatchStream, build_rows, eval_batches
 from trainer.env import TrackingEnv, VertexEnv
@@ -181,18 +182,25 @@ def _sync_gradients(model: torch.nn.Module, last: bool) -> contextlib.AbstractCo
     return contextlib.nullcontext()
 
 
-def loss_sum(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+def loss_sum(model: torch.nn.Module, batch: Any, chunk_mb: float | None) -> torch.Tensor:
     """Summed cross-entropy over the batch's target tokens (targets are pre-shifted). Logits
     are computed only where there is a target: padding, prompts and each example's last token
-    never reach the vocabulary projection."""
-    logits = model(
-        input_ids=batch.input_ids,
-        position_ids=batch.position_ids,
-        vtx_buckets=batch.buckets,
-        logits_to_keep=batch.target_index,
-        use_cache=False,
-    ).logits
-    return F.cross_entropy(logits[0].float(), batch.targets[0, batch.target_index], reduction="sum")
+    never reach the vocabulary projection. With `chunk_mb` (`loss_chunk_mb`), a chunk of about
+    that many MB of logits at a time (trainer.chunked_loss); None, or a model it does not know,
+    materialises them all."""
+    inputs = {
+        "input_ids": batch.input_ids,
+        "position_ids": batch.position_ids,
+        "vtx_buckets": batch.buckets,
+        "use_cache": False,
+    }
+    targets = batch.targets[0, batch.target_index]
+    if chunk_mb is not None:
+        loss = model_loss_sum(model, inputs, batch.target_index, targets, chunk_mb)
+        if loss is not None:
+            return loss
+    logits = model(**inputs, logits_to_keep=batch.target_index).logits
+    return F.cross_entropy(logits[0].float(), targets, reduction="sum")
 
 
 def train_step(
@@ -218,7 +226,7 @@ def train_step(
     for i, batch in enumerate(micro):
         batch = batch.to(device)
         with _sync_gradients(model, last=i == len(micro) - 1), _autocast(cfg, device):
-            loss = loss_sum(model, batch)
+            loss = loss_sum(model, batch, cfg.loss_chunk_mb)
         (loss * scale).backward()
         total += loss.detach()
     max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
@@ -241,7 +249,7 @@ def evaluate(
     for batch in batches:
         batch = batch.to(device)
         with _autocast(cfg, device):
-            totals[0] += loss_sum(model, batch).double()
+            totals[0] += loss_sum(model, batch, cfg.loss_chunk_mb).double()
         totals[1] += batch.n_targets
     model.train()
     dist.all_reduce(totals)
