@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,11 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def count_of(n: int, noun: str) -> str:
+    """`1 repetition`, `3 repetitions`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def rotated(items: Sequence[Any], rep: int) -> list[Any]:
@@ -118,3 +126,43 @@ def machine() -> dict[str, Any]:
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
     }
+
+
+def cpu_time_s() -> float:
+    """This process's CPU seconds so far, user + system, all threads: beside wall time, a
+    figure that other work on the machine changes less (it still counts threads that spin)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def gemm_flops_per_s(n: int = 4096, reps: int = 5) -> Summary:
+    """The machine's dense fp32 matmul rate at torch's thread count: `reps` timed n x n
+    products (2 n^3 FLOPs each) after an untimed one. At n = 4096 a product takes about a
+    second on 2 cores, long enough that timer and dispatch costs vanish; the ceiling a
+    training step's matrix multiplies can approach (CPU "MFU" is measured against it)."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    rates = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        rates.append(2 * n**3 / (time.perf_counter() - start))
+    return summarize(rates)
+
+
+@contextmanager
+def progress_bar(description: str, total: int) -> Iterator[Callable[[str], None]]:
+    """A bar on stderr (stdout carries the report) for benchmarks of many runs; call the
+    function it yields after each run, with what ran."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+
+        def advance(done: str) -> None:
+            bar.update(task, advance=1, description=f"{description}: {done}")
+
+        yield advance
