@@ -20,7 +20,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import checkpoint, cli, goodput, infra, ladder, results_file, serving, trainer_vs_hf
+from bench import (
+    checkpoint,
+    cli,
+    goodput,
+    infra,
+    ladder,
+    results_file,
+    scaling,
+    serving,
+    trainer_vs_hf,
+)
 from bench.common import REPO, Section, load_average, machine
 
 BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
@@ -28,6 +38,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     "trainer_vs_hf": (
         lambda: trainer_vs_hf.run(reps=5, steps=40, batch=8),
         lambda: trainer_vs_hf.run(reps=1, steps=15, batch=8),
+    ),
+    "scaling": (
+        lambda: scaling.run(reps=1),
+        lambda: scaling.run(reps=1, quick=True),
     ),
     "checkpoint": (
         lambda: checkpoint.run(reps=2, checkpoints=3, between=20),
