@@ -262,7 +262,10 @@ def materialised_cross_entropy(
 @dataclass
 class _Capture:
     """What the head's pre-hook takes from one forward: its input and its parameters as the
-    forward saw them (FSDP2 swaps the unsharded parameters in for the forward)."""
+    forward saw them. FSDP2 swaps unsharded parameters in for the forward and keeps the root
+    module's own (embeddings, final norm, head: `loop.wrap_model` shards each block apart, the
+    rest as the root) unsharded after it, so the chunks read whole weights, and their gradients
+    join FSDP2's reduction at the end of the backward."""
 
     armed: bool = False
     hidden: torch.Tensor | None = None

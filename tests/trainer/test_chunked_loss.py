@@ -145,6 +145,26 @@ def test_without_grad_mode_only_the_loss_is_computed():
     assert_near(loss, materialised_cross_entropy(hidden, weight, None, targets))
 
 
+def test_under_bf16_autocast_the_matmuls_run_in_bf16_as_the_heads_would():
+    """The trainer's GPU path (bf16 autocast); CPU autocast runs the same code."""
+    torch.manual_seed(0)
+    hidden = torch.randn(40, 32, requires_grad=True)
+    weight = (torch.randn(200, 32) * 0.2).requires_grad_()
+    targets = torch.randint(0, 200, (40,))
+    results = []
+    for chunked in (False, True):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            if chunked:
+                loss = linear_cross_entropy(hidden, weight, None, targets, 16)
+            else:
+                loss = materialised_cross_entropy(hidden, weight, None, targets)
+        results.append((loss, *torch.autograd.grad(loss, [hidden, weight])))
+    for got, want in zip(results[1], results[0], strict=True):
+        assert got.dtype == want.dtype
+        error = (got - want).abs().max().item()
+        assert error <= 1e-2 * want.abs().max().item()  # bf16 keeps 8 bits: ~4e-3 relative
+
+
 def test_chunk_rows_follow_the_memory_budget():
     assert chunk_rows(128_000, 256) == 500  # 500 rows x 128k x 4 bytes = 256 MB
     assert chunk_rows(32_000, 256) == 2_000
