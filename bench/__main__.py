@@ -26,6 +26,7 @@ from bench import (
     goodput,
     infra,
     ladder,
+    loss,
     results_file,
     scaling,
     serving,
@@ -63,6 +64,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     "serving": (
         lambda: serving.run(reps=5, prompts=8, batch=4, max_new_tokens=32),
         lambda: serving.run(reps=2, prompts=8, batch=4, max_new_tokens=16),
+    ),
+    "loss": (
+        lambda: loss.run(reps=2, iters=1),
+        lambda: loss.run(reps=1, iters=0, positions=1024, variants=loss.VARIANTS[:2]),
     ),
 }
 
