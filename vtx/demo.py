@@ -30,8 +30,9 @@ from rich.console import Console
 from rich.table import Table
 
 from infra.offline import render_preview, run_offline
-from jobs.client import Vertex, state_name
+from jobs.client import Vertex, VertexError, state_name
 from jobs.contract import new_run_id, region_of
+from jobs.deploy import DeployRefused
 from jobs.document import load_document
 from jobs.local.capacity import Capacity
 from jobs.local.client import LocalApiError, preempt_replica, read_logs
@@ -39,9 +40,11 @@ from jobs.local.platform import PlatformError, bring_up, free_port, stop_platfor
 from jobs.local.settings import LocalSettings
 from jobs.local.state import EXAMPLE_DATA, running_state, stack_outputs_for
 from jobs.logs import LocalLogSource
+from jobs.model_upload import UploadRefused
 from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs
 from jobs.validate import checked_template
+from vtx.demo_serving import Served, print_served, serve_run_model
 from vtx.job_commands import launch_job
 
 REPO = Path(__file__).resolve().parents[1]
@@ -265,6 +268,9 @@ class DemoResult:
     job_name: str
     attempts: str
     """Where each attempt ran and how it ended, oldest first."""
+    served: Served | None = None
+    """The run's model registered, deployed and asked once (None: not asked for, or failed)."""
+    serve_error: str | None = None
 
 
 def run_demo(
@@ -273,6 +279,7 @@ def run_demo(
     keep_up: bool = False,
     preview: bool = True,
     trainer_overrides: list[str] | None = None,
+    serve: bool = True,
 ) -> DemoResult:
     """Run the demo; DemoError if it could not, a DemoResult (any final state) otherwise."""
     state, started = _ensure_platform(data_dir, console)
@@ -287,7 +294,10 @@ def run_demo(
             "[bold]3. vtx launch jobs/templates/smoke-cpu.yaml --stack local --follow, on Spot "
             "T4s with a capacity ladder (us-central1, then us-east4)"
         )
-        return _launch_and_follow(console, stack, trainer_overrides or [])
+        result = _launch_and_follow(console, stack, trainer_overrides or [])
+        if serve and result.state == "JOB_STATE_SUCCEEDED":
+            result = _serve(console, stack, result)
+        return result
     finally:
         if started and not keep_up:
             stop_platform(Path(state.data_dir))
@@ -324,6 +334,20 @@ def _launch_and_follow(console: Console, stack, trainer_overrides: list[str]) ->
     outputs = final.job_spec.base_output_directory.output_uri_prefix
     print_summary(console, summary, state_name(final), outputs, ladder_path(attempts))
     return DemoResult(state_name(final), run_id, summary, final.name, ladder_path(attempts))
+
+
+def _serve(console: Console, stack: StackOutputs, result: DemoResult) -> DemoResult:
+    console.rule(
+        f"[bold]5. vtx model upload {result.run_id}, vtx deploy, vtx predict, vtx undeploy: "
+        "the run's model, served"
+    )
+    try:
+        served = serve_run_model(console, stack, result.run_id)
+    except (VertexError, UploadRefused, DeployRefused) as exc:
+        console.print(f"[red]serving the run's model failed: {exc}[/red]")
+        return dataclasses.replace(result, serve_error=str(exc))
+    print_served(console, served)
+    return dataclasses.replace(result, served=served)
 
 
 def ladder_path(newest_first: list[Any]) -> str:

@@ -372,11 +372,17 @@ def _bytes(size: int) -> str:
 def demo(
     data_dir: Path | None = DataDirOption,
     keep_up: bool = typer.Option(False, help="Leave a platform this command started running."),
+    serve: bool = typer.Option(
+        True, help="Then register, deploy and query the run's model (--no-serve: stop at the run)."
+    ),
 ) -> None:
-    """The whole path offline: platform, stack preview, a 2-replica LoRA job, a preemption."""
+    """The whole path offline: platform, stack preview, a 2-replica LoRA job, a preemption,
+    then the run's model registered, deployed and asked one question."""
     try:
-        result = run_demo(_data_dir(data_dir), console=console, keep_up=keep_up)
+        result = run_demo(_data_dir(data_dir), console=console, keep_up=keep_up, serve=serve)
     except DemoError as exc:
         raise _fail(str(exc)) from None
     if result.state != "JOB_STATE_SUCCEEDED":
         raise _fail(f"the demo job ended {result.state}: see the logs above")
+    if result.serve_error is not None:
+        raise _fail(f"the run succeeded, but serving its model failed: {result.serve_error}")

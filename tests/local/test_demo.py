@@ -1,6 +1,7 @@
 """`vtx demo`, shortened: the smoke template's two replicas train the tiny LoRA model, one is
 preempted after the first committed checkpoint, the job resumes and finishes, the summary is
-read back from the logs, and nothing is left running."""
+read back from the logs, the run's model is registered, deployed and asked once, and nothing is
+left running."""
 
 from __future__ import annotations
 
@@ -58,6 +59,12 @@ def test_shortened_demo_survives_its_preemption_and_cleans_up(tmp_path: Path) ->
         )
         assert list(client.list_blobs(bucket, prefix=prefix))
         assert "demo summary" in out.getvalue()
+        # Then the run's model was registered, deployed, asked once and undeployed.
+        served = result.served
+        assert served is not None, (result.serve_error, out.getvalue()[-3000:])
+        assert served.prediction and "@1" in served.model
+        assert set(served.seconds) == {"upload", "deploy", "predict", "undeploy"}
+        assert "generated (at most 16 tokens)" in out.getvalue()
     finally:
         stop_platform(data_dir)
     assert running_state(data_dir) is None
