@@ -48,6 +48,7 @@ from jobs.endpoint_access import access_of, access_problems, new_endpoint_fields
 from jobs.endpoint_rest import EndpointRecord, EndpointRest
 from jobs.facts import JobFacts, PoolFacts
 from jobs.model_rest import ModelRecord, ModelRest
+from jobs.problems import Refused
 from jobs.rules import (
     accelerator_fits_machine,
     accelerator_offered_in_region,
@@ -91,12 +92,8 @@ OPTION_PATHS = {
 T = TypeVar("T")
 
 
-class DeployRefused(Exception):
+class DeployRefused(Refused):
     """What stops a deploy or undeploy, every problem found (each names what to do)."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 @dataclass(frozen=True)

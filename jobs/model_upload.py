@@ -49,6 +49,7 @@ from jobs.model_facts import (
     alias_problems,
 )
 from jobs.model_rest import ModelRecord, ModelRest
+from jobs.problems import Refused
 from jobs.stack import StackOutputs
 
 if TYPE_CHECKING:
@@ -69,12 +70,8 @@ LAYOUTS = (
 relative to the model folder)."""
 
 
-class UploadRefused(Exception):
+class UploadRefused(Refused):
     """What stops an upload, every problem found (each names what to do)."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 @dataclass(frozen=True)

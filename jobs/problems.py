@@ -50,3 +50,12 @@ def field_path(parts: Iterable[str | int]) -> str:
     for part in parts:
         path = join_path(path, part)
     return path or "(top)"
+
+
+class Refused(Exception):
+    """What stops a command before it sends anything: every problem found, each naming what to
+    do (`vtx model upload`, `vtx deploy`, `vtx undeploy` plan this way)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems

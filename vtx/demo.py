@@ -32,7 +32,6 @@ from rich.table import Table
 from infra.offline import render_preview, run_offline
 from jobs.client import Vertex, VertexError, state_name
 from jobs.contract import new_run_id, region_of
-from jobs.deploy import DeployRefused
 from jobs.document import load_document
 from jobs.local.capacity import Capacity
 from jobs.local.client import LocalApiError, preempt_replica, read_logs
@@ -40,7 +39,7 @@ from jobs.local.platform import PlatformError, bring_up, free_port, stop_platfor
 from jobs.local.settings import LocalSettings
 from jobs.local.state import EXAMPLE_DATA, running_state, stack_outputs_for
 from jobs.logs import LocalLogSource
-from jobs.model_upload import UploadRefused
+from jobs.problems import Refused
 from jobs.spec import JobTemplate
 from jobs.stack import StackOutputs
 from jobs.validate import checked_template
@@ -343,7 +342,7 @@ def _serve(console: Console, stack: StackOutputs, result: DemoResult) -> DemoRes
     )
     try:
         served = serve_run_model(console, stack, result.run_id)
-    except (VertexError, UploadRefused, DeployRefused) as exc:
+    except (VertexError, Refused) as exc:
         console.print(f"[red]serving the run's model failed: {exc}[/red]")
         return dataclasses.replace(result, serve_error=str(exc))
     print_served(console, served)
