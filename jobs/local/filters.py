@@ -34,23 +34,22 @@ class FilterError(ValueError):
 
 
 @dataclass(frozen=True)
-class _Term:
+class Term:
+    """One ``[NOT ]field op value`` of a filter, the value unquoted."""
+
     negate: bool
     field: str
     op: str
     value: str
 
-    def matches(self, job: dict) -> bool:
-        actual = _field_value(job, self.field)
-        if self.field in _TIME_FIELDS:
-            hit = actual is not None and _compare_times(_time(actual), self.op, _time(self.value))
-        elif self.op == ":":
-            hit = _has(actual, self.value)
-        elif self.op == "=":
-            hit = actual == self.value
-        else:
-            hit = actual != self.value
-        return hit != self.negate
+
+def _job_hit(term: Term, job: dict) -> bool:
+    actual = _field_value(job, term.field)
+    if term.field in _TIME_FIELDS:
+        return actual is not None and _compare_times(_time(actual), term.op, _time(term.value))
+    if term.op == ":":
+        return _has(actual, term.value)
+    return actual == term.value if term.op == "=" else actual != term.value
 
 
 def _has(actual: str | None, value: str) -> bool:
@@ -117,27 +116,44 @@ def _field_value(job: dict, field: str) -> str | None:
 
 def parse_filter(text: str) -> Callable[[dict], bool]:
     """A predicate over REST-form jobs; FilterError names what could not be parsed."""
+    alternatives = parse_terms(text, FilterError)
+    for terms in alternatives:
+        for term in terms:
+            _check_term(term.field, term.op, term.value)
+    return matcher(alternatives, _job_hit)
+
+
+def parse_terms(text: str, error: type[ValueError]) -> list[list[Term]]:
+    """The grammar every local list filter shares: terms, each maybe negated, joined by AND and
+    OR; the OR-alternatives, each a list of AND-ed terms (none for an empty filter)."""
     if not text.strip():
-        return lambda _job: True
-    alternatives: list[list[_Term]] = [[]]
+        return []
+    alternatives: list[list[Term]] = [[]]
     pos = 0
     while pos < len(text):
         match = _TERM.match(text, pos)
         if match is None:
-            raise FilterError(f"cannot parse filter {text!r} at position {pos}: {text[pos:]!r}")
+            raise error(f"cannot parse filter {text!r} at position {pos}: {text[pos:]!r}")
         value = match["value"]
         if value.startswith('"'):
             value = value[1:-1].replace('\\"', '"')
-        term = _Term(bool(match["neg"]), match["field"], match["op"], value)
-        _check_term(term.field, term.op, term.value)
-        alternatives[-1].append(term)
+        alternatives[-1].append(Term(bool(match["neg"]), match["field"], match["op"], value))
         pos = match.end()
         if pos >= len(text):
             break
         joiner = _JOINER.match(text, pos)
         if joiner is None:
-            raise FilterError(f"expected AND or OR in filter {text!r} at position {pos}")
+            raise error(f"expected AND or OR in filter {text!r} at position {pos}")
         if joiner[1] == "OR":
             alternatives.append([])
         pos = joiner.end()
-    return lambda job: any(all(t.matches(job) for t in terms) for terms in alternatives)
+    return alternatives
+
+
+def matcher(
+    alternatives: list[list[Term]], hit: Callable[[Term, dict], bool]
+) -> Callable[[dict], bool]:
+    """A predicate: any alternative whose terms all hit (a negated term: all miss)."""
+    if not alternatives:
+        return lambda _item: True
+    return lambda item: any(all(hit(t, item) != t.negate for t in terms) for terms in alternatives)

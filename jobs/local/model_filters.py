@@ -10,42 +10,23 @@ Garden models) is not served: it is refused with a message, like anything else o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+
+from jobs.local.filters import Term, matcher, parse_terms
 
 MODEL_FIELDS = ("model", "display_name", "displayName", "labels")
 VERSION_FIELDS = ("labels",)
-
-_TERM = re.compile(
-    r"""\s*(?P<neg>NOT\s+|-)?
-    (?P<field>[A-Za-z_][\w.\-]*)\s*(?P<op>!=|=|:)\s*
-    (?P<value>"(?:[^"\\]|\\.)*"|[^\s"()]+)\s*""",
-    re.VERBOSE,
-)
-_JOINER = re.compile(r"\s*(AND|OR)\b\s*")
 
 
 class ModelFilterError(ValueError):
     """The filter uses something outside the supported subset."""
 
 
-@dataclass(frozen=True)
-class _Term:
-    negate: bool
-    field: str
-    op: str
-    value: str
-
-    def matches(self, model: dict) -> bool:
-        actual = _value(model, self.field)
-        if self.op == ":":
-            hit = actual is not None if self.value == "*" else self.value in (actual or "")
-        elif self.op == "=":
-            hit = actual == self.value
-        else:
-            hit = actual != self.value
-        return hit != self.negate
+def _model_hit(term: Term, model: dict) -> bool:
+    actual = _value(model, term.field)
+    if term.op == ":":
+        return actual is not None if term.value == "*" else term.value in (actual or "")
+    return actual == term.value if term.op == "=" else actual != term.value
 
 
 def _value(model: dict, field: str) -> str | None:
@@ -64,36 +45,17 @@ def _check_field(field: str, op: str, allowed: Collection[str]) -> None:
             f"{', '.join(f for f in allowed if f != 'displayName')}"
             f"{'.KEY' if allowed == VERSION_FIELDS else ' (labels.KEY)'}"
         )
-    if op == ":" and base != "labels":
-        raise ModelFilterError(f"{field!r} supports = and != only")
+    if op not in ("=", "!=", ":") or (op == ":" and base != "labels"):
+        supported = "=, != and ':'" if base == "labels" else "= and !="
+        raise ModelFilterError(f"{field!r} supports {supported} only")
 
 
 def parse_model_filter(
     text: str, allowed: Collection[str] = MODEL_FIELDS
 ) -> Callable[[dict], bool]:
     """A predicate over REST-form models; ModelFilterError names what could not be parsed."""
-    if not text.strip():
-        return lambda _model: True
-    alternatives: list[list[_Term]] = [[]]
-    pos = 0
-    while pos < len(text):
-        match = _TERM.match(text, pos)
-        if match is None:
-            raise ModelFilterError(
-                f"cannot parse filter {text!r} at position {pos}: {text[pos:]!r}"
-            )
-        value = match["value"]
-        if value.startswith('"'):
-            value = value[1:-1].replace('\\"', '"')
-        _check_field(match["field"], match["op"], allowed)
-        alternatives[-1].append(_Term(bool(match["neg"]), match["field"], match["op"], value))
-        pos = match.end()
-        if pos >= len(text):
-            break
-        joiner = _JOINER.match(text, pos)
-        if joiner is None:
-            raise ModelFilterError(f"expected AND or OR in filter {text!r} at position {pos}")
-        if joiner[1] == "OR":
-            alternatives.append([])
-        pos = joiner.end()
-    return lambda model: any(all(t.matches(model) for t in terms) for terms in alternatives)
+    alternatives = parse_terms(text, ModelFilterError)
+    for terms in alternatives:
+        for term in terms:
+            _check_field(term.field, term.op, allowed)
+    return matcher(alternatives, _model_hit)
