@@ -4,7 +4,8 @@ Vertex's contract (docs/vertex-facts.md, "Serving containers"): listen on 0.0.0.
 GET AIP_HEALTH_ROUTE answers 200 only once the model is loaded (503 before); POST
 AIP_PREDICT_ROUTE takes `{"instances": [...], "parameters": {...}}` and answers
 `{"predictions": [...]}`, one `{"generated_text": "..."}` per instance (Vertex adds
-`deployedModelId` itself). The model comes from AIP_STORAGE_URI (trainer.served_model).
+`deployedModelId` itself). The model comes from AIP_STORAGE_URI (trainer.served_model), which
+generates a request's instances as padded batches (VTX_SERVE_MAX_BATCH, VTX_SERVE_BATCH_TOKENS).
 
 The server listens first and loads in a background thread: Vertex's liveness probe gives a
 container about 40 s to accept a TCP connection, less than a large model takes to copy and load.
@@ -81,12 +82,7 @@ def create_app(env: ServingEnv, slot: ModelSlot) -> FastAPI:
         try:
             # Generation holds the CPU or GPU for seconds: off the event loop, so health checks
             # are still answered meanwhile.
-            predictions = await run_in_threadpool(
-                lambda: [
-                    {"generated_text": model.generate(prompt, parsed.options, index)}
-                    for index, prompt in enumerate(parsed.prompts)
-                ]
-            )
+            texts = await run_in_threadpool(model.generate_all, parsed.prompts, parsed.options)
         except RequestError as exc:
             return error(400, str(exc))
         # Counts and time only: prompts and outputs are the caller's data, never logged.
@@ -98,7 +94,7 @@ def create_app(env: ServingEnv, slot: ModelSlot) -> FastAPI:
                 "duration_s": round(time.monotonic() - started, 3),
             },
         )
-        return JSONResponse({"predictions": predictions})
+        return JSONResponse({"predictions": [{"generated_text": text} for text in texts]})
 
     return app
 
@@ -139,7 +135,7 @@ def main(environ: dict[str, str] | None = None) -> int:
     server = uvicorn.Server(config)
 
     def load() -> None:
-        slot.load(lambda: ServedModel.load(env.storage_uri, env.base_model))
+        slot.load(lambda: ServedModel.load(env.storage_uri, env.base_model, env.batch))
         if slot.failed.is_set():
             server.should_exit = True
 
@@ -151,6 +147,8 @@ def main(environ: dict[str, str] | None = None) -> int:
             "health_route": env.health_route,
             "predict_route": env.predict_route,
             "storage_uri": env.storage_uri,
+            "max_batch": env.batch.max_instances,
+            "batch_tokens": env.batch.max_tokens,
         },
     )
     server.run()

@@ -1,6 +1,7 @@
 """The serving entry point on models the trainer exported (full, LoRA adapter, LoRA merged):
 Vertex's routes on a real server on 127.0.0.1, health before and after the load, greedy
-predictions equal to the model's own generate, and the refusals (400, 413, 503)."""
+predictions equal to the model's own generate, a request's instances generated as padded
+batches with the same texts as one at a time, and the refusals (400, 413, 503)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,28 @@ import pytest
 
 from tests.conftest import free_port
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
-from trainer.predict_request import MAX_REQUEST_BYTES, GenerationOptions
+from trainer.predict_request import MAX_REQUEST_BYTES, GenerationOptions, RequestError
 from trainer.serve import ModelSlot, create_app, main
-from trainer.served_model import ModelLoadError, ServedModel, find_layout
-from trainer.serving_env import ServingEnv, ServingEnvError
+from trainer.served_model import ModelLoadError, ServedModel, find_layout, plan_batches
+from trainer.serving_env import (
+    BATCH_TOKENS_ENV,
+    MAX_BATCH_ENV,
+    BatchLimits,
+    ServingEnv,
+    ServingEnvError,
+)
 
 HEALTH = "/v1/endpoints/123/deployedModels/456"
 PREDICT = f"{HEALTH}:predict"
 PROMPT = "The quick brown fox"
+PROMPTS = [
+    "Once upon a time, in a land far away, there lived a model that padded on the left",
+    "Hi",
+    PROMPT,
+    "The weather today is",
+    "Tell me a story about a dragon and a knight",
+]
+"""Of five different token lengths: in one batch, every row but the longest is padded."""
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +137,7 @@ class Server:
             return exc.code, json.loads(exc.read())
 
 
-def serving_env(storage_uri: str) -> ServingEnv:
+def serving_env(storage_uri: str, **ours: str) -> ServingEnv:
     return ServingEnv.from_environ(
         {
             "AIP_STORAGE_URI": storage_uri,
@@ -130,8 +145,22 @@ def serving_env(storage_uri: str) -> ServingEnv:
             "AIP_HEALTH_ROUTE": HEALTH,
             "AIP_PREDICT_ROUTE": PREDICT,
             "AIP_MODE": "PREDICTION",
+            **ours,
         }
     )
+
+
+def record_batches(served: ServedModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of rows of each `model.generate` call from here on."""
+    sizes: list[int] = []
+    generate = served.model.generate
+
+    def recording(**inputs: Any) -> Any:
+        sizes.append(int(inputs["input_ids"].shape[0]))
+        return generate(**inputs)
+
+    monkeypatch.setattr(served.model, "generate", recording)
+    return sizes
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +200,60 @@ def test_greedy_prediction_equals_the_models_own_generate(
     assert status == 200
     assert answer == {"predictions": [{"generated_text": expected}] * 2}
     assert expected  # the tiny model says something: an empty string would prove little
+
+
+@pytest.mark.parametrize("kind", ["full", "adapter"])
+def test_a_padded_batch_gives_the_one_by_one_greedy_texts(
+    exports: dict[str, Path], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Left padding, its attention mask and the position ids transformers derives from it
+    change no greedy token in fp32 (LoRA included: peft passes them through)."""
+    served = ServedModel.load(str(exports[kind]))
+    lengths = [len(served.tokenizer(p)["input_ids"]) for p in PROMPTS]
+    assert len(set(lengths)) == len(PROMPTS), lengths
+    options = GenerationOptions(max_new_tokens=12)
+    one_by_one = [served.generate(p, options) for p in PROMPTS]
+    sizes = record_batches(served, monkeypatch)
+    assert served.generate_all(PROMPTS, options) == one_by_one
+    assert sizes == [len(PROMPTS)]
+    assert len(set(one_by_one)) > 1  # the prompts matter: equal texts would prove little
+
+
+def test_a_request_over_the_batch_cap_is_split_and_answered_in_order(
+    exports: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = serving_env(str(exports["full"]), **{MAX_BATCH_ENV: "2"})
+    slot = ModelSlot()
+    slot.load(lambda: ServedModel.load(env.storage_uri, limits=env.batch))
+    assert slot.model is not None
+    options = GenerationOptions(max_new_tokens=8)
+    one_by_one = [slot.model.generate(p, options) for p in PROMPTS]
+    sizes = record_batches(slot.model, monkeypatch)
+    body = {"instances": PROMPTS, "parameters": {"max_new_tokens": 8}}
+    with Server(env, slot) as server:
+        status, answer = server.call(PREDICT, body)
+    assert status == 200
+    assert answer == {"predictions": [{"generated_text": text} for text in one_by_one]}
+    assert sizes == [2, 2, 1]
+
+
+def test_batches_hold_at_most_the_cap_and_the_token_budget() -> None:
+    # By length: indices 1, 3, 2 (3 x (3 + 10) = 39 positions), then the cap of 3 starts a batch.
+    assert plan_batches([5, 1, 3, 2, 4], 10, BatchLimits(3, 100)) == [[1, 3, 2], [4, 0]]
+    # 2 x (40 + 10) = 100 fits the budget; the third, over it on its own, goes alone.
+    assert plan_batches([200, 30, 40], 10, BatchLimits(8, 100)) == [[1, 2], [0]]
+    assert plan_batches([7], 10, BatchLimits(1, 1)) == [[0]]
+
+
+def test_an_instance_too_long_is_refused_before_any_is_generated(
+    exports: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = ServedModel.load(str(exports["full"]))
+    sizes = record_batches(served, monkeypatch)
+    too_long = " ".join(["word"] * 600)
+    with pytest.raises(RequestError, match=r"instances\[1\]: \d+ prompt tokens .* positions"):
+        served.generate_all([PROMPT, too_long], GenerationOptions(max_new_tokens=8))
+    assert sizes == []
 
 
 def test_the_adapter_is_applied(exports: dict[str, Path]) -> None:
@@ -300,6 +383,26 @@ def test_serving_env_defaults_and_refusals() -> None:
         ServingEnv.from_environ({"AIP_STORAGE_URI": "gs://b/m", "AIP_HTTP_PORT": "http"})
     with pytest.raises(ServingEnvError, match="AIP_PREDICT_ROUTE"):
         ServingEnv.from_environ({"AIP_STORAGE_URI": "gs://b/m", "AIP_PREDICT_ROUTE": "predict"})
+
+
+def test_batch_limits_default_and_are_read_from_the_environment() -> None:
+    assert ServingEnv.from_environ({"AIP_STORAGE_URI": "gs://b/m"}).batch == BatchLimits()
+    environ = {"AIP_STORAGE_URI": "gs://b/m", MAX_BATCH_ENV: "4", BATCH_TOKENS_ENV: " 2048 "}
+    assert ServingEnv.from_environ(environ).batch == BatchLimits(4, 2048)
+
+
+@pytest.mark.parametrize("name", [MAX_BATCH_ENV, BATCH_TOKENS_ENV])
+@pytest.mark.parametrize("value", ["0", "-4", "eight", "2.5"])
+def test_a_batch_limit_that_is_not_a_positive_integer_is_refused(name: str, value: str) -> None:
+    with pytest.raises(ServingEnvError, match=f"^{name}: '{value}' is not a positive integer"):
+        ServingEnv.from_environ({"AIP_STORAGE_URI": "gs://b/m", name: value})
+
+
+def test_main_with_a_bad_batch_limit_exits_2_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    environ = {"AIP_STORAGE_URI": "gs://b/m", "AIP_HTTP_PORT": str(free_port())}
+    assert main({**environ, MAX_BATCH_ENV: "0"}) == 2
+    logged = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert logged["message"].startswith(f"{MAX_BATCH_ENV}: '0' is not a positive integer")
 
 
 def test_main_without_a_storage_uri_exits_2_before_listening() -> None:
