@@ -321,38 +321,6 @@ def test_deploys_are_checked_against_the_catalog(sdk, machine: dict, named: str)
     endpoint.delete()
 
 
-def test_a_restarted_control_plane_serves_deployed_models_again_and_down_stops_them(
-    sdk, settings: LocalSettings, platform: StackOutputs
-) -> None:
-    endpoint = echo_model(sdk).deploy(machine_type="n1-standard-4")
-    before = int(endpoint.predict(instances=[1]).predictions[0]["pid"])
-    server = psutil.Process(bring_up_state_pid(settings))
-    server.kill()  # kill -9, as a crash: the serving process lives on
-    server.wait(timeout=10)
-    assert running(before)
-    bring_up(settings)
-    assert not running(before)  # the new control plane stopped it and started its own
-    after = wait_for(lambda: _predicted_pid(endpoint))
-    assert after != before and running(after)
-    stop_platform(settings.data_dir)  # `vtx local down`
-    assert not running(after)
-
-
-def bring_up_state_pid(settings: LocalSettings) -> int:
-    state = read_state(settings.data_dir.resolve())
-    assert state is not None
-    return state.server_pid
-
-
-def _predicted_pid(endpoint) -> int | None:
-    from google.api_core import exceptions
-
-    try:
-        return int(endpoint.predict(instances=[1]).predictions[0]["pid"])
-    except exceptions.ServiceUnavailable:
-        return None
-
-
 def test_a_peering_private_endpoint_serves_one_model_at_its_private_predict_uri(
     sdk, platform: StackOutputs
 ) -> None:
@@ -416,3 +384,36 @@ def test_a_psc_endpoint_gets_its_service_attachment_once_a_model_is_deployed(sdk
     assert endpoint.list_models()[0].private_endpoints.service_attachment == attachment
     endpoint.undeploy_all()
     endpoint.delete()
+
+
+# Last: it stops the platform the module shares.
+def test_a_restarted_control_plane_serves_deployed_models_again_and_down_stops_them(
+    sdk, settings: LocalSettings, platform: StackOutputs
+) -> None:
+    endpoint = echo_model(sdk).deploy(machine_type="n1-standard-4")
+    before = int(endpoint.predict(instances=[1]).predictions[0]["pid"])
+    server = psutil.Process(bring_up_state_pid(settings))
+    server.kill()  # kill -9, as a crash: the serving process lives on
+    server.wait(timeout=10)
+    assert running(before)
+    bring_up(settings)
+    assert not running(before)  # the new control plane stopped it and started its own
+    after = wait_for(lambda: _predicted_pid(endpoint))
+    assert after != before and running(after)
+    stop_platform(settings.data_dir)  # `vtx local down`
+    assert not running(after)
+
+
+def bring_up_state_pid(settings: LocalSettings) -> int:
+    state = read_state(settings.data_dir.resolve())
+    assert state is not None
+    return state.server_pid
+
+
+def _predicted_pid(endpoint) -> int | None:
+    from google.api_core import exceptions
+
+    try:
+        return int(endpoint.predict(instances=[1]).predictions[0]["pid"])
+    except exceptions.ServiceUnavailable:
+        return None
