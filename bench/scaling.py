@@ -16,10 +16,11 @@ Variants at every point, each a fresh process (`bench.trainer_vs_hf`'s child run
 its fairness rules: same malloc settings, same per-step logging, no saving, fp32, fused AdamW):
 `ours: packing` (the trainer's default), `HF: default collator` (random batches padded to their
 longest example) and `HF: group_by_length` (HF's best on CPU in `bench.trainer_vs_hf`, with its
-default and best attention, sdpa). Every step holds the same useful tokens on both sides in
-expectation: 4 packed rows of 256 tokens (1,024), one row where a row is longer, and one row of
-256 at hidden 1024, whose steps take seconds; the unpacked variants get as many examples as
-those rows hold on average.
+default and best attention, sdpa; HF's best is not re-chosen at each point, to keep the run
+bounded). At each point every variant's steps hold the same useful tokens in expectation: ours
+gets 4 packed rows of 256 tokens (1,024), one row where a row is longer (1,024 or 2,048), and one
+row of 256 at hidden 1024, whose steps take seconds; the unpacked variants get as many examples
+as those rows hold on average.
 
 Figures: useful tokens/s over the steps after the warm-up, peak resident memory growth, and
 model FLOP/s as a fraction of the machine's GEMM rate ("CPU MFU"). Model FLOPs per step are
