@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import (
+    attention,
     checkpoint,
     cli,
     goodput,
@@ -68,6 +69,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     "loss": (
         lambda: loss.run(reps=2, iters=1),
         lambda: loss.run(reps=1, iters=0, positions=1024, variants=loss.VARIANTS[:2]),
+    ),
+    "attention": (
+        lambda: attention.run(reps=8, steps=8),
+        lambda: attention.run(reps=2, steps=3, large=False),
     ),
 }
 
