@@ -49,15 +49,25 @@ def segment_attention(
     attention_mask: torch.Tensor | None,
     dropout: float = 0.0,
     scaling: float | None = None,
-    vtx_buckets: Buckets | None = None,
+    vtx_buckets: torch.Tensor | Buckets | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention-function contract: query [1, heads, T, d] and key/value
-    [1, kv_heads, T, d] in; [1, T, heads, d] out (no attention weights)."""
+    [1, kv_heads, T, d] in; [1, T, heads, d] out (no attention weights).
+
+    `vtx_buckets` is the layout, as a tuple or as the flat CPU tensor the trainer passes
+    (`Batch.bucket_table`). Under torch.compile the model call's keywords are graph
+    inputs: a tuple is guarded on its length and values, so every new bucket count recompiled
+    the model (8 recompiles in 12 steps of the bench model, then eager for good), while a
+    tensor is one input whose size is symbolic. Read here, outside the graph, it costs a
+    `.tolist()` of a few ints and never waits for a GPU."""
     if vtx_buckets is None:
         raise RuntimeError(
             f"{NAME} attention needs the batch's vtx_buckets (trainer.data.collate lays them out)"
         )
+    if isinstance(vtx_buckets, torch.Tensor):
+        flat = vtx_buckets.tolist()
+        vtx_buckets = tuple(zip(flat[::2], flat[1::2], strict=True))
     _refuse_unsupported(kwargs, max(length for _, length in vtx_buckets))
     _, heads, total, dim = query.shape
     sizes = [n * length for n, length in vtx_buckets]

@@ -86,6 +86,13 @@ class Batch:
     def n_targets(self) -> int:
         return len(self.target_index)
 
+    @property
+    def bucket_table(self) -> torch.Tensor:
+        """`buckets` flattened to `[n0, L0, n1, L1, ...]`, on the CPU whatever the device: what
+        the model call passes down to `trainer.attention` (why a tensor: `segment_attention`).
+        One dimension, since torch.compile would tie two equal ones ([2, 2]) together."""
+        return torch.tensor([x for bucket in self.buckets for x in bucket], dtype=torch.long)
+
     def to(self, device: torch.device) -> Batch:
         return replace(
             self,

@@ -191,7 +191,7 @@ def loss_sum(model: torch.nn.Module, batch: Any, chunk_mb: float | None) -> torc
     inputs = {
         "input_ids": batch.input_ids,
         "position_ids": batch.position_ids,
-        "vtx_buckets": batch.buckets,
+        "vtx_buckets": batch.bucket_table,
         "use_cache": False,
     }
     targets = batch.targets[0, batch.target_index]

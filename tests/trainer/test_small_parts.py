@@ -9,10 +9,12 @@ import time
 import pytest
 
 from tests.trainer.conftest import TINY_LLAMA, TOKENIZER, read_json_lines, tiny_config
+from trainer.attention import use_segment_attention
 from trainer.config import ConfigError, parse_config
+from trainer.data import IGNORE, Example, Row, collate
 from trainer.env import VertexEnv
 from trainer.estimate import estimate
-from trainer.loop import train
+from trainer.loop import loss_sum, train
 from trainer.secrets import SECRETS_ENV, export_secrets, parse_secret_refs, resource_name
 
 
@@ -188,6 +190,41 @@ def test_torch_compile_trains_the_same_losses_as_eager(tmp_path, small_dataset, 
     losses = _losses_with_and_without("torch_compile", tmp_path, small_dataset, capsys, max_steps=4)
     assert len(losses[True]) == 4
     assert losses[True] == pytest.approx(losses[False], rel=1e-5)
+
+
+def _example(length: int) -> Example:
+    ids = [1 + i % 1000 for i in range(length)]
+    return Example(input_ids=ids, targets=[*ids[1:], IGNORE])
+
+
+def test_a_compiled_model_keeps_its_graphs_when_the_bucket_layout_changes():
+    """torch.compile guards on the Python values among a call's inputs: the layout goes down as
+    a tensor, so batches with new bucket counts and widths reuse the graphs compiled before."""
+    import torch
+    from torch._dynamo.utils import counters
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    options = dict(TINY_LLAMA)
+    model = AutoModelForCausalLM.from_config(
+        AutoConfig.for_model(options.pop("model_type"), **options)
+    )
+    use_segment_attention(model)
+    torch._dynamo.reset()
+    model.compile(backend="eager", dynamic=True)  # dynamo's guards only: no code generation
+
+    def graphs_after(lengths: tuple[int, ...], buckets: int) -> int:
+        batch = collate([Row((_example(n),)) for n in lengths], pad_id=0)
+        assert len(batch.buckets) == buckets, batch.buckets
+        loss_sum(model, batch, chunk_mb=256).backward()
+        return counters["stats"]["unique_graphs"]
+
+    counters.clear()
+    compiled = graphs_after((7, 70, 150), 3)
+    assert compiled > 0
+    layouts = [((5, 60), 2), ((6, 50, 110, 200), 4), ((5, 50, 100, 160, 240), 5), ((30, 31), 1)]
+    for lengths, buckets in layouts:
+        assert graphs_after(lengths, buckets) == compiled, f"recompiled for {lengths}"
 
 
 def test_gradient_checkpointing_trains_the_same_losses(tmp_path, small_dataset, capsys):
