@@ -42,7 +42,7 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
         lambda: trainer_vs_hf.run(reps=1, steps=15, batch=8),
     ),
     "scaling": (
-        lambda: scaling.run(reps=1),
+        lambda: scaling.run(reps=3),
         lambda: scaling.run(reps=1, quick=True),
     ),
     "checkpoint": (
