@@ -40,9 +40,25 @@ IGNORE = -100
 # homogeneous but the epoch order stays random.
 MEGABATCH_FACTOR = 50
 # What one more bucket costs, in padding token slots: an extra attention call per layer, forward
-# and backward. Measured on the CPU benchmark model (8 packed rows of 256): penalties of 0, 8,
-# 32 and 128 slots gave 49, 43, 41 and 42 ms per step; 32 it is.
+# and backward, against one more token slot through every layer's matrix multiplies. Both grow
+# with the layer count, so the trade is set by a layer's width. Measured on 2 CPU cores, ours
+# packing, 3 alternated runs each (bench.trainer_vs_hf's model, bench.scaling's shapes):
+#   hidden 64 (37k matmul parameters a layer): 0, 8, 32, 128 slots gave 49, 43, 41, 42 ms a
+#     step before attention split its row once; after it, 8 and 32 are level (1.01x);
+#   hidden 256 (0.8M a layer): 2 slots ran 1.07x as fast as 32 (padding 3.6% -> 0.x%);
+#   hidden 512 (3.1M a layer): 1 slot ran 1.03x as fast as 32 (padding 3.9% -> 0).
+# So a bucket is worth ~600k parameter-slots on CPU. A GPU launches calls asynchronously and
+# runs a slot through a layer far faster: not measured there, it keeps the 32 slots chosen first.
 BUCKET_COST_SLOTS = 32
+CPU_BUCKET_COST_PARAMS = 600_000
+
+
+def bucket_cost_slots(layer_params: float, device_type: str) -> int:
+    """The bucket cost `plan_buckets` should use for a model with `layer_params` matrix
+    parameters per layer (`trainer.model.layer_params`) on this kind of device."""
+    if device_type != "cpu" or layer_params <= 0:
+        return BUCKET_COST_SLOTS
+    return max(1, min(BUCKET_COST_SLOTS, round(CPU_BUCKET_COST_PARAMS / layer_params)))
 
 
 @dataclass(frozen=True)
@@ -298,7 +314,7 @@ def plan_buckets(lengths: list[int], cost: int = BUCKET_COST_SLOTS) -> list[int]
     return sizes[::-1]
 
 
-def collate(rows: list[Row], pad_id: int) -> Batch:
+def collate(rows: list[Row], pad_id: int, bucket_cost: int = BUCKET_COST_SLOTS) -> Batch:
     """Lay the rows' examples out as one flat row of length buckets: sorted by length, grouped
     by `plan_buckets`, each right-padded to its bucket's longest. Padding has IGNORE targets and
     sits after its example, so under causal attention no real token sees it."""
@@ -309,7 +325,7 @@ def collate(rows: list[Row], pad_id: int) -> Batch:
     tgt: list[int] = []
     buckets = []
     start = 0
-    for size in plan_buckets(lengths):
+    for size in plan_buckets(lengths, bucket_cost):
         width = lengths[start + size - 1]
         for e in examples[start : start + size]:
             pad = width - len(e.input_ids)
@@ -352,15 +368,13 @@ class BatchStream:
         world_size: int = 1,
         group_by_length: bool = False,
         pad_id: int = 0,
+        bucket_cost: int = BUCKET_COST_SLOTS,
     ) -> None:
-        if len(rows) < batch_size * world_size:
-            raise ConfigError(
-                f"per_device_train_batch_size: {len(rows)} rows cannot fill one batch of "
-                f"{batch_size} on each of {world_size} ranks; lower it or add data"
-            )
+        require_full_batch(rows, batch_size, world_size)
         self.rows, self.batch_size, self.seed = rows, batch_size, seed
         self.rank, self.world_size = rank, world_size
         self.group_by_length, self.pad_id = group_by_length, pad_id
+        self.bucket_cost = bucket_cost
         self.batches_per_epoch = len(rows) // batch_size
         """Global batches in an epoch: the rows that do not fill a last batch wait for the
         next epoch's shuffle, as with a DataLoader's drop_last."""
@@ -382,7 +396,7 @@ class BatchStream:
         epoch, index = divmod(self.position + self.rank, self.batches_per_epoch)
         if epoch != self._plan_epoch:
             self._plan_epoch, self._plan = epoch, self._epoch_plan(epoch)
-        batch = collate([self.rows[i] for i in self._plan[index]], self.pad_id)
+        batch = collate([self.rows[i] for i in self._plan[index]], self.pad_id, self.bucket_cost)
         self.position += self.world_size
         return batch
 
@@ -400,9 +414,25 @@ class BatchStream:
         return [order[b * size : (b + 1) * size] for b in range(self.batches_per_epoch)]
 
 
+def require_full_batch(rows: list[Row], batch_size: int, world_size: int) -> None:
+    if len(rows) < batch_size * world_size:
+        raise ConfigError(
+            f"per_device_train_batch_size: {len(rows)} rows cannot fill one batch of "
+            f"{batch_size} on each of {world_size} ranks; lower it or add data"
+        )
+
+
 def eval_batches(
-    rows: list[Row], batch_size: int, rank: int, world_size: int, pad_id: int
+    rows: list[Row],
+    batch_size: int,
+    rank: int,
+    world_size: int,
+    pad_id: int,
+    bucket_cost: int = BUCKET_COST_SLOTS,
 ) -> list[Batch]:
     """This rank's share of the eval rows, in a fixed order; ranks may get unequal shares."""
     mine = rows[rank::world_size]
-    return [collate(mine[i : i + batch_size], pad_id) for i in range(0, len(mine), batch_size)]
+    return [
+        collate(mine[i : i + batch_size], pad_id, bucket_cost)
+        for i in range(0, len(mine), batch_size)
+    ]

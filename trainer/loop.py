@@ -35,7 +35,13 @@ from trainer.allocator import retain_freed_memory
 from trainer.checkpoint import FORMAT, Checkpointer, step_dir
 from trainer.chunked_loss import model_loss_sum
 from trainer.config import ConfigError, TrainConfig
-from trainer.data import BatchStream, build_rows, eval_batches
+from trainer.data import (
+    BatchStream,
+    bucket_cost_slots,
+    build_rows,
+    eval_batches,
+    require_full_batch,
+)
 from trainer.env import TrackingEnv, VertexEnv
 from trainer.export import export_model
 from trainer.fingerprint import (
@@ -52,6 +58,7 @@ from trainer.model import (
     build_tokenizer,
     count_parameters,
     flops_per_token,
+    layer_params,
     local_rank_from_env,
 )
 from trainer.preemption import StopRequest
@@ -341,7 +348,7 @@ class Trainer:
     ) -> None:
         self.cfg, self.stop, self.show_bar = cfg, stop, show_bar
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        self.device = _device()
+        self.device = training_device()
         self.outputs = Outputs.resolve(cfg, env)
         self.checkpointer = Checkpointer(
             self.outputs.checkpoint_dir, cfg.save_total_limit, cfg.async_save
@@ -357,17 +364,21 @@ class Trainer:
         local_rank = local_rank_from_env()
         self.tokenizer = build_tokenizer(cfg.model, local_rank)
         train_rows, eval_rows = build_rows(cfg, self.tokenizer)
-        pad = self.tokenizer.pad_token_id
-        self.stream = BatchStream(
-            train_rows, cfg.per_device_train_batch_size, cfg.seed, self.rank,
-            self.world_size, cfg.data.group_by_length, pad,
-        )  # fmt: skip
-        self.evals = eval_batches(
-            eval_rows, cfg.per_device_eval_batch_size, self.rank, self.world_size, pad
-        )
+        # Before the model loads, which can take minutes: a batch that cannot fill fails now.
+        require_full_batch(train_rows, cfg.per_device_train_batch_size, self.world_size)
         base = build_model(cfg.model, cfg.seed, local_rank)
         self.n_params, self.n_trainable = count_parameters(base)
         self.flops_per_token = flops_per_token(base, cfg.data.max_seq_length)
+        pad = self.tokenizer.pad_token_id
+        bucket_cost = bucket_cost_slots(layer_params(base), self.device.type)
+        self.stream = BatchStream(
+            train_rows, cfg.per_device_train_batch_size, cfg.seed, self.rank,
+            self.world_size, cfg.data.group_by_length, pad, bucket_cost,
+        )  # fmt: skip
+        self.evals = eval_batches(
+            eval_rows, cfg.per_device_eval_batch_size, self.rank, self.world_size, pad,
+            bucket_cost,
+        )  # fmt: skip
         self.model = wrap_model(base, cfg, self.device, self.world_size)
         self.optimizer = build_optimizer(self.model, cfg, self.device)
         self.steps = total_steps(cfg, self.stream.batches_per_epoch, self.world_size)
@@ -638,7 +649,8 @@ class Trainer:
         return found[0] or []
 
 
-def _device() -> torch.device:
+def training_device() -> torch.device:
+    """This process's device: its local GPU when there is one, else the CPU."""
     if torch.cuda.is_available():
         return torch.device("cuda", local_rank_from_env())
     return torch.device("cpu")

@@ -289,11 +289,23 @@ def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
 def flops_per_token(model: torch.nn.Module, seq_len: int) -> float:
     """Training FLOPs per token: 6N for the matmuls (forward + backward) plus attention
     scores, 12 * layers * hidden * seq_len (PaLM appendix B). Embeddings are excluded from N."""
-    config = getattr(model, "config", None)
-    layers = getattr(config, "num_hidden_layers", 0) or 0
-    hidden = getattr(config, "hidden_size", 0) or 0
-    n = sum(p.numel() for name, p in model.named_parameters() if "embed" not in name)
-    return 6.0 * n + 12.0 * layers * hidden * seq_len
+    hidden = getattr(getattr(model, "config", None), "hidden_size", 0) or 0
+    return 6.0 * _non_embedding_params(model) + 12.0 * _layers(model) * hidden * seq_len
+
+
+def layer_params(model: torch.nn.Module) -> float:
+    """Non-embedding parameters per decoder layer: what one token slot costs in each layer
+    (`trainer.data.bucket_cost_slots`); 0 when the config does not say how many layers."""
+    layers = _layers(model)
+    return _non_embedding_params(model) / layers if layers else 0.0
+
+
+def _layers(model: torch.nn.Module) -> int:
+    return getattr(getattr(model, "config", None), "num_hidden_layers", 0) or 0
+
+
+def _non_embedding_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for name, p in model.named_parameters() if "embed" not in name)
 
 
 def local_rank_from_env() -> int:

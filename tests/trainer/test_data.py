@@ -12,9 +12,11 @@ from tests.trainer.conftest import DATASET, TINY_LLAMA, TOKENIZER
 from trainer.attention import use_segment_attention
 from trainer.config import DataConfig
 from trainer.data import (
+    BUCKET_COST_SLOTS,
     IGNORE,
     BatchStream,
     Example,
+    bucket_cost_slots,
     collate,
     pack_rows,
     plan_buckets,
@@ -23,6 +25,7 @@ from trainer.data import (
     tokenize_record,
     tokenize_records,
 )
+from trainer.model import layer_params
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +114,32 @@ def test_collate_lays_examples_out_in_buckets_with_ignored_padding():
             start += width
     assert batch.target_index.tolist() == [i for i, t in enumerate(tgt) if t != IGNORE]
     assert batch.n_targets == sum(n - 1 for n in lengths)
+
+
+def test_a_wider_layer_buys_less_padding_on_cpu_and_gpus_keep_the_first_choice():
+    # CPU: a bucket is worth ~600k parameter-slots (the measurements beside the constant).
+    assert bucket_cost_slots(37_000, "cpu") == 16  # the CPU bench model (hidden 64)
+    assert bucket_cost_slots(786_000, "cpu") == 1  # hidden 256: every distinct length its own
+    assert bucket_cost_slots(5_000, "cpu") == BUCKET_COST_SLOTS  # capped
+    assert bucket_cost_slots(218e6, "cuda") == BUCKET_COST_SLOTS  # not measured on a GPU
+    assert bucket_cost_slots(0, "cpu") == BUCKET_COST_SLOTS  # layers unknown
+    lengths = [5, 60, 7, 58, 6, 200, 61]
+    cheap = collate(single_rows([_example(n) for n in lengths]), pad_id=0, bucket_cost=1)
+    dear = collate(single_rows([_example(n) for n in lengths]), pad_id=0, bucket_cost=32)
+    assert cheap.n_tokens == dear.n_tokens and cheap.n_slots < dear.n_slots
+    assert len(cheap.buckets) > len(dear.buckets)
+
+
+def test_layer_params_counts_a_decoder_layer_without_the_embeddings():
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    options = dict(TINY_LLAMA)
+    model = AutoModelForCausalLM.from_config(
+        AutoConfig.for_model(options.pop("model_type"), **options)
+    )
+    layer = sum(p.numel() for p in model.model.layers[0].parameters())
+    final_norm = model.model.norm.weight.numel()
+    assert layer_params(model) == (2 * layer + final_norm) / 2  # two layers, tied head
 
 
 @settings(max_examples=200, deadline=None)

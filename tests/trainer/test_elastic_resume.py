@@ -82,9 +82,9 @@ def record_batches(patch: Callable[[Any, str, Any], None]) -> dict[int, list[str
     last_rows: list[list[Row]] = []
     collate, next_batch = trainer.data.collate, BatchStream.__next__
 
-    def recording_collate(rows: list[Row], pad_id: int) -> Batch:
+    def recording_collate(rows: list[Row], pad_id: int, bucket_cost: int) -> Batch:
         last_rows.append(rows)
-        return collate(rows, pad_id)
+        return collate(rows, pad_id, bucket_cost)
 
     def recording_next(stream: BatchStream) -> Batch:
         position = stream.position + stream.rank
