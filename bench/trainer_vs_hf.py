@@ -25,11 +25,15 @@ Fair by construction:
 - Same malloc settings: our trainer sets glibc's thresholds in-process
   (`trainer.allocator.retain_freed_memory`); HF's process calls the same function first.
 - HF's best settings on CPU: `attn_implementation="sdpa"` (transformers' default), fused AdamW
-  (its default optimizer), no `torch_compile`; ours without `torch_compile` either. Measured
-  with `--probe`'s variants (12-15 steps, equal-token batches, a load average of ~6 from other
-  work, so ratios only): eager attention 0.73x sdpa's tokens/s (two runs each);
-  `torch_compile=True` 0.27x for HF and 0.35x for ours, after the first compile (~2 min of
-  warm-up on 2 cores), because batches change shape every step and shapes recompile.
+  (its default optimizer), no `torch_compile`; ours without `torch_compile` either, its
+  default. Measured with `--probe`'s variants (12-15 steps, equal-token batches, a load average
+  of ~6 from other work, so ratios only): eager attention 0.73x sdpa's tokens/s (two runs
+  each); `torch_compile=True` 0.27x for HF, whose padded batches change shape every step and
+  recompile. Ours compiles once with dynamic shapes since the bucket layout became a tensor
+  (it recompiled like HF's before: 0.35x); on a quiet machine, 4 alternated runs each, it ran
+  1.04x its eager speed on this model (60 steps, after ~11 s of compiling) and 1.05x at
+  bench.scaling's hidden 512 (3 runs, after 13-23 s): a few percent for a slower start, so
+  it stays opt-in.
 - The same logging: both log every step (our step timer reads our per-step log line, so HF gets
   `logging_steps=1` and pays for a log line per step too).
 - Nothing after the last step is timed, and neither side saves: our final checkpoint and export
@@ -353,9 +357,9 @@ def run_ours(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, fl
 
     from trainer import loop
     from trainer.config import parse_config
-    from trainer.data import BatchStream, build_rows
+    from trainer.data import BatchStream, bucket_cost_slots, build_rows
     from trainer.env import VertexEnv
-    from trainer.model import build_tokenizer
+    from trainer.model import build_skeleton, build_tokenizer, layer_params
 
     class StepEnds(logging.Handler):
         """The loop logs "training" just before its first step and "train" right after each."""
@@ -385,6 +389,9 @@ def run_ours(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, fl
         cfg.seed,
         group_by_length=cfg.data.group_by_length,
         pad_id=tokenizer.pad_token_id,
+        bucket_cost=bucket_cost_slots(
+            layer_params(build_skeleton(cfg.model)), loop.training_device().type
+        ),
     )
     tokens, slots, shapes = [], [], []
     for _ in range(work.steps):
