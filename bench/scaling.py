@@ -23,13 +23,16 @@ row of 256 at hidden 1024, whose steps take seconds; the unpacked variants get a
 as those rows hold on average.
 
 Equal in the timed window too, not only over an epoch. HF's group_by_length sorts its batches
-longest first within "megabatches" of min(50, examples / (4 x batch)) batches and puts the
-longest batch of all first: timing a few steps of a large dataset gives it its longest batches,
-whose per-step costs weigh less per token (a first version of this table timed 4 steps and HF's
-held 2-3x our tokens). So each point's dataset holds 16 of HF's batches (megabatches of 4),
-the longest batch falls in the warm-up step, and the 8 timed steps cover the rest of the first
-megabatch, the second, and the head of the third. The table shows each variant's useful tokens
-per timed step.
+longest first within "megabatches" of min(50, examples / (4 x batch)) batches and serves the
+longest batch of all first, so its first steps hold 2-3x the tokens of an average one, and its
+per-step costs weigh less per token there (a first version of this table timed its first 4
+steps). Smaller megabatches would not be fair either: they pad more (tried: datasets of 16
+batches, megabatches of 4, halved HF's CPU MFU at hidden 64, 28% -> 14%). So HF best keeps its
+own megabatches of a large dataset, runs `SEARCH_STEPS` more steps, and is timed over the 8
+consecutive steps whose mean useful tokens come closest to its epoch mean, chosen from the
+token counts alone (`trainer_vs_hf.timed_window`). Ours (constant packed rows) and HF default
+(random batches) are timed over their 8 steps after the warm-up. The table shows each variant's
+useful tokens per timed step.
 
 Figures: useful tokens/s over the steps after the warm-up, peak resident memory growth, and
 model FLOP/s as a fraction of the machine's GEMM rate ("CPU MFU"). Model FLOPs per step are
@@ -43,9 +46,11 @@ and leaves out a tied output projection, fitting for sizing GPU runs, not for th
 GEMM rate is a 4096 x 4096 fp32 product at torch's thread count, timed at the start and the end
 of the run; MFU uses the median of both.
 
-Bounded for 2 cores: 1 warm-up step and 8 timed steps per run, 3 repetitions by default (about
-25 minutes), each ratio shown with its range over repetitions; `--quick` (about 2 minutes) keeps
-the axes but around hidden 64, with 2 timed steps and 1 repetition.
+Bounded for 2 cores: 3 warm-up steps and 8 timed steps per run, 3 repetitions by default (about
+30 minutes), each ratio shown with its range over repetitions; `--quick` (about 2 minutes) keeps
+the axes but around hidden 64, with 2 timed steps and 1 repetition. Three warm-up steps, since
+HF best's window starts after them too: the first steps of a process run slower (allocations,
+caches), and one variant's window must not be warmer than another's.
 
     python -m bench.scaling [--reps N] [--quick]
 """
@@ -74,6 +79,7 @@ from bench.trainer_vs_hf import (
     HF_DEFAULT,
     VARIANTS,
     Runs,
+    Variant,
     Workload,
     make_dataset,
     matmul_parameters,
@@ -94,9 +100,9 @@ TOKENS_PER_STEP = 1024
 BIG_HIDDEN_TOKENS = 256
 """At hidden 1024 a step of 1,024 tokens takes ~15 s here, HF's padded ones twice that."""
 RECORD_TOKENS = 200_000
-"""Tokens in the synthetic dataset that sets the batch sizes (examples per packed row)."""
-EPOCH_BATCHES = 16
-"""Each point trains on the first 16 x HF's batch of those records: megabatches of 4 batches."""
+"""Tokens in each synthetic dataset: enough batches for any step count here, quick to tokenize."""
+SEARCH_STEPS = 16
+"""Extra steps HF best runs, among which its timed window is found (see above)."""
 
 
 @dataclass(frozen=True)
@@ -152,38 +158,36 @@ def dataset(folder: Path, seq: int) -> str:
     return str(path)
 
 
-def point_workload(folder: Path, point: Point, steps: int, warmup: int) -> Workload:
-    """The point's workload, on a dataset of `EPOCH_BATCHES` of HF's batches (see the module's
-    notes: it keeps group_by_length's timed batches representative)."""
-    records = dataset(folder, point.seq)
-    work = workload(records, point.model(), point.seq, point.rows(), steps, warmup)
-    if steps > EPOCH_BATCHES:
-        raise ValueError(f"{steps} steps would start a second epoch of {EPOCH_BATCHES} batches")
-    epoch = folder / f"epoch-{point.seq}-{work.examples}.jsonl"
-    lines = Path(records).read_text().splitlines(keepends=True)
-    epoch.write_text("".join(lines[: EPOCH_BATCHES * work.examples]))
-    return replace(work, data=str(epoch))
+def for_variant(work: Workload, variant: Variant) -> Workload:
+    """HF best searches `SEARCH_STEPS` more steps for a window of average batches (see above)."""
+    if variant.name != HF_BEST:
+        return work
+    timed = work.steps - work.warmup
+    return replace(work, steps=work.steps + SEARCH_STEPS, timed=timed)
 
 
 def run(reps: int | None = None, quick: bool = False) -> Section:
     points = QUICK if quick else FULL
     reps = reps or (1 if quick else 3)
-    steps, warmup = (3, 1) if quick else (9, 1)
+    steps, warmup = (5, 3) if quick else (11, 3)
     gemm_start = gemm_flops_per_s()
     results: dict[tuple[Point, str], Runs] = {}
     with (
         tempfile.TemporaryDirectory() as tmp,
         progress_bar("scaling", reps * len(points) * len(COMPARED)) as advance,
     ):
-        works = {p: point_workload(Path(tmp), p, steps, warmup) for p in points}
+        works = {
+            p: workload(dataset(Path(tmp), p.seq), p.model(), p.seq, p.rows(), steps, warmup)
+            for p in points
+        }
         for rep in range(reps):
             for index, point in enumerate(points):
                 for variant in rotated(COMPARED, rep + index):
-                    result = run_child(variant, works[point])
+                    result = run_child(variant, for_variant(works[point], variant))
                     results.setdefault((point, variant.name), []).append(result)
                     advance(f"{point.label}, {variant.name}")
     gemm = summarize([*gemm_start.values, *gemm_flops_per_s().values])
-    return _report(points, results, gemm, reps, steps - warmup, quick)
+    return _report(points, results, gemm, reps, (warmup, steps - warmup), quick)
 
 
 # ---------------------------------------------------------------- report
@@ -250,9 +254,10 @@ def _report(
     results: dict[tuple[Point, str], Runs],
     gemm: Summary,
     reps: int,
-    timed_steps: int,
+    window: tuple[int, int],
     quick: bool,
 ) -> Section:
+    warmup, timed_steps = window
     by_point = {p: {v.name: results[(p, v.name)] for v in COMPARED} for p in points}
     rows = [_row(p, by_point[p], gemm.median) for p in points]
     runs = [r for rs in results.values() for r in rs]
@@ -262,7 +267,11 @@ def _report(
         [
             f"{count_of(len(points), 'point')} x {len(COMPARED)} variants, "
             f"{count_of(reps, 'repetition')}, each run a "
-            f"fresh process; 1 warm-up step, then {timed_steps} timed steps. torch threads: "
+            f"fresh process; {count_of(warmup, 'warm-up step')}, then {timed_steps} timed "
+            "steps (HF best: the "
+            f"{timed_steps} consecutive steps among its next {timed_steps + SEARCH_STEPS} whose "
+            "mean useful tokens come closest to its epoch mean, chosen from token counts "
+            "alone). torch threads: "
             f"{', '.join(map(str, threads))}; 1-minute load average during the runs "
             f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores. Machine limit: fp32 "
             f"GEMM {gemm.median / 1e9:.0f} GFLOP/s median (min {gemm.min / 1e9:.0f}, max "

@@ -142,6 +142,12 @@ class Workload:
     """Examples per step of every unpacked variant: as many tokens as `rows` packed rows."""
     steps: int
     warmup: int
+    example_tokens: float = 0.0
+    """Mean useful tokens of an example in the data."""
+    timed: int | None = None
+    """None: time every step after the warm-up. N: time the N consecutive steps after it whose
+    mean useful tokens per step are closest to the data's mean (`examples x example_tokens`),
+    chosen from the batches' token counts alone, never from their times (see bench.scaling)."""
 
     def batch_size(self, variant: Variant) -> int:
         return self.rows if variant.batching == "packing" else self.examples
@@ -175,9 +181,9 @@ def model_config() -> dict[str, Any]:
     return yaml.safe_load((TINY / "tiny.yaml").read_text())["model"]["config"]
 
 
-def examples_per_row(data: str, max_seq_length: int) -> float:
-    """Mean examples per packed row of the data: the unpacked batch size that carries as many
-    tokens per step as one packed row."""
+def data_shape(data: str, max_seq_length: int) -> tuple[float, float]:
+    """(mean examples per packed row, mean tokens per example): the first is the unpacked batch
+    size that carries as many tokens per step as one packed row."""
     from trainer.config import DataConfig, ModelConfig
     from trainer.data import pack_rows, read_records, tokenize_records
     from trainer.model import build_tokenizer
@@ -188,14 +194,16 @@ def examples_per_row(data: str, max_seq_length: int) -> float:
     tokenizer.model_max_length = 1 << 30  # examples are cut at max_seq_length: no warning
     cfg = DataConfig(path=data, max_seq_length=max_seq_length)
     examples = tokenize_records(read_records(data), tokenizer, cfg, data)
-    return len(examples) / len(pack_rows(examples, max_seq_length))
+    tokens = sum(len(e.input_ids) for e in examples)
+    return len(examples) / len(pack_rows(examples, max_seq_length)), tokens / len(examples)
 
 
 def workload(
     data: str, model: dict[str, Any], max_seq_length: int, rows: int, steps: int, warmup: int
 ) -> Workload:
-    examples = max(1, round(rows * examples_per_row(data, max_seq_length)))
-    return Workload(data, model, max_seq_length, rows, examples, steps, warmup)
+    per_row, example_tokens = data_shape(data, max_seq_length)
+    examples = max(1, round(rows * per_row))
+    return Workload(data, model, max_seq_length, rows, examples, steps, warmup, example_tokens)
 
 
 # ---------------------------------------------------------------- measuring
@@ -279,10 +287,9 @@ class StepTimer:
         self.durations.append(now - self.last)
         self.last = now
 
-    def cpu_after(self, warmup: int) -> float:
-        """CPU seconds spent in the steps after the first `warmup`."""
-        start = self.cpu[warmup - 1] if warmup else self.cpu_begin
-        return self.cpu[len(self.durations) - 1] - start
+    def cpu_between(self, start: int, end: int) -> float:
+        """CPU seconds spent in steps start..end-1 (0-based)."""
+        return self.cpu[end - 1] - (self.cpu[start - 1] if start else self.cpu_begin)
 
 
 def summary(
@@ -292,15 +299,15 @@ def summary(
     timer: StepTimer,
     rows: list[list[RowShape]],
 ) -> dict[str, float]:
-    """Figures over the steps after the warm-up (useful tokens per second of step time)."""
+    """Figures over the timed steps (useful tokens per second of step time)."""
     import torch
 
     hidden, layers = work.model["hidden_size"], work.model["num_hidden_layers"]
-    w, n = work.warmup, work.steps
+    w, n = timed_window(work, tokens)
     flops = [attention_flops(r, hidden, layers) for r in rows[w:n]]
     useful_tokens = sum(tokens[w:n])
     wall_s = sum(timer.durations[w:n])
-    cpu_s = timer.cpu_after(w)
+    cpu_s = timer.cpu_between(w, n)
     model_flops = 6 * matmul_parameters(work.model) * useful_tokens + sum(u for _, u in flops)
     return {
         "tokens_per_s": useful_tokens / wall_s,
@@ -314,6 +321,16 @@ def summary(
         "useful_attention_fraction": sum(u for _, u in flops) / sum(c for c, _ in flops),
         "threads": torch.get_num_threads(),
     }
+
+
+def timed_window(work: Workload, tokens: list[int]) -> tuple[int, int]:
+    """[start, end) of the timed steps (see `Workload.timed`)."""
+    if work.timed is None:
+        return work.warmup, work.steps
+    timed, mean = work.timed, work.examples * work.example_tokens
+    starts = range(work.warmup, work.steps - timed + 1)
+    start = min(starts, key=lambda s: abs(sum(tokens[s : s + timed]) / timed - mean))
+    return start, start + timed
 
 
 def _preimport() -> None:
