@@ -45,7 +45,7 @@ MEGABATCH_FACTOR = 50
 # packing, 3 alternated runs each (bench.trainer_vs_hf's model, bench.scaling's shapes):
 #   hidden 64 (37k matmul parameters a layer): 0, 8, 32, 128 slots gave 49, 43, 41, 42 ms a
 #     step before attention split its row once; after it, 8 and 32 are level (1.01x);
-#   hidden 256 (0.8M a layer): 2 slots ran 1.07x as fast as 32 (padding 3.6% -> 0.x%);
+#   hidden 256 (0.8M a layer): 2 slots ran 1.07x as fast as 32;
 #   hidden 512 (3.1M a layer): 1 slot ran 1.03x as fast as 32 (padding 3.9% -> 0).
 # So a bucket is worth ~600k parameter-slots on CPU. A GPU launches calls asynchronously and
 # runs a slot through a layer far faster: not measured there, it keeps the 32 slots chosen first.
