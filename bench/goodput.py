@@ -86,10 +86,10 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
     import gcsfs
     from google.cloud import aiplatform_v1
 
-    from jobs.local.client import LocalApiError, preempt_replica, read_logs
-    from jobs.local.platform import free_port, start_fresh, stop_platform
-    from jobs.local.settings import LocalSettings
-    from jobs.local.state import LOCAL_BUCKETS, LOCAL_PROJECT, LOCAL_REGION
+    from jobs.local.platform.client import LocalApiError, preempt_replica, read_logs
+    from jobs.local.platform.processes import free_port, start_fresh, stop_platform
+    from jobs.local.platform.settings import LocalSettings
+    from jobs.local.platform.state import LOCAL_BUCKETS, LOCAL_PROJECT, LOCAL_REGION
 
     points = sorted(random.Random(seed).sample(range(10, steps - 10, 5), preemptions))
     with tempfile.TemporaryDirectory() as tmp:

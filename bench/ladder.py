@@ -19,7 +19,8 @@ launch so that no repetition pays the SDK's import) to (a) the first RUNNING the
 (b) the timestamp of the job's `first step` line. Variants alternate, one run id each.
 
 The per-rung decision on a zero-quota rung is what `vtx launch` does before submitting anything:
-the live quota preflight (`jobs.quotas.preflight`: Cloud Quotas' quotaInfos and the region's jobs,
+the live quota preflight (`jobs.training.quotas.preflight`: Cloud Quotas' quotaInfos and the
+region's jobs,
 two GETs, here to the local platform) whose over-limit verdict skips the rung; timed alone (a new
 HTTP session each time, as each launch has) and as the rung's whole planning (`plan_rungs`:
 compile, check, price, preflight).
@@ -43,7 +44,7 @@ from typing import Any
 import yaml
 
 from bench.common import REPO, Section, Summary, rotated, summarize, table
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
 
 # gcsfs reads this when imported: the emulator speaks JSON only (see tests/conftest.py).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
@@ -161,7 +162,7 @@ def _until(check: Callable[[], Any], poll_s: float, timeout_s: float = 120.0) ->
 
 
 def _first_line_at(p: Platform, run_id: str) -> float:
-    from jobs.local.client import read_logs
+    from jobs.local.platform.client import read_logs
 
     def found() -> float | None:
         entries = read_logs(p.endpoint, p.token, run_id=run_id)["entries"]
@@ -173,7 +174,7 @@ def _first_line_at(p: Platform, run_id: str) -> float:
 def _settle(p: Platform, run_id: str) -> None:
     """Wait for every attempt of the run to end, so that the next repetition finds an idle
     platform."""
-    from jobs.client import VertexRest
+    from jobs.vertex.client import VertexRest
 
     rest = VertexRest(p.stack)
     _until(lambda: all(j.terminal for j in rest.list(run_id)), 0.2)
@@ -192,7 +193,7 @@ def ladder_once(p: Platform, run_id: str, poll_s: float) -> Timing:
 
 def _watch(p: Platform, run_id: str, poll_s: float) -> str:
     """The newest attempt's state once it is placed or has ended, polled as the ladder polls."""
-    from jobs.client import VertexRest
+    from jobs.vertex.client import VertexRest
 
     rest = VertexRest(p.stack)
 
@@ -228,9 +229,9 @@ def retry_once(p: Platform, run_id: str, poll_s: float, retries: int, backoff_s:
 def decision_times(p: Platform, reps: int) -> tuple[list[float], list[float], str]:
     """Seconds to decide to skip the zero-quota rung: the preflight alone, and the rung's whole
     planning; the reason `vtx launch` prints."""
-    from jobs.catalog import load_catalog
-    from jobs.quotas import QuotaReader, preflight
-    from jobs.spec import JobTemplate
+    from jobs.core.catalog import load_catalog
+    from jobs.spec.template import JobTemplate
+    from jobs.training.quotas import QuotaReader, preflight
     from vtx.ladder_launch import plan_rungs
 
     source = str(p.templates["zero_quota"])
@@ -256,10 +257,10 @@ def decision_times(p: Platform, reps: int) -> tuple[list[float], list[float], st
 
 
 def start(tmp: Path) -> tuple[Platform, Path]:
-    from jobs.local.capacity import Capacity
-    from jobs.local.platform import free_port, start_fresh
-    from jobs.local.settings import LocalSettings
-    from jobs.local.state import stack_outputs_for
+    from jobs.local.platform.capacity import Capacity
+    from jobs.local.platform.processes import free_port, start_fresh
+    from jobs.local.platform.settings import LocalSettings
+    from jobs.local.platform.state import stack_outputs_for
 
     data_dir = tmp / "platform"
     settings = LocalSettings(
@@ -311,7 +312,7 @@ def _cells(values: Summary) -> list[str]:
 
 
 def run(c: Config) -> Section:
-    from jobs.local.platform import stop_platform
+    from jobs.local.platform.processes import stop_platform
 
     with tempfile.TemporaryDirectory() as tmp:
         platform, data_dir = start(Path(tmp))

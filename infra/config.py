@@ -25,10 +25,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from jobs import catalog
-from jobs.problems import HintedValueError, Problem, field_path
-from jobs.safe_yaml import YamlInputError, read_yaml_file, short_repr
-from jobs.stack import PROD_ENVIRONMENTS, is_production
+from jobs.core import catalog
+from jobs.core.problems import HintedValueError, Problem, field_path
+from jobs.core.safe_yaml import YamlInputError, read_yaml_file, short_repr
+from jobs.core.stack import PROD_ENVIRONMENTS, is_production
 
 QUOTA_SERVICE = "aiplatform.googleapis.com"
 # Vertex AI training reserves this range for its own networking (VERTEX.md): a peered or
@@ -87,7 +87,7 @@ def _known_accelerator(value: str) -> str:
     if value not in known:
         raise HintedValueError(
             f"unknown accelerator {value!r}",
-            f"one of {', '.join(known)} (the list lives in jobs/catalog/accelerators.yaml)",
+            f"one of {', '.join(known)} (the list lives in jobs/core/catalog/accelerators.yaml)",
         )
     return value
 
@@ -102,7 +102,7 @@ _GCP_REGION = re.compile(
 BUCKET_MULTI_REGIONS = ("ASIA", "EU", "US", "ASIA1", "EUR4", "EUR5", "EUR7", "EUR8", "NAM4")
 
 ENVIRONMENTS = ("dev", "staging", *sorted(PROD_ENVIRONMENTS))
-"""The environments a stack may be. Production ones (jobs.stack.PROD_ENVIRONMENTS) get CMEK,
+"""The environments a stack may be. Production ones (jobs.core.stack.PROD_ENVIRONMENTS) get CMEK,
 immutable tags, the prod-only policies and no web access; dev and staging do not."""
 
 
@@ -127,7 +127,7 @@ def _vertex_region(value: str) -> str:
         raise HintedValueError(
             f"{value!r} ({what}) is not a GCP region vtx knows for Vertex AI training",
             f"{_closest(value, known)}one of {', '.join(known)}; a region Google lists for "
-            "Vertex AI training goes into jobs/catalog/regions.yaml first",
+            "Vertex AI training goes into jobs/core/catalog/regions.yaml first",
         )
     return value
 
@@ -260,7 +260,7 @@ class QuotaRequest(_Model):
     """One Vertex custom-training GPU quota to request with a Cloud Quotas QuotaPreference."""
 
     accelerator: Accelerator
-    """Vertex accelerator type, e.g. NVIDIA_L4 (see jobs/catalog/accelerators.yaml)."""
+    """Vertex accelerator type, e.g. NVIDIA_L4 (see jobs/core/catalog/accelerators.yaml)."""
     count: int = Field(ge=0, le=100_000)
     """GPUs wanted in that region."""
     spot: bool = False
@@ -336,7 +336,7 @@ class CapacityRegion(_Model):
     Everything global (service accounts, buckets, registry, secrets, a peered VPC) is shared."""
 
     region: VertexRegion
-    """The region, one that jobs/catalog/regions.yaml knows (jobs there are validated)."""
+    """The region, one that jobs/core/catalog/regions.yaml knows (jobs there are validated)."""
     psc_subnet_cidr: Cidr | None = None
     """psc-interface only: the network attachment's subnet in that region; /28 is enough."""
 
@@ -402,7 +402,7 @@ class StackConfig(_Model):
 def quota_accelerators() -> dict[str, catalog.Accelerator]:
     """Accelerators a quota can be requested for, with their metrics and quota ids.
 
-    The facts live once, in the launcher's catalog (jobs/catalog/accelerators.yaml), which
+    The facts live once, in the launcher's catalog (jobs/core/catalog/accelerators.yaml), which
     also prices jobs and tells `vtx cost` which quota a job needs."""
     return {
         name: accelerator

@@ -15,7 +15,7 @@ Public API (stable: ``infra/review`` and the policy pack use it)::
 
     run = run_offline("dev")                      # or run_offline("x", config_file=path)
     run.resources   # list[RecordedResource]: type, name, inputs, outputs, parent, component
-    run.outputs     # stack outputs, run.outputs["platform"] parses as jobs.stack.StackOutputs
+    run.outputs     # stack outputs, run.outputs["platform"] parses as jobs.core.stack.StackOutputs
     rich.print(render_preview(run))               # or: python -m infra.offline dev
 """
 

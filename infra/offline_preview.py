@@ -133,7 +133,7 @@ def render_preview(run: OfflineRun) -> Any:
             short_type = resource.type.split(":")[-1]
             table.add_row(short_type, resource.name, settings_line(resource))
         tables.append(table)
-    outputs = Table(title="platform output (jobs.stack.StackOutputs)", title_justify="left")
+    outputs = Table(title="platform output (jobs.core.stack.StackOutputs)", title_justify="left")
     outputs.add_column("key", style="cyan")
     outputs.add_column("value", overflow="fold")
     for key, value in platform.items():

@@ -1,7 +1,7 @@
 """Vertex custom-training GPU quota requests as Cloud Quotas ``QuotaPreference`` resources.
 
 The accelerator → metric → quota id facts are data, shared with the launcher
-(``jobs/catalog/accelerators.yaml``, see ``Accelerator.cloud_quota_id``). The quota ids are
+(``jobs/core/catalog/accelerators.yaml``, see ``Accelerator.cloud_quota_id``). The quota ids are
 UNCONFIRMED (they are not the metric names and Google does not document them
 for Vertex GPUs; ``gcloud quotas info list --service=aiplatform.googleapis.com`` shows them):
 each request may override its id with ``quota_id:`` in ``vtx:platform.quotas[]``.

@@ -137,7 +137,7 @@ class Platform(pulumi.ComponentResource):
         self.register_outputs({"platform": self.outputs})
 
     def _regions(self, network: Network, keys: dict[str, Kms]) -> pulumi.Output[dict[str, Any]]:
-        """``regions`` of the output (jobs.stack.RegionOutputs per further region)."""
+        """``regions`` of the output (jobs.core.stack.RegionOutputs per further region)."""
         regions = {}
         for entry in self._platform.capacity_regions:
             attachment = network.further_attachments.get(entry.region)
@@ -193,7 +193,8 @@ class Platform(pulumi.ComponentResource):
         )
 
     def _private_serving(self, network: Network) -> pulumi.Output[dict[str, Any]]:
-        """``private_serving`` of the output (jobs.stack.PrivateServing): how `vtx deploy` makes
+        """``private_serving`` of the output (jobs.core.stack.PrivateServing): how `vtx deploy`
+        makes
         an endpoint private, and where the VPC reaches the PSC ones."""
         if network.peering is not None:
             return pulumi.Output.all(network=network.vertex_network).apply(

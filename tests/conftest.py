@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from jobs.local.state import PlatformState
-    from jobs.stack import StackOutputs
+    from jobs.core.stack import StackOutputs
+    from jobs.local.platform.state import PlatformState
 
 # The emulator speaks the JSON API only; gcsfs otherwise probes each bucket over gRPC for its
 # type and waits 60 s per probe. Must be set before gcsfs is imported anywhere.
@@ -41,7 +41,7 @@ def wait_for_port(port: int, timeout_s: float = 20.0) -> None:
 @pytest.fixture(scope="session")
 def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Start the local platform's GCS emulator (gcp-storage-emulator, hardened, plus the
-    objects.move call it lacks, see jobs/local/gcs_emulator.py), in memory, for the session;
+    objects.move call it lacks, see jobs/local/storage/gcs_emulator.py), in memory, for the session;
     yield its URL.
 
     Sets STORAGE_EMULATOR_HOST so google-cloud-storage and gcsfs talk to it."""
@@ -51,7 +51,7 @@ def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         [
             sys.executable,
             "-m",
-            "jobs.local.gcs_emulator",
+            "jobs.local.storage.gcs_emulator",
             "--host",
             "127.0.0.1",
             "--port",
@@ -97,8 +97,8 @@ def local_platform_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     VTX_LOCAL_DIR so that `--stack local` / `local_stack_outputs()` find it. Its emulator is
     not the `gcs_emulator` fixture's: talk to it through `gcs_endpoint`. A 5 s grace period
     keeps stop paths quick (Vertex's is 30 s)."""
-    from jobs.local.platform import start_fresh, stop_platform
-    from jobs.local.settings import LocalSettings
+    from jobs.local.platform.processes import start_fresh, stop_platform
+    from jobs.local.platform.settings import LocalSettings
 
     data_dir = tmp_path_factory.mktemp("vtx-local")
     repo = Path(__file__).resolve().parent.parent
@@ -127,6 +127,6 @@ def local_platform_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
 def local_platform(local_platform_state: PlatformState) -> StackOutputs:
     """StackOutputs of the running local platform: `vertex_endpoint`, `gcs_endpoint`, buckets
     (vtx-local-data, -checkpoints, -staging, -models), project vtx-local, us-central1."""
-    from jobs.local.state import stack_outputs_for
+    from jobs.local.platform.state import stack_outputs_for
 
     return stack_outputs_for(local_platform_state)

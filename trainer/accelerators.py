@@ -2,7 +2,7 @@
 and memory per device (for `--estimate`'s verdict). No torch: `trainer.arguments` checks
 `--accelerator` against this table before torch loads.
 
-`ACCELERATORS` is a copy of the GPUs of jobs/catalog/accelerators.yaml (the trainer ships alone
+`ACCELERATORS` is a copy of the GPUs of jobs/core/catalog/accelerators.yaml (the trainer ships alone
 and imports nothing of ours): tests/contracts/test_trainer_copies.py fails when a catalog GPU is
 missing here, or its memory differs. Prices are not copied: they stay on the platform's side
 (`vtx cost`), and reach `--estimate` as `--usd-per-hour`.

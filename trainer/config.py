@@ -368,7 +368,7 @@ def load_config(
 
 
 # ---- reading the file -------------------------------------------------------------------
-# The rules of jobs/safe_yaml.py (which job templates and stack configs go through), in a
+# The rules of jobs/core/safe_yaml.py (which job templates and stack configs go through), in a
 # smaller copy: the trainer ships alone in its container and imports nothing of ours.
 # tests/contracts/test_trainer_copies.py pins the two to the same answers. PyYAML alone raises
 # RecursionError on deep nesting, UnicodeDecodeError on a stray byte, ValueError on a

@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MASTER_PORT = 29500
 RUN_ID_ENV = "VTX_RUN_ID"
-"""The vtx run id, which the compiler sets on every replica (a copy of `jobs.contract.RUN_ID_ENV`:
+"""The vtx run id, which the compiler sets on every replica (a copy of
+`jobs.core.contract.RUN_ID_ENV`:
 the trainer ships alone; tests/contracts/ pins it)."""
 DEFAULT_METRIC_FILE = "/tmp/hypertune/output.metrics"
 """Where cloudml-hypertune writes a trial's metric when `CLOUD_ML_HP_METRIC_FILE` is not set."""

@@ -30,19 +30,19 @@ from rich.console import Console
 from rich.table import Table
 
 from infra.offline import render_preview, run_offline
-from jobs.client import Vertex, VertexError, state_name
-from jobs.contract import new_run_id, region_of
-from jobs.document import load_document
-from jobs.local.capacity import Capacity
-from jobs.local.client import LocalApiError, preempt_replica, read_logs
-from jobs.local.platform import PlatformError, bring_up, free_port, stop_platform
-from jobs.local.settings import LocalSettings
-from jobs.local.state import EXAMPLE_DATA, running_state, stack_outputs_for
-from jobs.logs import LocalLogSource
-from jobs.problems import Refused
-from jobs.spec import JobTemplate
-from jobs.stack import StackOutputs
-from jobs.validate import checked_template
+from jobs.core.contract import new_run_id, region_of
+from jobs.core.problems import Refused
+from jobs.core.stack import StackOutputs
+from jobs.launch.checks import checked_template
+from jobs.local.platform.capacity import Capacity
+from jobs.local.platform.client import LocalApiError, preempt_replica, read_logs
+from jobs.local.platform.processes import PlatformError, bring_up, free_port, stop_platform
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import EXAMPLE_DATA, running_state, stack_outputs_for
+from jobs.runs.logs import LocalLogSource
+from jobs.spec.document import load_document
+from jobs.spec.template import JobTemplate
+from jobs.vertex.client import Vertex, VertexError, state_name
 from vtx.demo_serving import Served, print_served, serve_run_model
 from vtx.job_commands import launch_job
 

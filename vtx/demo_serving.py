@@ -1,7 +1,8 @@
 """The demo's last act: the run's model registered, deployed, asked one question, undeployed.
 
 The same stages and plans as `vtx model upload RUN_ID`, `vtx deploy MODEL`, `vtx predict` and
-`vtx undeploy --all` (jobs.model_upload, jobs.deploy, jobs.endpoint_rest), run without prompts on
+`vtx undeploy --all` (jobs.serving.model_upload, jobs.serving.deploy, jobs.serving.endpoint_rest),
+run without prompts on
 the local platform, where `deploy` starts the model's serving container command
 (`python -m trainer.serve`) as a process and `:predict` reaches it."""
 
@@ -13,12 +14,12 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from jobs.checkpoints import Storage
-from jobs.deploy import DeployOptions, deploy, plan_deploy, plan_undeploy, undeploy
-from jobs.endpoint_rest import EndpointRest
-from jobs.model_rest import ModelRest
-from jobs.model_upload import UploadOptions, plan_upload, upload_model
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.runs.checkpoints import Storage
+from jobs.serving.deploy import DeployOptions, deploy, plan_deploy, plan_undeploy, undeploy
+from jobs.serving.endpoint_rest import EndpointRest
+from jobs.serving.model_rest import ModelRest
+from jobs.serving.model_upload import UploadOptions, plan_upload, upload_model
 from vtx.deploy_commands import print_deploy_plan
 from vtx.model_commands import print_model_plan
 

@@ -1,6 +1,6 @@
 """`vtx deploy`, `vtx predict`, `vtx undeploy` and `vtx endpoint list|show`: a registered model
 version served from a Vertex Endpoint, asked for predictions, and taken down
-(jobs/deploy.py, jobs/endpoint_rest.py).
+(jobs/serving/deploy.py, jobs/serving/endpoint_rest.py).
 
 `deploy` and `undeploy` check everything first, print the plan (for a deploy: machine, replicas,
 the traffic split after the change, the serving identity, $/h at min and max replicas), ask,
@@ -18,8 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from jobs.client import VertexError
-from jobs.deploy import (
+from jobs.core.stack import StackOutputs
+from jobs.serving.deploy import (
     NEW,
     DeployOptions,
     DeployPlan,
@@ -30,11 +30,11 @@ from jobs.deploy import (
     plan_undeploy,
     undeploy,
 )
-from jobs.endpoint_access import access_of, reach_lines
-from jobs.endpoint_rest import EndpointRecord, EndpointRest
-from jobs.model_rest import ModelRest
-from jobs.serving_prices import ServingCost
-from jobs.stack import StackOutputs
+from jobs.serving.endpoint_access import access_of, reach_lines
+from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
+from jobs.serving.model_rest import ModelRest
+from jobs.serving.serving_prices import ServingCost
+from jobs.vertex.client import VertexError
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
 from vtx.output import print_error
 

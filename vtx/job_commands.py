@@ -3,7 +3,8 @@
     document -> template -> compiled job -> checks -> plan -> live quota -> submit
 
 Each command runs the stages it needs, in that order, each on the previous stage's value
-(jobs.document, jobs.validate, jobs.compile, jobs.plan, jobs.quotas, jobs.client)."""
+(jobs.spec.document, jobs.training.validate, jobs.training.compile, jobs.training.plan,
+jobs.training.quotas, jobs.vertex.client)."""
 
 from __future__ import annotations
 
@@ -19,23 +20,23 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from jobs.catalog import load_catalog
-from jobs.client import Vertex
-from jobs.contract import new_run_id
-from jobs.cost import estimate
-from jobs.document import TEMPLATE, load_document
-from jobs.facts import JobFacts, template_facts
-from jobs.gcloud import import_document, template_from_document
-from jobs.model_upload import UploadOptions
-from jobs.plan import plan_job
-from jobs.quotas import QuotaReader, preflight
-from jobs.render import render_json, render_yaml
-from jobs.spec import JobTemplate, TemplateError
-from jobs.stack import StackOutputs
-from jobs.study_job import reporting_metric
-from jobs.training_time import TrainingTimeError, run_estimate, trainer_call
-from jobs.validate import validate_document
-from jobs.wandb_launch import render_launch_queue_config
+from jobs.core.catalog import load_catalog
+from jobs.core.contract import new_run_id
+from jobs.core.stack import StackOutputs
+from jobs.launch.checks import validate_document
+from jobs.launch.render import render_json, render_yaml
+from jobs.serving.model_upload import UploadOptions
+from jobs.spec.document import TEMPLATE, load_document
+from jobs.spec.gcloud import import_document, template_from_document
+from jobs.spec.template import JobTemplate, TemplateError
+from jobs.training.cost import estimate
+from jobs.training.facts import JobFacts, template_facts
+from jobs.training.plan import plan_job
+from jobs.training.quotas import QuotaReader, preflight
+from jobs.training.training_time import TrainingTimeError, run_estimate, trainer_call
+from jobs.training.wandb_launch import render_launch_queue_config
+from jobs.tuning.study_job import reporting_metric
+from jobs.vertex.client import Vertex
 from vtx.ladder_launch import LadderWalk, launch_ladder
 from vtx.log_commands import follow_run
 from vtx.model_commands import upload_run_model
@@ -333,7 +334,7 @@ def launch_job(
         return stop
     vertex = vertex or Vertex(stack)
     with api_errors(out, "not submitted"):
-        submitted = vertex.submit(plan)
+        submitted = vertex.submit(plan.job.to_proto(), plan.quota, plan.job.stack.region)
     out.print(f"submitted [bold]{submitted.job.name}[/bold]", highlight=False)
     resumed = (
         f" (attempt {submitted.attempt}: resumes from its checkpoints)"

@@ -1,5 +1,5 @@
 """`vtx launch` of a template with a capacity ladder: every rung planned, priced and
-quota-checked, shown, then walked under one run id (the decisions are `jobs.ladder`'s; this
+quota-checked, shown, then walked under one run id (the decisions are `jobs.spec.ladder`'s; this
 module calls the API, keeps time and says each move)."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from jobs.catalog import load_catalog
-from jobs.client import JobRecord, Vertex, VertexError, VertexRest
-from jobs.ladder import (
+from jobs.core.catalog import load_catalog
+from jobs.core.problems import Problem
+from jobs.core.stack import StackOutputs
+from jobs.spec.ladder import (
     DONE,
     NEXT,
     PLACED,
@@ -25,11 +26,10 @@ from jobs.ladder import (
     on_create_error,
     rung_documents,
 )
-from jobs.plan import Plan, plan_job
-from jobs.problems import Problem
-from jobs.quotas import QuotaCheck, QuotaReader, preflight
-from jobs.spec import JobTemplate, TemplateError
-from jobs.stack import StackOutputs
+from jobs.spec.template import JobTemplate, TemplateError
+from jobs.training.plan import Plan, plan_job
+from jobs.training.quotas import QuotaCheck, QuotaReader, preflight
+from jobs.vertex.client import JobRecord, Vertex, VertexError, VertexRest
 from vtx.log_commands import LogView, follow_run, log_source, watcher
 from vtx.output import RungRow, ladder_table, print_error, print_problems, rung_label
 from vtx.planning import compile_checked, print_plan
@@ -105,7 +105,7 @@ def plan_rungs(
 class LadderWalk:
     """Submits the rungs in order under one run id and watches each attempt until it has its
     machines, ends, or fails for capacity (then the next rung). The decisions are
-    ``jobs.ladder``'s; this only calls the API, keeps time and says each move."""
+    ``jobs.spec.ladder``'s; this only calls the API, keeps time and says each move."""
 
     def __init__(
         self,
@@ -158,7 +158,9 @@ class LadderWalk:
         """Submit one rung and watch it; whether it had to be cancelled to move on."""
         self.say(f"{rung.label}: submitting")
         try:
-            submitted = self.vertex.submit(rung.plan)
+            submitted = self.vertex.submit(
+                rung.plan.job.to_proto(), rung.plan.quota, rung.plan.job.stack.region
+            )
         except VertexError as err:
             decision = on_create_error(getattr(err.__cause__, "code", None))
             return (decision if decision.action == NEXT else Decision(STOP, str(err))), False

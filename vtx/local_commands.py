@@ -16,16 +16,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
 
-from jobs.client import VertexError, VertexRest
-from jobs.local.capacity import Capacity, CapacityFileError, load_capacity
-from jobs.local.client import (
+from jobs.core.stack import StackError, StackOutputs
+from jobs.local.platform.capacity import Capacity, CapacityFileError, load_capacity
+from jobs.local.platform.client import (
     LocalApiError,
     health,
     preempt_replica,
     read_capacity,
     set_capacity,
 )
-from jobs.local.platform import (
+from jobs.local.platform.processes import (
     NotRunning,
     PlatformError,
     bring_up,
@@ -33,8 +33,8 @@ from jobs.local.platform import (
     port_free,
     stop_platform,
 )
-from jobs.local.settings import LocalSettings, default_data_dir, option_spec
-from jobs.local.state import (
+from jobs.local.platform.settings import LocalSettings, default_data_dir, option_spec
+from jobs.local.platform.state import (
     PlatformState,
     gcs_alive,
     local_stack_outputs,
@@ -42,8 +42,8 @@ from jobs.local.state import (
     running_state,
     server_alive,
 )
-from jobs.local.upload import Upload, UploadError, plan, upload_all
-from jobs.stack import StackError, StackOutputs
+from jobs.local.storage.upload import Upload, UploadError, plan, upload_all
+from jobs.vertex.client import VertexError, VertexRest
 from vtx.demo import DemoError, run_demo
 from vtx.output import print_error
 

@@ -1,11 +1,12 @@
 """`vtx logs`: a run's logs across all its attempts, and the following that `vtx launch` ends
 with. A run is every attempt (CustomJob) that carries its run-id label; a job without one is
-shown alone. Like `vtx status`, it talks to Vertex over plain REST (`jobs.client.VertexRest`):
+shown alone. Like `vtx status`, it talks to Vertex over plain REST
+(`jobs.vertex.client.VertexRest`):
 importing aiplatform alone took seconds.
 
 Each line names the replica that wrote it, ``a2`` when the run has several attempts and the line
 is its second's, ``r1`` when the replica's first restart wrote it (the local platform says;
-Vertex does not): ``workerpool1-0 a2 r1``. The words are jobs/watch.py's.
+Vertex does not): ``workerpool1-0 a2 r1``. The words are jobs/runs/watch.py's.
 
 Output: readable lines on a terminal (`--format text`), one JSON object per entry when piped
 (`--format json`: for jq and scripts, in Cloud Logging's field names); the lines around the
@@ -22,8 +23,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from jobs.client import NEVER, JobRecord, Vertex, VertexError, VertexRest
-from jobs.logs import (
+from jobs.runs.logs import (
     SERVICE,
     CloudLoggingSource,
     HumanFormat,
@@ -37,6 +37,7 @@ from jobs.logs import (
     severity_of,
     stream,
 )
+from jobs.vertex.client import NEVER, JobRecord, Vertex, VertexError, VertexRest
 from vtx import study_watch
 from vtx.options import (
     FollowOpt,

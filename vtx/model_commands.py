@@ -1,5 +1,5 @@
 """`vtx model upload|list|show`: a run's exported model into Vertex's Model Registry, and what
-the registry holds (jobs/model_upload.py, jobs/model_rest.py).
+the registry holds (jobs/serving/model_upload.py, jobs/serving/model_rest.py).
 
 `upload` checks everything first (the run SUCCEEDED, its model folder holds a model, the parent
 model exists, the aliases are valid), prints the plan, asks, then uploads and waits."""
@@ -13,11 +13,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from jobs.checkpoints import Storage
-from jobs.contract import LABEL_RUN_ID
-from jobs.model_rest import ModelRecord, ModelRest
-from jobs.model_upload import ModelPlan, UploadOptions, UploadRefused, plan_upload, upload_model
-from jobs.stack import StackOutputs
+from jobs.core.contract import LABEL_RUN_ID
+from jobs.core.stack import StackOutputs
+from jobs.runs.checkpoints import Storage
+from jobs.serving.model_rest import ModelRecord, ModelRest
+from jobs.serving.model_upload import (
+    ModelPlan,
+    UploadOptions,
+    UploadRefused,
+    plan_upload,
+    upload_model,
+)
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, required_stack
 from vtx.output import print_error
 

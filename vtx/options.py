@@ -11,10 +11,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from jobs.client import VertexError
-from jobs.local.state import local_stack_outputs
-from jobs.logs import LogsError
-from jobs.stack import StackError, StackOutputs, load_pulumi_stack, load_stack_file
+from jobs.core.stack import StackError, StackOutputs, load_pulumi_stack, load_stack_file
+from jobs.local.platform.state import local_stack_outputs
+from jobs.runs.logs import LogsError
+from jobs.vertex.client import VertexError
 from vtx.output import print_error
 
 FileArg = Annotated[

@@ -11,11 +11,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from jobs.catalog import QUOTA_PREFIX, Catalog, Price
-from jobs.cost import CostEstimate
-from jobs.durations import human_duration
-from jobs.problems import Problem
-from jobs.quotas import (
+from jobs.core.catalog import QUOTA_PREFIX, Catalog, Price
+from jobs.core.durations import human_duration
+from jobs.core.problems import Problem
+from jobs.core.stack import StackOutputs
+from jobs.training.cost import CostEstimate
+from jobs.training.quotas import (
     NOT_LISTED,
     OK,
     OVER_LIMIT,
@@ -25,7 +26,6 @@ from jobs.quotas import (
     QuotaCheck,
     RegionQuota,
 )
-from jobs.stack import StackOutputs
 
 BASIS_NOTE = {
     "verified": "verified",
@@ -269,7 +269,7 @@ def print_price_source(console: Console, estimate: CostEstimate) -> None:
     table = estimate.table
     if table is None:
         console.print(
-            f"No price table for {estimate.region} in jobs/catalog/prices/: every price is "
+            f"No price table for {estimate.region} in jobs/core/catalog/prices/: every price is "
             "unknown (no other region's prices are used: they differ).",
             style="yellow",
             highlight=False,
@@ -323,7 +323,7 @@ def _region_prices(
 
 PRICE_COLUMN = "region: on-demand / Spot $/h"
 PRICE_CAPTION = (
-    "Prices per region from jobs/catalog/prices/ (each table's source and date below); "
+    "Prices per region from jobs/core/catalog/prices/ (each table's source and date below); "
     "'unknown': the region's table has no published figure."
 )
 

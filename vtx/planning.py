@@ -10,14 +10,15 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from jobs.compile import CompiledJob, CompileError, compile_job
-from jobs.document import load_document
-from jobs.plan import Plan
-from jobs.problems import Problem
-from jobs.quotas import QuotaCheck
-from jobs.spec import JobTemplate
-from jobs.stack import StackOutputs
-from jobs.validate import check_compiled, checked_template
+from jobs.core.problems import Problem
+from jobs.core.stack import StackOutputs
+from jobs.launch.checks import checked_template
+from jobs.spec.document import load_document
+from jobs.spec.template import JobTemplate
+from jobs.training.compile import CompiledJob, CompileError, compile_job
+from jobs.training.plan import Plan
+from jobs.training.quotas import QuotaCheck
+from jobs.training.validate import check_compiled
 from vtx.options import console
 from vtx.output import print_cost, print_error, print_problems
 

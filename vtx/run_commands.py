@@ -1,9 +1,10 @@
 """`vtx status|list|cancel`: watching and stopping runs after the submit stage. A run is
 every attempt (CustomJob) that carries its run-id label; a job without one is shown alone.
 
-These talk to Vertex over plain REST (`jobs.client.VertexRest`), never through aiplatform, whose
+These talk to Vertex over plain REST (`jobs.vertex.client.VertexRest`), never through aiplatform,
+whose
 import alone took most of their 14-17 s on a loaded machine. The vocabulary (attempt, retry,
-restart) is `jobs.watch`'s; the JSON/YAML keys are documented in `vtx.run_views`."""
+restart) is `jobs.runs.watch`'s; the JSON/YAML keys are documented in `vtx.run_views`."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from typing import Annotated
 
 import typer
 
-from jobs.checkpoints import Storage, stored_checkpoints
-from jobs.client import NEVER, JobRecord, VertexRest
-from jobs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
-from jobs.watch import AttemptStatus, attempts_of, run_status
+from jobs.runs.checkpoints import Storage, stored_checkpoints
+from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
+from jobs.runs.watch import AttemptStatus, attempts_of, run_status
+from jobs.vertex.client import NEVER, JobRecord, VertexRest
 from vtx import study_watch
 from vtx.options import (
     RefArg,

@@ -47,9 +47,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from jobs.client import JobRecord, PoolRecord
-from jobs.spec import ROLES
-from jobs.watch import AttemptStatus, PoolStatus, RunStatus
+from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
+from jobs.spec.template import ROLES
+from jobs.vertex.client import JobRecord, PoolRecord
 
 
 class OutputFormat(StrEnum):

@@ -1,7 +1,9 @@
 """`vtx launch|render|cost` for a template with a ``study:``: the trial job compiled and checked
-as any job (`vtx.planning`), wrapped in its HyperparameterTuningJob (`jobs.study_job`), planned
+as any job (`vtx.planning`), wrapped in its HyperparameterTuningJob (`jobs.tuning.study_job`),
+planned
 (the trial's plan, the study's table and price), checked against the live quota of the trials
-that run at once, confirmed and submitted through `jobs.client.Vertex.submit_study`. One study is
+that run at once, confirmed and submitted through `jobs.vertex.client.Vertex.submit_study`. One
+study is
 one run id; `vtx status RUN` then shows its trials and the best one."""
 
 from __future__ import annotations
@@ -11,15 +13,15 @@ from collections.abc import Callable
 import typer
 from rich.console import Console
 
-from jobs.catalog import load_catalog
-from jobs.client import Vertex, VertexRest
-from jobs.compile import CompiledJob
-from jobs.cost import CostEstimate, StudyCost
-from jobs.quotas import QuotaReader, preflight
-from jobs.render import render_study_json, render_study_yaml
-from jobs.spec import JobTemplate
-from jobs.stack import StackOutputs
-from jobs.study_job import plan_study, reporting_metric, study_of
+from jobs.core.catalog import load_catalog
+from jobs.core.stack import StackOutputs
+from jobs.launch.render import render_study_json, render_study_yaml
+from jobs.spec.template import JobTemplate
+from jobs.training.compile import CompiledJob
+from jobs.training.cost import CostEstimate, StudyCost
+from jobs.training.quotas import QuotaReader, preflight
+from jobs.tuning.study_job import plan_study, reporting_metric, study_of
+from jobs.vertex.client import Vertex, VertexRest
 from vtx import study_watch
 from vtx.log_commands import LogView
 from vtx.options import api_errors, fail
@@ -99,7 +101,7 @@ def launch_study(
         return stop
     vertex = vertex or Vertex(stack)
     with api_errors(out, "not submitted"):
-        submitted = vertex.submit_study(plan)
+        submitted = vertex.submit_study(plan.study.to_proto(), plan.quota, plan.study.stack.region)
     out.print(f"submitted [bold]{submitted.name}[/bold]", highlight=False)
     out.print(f"run id: [bold]{run_id}[/bold]", highlight=False)
     if follow:

@@ -23,9 +23,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from jobs.cost import StudyCost
-from jobs.study import Parameter, Study
-from jobs.study_records import StudyRecord, TrialRecord
+from jobs.spec.study import Parameter, Study
+from jobs.training.cost import StudyCost
+from jobs.tuning.study_records import StudyRecord, TrialRecord
 from vtx.run_views import duration, rounded, when
 
 GOALS = {"MINIMIZE": "lower is better", "MAXIMIZE": "higher is better"}

@@ -1,6 +1,6 @@
 """`vtx status|list|cancel|logs` for a run that is a hyperparameter tuning study: the commands in
 `vtx.run_commands` and `vtx.log_commands` hand a run over here when it is one. Plain REST
-(`jobs.client.VertexRest`), never aiplatform, as for jobs.
+(`jobs.vertex.client.VertexRest`), never aiplatform, as for jobs.
 
 A study's logs are its trials': each trial runs as a CustomJob named in ``Trial.customJob``.
 Their lines are numbered like a run's attempts, so ``a3`` in `vtx logs` is the line's trial 3."""
@@ -13,9 +13,9 @@ from typing import Any
 
 from rich.console import Console
 
-from jobs.client import VertexRest
-from jobs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource, stream
-from jobs.study_records import StudyRecord, TrialRecord
+from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource, stream
+from jobs.tuning.study_records import StudyRecord, TrialRecord
+from jobs.vertex.client import VertexRest
 from vtx.run_views import OutputFormat, print_document
 from vtx.study_views import print_study_status, studies_json, studies_table, study_json
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from infra.policy.rule_types import Rule, RuleContext, StackResource
 from infra.policy.rules import RULES
-from jobs.stack import is_production
+from jobs.core.stack import is_production
 
 
 @dataclass(frozen=True)

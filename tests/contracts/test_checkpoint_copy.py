@@ -1,10 +1,10 @@
-"""jobs.checkpoints keeps a copy of how the trainer names a committed checkpoint (the
+"""jobs.runs.checkpoints keeps a copy of how the trainer names a committed checkpoint (the
 ``step-NNNNNNNNN`` folder and its ``COMMITTED`` marker), to list what a resume would choose from
 without importing the trainer. Pinned here by behaviour: names the trainer writes, read back."""
 
 from __future__ import annotations
 
-from jobs.checkpoints import committed_steps
+from jobs.runs.checkpoints import committed_steps
 from trainer.checkpoint import MARKER, step_dir
 
 ROOT = "runs/r1/checkpoints"

@@ -2,14 +2,14 @@
 the platform owns. Each test here pins one copy to its original by behaviour on a table of
 inputs (not by comparing source text), so that either side drifting fails here first.
 
-| the trainer's copy                          | the original                                  |
-|---------------------------------------------|-----------------------------------------------|
-| `trainer.secrets`: VTX_SECRETS, the grammar | `jobs.contract` (+ the validator `jobs.rules`) |
-| `trainer.env.VertexEnv.from_environ`        | `jobs.local.vertex_env` (VERTEX.md)           |
-| `trainer.accelerators.ACCELERATORS`         | `jobs/catalog/accelerators.yaml` (the GPUs)   |
-| `trainer.config.load_yaml_text`             | `jobs.safe_yaml.load_yaml_text`               |
-| `trainer.env.RUN_ID_ENV` (W&B's run id)     | `jobs.contract.RUN_ID_ENV`                    |
-| `trainer.serving_env.HOST_ENV` (listen on)  | `jobs.local.serving_process.SERVE_HOST_ENV`   |
+Each copy, then its original:
+- `trainer.secrets` (VTX_SECRETS, the grammar): `jobs.core.contract`, and the validator
+  `jobs.training.rules`
+- `trainer.env.VertexEnv.from_environ`: `jobs.local.platform.vertex_env` (docs/vertex-facts.md)
+- `trainer.accelerators.ACCELERATORS`: `jobs/core/catalog/accelerators.yaml` (the GPUs)
+- `trainer.config.load_yaml_text`: `jobs.core.safe_yaml.load_yaml_text`
+- `trainer.env.RUN_ID_ENV` (W&B's run id): `jobs.core.contract.RUN_ID_ENV`
+- `trainer.serving_env.HOST_ENV` (listen on): `jobs.local.serving.serving_process.SERVE_HOST_ENV`
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 
-from jobs import contract, rules, safe_yaml
-from jobs.catalog import load_catalog
-from jobs.local import serving_process, vertex_env
+from jobs.core import contract, safe_yaml
+from jobs.core.catalog import load_catalog
+from jobs.local.platform import vertex_env
+from jobs.local.serving import serving_process
+from jobs.training import rules
 from trainer import accelerators, secrets
 from trainer import config as trainer_config
 from trainer.env import TrackingEnv, VertexEnv

@@ -134,7 +134,7 @@ NOT_UTF8 = [
     b"\xc0\xaf",  # an overlong '/'
     b"\xf8\x88\x80\x80\x80",  # a five-byte form
 ]
-LIMIT = 256 * 1024  # jobs.safe_yaml.MAX_BYTES (the drill keeps its own number on purpose)
+LIMIT = 256 * 1024  # jobs.core.safe_yaml.MAX_BYTES (the drill keeps its own number on purpose)
 
 
 @st.composite

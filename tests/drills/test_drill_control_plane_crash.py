@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 from drill_support import REPO, drill_config, write_small_dataset
 
-from jobs.local.platform import free_port
-from jobs.local.state import LOCAL_BUCKETS
+from jobs.local.platform.processes import free_port
+from jobs.local.platform.state import LOCAL_BUCKETS
 from tests.local.local_helpers import PARENT, client, custom_job, wait_terminal
 
 SEED = 31337

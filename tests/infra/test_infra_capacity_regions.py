@@ -1,6 +1,6 @@
 """Further regions (``vtx:platform.capacity_regions``), run under mocks from the test stacks in
 tests/infra/stacks/: what each region gets in either network mode, and the ``regions`` export
-that jobs.stack.StackOutputs.in_region reads."""
+that jobs.core.stack.StackOutputs.in_region reads."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 from infra.offline import OfflineRun, RecordedResource, run_offline
 from infra.policy.evaluate import PolicySubject, evaluate
 from infra.policy.rule_types import RuleContext
-from jobs.stack import RegionOutputs, StackOutputs
+from jobs.core.stack import RegionOutputs, StackOutputs
 
 STACKS = Path(__file__).parent / "stacks"
 FURTHER = ("us-east4", "us-west1")

@@ -19,7 +19,7 @@ from infra.config import (
     read_stack_file,
 )
 from infra.quotas import quota_target
-from jobs.stack import is_production
+from jobs.core.stack import is_production
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
@@ -307,7 +307,7 @@ def test_hostile_stack_files_raise_config_error_with_the_place(
     ("key", "value", "path", "expected"),
     [
         ("gcp:region", "mars-north1", "gcp:region", "europe-west4"),
-        ("gcp:region", "europe-west9", "gcp:region", "jobs/catalog/regions.yaml"),
+        ("gcp:region", "europe-west9", "gcp:region", "jobs/core/catalog/regions.yaml"),
         (
             "vtx:platform",
             {"quotas": [{"region": "mars-north1"}]},

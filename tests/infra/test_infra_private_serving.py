@@ -18,7 +18,7 @@ from infra.policy.rule_types import RuleContext
 from infra.review.builder import build_report
 from infra.review.render_markdown import to_markdown
 from infra.review.sources import from_offline
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
 
 STACKS = Path(__file__).parent / "stacks"
 ATTACHMENT = "projects/abc123-tp/regions/europe-west4/serviceAttachments/sa-gkedpm-42"

@@ -23,7 +23,7 @@ from infra.offline import (
     run_offline,
 )
 from infra.policy.iam import iam_flavour
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 PRIMITIVE_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}

@@ -1,4 +1,5 @@
-"""The launch preflight (jobs/quotas.py) and infra's quota preferences (infra/quotas.py) name the
+"""The launch preflight (jobs/training/quotas.py) and infra's quota preferences (infra/quotas.py)
+name the
 same things: the stanza the preflight tells a user to add to ``vtx:platform.quotas`` makes infra
 create the very preference, metric and quota id the preflight named."""
 
@@ -9,8 +10,8 @@ import yaml
 
 from infra.config import QuotaRequest, quota_accelerators
 from infra.quotas import quota_target
-from jobs.catalog import load_catalog
-from jobs.quotas import QuotaLimit, catalog_quota_ids, compare
+from jobs.core.catalog import load_catalog
+from jobs.training.quotas import QuotaLimit, catalog_quota_ids, compare
 
 CASES = [
     (accelerator, spot, region)

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from jobs.compile import compile_job
-from jobs.gcloud import import_spec
-from jobs.spec import JobTemplate
-from jobs.stack import StackOutputs, load_stack_file
-from jobs.validate import validate_template_doc
+from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.launch.checks import validate_template_doc
+from jobs.spec.gcloud import import_spec
+from jobs.spec.template import JobTemplate
+from jobs.training.compile import compile_job
 
 HERE = Path(__file__).parent
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from jobs.catalog import closest, load_catalog
-from jobs.rest_schema import SCHEMA_PATH, generate_schema, message_fields
+from jobs.core.catalog import closest, load_catalog
+from jobs.spec.rest_schema import SCHEMA_PATH, generate_schema, message_fields
 
 
 def test_rest_schema_file_matches_the_installed_protos() -> None:
-    # Regenerate with `python -m jobs.rest_schema` after upgrading google-cloud-aiplatform.
+    # Regenerate with `python -m jobs.spec.rest_schema` after upgrading google-cloud-aiplatform.
     assert json.loads(SCHEMA_PATH.read_text()) == json.loads(json.dumps(generate_schema()))
 
 

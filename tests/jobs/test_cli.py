@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.catalog import load_catalog
+from jobs.core.catalog import load_catalog
 from vtx.cli import app
 
 HERE = Path(__file__).resolve().parent

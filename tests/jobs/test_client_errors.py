@@ -13,8 +13,8 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from jobs.client import Backoff, Vertex, VertexError
-from jobs.stack import Buckets, StackOutputs
+from jobs.core.stack import Buckets, StackOutputs
+from jobs.vertex.client import Backoff, Vertex, VertexError
 from tests.conftest import free_port, wait_for_port
 
 JOB_NAME = "projects/p/locations/us-central1/customJobs/7"

@@ -11,19 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from jobs.compile import (
+from jobs.core.contract import new_run_id
+from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.launch.render import render_json, rest_dict
+from jobs.spec.gcloud import load_template
+from jobs.spec.template import JobTemplate
+from jobs.training.compile import (
     CompileError,
     compile_job,
     custom_job_dict,
     resolve_image,
     to_custom_job,
 )
-from jobs.contract import new_run_id
-from jobs.gcloud import load_template
-from jobs.render import render_json, rest_dict
-from jobs.spec import JobTemplate
-from jobs.stack import StackOutputs, load_stack_file
-from jobs.validate import validate_custom_job
+from jobs.training.validate import validate_custom_job
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE.parents[1] / "jobs" / "templates"
@@ -198,7 +198,7 @@ def test_a_secret_in_another_project_is_refused_on_every_stack_without_echoing_i
 
 
 def test_an_imported_job_keeps_its_secrets_and_a_pinned_version(stack: StackOutputs) -> None:
-    from jobs.gcloud import import_spec
+    from jobs.spec.gcloud import import_spec
 
     secrets = {
         "HF_TOKEN": "hf-token",

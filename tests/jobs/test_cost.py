@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs.catalog import Price, load_catalog
-from jobs.cost import estimate
-from jobs.facts import template_facts
-from jobs.gcloud import load_template
-from jobs.spec import JobTemplate
+from jobs.core.catalog import Price, load_catalog
+from jobs.spec.gcloud import load_template
+from jobs.spec.template import JobTemplate
+from jobs.training.cost import estimate
+from jobs.training.facts import template_facts
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
 

@@ -1,4 +1,4 @@
-"""jobs/deploy.py and `vtx deploy|undeploy` without a platform: the plan, every refusal, the
+"""jobs/serving/deploy.py and `vtx deploy|undeploy` without a platform: the plan, every refusal, the
 serving price (floor, ceiling, unknown), the traffic split Vertex needs, and the SDK calls sent
 once (a 503 retried only after checking that nothing landed)."""
 
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from jobs.catalog import PriceTable, load_catalog
-from jobs.client import Backoff, VertexError
-from jobs.deploy import (
+from jobs.core.catalog import PriceTable, load_catalog
+from jobs.core.stack import StackOutputs
+from jobs.serving.deploy import (
     NEW,
     DeployOptions,
     DeployRefused,
@@ -24,10 +24,10 @@ from jobs.deploy import (
     unallocate_traffic,
     undeploy,
 )
-from jobs.endpoint_rest import EndpointRecord, EndpointRest
-from jobs.model_rest import ModelRecord, ModelRest
-from jobs.serving_prices import serving_cost
-from jobs.stack import StackOutputs
+from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
+from jobs.serving.model_rest import ModelRecord, ModelRest
+from jobs.serving.serving_prices import serving_cost
+from jobs.vertex.client import Backoff, VertexError
 from vtx.deploy_commands import deploy_model, undeploy_models
 
 NO_WAIT = Backoff(initial_s=0.0, maximum_s=0.0, deadline_s=5.0)
@@ -282,7 +282,7 @@ def test_a_missing_serving_figure_is_unknown_never_zero_nor_the_training_price()
     assert partly.replica_usd_per_h == pytest.approx(2.0)
     no_table = serving_cost(cat, "europe-west4", "g2-standard-8", None, 0, 1, 2)
     assert no_table.floor_usd_per_h is None
-    assert no_table.reason == "no serving price table for europe-west4 in jobs/catalog/prices/"
+    assert no_table.reason == "no serving price table for europe-west4 in jobs/core/catalog/prices/"
 
 
 def test_every_catalog_region_has_its_own_serving_table_apart_from_training() -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jobs.client import Backoff, VertexError
-from jobs.endpoint_rest import EndpointRest
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.serving.endpoint_rest import EndpointRest
+from jobs.vertex.client import Backoff, VertexError
 from vtx.cli import app
 from vtx.deploy_commands import read_instances
 

@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.compile import compile_job, custom_job_dict, to_custom_job
-from jobs.document import CUSTOM_JOB, CUSTOM_JOB_SPEC, load_document
-from jobs.gcloud import import_document, load_template, template_name
-from jobs.render import render_json, render_yaml, rest_dict
-from jobs.spec import TemplateError
-from jobs.stack import StackOutputs, load_stack_file
-from jobs.validate import validate_custom_job_spec, validate_template_doc
+from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.launch.checks import validate_template_doc
+from jobs.launch.render import render_json, render_yaml, rest_dict
+from jobs.spec.document import CUSTOM_JOB, CUSTOM_JOB_SPEC, load_document
+from jobs.spec.gcloud import import_document, load_template, template_name
+from jobs.spec.template import TemplateError
+from jobs.training.compile import compile_job, custom_job_dict, to_custom_job
+from jobs.training.validate import validate_custom_job_spec
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE.parents[1] / "jobs" / "templates"

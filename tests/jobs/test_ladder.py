@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs.document import load_document
-from jobs.ladder import (
+from jobs.launch.checks import validate_document, validate_template_doc
+from jobs.spec.document import load_document
+from jobs.spec.ladder import (
     DONE,
     NEXT,
     PLACED,
@@ -23,7 +24,6 @@ from jobs.ladder import (
     on_create_error,
     rung_documents,
 )
-from jobs.validate import validate_document, validate_template_doc
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
 

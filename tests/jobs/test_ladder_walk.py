@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from jobs.client import JobRecord, VertexError
-from jobs.compile import compile_job
-from jobs.gcloud import load_template
-from jobs.plan import plan_job
-from jobs.quotas import QuotaCheck
-from jobs.stack import load_stack_file
+from jobs.core.stack import load_stack_file
+from jobs.spec.gcloud import load_template
+from jobs.training.compile import compile_job
+from jobs.training.plan import plan_job
+from jobs.training.quotas import QuotaCheck
+from jobs.vertex.client import JobRecord, VertexError
 from vtx.ladder_launch import LadderWalk, Rung, walk_ladder
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -54,8 +54,8 @@ class FakeVertex:
         self.refuse = refuse
         self.created: list[str] = []
 
-    def submit(self, plan: Any) -> Submitted:
-        if plan.job.rest["jobSpec"]["scheduling"]["strategy"] in self.refuse:
+    def submit(self, job: Any, needed: dict[str, int], region: str) -> Submitted:
+        if job.job_spec.scheduling.strategy.name in self.refuse:
             raise VertexError("quota exceeded in us-central1") from Refused()
         self.created.append(f"job-{len(self.created) + 1}")
         return Submitted(Created(self.created[-1]), len(self.created))

@@ -21,9 +21,9 @@ from fastapi import FastAPI, Request
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs.client import JobRecord, Vertex, is_terminal
-from jobs.local.log_copier import SERVICE as LOCAL_SERVICE
-from jobs.logs import (
+from jobs.core.stack import StackOutputs
+from jobs.local.training.log_copier import SERVICE as LOCAL_SERVICE
+from jobs.runs.logs import (
     SERVICE,
     CloudLoggingSource,
     HumanFormat,
@@ -37,7 +37,7 @@ from jobs.logs import (
     severity_of,
     stream,
 )
-from jobs.stack import StackOutputs
+from jobs.vertex.client import JobRecord, Vertex, is_terminal
 from tests.conftest import free_port, wait_for_port
 from vtx.cli import app
 from vtx.log_commands import LogFormat, log_view, numbered

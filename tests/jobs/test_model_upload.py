@@ -1,4 +1,5 @@
-"""jobs/model_upload.py without a platform: the Model it builds, and UploadModel sent once, a
+"""jobs/serving/model_upload.py without a platform: the Model it builds, and UploadModel sent once,
+a
 503 retried only after checking that nothing of the run landed."""
 
 from __future__ import annotations
@@ -7,10 +8,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from jobs.client import Backoff, VertexError
-from jobs.contract import LABEL_RUN_ID
-from jobs.model_rest import ModelRecord, ModelRest
-from jobs.model_upload import (
+from jobs.core.contract import LABEL_RUN_ID
+from jobs.core.stack import StackOutputs
+from jobs.serving.model_rest import ModelRecord, ModelRest
+from jobs.serving.model_upload import (
     ModelPlan,
     UploadOptions,
     UploadRefused,
@@ -18,7 +19,7 @@ from jobs.model_upload import (
     serving_model,
     upload_model,
 )
-from jobs.stack import StackOutputs
+from jobs.vertex.client import Backoff, VertexError
 
 NO_WAIT = Backoff(initial_s=0.0, maximum_s=0.0, deadline_s=5.0)
 

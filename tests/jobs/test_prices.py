@@ -10,10 +10,10 @@ import pytest
 from pydantic import ValidationError
 from rich.console import Console
 
-from jobs.catalog import CATALOG_DIR, Catalog, Price, PriceTable, load_catalog
-from jobs.cost import DEFAULT_REGION, estimate
-from jobs.facts import JobFacts, template_facts
-from jobs.spec import JobTemplate
+from jobs.core.catalog import CATALOG_DIR, Catalog, Price, PriceTable, load_catalog
+from jobs.spec.template import JobTemplate
+from jobs.training.cost import DEFAULT_REGION, estimate
+from jobs.training.facts import JobFacts, template_facts
 from vtx.output import catalog_table, machines_table, print_cost
 
 REPO = Path(__file__).resolve().parents[2]

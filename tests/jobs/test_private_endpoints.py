@@ -1,4 +1,4 @@
-"""Private endpoints on a stack with ``private_serving`` (jobs/endpoint_access.py): a new
+"""Private endpoints on a stack with ``private_serving`` (jobs/serving/endpoint_access.py): a new
 endpoint is made private the stack's way, existing endpoints of the other kind and a second
 model on a peering endpoint are refused before sending, and `vtx deploy` / `vtx endpoint show`
 say where the VPC calls the model."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.deploy import DeployOptions, deploy, plan_deploy
-from jobs.endpoint_access import consumer_hint, consumer_name, reach_lines
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.serving.deploy import DeployOptions, deploy, plan_deploy
+from jobs.serving.endpoint_access import consumer_hint, consumer_name, reach_lines
 from tests.jobs.test_deploy import (
     NO_WAIT,
     FakeClient,

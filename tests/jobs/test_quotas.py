@@ -1,4 +1,5 @@
-"""The live quota preflight (jobs/quotas.py) against a real HTTP server on 127.0.0.1 that serves
+"""The live quota preflight (jobs/training/quotas.py) against a real HTTP server on 127.0.0.1 that
+serves
 Cloud Quotas' quotaInfos.list and Vertex's customJobs.list in Google's JSON shape (the fields of
 the v1 references; the figures and the CPU quota id are made up for the tests)."""
 
@@ -18,9 +19,11 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs.catalog import load_catalog
-from jobs.document import load_document
-from jobs.quotas import (
+from jobs.core.catalog import load_catalog
+from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.launch.checks import checked_template
+from jobs.spec.document import load_document
+from jobs.training.quotas import (
     NOT_LISTED,
     OK,
     OVER_LIMIT,
@@ -33,8 +36,6 @@ from jobs.quotas import (
     read_regions,
     region_limits,
 )
-from jobs.stack import StackOutputs, load_stack_file
-from jobs.validate import checked_template
 from vtx.cli import app
 from vtx.job_commands import launch_job
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.client import VertexRest
-from jobs.local.client import read_capacity, set_capacity
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.client import read_capacity, set_capacity
+from jobs.vertex.client import VertexRest
 from vtx.cli import app
 
 pytestmark = pytest.mark.slow

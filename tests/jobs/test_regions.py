@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from jobs.client import VertexRest
-from jobs.compile import CompileError, compile_job
-from jobs.contract import region_of
-from jobs.plan import plan_job
-from jobs.spec import JobTemplate
-from jobs.stack import RegionOutputs, StackOutputs, load_stack_file
+from jobs.core.contract import region_of
+from jobs.core.stack import RegionOutputs, StackOutputs, load_stack_file
+from jobs.spec.template import JobTemplate
+from jobs.training.compile import CompileError, compile_job
+from jobs.training.plan import plan_job
+from jobs.vertex.client import VertexRest
 
 HERE = Path(__file__).parent
 RUN_ID = "regions-test-run"

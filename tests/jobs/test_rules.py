@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from jobs.catalog import load_catalog
-from jobs.facts import facts_from_rest_job
-from jobs.rest_check import check_rest_fields
-from jobs.rules import RULES, run_rules
-from jobs.validate import validate_custom_job
+from jobs.core.catalog import load_catalog
+from jobs.spec.rest_check import check_rest_fields
+from jobs.training.facts import facts_from_rest_job
+from jobs.training.rules import RULES, run_rules
+from jobs.training.validate import validate_custom_job
 
 POOL0 = "jobSpec.workerPoolSpecs[0]"
 POOL1 = "jobSpec.workerPoolSpecs[1]"
@@ -239,7 +239,7 @@ def test_vtx_secrets_as_vtx_compiles_it_passes() -> None:
 
 
 def test_a_key_or_a_bad_name_as_a_secrets_variable_is_refused_without_echoing_the_key() -> None:
-    from jobs.validate import validate_template_doc
+    from jobs.launch.checks import validate_template_doc
 
     doc = {
         "name": "t",

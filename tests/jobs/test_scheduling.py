@@ -14,18 +14,19 @@ import pytest
 import yaml
 from rich.console import Console
 
-from jobs.catalog import load_catalog
-from jobs.compile import custom_job_dict, to_custom_job
-from jobs.cost import estimate
-from jobs.document import CUSTOM_JOB_SPEC, load_document
-from jobs.facts import facts_from_template, template_facts
-from jobs.gcloud import import_document, load_template
-from jobs.render import render_yaml, rest_dict
-from jobs.rest_check import SPEC_MESSAGE, check_rest_fields
-from jobs.rules import run_rules
-from jobs.spec import JobTemplate
-from jobs.stack import StackOutputs, load_stack_file
-from jobs.validate import validate_custom_job_spec, validate_template_doc
+from jobs.core.catalog import load_catalog
+from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.launch.checks import validate_template_doc
+from jobs.launch.render import render_yaml, rest_dict
+from jobs.spec.document import CUSTOM_JOB_SPEC, load_document
+from jobs.spec.gcloud import import_document, load_template
+from jobs.spec.rest_check import SPEC_MESSAGE, check_rest_fields
+from jobs.spec.template import JobTemplate
+from jobs.training.compile import custom_job_dict, to_custom_job
+from jobs.training.cost import estimate
+from jobs.training.facts import facts_from_template, template_facts
+from jobs.training.rules import run_rules
+from jobs.training.validate import validate_custom_job_spec
 from vtx.output import print_cost
 
 HERE = Path(__file__).resolve().parent

@@ -10,7 +10,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.document import (
+from jobs.launch.checks import validate_document, validate_template_doc
+from jobs.spec.document import (
     CUSTOM_JOB,
     CUSTOM_JOB_SPEC,
     TEMPLATE,
@@ -18,9 +19,8 @@ from jobs.document import (
     detect_format,
     load_document,
 )
-from jobs.gcloud import load_template
-from jobs.spec import JobTemplate, TemplateError
-from jobs.validate import validate_document, validate_template_doc
+from jobs.spec.gcloud import load_template
+from jobs.spec.template import JobTemplate, TemplateError
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
 

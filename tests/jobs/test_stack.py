@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.stack import MAX_STACK_FILE_BYTES, StackError, load_stack_file
+from jobs.core.stack import MAX_STACK_FILE_BYTES, StackError, load_stack_file
 
 
 @pytest.mark.parametrize(

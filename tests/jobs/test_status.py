@@ -15,11 +15,11 @@ import requests
 import yaml
 from rich.console import Console
 
-from jobs.checkpoints import Storage, committed_steps, root_of, stored_checkpoints
-from jobs.client import Backoff, JobRecord, VertexError, VertexRest
-from jobs.logs import LogEntry
-from jobs.stack import Buckets, StackOutputs
-from jobs.watch import run_status, trainer_progress
+from jobs.core.stack import Buckets, StackOutputs
+from jobs.runs.checkpoints import Storage, committed_steps, root_of, stored_checkpoints
+from jobs.runs.logs import LogEntry
+from jobs.runs.watch import run_status, trainer_progress
+from jobs.vertex.client import Backoff, JobRecord, VertexError, VertexRest
 from vtx.run_views import (
     OutputFormat,
     duration,

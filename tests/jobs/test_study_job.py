@@ -19,15 +19,15 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs.compile import compile_job
-from jobs.contract import LABEL_RUN_ID
-from jobs.cost import StudyCost, estimate
-from jobs.facts import template_facts
-from jobs.gcloud import load_template
-from jobs.render import render_study_json, render_study_yaml
-from jobs.spec import JobTemplate
-from jobs.stack import StackOutputs, load_stack_file
-from jobs.study_job import (
+from jobs.core.contract import LABEL_RUN_ID
+from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.launch.render import render_study_json, render_study_yaml
+from jobs.spec.gcloud import load_template
+from jobs.spec.template import JobTemplate
+from jobs.training.compile import compile_job
+from jobs.training.cost import StudyCost, estimate
+from jobs.training.facts import template_facts
+from jobs.tuning.study_job import (
     compile_study,
     plan_study,
     reporting_metric,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jobs.client import VertexRest
-from jobs.stack import StackOutputs
-from jobs.study_records import StudyRecord
+from jobs.core.stack import StackOutputs
+from jobs.tuning.study_records import StudyRecord
+from jobs.vertex.client import VertexRest
 from vtx.cli import app
 
 pytestmark = pytest.mark.slow

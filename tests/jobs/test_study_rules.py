@@ -1,4 +1,5 @@
-"""A template's ``study:``: each rule of jobs/study_rules.py fires on its case with the path in
+"""A template's ``study:``: each rule of jobs/tuning/study_rules.py fires on its case with the path
+in
 the template and what to write instead, the structure check refuses what the model does not
 take, and the example study validates clean."""
 
@@ -10,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from jobs.safe_yaml import read_yaml_file
-from jobs.spec import JobTemplate
-from jobs.study_rules import grid_size
-from jobs.validate import validate_template_doc
+from jobs.core.safe_yaml import read_yaml_file
+from jobs.launch.checks import validate_template_doc
+from jobs.spec.template import JobTemplate
+from jobs.tuning.study_rules import grid_size
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
 LR = {"id": "learning_rate", "type": "DOUBLE", "min": 1e-4, "max": 1e-2, "scale": "log"}

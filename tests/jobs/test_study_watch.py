@@ -17,12 +17,12 @@ import requests
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs.client import Backoff, Vertex, VertexError, VertexRest
-from jobs.gcloud import load_template
-from jobs.logs import LocalLogSource, LogEntry
-from jobs.stack import StackOutputs, load_stack_file
-from jobs.study_job import compile_study, plan_study
-from jobs.study_records import StudyRecord
+from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.runs.logs import LocalLogSource, LogEntry
+from jobs.spec.gcloud import load_template
+from jobs.tuning.study_job import compile_study, plan_study
+from jobs.tuning.study_records import StudyRecord
+from jobs.vertex.client import Backoff, Vertex, VertexError, VertexRest
 from vtx import run_commands, study_watch
 from vtx.cli import app
 from vtx.study_views import study_json, trials_table
@@ -329,9 +329,13 @@ def study_plan(on: StackOutputs | None = None, **template: Any) -> Any:
     return plan_study(compile_study(loaded, on or stack(), "tiny-tune-1"))
 
 
+def submit(vertex: Vertex, plan: Any) -> Any:
+    return vertex.submit_study(plan.study.to_proto(), plan.quota, plan.study.stack.region)
+
+
 def test_submit_study_creates_the_planned_study_once() -> None:
     service = FakeJobService()
-    created = Vertex(stack(), client=service, backoff=FAST).submit_study(study_plan())  # type: ignore[arg-type]
+    created = submit(Vertex(stack(), client=service, backoff=FAST), study_plan())  # type: ignore[arg-type]
     assert service.creates == 1
     assert created.labels["vtx-run-id"] == "tiny-tune-1"
     assert created.max_trial_count == 4
@@ -339,7 +343,7 @@ def test_submit_study_creates_the_planned_study_once() -> None:
 
 def test_a_503_on_create_that_landed_is_not_sent_again() -> None:
     service = FakeJobService(fail_first=True)
-    created = Vertex(stack(), client=service, backoff=FAST).submit_study(study_plan())  # type: ignore[arg-type]
+    created = submit(Vertex(stack(), client=service, backoff=FAST), study_plan())  # type: ignore[arg-type]
     assert service.creates == 1
     assert created.display_name == "tiny-tune-1"
 
@@ -348,7 +352,7 @@ def test_a_run_id_that_already_has_a_study_is_refused() -> None:
     plan = study_plan()
     service = FakeJobService(studies=[plan.study.to_proto()])
     with pytest.raises(VertexError, match="already exists"):
-        Vertex(stack(), client=service, backoff=FAST).submit_study(plan)  # type: ignore[arg-type]
+        submit(Vertex(stack(), client=service, backoff=FAST), plan)  # type: ignore[arg-type]
     assert service.creates == 0
 
 
@@ -360,5 +364,5 @@ def test_a_study_in_a_further_region_is_created_there() -> None:
     regional = StackOutputs.model_validate(regional.model_dump())
     service = FakeJobService()
     plan = study_plan(regional, region="europe-west4")
-    Vertex(regional, client=service, backoff=FAST).submit_study(plan)  # type: ignore[arg-type]
+    submit(Vertex(regional, client=service, backoff=FAST), plan)  # type: ignore[arg-type]
     assert service.parents == ["projects/vtx-dev-123/locations/europe-west4"]

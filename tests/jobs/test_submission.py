@@ -12,8 +12,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.client import Vertex, VertexError, is_terminal, state_name
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.vertex.client import Vertex, VertexError, is_terminal, state_name
 from vtx.cli import app
 
 pytestmark = pytest.mark.slow

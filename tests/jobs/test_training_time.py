@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jobs.catalog import load_catalog
-from jobs.facts import template_facts
-from jobs.gcloud import load_template
-from jobs.training_time import TrainingTimeError, run_estimate, trainer_call
+from jobs.core.catalog import load_catalog
+from jobs.spec.gcloud import load_template
+from jobs.training.facts import template_facts
+from jobs.training.training_time import TrainingTimeError, run_estimate, trainer_call
 from vtx.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.compile import compile_job
-from jobs.gcloud import load_template
-from jobs.stack import StackOutputs, load_stack_file
-from jobs.wandb_launch import IMAGE_MACRO, launch_queue_config
+from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.spec.gcloud import load_template
+from jobs.training.compile import compile_job
+from jobs.training.wandb_launch import IMAGE_MACRO, launch_queue_config
 from vtx.cli import app
 
 HERE = Path(__file__).resolve().parent

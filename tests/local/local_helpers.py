@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from jobs.local.capacity import Capacity
-from jobs.local.pipelines import CUSTOM_TASK
-from jobs.local.platform import free_port, start_fresh, stop_platform
-from jobs.local.settings import LocalSettings
-from jobs.local.state import LOCAL_PROJECT, LOCAL_REGION, stack_outputs_for
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.capacity import Capacity
+from jobs.local.platform.processes import free_port, start_fresh, stop_platform
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import LOCAL_PROJECT, LOCAL_REGION, stack_outputs_for
+from jobs.local.training.pipelines import CUSTOM_TASK
 
 PARENT = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"
 TERMINAL = {4, 5, 7}  # SUCCEEDED, FAILED, CANCELLED

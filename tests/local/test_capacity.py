@@ -1,4 +1,5 @@
-"""The local platform's capacity rules as pure decisions (jobs/local/capacity.py): what a job
+"""The local platform's capacity rules as pure decisions (jobs/local/platform/capacity.py): what a
+job
 needs, when a create passes a quota (Vertex's 429 sentence), when a job starts, waits PENDING
 or fails (Spot stockout, FLEX_START past maxWaitDuration), and the quotaInfos it serves."""
 
@@ -10,8 +11,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.catalog import load_catalog
-from jobs.local.capacity import (
+from jobs.core.catalog import load_catalog
+from jobs.local.platform.capacity import (
     QUOTA_EXCEEDED,
     UNLIMITED_QUOTA,
     Admission,
@@ -26,8 +27,8 @@ from jobs.local.capacity import (
     quota_message,
     quota_shortfalls,
 )
-from jobs.local.lifecycle import Code
-from jobs.local.quota_infos import quota_infos
+from jobs.local.platform.quota_infos import quota_infos
+from jobs.local.platform.rpc_status import Code
 from vtx.cli import app
 
 REGION = "us-central1"

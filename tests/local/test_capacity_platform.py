@@ -26,10 +26,10 @@ from local_helpers import (
 )
 from typer.testing import CliRunner
 
-from jobs.catalog import load_catalog
-from jobs.local.capacity import QUOTA_EXCEEDED
-from jobs.local.client import read_capacity, set_capacity
-from jobs.stack import StackOutputs
+from jobs.core.catalog import load_catalog
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.capacity import QUOTA_EXCEEDED
+from jobs.local.platform.client import read_capacity, set_capacity
 from vtx.cli import app
 
 REGION = "us-central1"

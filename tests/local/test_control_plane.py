@@ -9,7 +9,7 @@ import pytest
 from google.api_core import exceptions
 from local_helpers import PARENT, client, custom_job, pool, replica_output, wait_for, wait_terminal
 
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
 
 
 def test_job_runs_to_success_through_the_rest_client(local_platform: StackOutputs) -> None:

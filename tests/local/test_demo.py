@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 from rich.console import Console
 
-from jobs.local.platform import stop_platform
-from jobs.local.state import running_state
+from jobs.local.platform.processes import stop_platform
+from jobs.local.platform.state import running_state
 from vtx.demo import run_demo, summarize
 
 

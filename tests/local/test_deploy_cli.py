@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jobs.endpoint_rest import EndpointRest
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.serving.endpoint_rest import EndpointRest
 from tests.local.test_model_upload_cli import launch, wait_ended
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
 from tests.trainer.test_serve import PROMPT, reference_text

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jobs.local.endpoints import (
+from jobs.local.serving.endpoints import (
     endpoint_problems,
     integral,
     machine_problems,
@@ -15,7 +15,7 @@ from jobs.local.endpoints import (
     resources_problems,
     split_problems,
 )
-from jobs.local.serving_process import (
+from jobs.local.serving.serving_process import (
     ServingCommandError,
     expand,
     is_vtx_serving_image,

@@ -18,12 +18,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from jobs.local.platform import NotRunning, bring_up, start_fresh, stop_platform
-from jobs.local.settings import LocalSettings
-from jobs.local.state import read_state, stack_outputs_for
-from jobs.local.store import Store
-from jobs.local.upload import plan, upload_all
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.processes import NotRunning, bring_up, start_fresh, stop_platform
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import read_state, stack_outputs_for
+from jobs.local.platform.store import Store
+from jobs.local.storage.upload import plan, upload_all
 from tests.conftest import free_port
 from tests.local.local_helpers import wait_for
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset

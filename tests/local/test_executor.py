@@ -20,8 +20,8 @@ from local_helpers import (
     wait_terminal,
 )
 
-from jobs.local.lifecycle import PREEMPTION_EXITS_NOTE
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.training.lifecycle import PREEMPTION_EXITS_NOTE
 
 SLEEP = "import time; print('up', flush=True); time.sleep(600)"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.local.filters import FilterError, parse_filter
-from jobs.local.job import scheduling_of
-from jobs.local.lifecycle import ChaosLabelError, chaos_schedule
+from jobs.local.platform.filters import FilterError, parse_filter
+from jobs.local.training.job import scheduling_of
+from jobs.local.training.lifecycle import ChaosLabelError, chaos_schedule
 
 JOB = {"state": "JOB_STATE_RUNNING", "displayName": "lora-7b", "labels": {"team": "nlp"}}
 

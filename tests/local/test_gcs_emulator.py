@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
 
 
 def _post(url: str) -> tuple[int, dict]:

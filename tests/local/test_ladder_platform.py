@@ -15,10 +15,10 @@ import yaml
 from local_helpers import capacity_platform, wait_for
 from typer.testing import CliRunner
 
-from jobs.client import JobRecord, VertexRest
-from jobs.local.client import preempt_replica, set_capacity
-from jobs.local.settings import DATA_DIR_ENV
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.client import preempt_replica, set_capacity
+from jobs.local.platform.settings import DATA_DIR_ENV
+from jobs.vertex.client import JobRecord, VertexRest
 from vtx.cli import app
 
 SPOT_L4 = "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_l4_gpus"

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.local.job import scheduling_of
-from jobs.local.lifecycle import (
+from jobs.local.platform.rpc_status import Code
+from jobs.local.training.job import scheduling_of
+from jobs.local.training.lifecycle import (
     JOB_RETRY_LIMIT,
     WORKER_RESTART_LIMIT,
     Action,
     CancelAction,
-    Code,
     JobState,
     Preemptable,
     ReplicaExit,

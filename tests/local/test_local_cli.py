@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jobs.local.platform import free_port
-from jobs.local.state import PlatformState, write_state
+from jobs.local.platform.processes import free_port
+from jobs.local.platform.state import PlatformState, write_state
 from vtx.cli import app
 
 
@@ -138,7 +138,7 @@ def test_nonsense_executor_knobs_are_usage_errors(vtx, option: str, value: str) 
 def test_a_taken_default_port_gives_way_but_a_chosen_one_does_not(
     vtx, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs.local.settings import LocalSettings
+    from jobs.local.platform.settings import LocalSettings
 
     monkeypatch.delenv("VTX_LOCAL_PORT", raising=False)
     default = LocalSettings().port

@@ -21,14 +21,14 @@ from urllib.parse import quote, urlsplit
 import pytest
 from local_helpers import PARENT, client, custom_job, pool, wait_terminal
 
-from jobs.local.executor import Executor
-from jobs.local.guard import MAX_BODY_BYTES, socket_owner
-from jobs.local.lifecycle import JobState
-from jobs.local.platform import port_free
-from jobs.local.settings import LocalSettings
-from jobs.local.state import LOCAL_PROJECT_NUMBER, PlatformState
-from jobs.local.store import Store
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.guard import MAX_BODY_BYTES, socket_owner
+from jobs.local.platform.processes import port_free
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, PlatformState
+from jobs.local.platform.store import Store
+from jobs.local.training.executor import Executor
+from jobs.local.training.lifecycle import JobState
 
 JOBS_PATH = f"/v1/{PARENT}/customJobs"
 

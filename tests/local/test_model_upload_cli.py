@@ -11,11 +11,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.client import VertexRest
-from jobs.contract import LABEL_RUN_ID, LABEL_TEMPLATE
-from jobs.model_rest import ModelRest
-from jobs.model_upload import model_layout
-from jobs.stack import StackOutputs
+from jobs.core.contract import LABEL_RUN_ID, LABEL_TEMPLATE
+from jobs.core.stack import StackOutputs
+from jobs.serving.model_rest import ModelRest
+from jobs.serving.model_upload import model_layout
+from jobs.vertex.client import VertexRest
 from vtx.cli import app
 
 runner = CliRunner(env={"COLUMNS": "250"})

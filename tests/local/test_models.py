@@ -1,4 +1,4 @@
-"""jobs/local/models.py over a store, without a server: versions and aliases as Vertex keeps
+"""jobs/local/serving/models.py over a store, without a server: versions and aliases as Vertex keeps
 them, what survives a control-plane restart, and what `register` refuses."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local.models import ModelError, ModelRef, Models
-from jobs.local.store import Store
+from jobs.local.platform.store import Store
+from jobs.local.serving.models import ModelError, ModelRef, Models
 
 PARENT = "projects/424242424242/locations/us-central1"
 

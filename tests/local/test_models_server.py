@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
 
 IMAGE = "us-docker.pkg.dev/acme/vtx/serve:latest"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.local.pipelines import (
+from jobs.local.training.pipelines import (
     CUSTOM_TASK,
     backing_job,
     custom_job_spec_problems,

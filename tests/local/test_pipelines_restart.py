@@ -9,9 +9,9 @@ from pathlib import Path
 import psutil
 from local_helpers import container_pipeline, pipelines_client, wait_for, wait_pipeline
 
-from jobs.local.platform import bring_up, free_port, start_fresh, stop_platform
-from jobs.local.settings import LocalSettings
-from jobs.local.store import Store
+from jobs.local.platform.processes import bring_up, free_port, start_fresh, stop_platform
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.store import Store
 
 PARENT = "projects/acme-ml-dev/locations/us-central1"
 WAIT_FOR_GO = "import pathlib, time\nwhile not pathlib.Path(GO).exists(): time.sleep(0.05)\n"

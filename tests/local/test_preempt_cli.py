@@ -11,10 +11,10 @@ import pytest
 from local_helpers import PARENT, client, custom_job, pool, replica_output, wait_for
 from typer.testing import CliRunner
 
-from jobs.local.platform import free_port, start_fresh, stop_platform
-from jobs.local.settings import LocalSettings
-from jobs.local.state import stack_outputs_for
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.processes import free_port, start_fresh, stop_platform
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import stack_outputs_for
 from vtx.cli import app
 
 SLEEP = "import time; print('up', flush=True); time.sleep(600)"

@@ -11,8 +11,8 @@ import pytest
 from google.api_core import exceptions
 from local_helpers import PARENT, client, custom_job, pool, replica_output, wait_terminal
 
-from jobs.local.state import LOCAL_PROJECT_NUMBER, project_number
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, project_number
 
 USER_PROJECT = "acme-ml-dev"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from local_helpers import client, replica_output, wait_terminal
 
-from jobs.local.package_runner import split_gcs_uri
-from jobs.local.state import project_number
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.state import project_number
+from jobs.local.training.package_runner import split_gcs_uri
 
 USER_PROJECT = "acme-ml-dev"
 SCRIPT = "import os, sys\nprint('script ran', sys.argv[1:], os.environ['CLOUD_ML_PROJECT_ID'])\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from local_helpers import PARENT, client, custom_job, pool, replica_output, wait_terminal
 
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
 
 # Each replica prints its Vertex variables as one JSON line. Workers then drop a marker file;
 # the primary waits for every marker before it exits 0, so no replica is stopped early.

@@ -21,10 +21,10 @@ from local_helpers import (
     wait_terminal,
 )
 
-from jobs.local.platform import bring_up, free_port, start_fresh, stop_platform
-from jobs.local.settings import LocalSettings
-from jobs.local.state import stack_outputs_for
-from jobs.local.store import Store
+from jobs.local.platform.processes import bring_up, free_port, start_fresh, stop_platform
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import stack_outputs_for
+from jobs.local.platform.store import Store
 
 WAIT_FOR_FILE = """
 import os, pathlib, time

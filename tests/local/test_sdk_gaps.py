@@ -12,7 +12,7 @@ from google.api_core import exceptions
 from google.protobuf import field_mask_pb2
 from local_helpers import PARENT, client, custom_job, pool, wait_for, wait_terminal
 
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
 
 SLEEPER = "import time; print('up', flush=True); time.sleep(600)"
 

@@ -1,5 +1,5 @@
 """`vtx status` and `vtx list` against the local platform (`local_platform` fixture): the real
-trainer's log lines read as progress and checkpoints (this pins jobs.watch's copy of the
+trainer's log lines read as progress and checkpoints (this pins jobs.runs.watch's copy of the
 trainer's messages and keys), a running job's ETA, attempts of one run numbered in order, and
 the JSON/YAML documents."""
 
@@ -14,8 +14,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.client import Vertex, VertexRest
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.vertex.client import Vertex, VertexRest
 from vtx.cli import app
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from jobs.local.store import Store
+from jobs.local.platform.store import Store
 
 # log_entries as data dirs written before the restart column have it: `attempt` was the
 # replica's start number, and service lines carried the job's own count.

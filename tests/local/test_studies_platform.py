@@ -8,8 +8,8 @@ import json
 import pytest
 from local_helpers import PARENT, client, pool, replica_output, wait_for
 
-from jobs.contract import LABEL_RUN_ID
-from jobs.stack import StackOutputs
+from jobs.core.contract import LABEL_RUN_ID
+from jobs.core.stack import StackOutputs
 
 # A trial: reads its parameters from the args Vertex appends, reports twice through Google's
 # own hypertune writer (the tag from CLOUD_ML_HP_METRIC_TAG), prints what it saw.

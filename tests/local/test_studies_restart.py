@@ -9,10 +9,10 @@ from pathlib import Path
 import psutil
 from local_helpers import PARENT, client, replica_output, tuning_job, wait_for, wait_study
 
-from jobs.local.platform import bring_up, free_port, start_fresh, stop_platform
-from jobs.local.settings import LocalSettings
-from jobs.local.state import stack_outputs_for
-from jobs.local.store import Store
+from jobs.local.platform.processes import bring_up, free_port, start_fresh, stop_platform
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import stack_outputs_for
+from jobs.local.platform.store import Store
 
 # Waits for $GO, then reports its rank as the loss through Google's hypertune writer.
 WAIT_THEN_REPORT = """

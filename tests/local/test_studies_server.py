@@ -11,7 +11,7 @@ import pytest
 from google.api_core import exceptions
 from local_helpers import PARENT, client, tuning_job, wait_study
 
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
 
 # Reports --rank as the loss, through the file the platform names.
 REPORT = """

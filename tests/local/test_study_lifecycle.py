@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from jobs.local.lifecycle import JobState
-from jobs.local.study_checks import study_problems
-from jobs.local.study_lifecycle import (
+from jobs.local.training.lifecycle import JobState
+from jobs.local.tuning.study_checks import study_problems
+from jobs.local.tuning.study_lifecycle import (
     BEST_MEASUREMENT,
     LAST_MEASUREMENT,
     Measurement,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from jobs.local.suggest import (
+from jobs.local.tuning.suggest import (
     Algorithm,
     Observation,
     format_value,

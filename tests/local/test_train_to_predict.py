@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
 from tests.trainer.test_serve import PROMPT, reference_text
 

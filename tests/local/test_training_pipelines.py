@@ -18,8 +18,8 @@ from local_helpers import (
     wait_pipeline,
 )
 
-from jobs.local.state import project_number
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.state import project_number
 
 USER_PROJECT = "acme-ml-dev"
 SCRIPT = "import os, sys\nprint('script ran', sys.argv[1:], os.environ['AIP_MODEL_DIR'])\n"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jobs.local.upload import GcsUri, UploadError, plan
-from jobs.stack import StackOutputs
+from jobs.core.stack import StackOutputs
+from jobs.local.storage.upload import GcsUri, UploadError, plan
 from vtx.cli import app
 
 

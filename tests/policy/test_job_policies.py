@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from jobs.policies import check_job_policies, timeout_cap_s
-from jobs.stack import PROD_ENVIRONMENTS, StackOutputs
+from jobs.core.stack import PROD_ENVIRONMENTS, StackOutputs
+from jobs.training.policies import check_job_policies, timeout_cap_s
 
 REGISTRY = "europe-west4-docker.pkg.dev/acme-ml-prod/trainer"
 
@@ -52,7 +52,7 @@ def compliant_job() -> dict:
     }
 
 
-# Every spelling of production (jobs.stack.PROD_ENVIRONMENTS) gets the prod rules.
+# Every spelling of production (jobs.core.stack.PROD_ENVIRONMENTS) gets the prod rules.
 PRODS = sorted(PROD_ENVIRONMENTS)
 
 

@@ -843,7 +843,7 @@ def test_prod_only_rules_are_skipped_outside_prod_and_applied_in_prod() -> None:
     }
     assert prod["prod-bucket-cmek"].status == "fail"
     assert prod["prod-bucket-cmek"].violations[0].resource == "gcp:storage/bucket:Bucket data"
-    # "production" is production too (jobs.stack.PROD_ENVIRONMENTS), not a lookalike dev stack
+    # "production" is production too (jobs.core.stack.PROD_ENVIRONMENTS), not a lookalike dev stack
     spelled_out = {
         v.rule.name: v
         for v in evaluate(subjects, RuleContext(environment="production", required_labels=()))

@@ -1,4 +1,4 @@
-"""Production is one fact (``jobs.stack.PROD_ENVIRONMENTS``), asked through one predicate.
+"""Production is one fact (``jobs.core.stack.PROD_ENVIRONMENTS``), asked through one predicate.
 
 A literal ``"prod"`` compared anywhere else is how a stack named ``production`` once skipped its
 prod job policies; the source scan below keeps such a literal from coming back."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.stack import PROD_ENVIRONMENTS, is_production
+from jobs.core.stack import PROD_ENVIRONMENTS, is_production
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("jobs", "infra", "trainer")
@@ -46,4 +46,4 @@ def test_no_code_names_production_except_through_the_predicate() -> None:
         if path != HOME
         for hit in _production_literals(path)
     ]
-    assert found == [], "use jobs.stack.is_production instead of comparing with a literal"
+    assert found == [], "use jobs.core.stack.is_production instead of comparing with a literal"

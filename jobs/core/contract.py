@@ -1,0 +1,62 @@
+"""What a vtx job carries besides its spec: the names that the compiler writes, and that the
+importer, the clients, the local platform and the trainer read back.
+
+- labels: every vtx job is labelled with its run id, its template and the stack's environment;
+  ``vtx status|list|logs`` find a run's attempts by the run-id label.
+- the run's outputs: every attempt of a run reads and writes one prefix, so the trainer resumes
+  from the checkpoints the previous attempt committed.
+- environment: the run id, and the Secret Manager *names* (never values) the trainer resolves.
+
+The trainer ships alone and keeps its own copies of the environment names and the secret
+grammar; tests/contracts/ fails when the copies drift."""
+
+from __future__ import annotations
+
+import re
+import secrets as random
+from datetime import UTC, datetime
+
+from jobs.core.stack import StackOutputs
+
+LABEL_RUN_ID = "vtx-run-id"
+LABEL_TEMPLATE = "vtx-template"
+LABEL_ENVIRONMENT = "vtx-environment"
+VTX_LABELS = (LABEL_RUN_ID, LABEL_TEMPLATE, LABEL_ENVIRONMENT)
+"""Set by the compiler on every job; a template's own labels of these names are replaced."""
+
+RUN_ID_ENV = "VTX_RUN_ID"
+RUN_ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+"""A run id is a label value and a path segment: lower case, digits and '-', at most 63."""
+
+VTX_SECRETS_ENV = "VTX_SECRETS"
+"""JSON object: env name -> Secret Manager version resource, resolved by the trainer."""
+SECRET_RESOURCE = re.compile(
+    r"^projects/(?P<project>[^/]+)/secrets/(?P<secret>[^/]+)(/versions/(?P<version>[^/]+))?$"
+)
+
+
+def new_run_id(template_name: str, now: datetime | None = None) -> str:
+    """``<name>-<UTC yyyymmdd-hhmmss>-<4 hex>``: sortable, unique, a valid label value."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return f"{template_name[:40]}-{stamp}-{random.token_hex(2)}"
+
+
+def output_prefix(stack: StackOutputs, run_id: str) -> str:
+    """Where every attempt of a run reads and writes: checkpoints, model, logs."""
+    return f"gs://{stack.buckets.checkpoints}/runs/{run_id}/"
+
+
+def secret_parts(ref: str) -> tuple[str | None, str, str]:
+    """A template's secret reference as (project or None, secret id, version): a secret id, or
+    a full ``projects/P/secrets/S[/versions/V]`` name. The version is ``latest`` unless pinned."""
+    match = SECRET_RESOURCE.match(ref)
+    if match is None:
+        return None, ref, "latest"
+    return match["project"], match["secret"], match["version"] or "latest"
+
+
+def region_of(name: str) -> str:
+    """The region of a Vertex resource name (``projects/P/locations/REGION/...``); "" for a
+    name without one. Every job of a stack's regions is named this way, locally too."""
+    parts = name.split("/")
+    return parts[3] if len(parts) > 3 and parts[2] == "locations" else ""

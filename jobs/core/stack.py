@@ -1,0 +1,204 @@
+"""StackOutputs: the contract between infra/ (which exports it) and jobs/ (which reads it).
+
+The infra program exports one stack output named ``platform``; everything the launcher needs to
+render and submit a CustomJob against that stack is in it. This module is pure pydantic (no
+pulumi import) so that the CLI stays fast and the contract can be tested on both sides.
+
+Sources (the CLI's ``--stack``/``--stack-file`` pick one, see `vtx.options`):
+- ``load_stack_file``: an exported JSON document (``pulumi stack output platform --json``);
+- ``load_pulumi_stack``: ``pulumi stack output platform --json --stack NAME`` when the Pulumi CLI
+  exists;
+- the embedded local platform (``vtx local up``) writes its own (`jobs.local.platform.state`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jobs.core.problems import field_path
+
+PROD_ENVIRONMENTS = frozenset({"prod", "production"})
+"""Environment names that get production treatment everywhere: the stack's prod-only policy
+rules and CMEK defaults, and no interactive shells (web access) on its jobs."""
+
+
+def is_production(environment: str | None) -> bool:
+    """The one test for "is this production?"; never compare an environment with a literal.
+
+    Case and surrounding blanks do not matter: a stack named ``Prod`` (stack names may be mixed
+    case, and the policy pack falls back to the stack name) is production too."""
+    return environment is not None and environment.strip().lower() in PROD_ENVIRONMENTS
+
+
+MAX_STACK_FILE_BYTES = 1 << 20
+
+
+class StackError(Exception):
+    """A stack's outputs could not be found or do not match the contract."""
+
+
+class Buckets(BaseModel):
+    """Bucket names (not URIs) created by the stack."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data: str
+    checkpoints: str
+    staging: str
+    models: str
+
+
+class RegionOutputs(BaseModel):
+    """What a job needs in one of the stack's further regions (``capacity_regions`` in the stack
+    config: where a capacity ladder's rungs may run). Only the regional parts differ: the
+    project, service accounts, buckets, registry, secrets and a peering network are the same
+    for every region (a VPC and its peering range are global; buckets and images are read
+    across regions)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    network_attachment: str | None = None
+    """psc-interface stacks: the attachment in this region (an attachment serves its region)."""
+    kms_key: str | None = None
+    """CMEK stacks: a key in this region (Vertex takes a key in the resource's region only)."""
+    tensorboard: str | None = None
+    """A TensorBoard instance in this region, if the stack made one (instances are regional)."""
+
+
+class PrivateServing(BaseModel):
+    """A stack whose deployed models are reached from its VPC only (``serving.private`` in the
+    stack config). ``vtx deploy`` creates its endpoints accordingly."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["peering", "psc"]
+    """peering: endpoints on the peered VPC (``Endpoint.network``); psc: Private Service Connect
+    endpoints (``Endpoint.privateServiceConnectConfig``)."""
+    network: str | None = None
+    """peering: ``projects/NUMBER/global/networks/NAME``, as Vertex wants it."""
+    project_allowlist: list[str] = Field(default_factory=list)
+    """psc: the projects whose forwarding rules may reach the endpoints."""
+    psc_consumers: dict[str, str] = Field(default_factory=dict)
+    """psc: the VPC's PSC endpoints made so far, name -> internal IP address."""
+
+
+class StackOutputs(BaseModel):
+    """What a provisioned stack offers to jobs. Field names are the exported JSON keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    project: str
+    project_number: str
+    region: str
+    environment: str
+    trainer_service_account: str
+    launcher_service_account: str
+    serving_service_account: str | None = None
+    """The account deployed models run as (reads the models bucket, writes logs)."""
+    buckets: Buckets
+    artifact_registry: str = Field(
+        description="Docker repository host path, e.g. europe-west4-docker.pkg.dev/PROJECT/REPO"
+    )
+    network_attachment: str | None = None
+    network: str | None = None
+    reserved_ip_ranges: list[str] = Field(default_factory=list)
+    tensorboard: str | None = None
+    secrets: dict[str, str] = Field(default_factory=dict)
+    kms_key: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    regions: dict[str, RegionOutputs] = Field(default_factory=dict)
+    """Further regions jobs may run in (capacity ladder rungs), not ``region`` itself."""
+    private_serving: PrivateServing | None = None
+    """Set when deployed models must be private; None: public endpoints."""
+    # Set only by the local platform; None means Google's public endpoints.
+    vertex_endpoint: str | None = None
+    gcs_endpoint: str | None = None
+    local_token: str | None = Field(default=None, repr=False, exclude=True)
+    """The local platform's token for its vtx-only endpoints; never exported."""
+
+    @property
+    def is_local(self) -> bool:
+        return self.vertex_endpoint is not None
+
+    @property
+    def job_regions(self) -> list[str]:
+        """Every region a job of this stack may run in, its own first."""
+        return [self.region, *(r for r in self.regions if r != self.region)]
+
+    def in_region(self, region: str) -> StackOutputs:
+        """This stack as a job in ``region`` sees it: the region's own attachment, key and
+        TensorBoard. KeyError for a region the stack was not given."""
+        if region == self.region:
+            return self
+        regional = self.regions[region]
+        return self.model_copy(
+            update={
+                "region": region,
+                "network_attachment": regional.network_attachment,
+                "kms_key": regional.kms_key,
+                "tensorboard": regional.tensorboard,
+                "regions": {},
+            }
+        )
+
+
+def parse_stack_outputs(data: object, source: str) -> StackOutputs:
+    """Validate a decoded ``platform`` output, naming the source in any error."""
+    try:
+        return StackOutputs.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{field_path(e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise StackError(f"{source} is not a vtx stack output: {problems}") from exc
+
+
+def load_stack_file(path: Path) -> StackOutputs:
+    try:
+        if path.stat().st_size > MAX_STACK_FILE_BYTES:
+            raise StackError(
+                f"stack file {path} is {path.stat().st_size:,} bytes; a stack output is a few "
+                f"KiB (files up to {MAX_STACK_FILE_BYTES:,} bytes are read)"
+            )
+        data = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise StackError(f"stack file {path} does not exist") from exc
+    except json.JSONDecodeError as exc:
+        raise StackError(f"stack file {path} is not JSON: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, binary data
+        raise StackError(f"cannot read stack file {path}: {exc}") from exc
+    except (RecursionError, ValueError) as exc:  # nesting past the parser, 5,000-digit numbers
+        raise StackError(f"stack file {path} is not a stack output: {str(exc)[:200]}") from exc
+    # Accept both the bare output and `pulumi stack output --json` of all outputs.
+    if isinstance(data, dict) and "platform" in data and "project" not in data:
+        data = data["platform"]
+    return parse_stack_outputs(data, str(path))
+
+
+def load_pulumi_stack(stack: str) -> StackOutputs:
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        raise StackError(
+            f"cannot read stack {stack!r}: the Pulumi CLI is not installed. Export the outputs "
+            f"where it is (`pulumi stack output platform --json --stack {stack} > {stack}.json`) "
+            f"and pass --stack-file {stack}.json, or use --stack local."
+        )
+    proc = subprocess.run(
+        [pulumi, "stack", "output", "platform", "--json", "--stack", stack],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise StackError(f"`pulumi stack output platform --stack {stack}` failed: {proc.stderr}")
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise StackError(
+            f"`pulumi stack output platform --stack {stack}` did not print JSON: {exc}"
+        ) from exc
+    return parse_stack_outputs(data, f"pulumi stack {stack!r}")

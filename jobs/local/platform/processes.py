@@ -1,0 +1,383 @@
+"""Start, inspect, recover and stop the local platform's two background processes.
+
+The GCS emulator (gcp-storage-emulator from PyPI) and the control plane (`python -m
+jobs.local.api.server`) each run in their own session so that closing the terminal does not kill
+them, and so that replicas (in sessions of their own) survive a control-plane crash and can be
+re-attached: `vtx local up` after a crash starts only what is gone, on the ports recorded, and
+leaves what survived (the emulator the replicas write to, the replicas) alone. Both run with
+umask 077 in a 0700 data dir: jobs, logs, objects and the token are the user's alone. Used by
+`vtx local up|down|status`, `vtx demo` and the test fixture. Everything about how to run
+comes as one ``LocalSettings`` (jobs/local/platform/settings.py), handed whole to the control plane.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import (
+    EXAMPLE_DATA,
+    LOCAL_BUCKETS,
+    LOCAL_PROJECT,
+    LOCAL_PROJECT_NUMBER,
+    PRIVATE_DIR_MODE,
+    PRIVATE_FILE_MODE,
+    PRIVATE_UMASK,
+    TOKEN_ENV,
+    PlatformState,
+    gcs_alive,
+    read_state,
+    server_alive,
+    state_path,
+    write_state,
+)
+
+log = logging.getLogger(__name__)
+
+STARTUP_TIMEOUT_S = 30.0
+# The control plane stops running replicas on shutdown (SIGTERM, grace, SIGKILL): wait for that.
+SHUTDOWN_TIMEOUT_S = 60.0
+
+
+class PlatformError(Exception):
+    """Something the user can fix about starting or stopping the local platform."""
+
+
+class NotRunning(PlatformError):
+    """There is no platform to stop: what `vtx local down` was asked for is already true."""
+
+
+def port_free(port: int) -> bool:
+    """Whether a server could listen on the port now. SO_REUSEADDR, as uvicorn and the
+    emulator bind: a port whose last connections sit in TIME_WAIT is free to them."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _check_port(port: int, option: str) -> None:
+    if not port_free(port):
+        raise PlatformError(
+            f"port {port} on 127.0.0.1 is already in use by another program; "
+            f"pick another one with {option} N (or stop that program)"
+        )
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status < 500
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500
+    except OSError:
+        return False
+
+
+def _wait_until_answers(url: str, proc: subprocess.Popen[bytes], name: str, log_path: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise PlatformError(
+                f"the {name} exited during start-up (code {proc.returncode}); "
+                f"last lines of {log_path}:\n{_tail(log_path)}"
+            )
+        if _http_ok(url):
+            return
+        time.sleep(0.1)
+    raise PlatformError(f"the {name} did not answer on {url} within {STARTUP_TIMEOUT_S:.0f} s")
+
+
+def private_dir(path: Path) -> Path:
+    """Create (or tighten) a directory only the user may enter."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    path.chmod(PRIVATE_DIR_MODE)
+    return path
+
+
+def _spawn(
+    cmd: list[str], log_path: Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A background process in a session of its own, writing private files (umask 077)."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "ab") as out:
+        return subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            umask=PRIVATE_UMASK,
+        )
+
+
+def _gcs_post(
+    url: str, data: bytes, content_type: str, what: str, ok: tuple[int, ...] = ()
+) -> None:
+    """One plain JSON-API call: the emulator speaks exactly this, and it spares `vtx local up`
+    the import of google-cloud-storage. HTTP codes in ``ok`` count as success."""
+    request = urllib.request.Request(
+        url, data=data, headers={"Content-Type": content_type}, method="POST"
+    )
+    try:
+        urllib.request.urlopen(request, timeout=30).close()
+    except urllib.error.HTTPError as exc:
+        if exc.code not in ok:
+            raise PlatformError(f"could not {what}: HTTP {exc.code}") from exc
+    except OSError as exc:
+        raise PlatformError(f"could not {what}: {exc}") from exc
+
+
+def create_buckets(gcs_endpoint: str) -> None:
+    """Create the local stack's buckets (idempotent: 409 means it exists, after a restart)."""
+    for name in LOCAL_BUCKETS.model_dump().values():
+        _gcs_post(
+            f"{gcs_endpoint}/storage/v1/b?project={LOCAL_PROJECT}",
+            json.dumps({"name": name}).encode(),
+            "application/json",
+            f"create bucket {name} at {gcs_endpoint}",
+            ok=(409,),
+        )
+
+
+def upload_examples(gcs_endpoint: str) -> None:
+    """Put the example data the shipped templates read (smoke-cpu's gs://vtx-local-data/
+    examples/tiny.jsonl) into the data bucket, as a stack's data bucket would hold a team's
+    data. Overwriting is harmless."""
+    for local, (bucket, name) in EXAMPLE_DATA.items():
+        query = urllib.parse.urlencode({"uploadType": "media", "name": name})
+        _gcs_post(
+            f"{gcs_endpoint}/upload/storage/v1/b/{bucket}/o?{query}",
+            local.read_bytes(),
+            "application/octet-stream",
+            f"upload {local} to gs://{bucket}/{name}",
+        )
+
+
+def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    gcs_dir = private_dir(data_dir / "gcs")
+    # gcp-storage-emulator, hardened and with objects.move (see jobs/local/storage/gcs_emulator.py).
+    cmd = [sys.executable, "-m", "jobs.local.storage.gcs_emulator"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--project-number", LOCAL_PROJECT_NUMBER, "-q"]
+    # The emulator keeps objects under ./.cloudstorage of its working directory.
+    return _spawn(cmd, data_dir / "gcs.log", gcs_dir)
+
+
+def _start_server(settings: LocalSettings, token: str) -> subprocess.Popen[bytes]:
+    """The control plane, given its settings whole as one JSON argument (`--settings`) and the
+    token in its environment only."""
+    cmd = [sys.executable, "-m", "jobs.local.api.server", "--settings", settings.model_dump_json()]
+    env = dict(os.environ)
+    env[TOKEN_ENV] = token
+    # Replicas need the checkout importable even when vtx is not installed in editable mode.
+    cwd = str(settings.cwd)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [cwd, env.get("PYTHONPATH")]))
+    return _spawn(cmd, settings.data_dir / "server.log", settings.cwd, env)
+
+
+def clear_stale(data_dir: Path) -> str | None:
+    """Remove a state file none of whose processes runs; say so, or None if nothing was done.
+    A platform that is partly alive is not stale: `bring_up` recovers it."""
+    state = read_state(data_dir)
+    if state is None or server_alive(state) or gcs_alive(state):
+        return None
+    state_path(data_dir).unlink(missing_ok=True)
+    return (
+        f"found a stale state file in {data_dir} (a platform that is no longer running); removed it"
+    )
+
+
+def start_fresh(settings: LocalSettings, gcs_endpoint: str | None = None) -> PlatformState:
+    """Start the emulator (unless ``gcs_endpoint`` names one already running) and the control
+    plane, create the buckets with the example data, record the state, and return once both
+    answer."""
+    data_dir = private_dir(settings.data_dir.resolve())
+    if read_state(data_dir) is not None:
+        raise PlatformError(
+            f"the local platform is already running from {data_dir}, or was and crashed; "
+            f"`vtx local up` recovers it, `vtx local down` stops it"
+        )
+    _check_port(settings.port, "--port")
+    gcs_proc = None
+    if gcs_endpoint is None:
+        if settings.gcs_port == settings.port:
+            # The emulator would take the port and answer the control plane's health check.
+            raise PlatformError(
+                f"--port and --gcs-port are both {settings.port}: the control plane and the GCS "
+                f"emulator need a port each"
+            )
+        _check_port(settings.gcs_port, "--gcs-port")
+        gcs_proc = _start_gcs(data_dir, settings.gcs_port)
+        gcs_port = settings.gcs_port
+    else:
+        gcs_port = int(gcs_endpoint.rsplit(":", 1)[1])
+    settings = settings.replace(data_dir=data_dir, gcs_port=gcs_port)
+    token = secrets.token_urlsafe(32)
+    server = None
+    try:
+        if gcs_proc is not None:
+            _wait_for_gcs(settings.gcs_endpoint, gcs_proc, data_dir)
+        create_buckets(settings.gcs_endpoint)
+        upload_examples(settings.gcs_endpoint)
+        server = _start_server(settings, token)
+        _wait_for_server(settings.port, server, data_dir)
+    except BaseException:
+        for proc in (server, gcs_proc):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        raise
+    state = PlatformState(
+        data_dir=str(data_dir),
+        cwd=str(settings.cwd.resolve()),
+        vertex_port=settings.port,
+        gcs_port=gcs_port,
+        server_pid=server.pid,
+        server_create_time=psutil.Process(server.pid).create_time(),
+        gcs_pid=gcs_proc.pid if gcs_proc else None,
+        gcs_create_time=psutil.Process(gcs_proc.pid).create_time() if gcs_proc else None,
+        token=token,
+    )
+    write_state(state)
+    return state
+
+
+def _wait_for_gcs(gcs_endpoint: str, proc: subprocess.Popen[bytes], data_dir: Path) -> None:
+    url = f"{gcs_endpoint}/storage/v1/b?project={LOCAL_PROJECT}"
+    _wait_until_answers(url, proc, "GCS emulator", data_dir / "gcs.log")
+
+
+def _wait_for_server(port: int, proc: subprocess.Popen[bytes], data_dir: Path) -> None:
+    url = f"http://127.0.0.1:{port}/vtx/health"
+    _wait_until_answers(url, proc, "control plane", data_dir / "server.log")
+
+
+@dataclass(frozen=True)
+class Started:
+    """What `bring_up` did: the running platform, and a note when it was not a fresh start."""
+
+    state: PlatformState
+    note: str | None = None
+
+
+def bring_up(settings: LocalSettings) -> Started:
+    """`vtx local up`: start the platform, or bring back the part of it that died.
+
+    After a crash of the control plane the emulator and the replicas live on: only the control
+    plane is started again (on its recorded port, with the same token), and it re-attaches to
+    the running jobs. A dead emulator is started again on its port over the same objects."""
+    data_dir = private_dir(settings.data_dir.resolve())
+    state = read_state(data_dir)
+    if state is not None:
+        server_up, gcs_up = server_alive(state), gcs_alive(state)
+        if server_up and gcs_up:
+            raise PlatformError(
+                f"the local platform is already running from {data_dir}; "
+                f"see `vtx local status`, or stop it with `vtx local down`"
+            )
+        if server_up or gcs_up:
+            return _recover(state, settings, server_up)
+    note = clear_stale(data_dir)
+    return Started(start_fresh(settings.replace(data_dir=data_dir)), note)
+
+
+def _recover(state: PlatformState, settings: LocalSettings, server_up: bool) -> Started:
+    """Start again what stopped, where the state says it ran (data dir, directory, ports);
+    ``settings`` gives the executor's knobs."""
+    data_dir = Path(state.data_dir)
+    settings = settings.replace(
+        data_dir=data_dir, cwd=Path(state.cwd), port=state.vertex_port, gcs_port=state.gcs_port
+    )
+    if server_up:  # the emulator died: same port, same objects on disk
+        _check_port(state.gcs_port, "--gcs-port")
+        gcs = _start_gcs(data_dir, state.gcs_port)
+        _wait_for_gcs(state.gcs_endpoint, gcs, data_dir)
+        create_buckets(state.gcs_endpoint)
+        state = state.model_copy(
+            update={"gcs_pid": gcs.pid, "gcs_create_time": psutil.Process(gcs.pid).create_time()}
+        )
+        write_state(state)
+        return Started(
+            state, f"the GCS emulator had stopped; started it again on :{state.gcs_port}"
+        )
+    _check_port(state.vertex_port, "--port")
+    server = _start_server(settings, state.token)
+    _wait_for_server(state.vertex_port, server, data_dir)
+    state = state.model_copy(
+        update={
+            "server_pid": server.pid,
+            "server_create_time": psutil.Process(server.pid).create_time(),
+        }
+    )
+    write_state(state)
+    return Started(
+        state,
+        f"the control plane had stopped; started it again on :{state.vertex_port} and it "
+        f"re-attached to the running jobs (the GCS emulator and the replicas were left running)",
+    )
+
+
+def _terminate(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGTERM, wait, then SIGKILL one process (ours, identified by the caller)."""
+    try:
+        proc = psutil.Process(pid)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    except psutil.NoSuchProcess:
+        return
+
+
+def stop_platform(data_dir: Path) -> PlatformState:
+    """Stop a running platform (its control plane stops running replicas first). A control
+    plane that crashed is brought back first, so that it stops the replicas it left."""
+    data_dir = data_dir.resolve()
+    stale = clear_stale(data_dir)
+    state = read_state(data_dir)
+    if state is None:
+        detail = f" ({stale})" if stale else ""
+        raise NotRunning(f"nothing to stop: no local platform is running from {data_dir}{detail}")
+    if not server_alive(state):
+        state = _recover(state, LocalSettings(), server_up=False).state
+    _terminate(state.server_pid, SHUTDOWN_TIMEOUT_S)
+    if state.gcs_pid is not None:
+        _terminate(state.gcs_pid)
+    state_path(data_dir).unlink(missing_ok=True)
+    return state

@@ -1,0 +1,756 @@
+"""EndpointService v1 and PredictionService's ``:predict`` on the local platform: endpoints, the
+models deployed to them as serving processes (jobs/local/serving/serving_process.py), traffic
+splits,
+and the long-running operations of create, deploy, undeploy and delete.
+
+Stored in REST form (camelCase, enum names) as Vertex returns them; each deployed model also
+has a deployment record (its process: pid, port, routes, log file, state). What endpoint.proto
+and endpoint_service.proto say, and this does:
+- CreateEndpoint answers an operation under the new endpoint that is done from its first read
+  (as an upload is, jobs/local/serving/models.py); DeleteEndpoint is refused while models are
+  deployed.
+- DeployModel starts the model's serving process and answers an operation that is done once
+  the process answers its health route with 200 (``DeployModelResponse``), or failed when the
+  process exits or is not healthy within ``deploy_timeout_s`` (the reason and its last log
+  lines). Only then is the model listed in ``deployedModels`` and given its traffic.
+- ``trafficSplit``: a DeployModel's, when given, replaces the endpoint's ("0" names the model
+  being deployed); an UndeployModel's likewise; a model keeping traffic cannot be undeployed
+  unless it is the last one. Percentages sum to 100.
+- Predict picks a deployed model by the split, deterministically: smooth weighted round robin
+  (``pick_deployed``), so every 100 predictions follow the split exactly, interleaved.
+A control plane that starts finds the deployed models of the store and starts their serving
+processes again (a process left by a crash is stopped first); `vtx local down` stops them all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs.core.catalog import load_catalog
+from jobs.local.platform.operations import EMPTY_TYPE
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.store import Store
+from jobs.local.serving.model_filters import ModelFilterError, parse_model_filter
+from jobs.local.serving.models import (
+    DISPLAY_NAME_MAX,
+    TYPE_PREFIX,
+    ModelError,
+    ModelRef,
+    Models,
+    invalid,
+    label_problems,
+    now_rfc3339,
+)
+from jobs.local.serving.serving_process import (
+    ServingCommandError,
+    ServingProcess,
+    log_tail,
+    pid_runs,
+    routes_of,
+    serving_argv,
+    serving_env,
+)
+from jobs.training.facts import facts_from_rest_spec
+from jobs.training.rules import accelerator_fits_machine, machine_type_known
+
+log = logging.getLogger(__name__)
+
+ENDPOINT_ID = re.compile(r"^(?:[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?|[1-9][0-9]{0,8})$")
+"""CreateEndpointRequest.endpoint_id: a letter then up to 62 of [a-z0-9-] (not ending in '-'),
+or up to 9 digits without a leading zero."""
+PEERED_NETWORK = re.compile(r"^projects/[0-9]+/global/networks/[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+DEPLOYED_MODEL_ID = re.compile(r"^[0-9]{1,10}$|^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+ENDPOINT_FIELDS = ("display_name", "displayName", "labels")
+ENDPOINT_OUTPUT_ONLY = ("name", "deployedModels", "createTime", "updateTime", "etag")
+DEPLOYED_OUTPUT_ONLY = ("createTime", "modelVersionId", "privateEndpoints", "status")
+DEPLOY_TIMEOUT_S = 600.0
+"""How long a deployed model's process may take to answer health 200."""
+HEALTH_POLL_S = 0.2
+PREDICT_TIMEOUT_S = 600.0
+DEPLOYING, DEPLOYED = "DEPLOYING", "DEPLOYED"
+
+
+def new_id() -> str:
+    """A 19-digit numeric id, like Vertex's."""
+    return str(secrets.randbelow(9 * 10**18) + 10**18)
+
+
+def endpoint_not_found(name: str) -> ModelError:
+    return ModelError(404, f"Endpoint {name} does not exist", "NOT_FOUND")
+
+
+def failed_precondition(message: str) -> ModelError:
+    return ModelError(400, message, "FAILED_PRECONDITION")
+
+
+# -- pure checks and choices ---------------------------------------------------------------------
+
+
+def endpoint_problems(endpoint: dict, endpoint_id: str | None) -> list[str]:
+    """What a created Endpoint must be: a display name, valid labels, a valid id if given."""
+    problems = []
+    display = str(endpoint.get("displayName", ""))
+    if not display:
+        problems.append("endpoint.displayName: required")
+    elif len(display) > DISPLAY_NAME_MAX:
+        problems.append(f"endpoint.displayName: longer than {DISPLAY_NAME_MAX} characters")
+    if endpoint.get("trafficSplit"):
+        problems.append("endpoint.trafficSplit: no model is deployed to a new endpoint")
+    if endpoint_id is not None and not ENDPOINT_ID.match(endpoint_id):
+        problems.append(
+            f"endpointId: {endpoint_id!r}: a letter then up to 62 of a-z, 0-9 and '-' (not "
+            f"ending with '-'), or up to 9 digits without a leading zero"
+        )
+    problems += private_problems(endpoint)
+    return problems + [f"endpoint.{p}" for p in label_problems(dict(endpoint.get("labels", {})))]
+
+
+def psc_enabled(endpoint: dict) -> bool:
+    return bool(
+        (endpoint.get("privateServiceConnectConfig") or {}).get("enablePrivateServiceConnect")
+    )
+
+
+def private_problems(endpoint: dict) -> list[str]:
+    """endpoint.proto: ``network`` (a project *number*) or PSC, never both."""
+    network = endpoint.get("network")
+    problems = []
+    if network and not PEERED_NETWORK.match(str(network)):
+        problems.append(
+            f"endpoint.network: {network!r}: projects/PROJECT_NUMBER/global/networks/NAME "
+            f"(the project's number, not its id)"
+        )
+    if network and endpoint.get("privateServiceConnectConfig"):
+        problems.append(
+            "endpoint: network and privateServiceConnectConfig are mutually exclusive: set one"
+        )
+    return problems
+
+
+def private_endpoints(endpoint: dict, record: dict) -> dict | None:
+    """DeployedModel.privateEndpoints of a private endpoint. Locally: the serving process's own
+    URIs for a peering endpoint (the SDK's PrivateEndpoint.predict calls them, as it calls the
+    VPC address on Vertex), a service attachment name for a PSC one (nothing listens behind it)."""
+    if endpoint.get("network"):
+        base = f"http://127.0.0.1:{record['port']}"
+        health, predict = record["routes"]
+        return {"predictHttpUri": base + predict, "healthHttpUri": base + health}
+    if psc_enabled(endpoint):
+        return {"serviceAttachment": service_attachment(endpoint["name"])}
+    return None
+
+
+def service_attachment(endpoint_name: str) -> str:
+    """A PSC endpoint's attachment as Vertex names it: in a tenant project, in its region."""
+    parts = endpoint_name.split("/")
+    return f"projects/vtx-local-tp/regions/{parts[3]}/serviceAttachments/sa-{parts[-1]}"
+
+
+def machine_problems(machine_spec: dict, path: str) -> list[str]:
+    """The catalog's rules of `vtx validate` on a deployed model's machine: a known machine
+    type, an accelerator it takes, in a count it allows."""
+    facts = facts_from_rest_spec({"workerPoolSpecs": [{"machineSpec": machine_spec}]})
+    catalog = load_catalog()
+    found = [*machine_type_known(facts, catalog), *accelerator_fits_machine(facts, catalog)]
+    problems = []
+    for problem in found:
+        where = problem.path.replace("workerPoolSpecs[0]", path)
+        hint = f" ({problem.hint})" if problem.hint else ""
+        problems.append(f"{where}: {problem.message}{hint}")
+    return problems
+
+
+def resources_problems(deployed: dict) -> list[str]:
+    """A deployed model of ours runs on dedicated resources: a machine, 1 <= min <= max."""
+    if "automaticResources" in deployed or "dedicatedResources" not in deployed:
+        return [
+            "deployedModel.dedicatedResources: required: a model with a custom container "
+            "supports DEDICATED_RESOURCES only (pass machine_type)"
+        ]
+    resources = deployed["dedicatedResources"]
+    path = "deployedModel.dedicatedResources"
+    problems = []
+    machine = resources.get("machineSpec") or {}
+    if not machine.get("machineType"):
+        problems.append(f"{path}.machineSpec.machineType: required")
+    else:
+        problems += machine_problems(machine, path)
+    low = int(resources.get("minReplicaCount", 0) or 0)
+    high = int(resources.get("maxReplicaCount", 0) or 0)
+    if low < 1:
+        problems.append(f"{path}.minReplicaCount: must be at least 1")
+    if high and high < low:
+        problems.append(f"{path}.maxReplicaCount: {high} is below minReplicaCount {low}")
+    return problems
+
+
+def split_problems(split: dict[str, int], known: set[str]) -> list[str]:
+    """A trafficSplit: ids of deployed models (``known``), percentages 0..100 summing to 100."""
+    problems = [f"trafficSplit: {k!r} is not a deployed model" for k in split if k not in known]
+    problems += [
+        f"trafficSplit.{k}: {v} is not a percentage"
+        for k, v in split.items()
+        if not 0 <= int(v) <= 100
+    ]
+    if split and sum(int(v) for v in split.values()) != 100:
+        problems.append(f"trafficSplit: the percentages sum to {sum(split.values())}, not 100")
+    return problems
+
+
+def pick_deployed(split: dict[str, int], order: list[str], current: dict[str, int]) -> str | None:
+    """The deployed model of the next prediction, by smooth weighted round robin (nginx's):
+    each model's ``current`` credit grows by its percentage, the one with the most credit
+    (the first in ``order``, deployedModels order, on a tie) serves and pays 100. Over every
+    100 predictions each model serves exactly its percentage, interleaved (50/50 alternates).
+    ``current`` is updated in place."""
+    shares = {d: int(split.get(d, 0)) for d in order if int(split.get(d, 0)) > 0}
+    if not shares:
+        return None
+    for deployed_id, share in shares.items():
+        current[deployed_id] = current.get(deployed_id, 0) + share
+    chosen = max(shares, key=lambda d: current[d])  # max keeps the first of equals
+    current[chosen] -= sum(shares.values())
+    return chosen
+
+
+def operation(
+    name: str, kind: str, created: str, response: dict | None = None, error: dict | None = None
+) -> dict:
+    """An operation in REST form (``google.longrunning``); done when it has either outcome."""
+    found: dict[str, Any] = {
+        "name": name,
+        "metadata": {
+            "@type": f"{TYPE_PREFIX}{kind}",
+            "genericMetadata": {"createTime": created, "updateTime": now_rfc3339()},
+        },
+        "done": response is not None or error is not None,
+    }
+    if response is not None:
+        found["response"] = response
+    if error is not None:
+        found["error"] = error
+    return found
+
+
+@dataclass(frozen=True)
+class EndpointRef:
+    parent: str
+    endpoint_id: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.parent}/endpoints/{self.endpoint_id}"
+
+
+# -- the service ---------------------------------------------------------------------------------
+
+
+class Endpoints:
+    """Endpoints, deployed models and their serving processes, over the store."""
+
+    def __init__(
+        self,
+        store: Store,
+        models: Models,
+        settings: LocalSettings,
+        deploy_timeout_s: float = DEPLOY_TIMEOUT_S,
+    ) -> None:
+        self.store, self.models, self.settings = store, models, settings
+        self.deploy_timeout_s = deploy_timeout_s
+        self._procs: dict[str, ServingProcess] = {}
+        self._credits: dict[tuple[str, str], dict[str, int]] = {}
+        """Round-robin credit per (endpoint, its split): a new split starts afresh."""
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Serve what the store says is deployed: a deploy that was under way fails; a deployed
+        model's process starts again (one a crash left running is stopped first)."""
+        for record in self.store.list_deployments():
+            if pid_runs(record.get("pid"), record.get("argv", [])):
+                self._process_of(record).stop(self.settings.grace_s)
+            if record["state"] == DEPLOYING:
+                self._fail_deploy(record, "the control plane stopped before it was healthy")
+                continue
+            try:
+                self._spawn(record)
+            except (OSError, ValueError, ServingCommandError):
+                # Left deployed without a process: :predict answers 503 naming it.
+                log.exception("deployed model %s: serving process not started", record["id"])
+                continue
+            log.info("deployed model %s: serving process started again", record["id"])
+
+    def shutdown(self) -> None:
+        """Stop every serving process (SIGTERM together, then SIGKILL after the grace); the
+        deployed models stay deployed and start again with the control plane."""
+        self._stopping.set()
+        with self._lock:
+            procs = list(self._procs.items())
+        threads = [threading.Thread(target=p.stop, args=(self.settings.grace_s,)) for _, p in procs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for record in self.store.list_deployments():
+            if record["state"] == DEPLOYING:
+                self._fail_deploy(record, "the local platform was stopped (vtx local down)")
+
+    # -- endpoints ---------------------------------------------------------------------------
+
+    def create(self, parent: str, endpoint: dict, endpoint_id: str | None) -> dict:
+        problems = endpoint_problems(endpoint, endpoint_id)
+        if problems:
+            raise invalid("; ".join(problems))
+        endpoint_id = endpoint_id or self._unused_id()
+        if self.store.get_endpoint(endpoint_id) is not None:
+            raise ModelError(
+                409, f"Endpoint {parent}/endpoints/{endpoint_id} already exists", "ALREADY_EXISTS"
+            )
+        now = now_rfc3339()
+        stored = {k: v for k, v in endpoint.items() if k not in ENDPOINT_OUTPUT_ONLY}
+        if "privateServiceConnectConfig" in stored:
+            stored["privateServiceConnectConfig"] = {
+                k: v
+                for k, v in stored["privateServiceConnectConfig"].items()
+                if k != "serviceAttachment"  # output only
+            }
+        stored.update(
+            name=f"{parent}/endpoints/{endpoint_id}",
+            createTime=now,
+            updateTime=now,
+            etag=new_id(),
+        )
+        self.store.put_endpoint(endpoint_id, stored)
+        name = f"{stored['name']}/operations/{new_id()}"
+        response = {"@type": f"{TYPE_PREFIX}Endpoint", **stored}
+        self.store.put_operation(
+            name, operation(name, "CreateEndpointOperationMetadata", now, response)
+        )
+        return operation(name, "CreateEndpointOperationMetadata", now)
+
+    def _unused_id(self) -> str:
+        while self.store.get_endpoint(endpoint_id := new_id()) is not None:
+            pass
+        return endpoint_id
+
+    def get(self, ref: EndpointRef) -> dict:
+        found = self.store.get_endpoint(ref.endpoint_id)
+        if found is None or found["name"] != ref.name:
+            raise endpoint_not_found(ref.name)
+        return found
+
+    def list(self, parent: str, filter: str) -> list[tuple[int, dict]]:
+        """(position, endpoint) of ``parent``, newest first."""
+        try:
+            matches = parse_model_filter(filter, ENDPOINT_FIELDS)
+        except ModelFilterError as exc:
+            raise invalid(str(exc)) from exc
+        found = [
+            (p, e)
+            for p, e in self.store.list_endpoints()
+            if e["name"].startswith(parent + "/") and matches(e)
+        ]
+        return found[::-1]
+
+    def delete(self, ref: EndpointRef) -> dict:
+        """Refused while models are deployed (or deploying), as Vertex refuses it."""
+        endpoint = self.get(ref)
+        deploying = [r["id"] for r in self._records(ref.endpoint_id)]
+        if endpoint.get("deployedModels") or deploying:
+            ids = [d["id"] for d in endpoint.get("deployedModels", [])] or deploying
+            raise failed_precondition(
+                f"Endpoint {ref.name} has deployed models ({', '.join(ids)}): undeploy them "
+                f"before deleting the endpoint"
+            )
+        self.store.delete_endpoint(ref.endpoint_id)
+        name = f"{ref.parent}/operations/{new_id()}"
+        done = operation(name, "DeleteOperationMetadata", now_rfc3339(), {"@type": EMPTY_TYPE})
+        self.store.put_operation(name, done)
+        return done
+
+    def operation(self, name: str) -> dict:
+        found = self.store.get_operation(name)
+        if found is None:
+            raise ModelError(404, f"Operation {name} does not exist", "NOT_FOUND")
+        return found
+
+    # -- deploy and undeploy -----------------------------------------------------------------
+
+    def deploy(self, ref: EndpointRef, deployed: dict, split: dict[str, int]) -> dict:
+        """DeployModel: check, start the serving process, answer an operation that completes
+        when the process is healthy."""
+        endpoint = self.get(ref)
+        version = self._model_of(ref.parent, deployed)
+        problems = resources_problems(deployed)
+        existing = {d["id"] for d in endpoint.get("deployedModels", [])}
+        existing |= {r["id"] for r in self._records(ref.endpoint_id)}
+        deployed_id = deployed.get("id") or self._unused_deployed_id()
+        if deployed.get("id") and not DEPLOYED_MODEL_ID.match(deployed_id):
+            problems.append(
+                f"deployedModel.id: {deployed_id!r}: up to 10 digits, or a letter "
+                f"then up to 62 of a-z, 0-9 and '-'"
+            )
+        if deployed_id in existing:
+            problems.append(f"deployedModel.id: {deployed_id} is already deployed here")
+        if endpoint.get("network") and existing:
+            raise failed_precondition(
+                f"Endpoint {ref.name} is a private endpoint (network {endpoint['network']}): it "
+                f"serves one model, and {sorted(existing)[0]} is deployed to it"
+            )
+        problems += split_problems(split, existing | {"0"})
+        if not version.get("containerSpec"):
+            problems.append(
+                f"deployedModel.model: {version['name']} has no containerSpec: the local "
+                f"platform runs custom serving containers only"
+            )
+        if problems:
+            raise invalid("; ".join(problems))
+        now = now_rfc3339()
+        stored = {k: v for k, v in deployed.items() if k not in DEPLOYED_OUTPUT_ONLY}
+        stored.update(
+            id=deployed_id,
+            model=version["name"],
+            modelVersionId=version["versionId"],
+            createTime=now,
+        )
+        stored.setdefault("displayName", version.get("displayName", ""))
+        name = f"{ref.name}/operations/{new_id()}"
+        record = {
+            "id": deployed_id,
+            "endpoint": ref.name,
+            "state": DEPLOYING,
+            "operation": name,
+            "createTime": now,
+            "deployedModel": stored,
+            "trafficSplit": split,
+            "model": version,
+        }
+        try:
+            record = self._spawn(record)
+        except ServingCommandError as exc:
+            raise invalid(str(exc)) from exc
+        except (OSError, ValueError) as exc:  # no such program or cwd, a NUL in argv or env
+            message = f"deployedModel.model: its serving command cannot be started: {exc}"
+            raise invalid(message) from exc
+        pending = operation(name, "DeployModelOperationMetadata", now)
+        self.store.put_operation(name, pending)
+        return pending
+
+    def _model_of(self, parent: str, deployed: dict) -> dict:
+        name = str(deployed.get("model", ""))
+        prefix = f"{parent}/models/"
+        if not name.startswith(prefix):
+            raise invalid(
+                f"deployedModel.model: {name!r} must be a model of {parent} ({prefix}ID[@VERSION])"
+            )
+        return self.models.get(ModelRef.parse(parent, name.removeprefix(prefix)))
+
+    def _unused_deployed_id(self) -> str:
+        while self.store.get_deployment(deployed_id := new_id()) is not None:
+            pass
+        return deployed_id
+
+    def _records(self, endpoint_id: str) -> list[dict]:
+        suffix = f"/endpoints/{endpoint_id}"
+        return [r for r in self.store.list_deployments() if r["endpoint"].endswith(suffix)]
+
+    def _spawn(self, record: dict) -> dict:
+        """Start the record's serving process on a free port; watch it until healthy."""
+        endpoint_id = record["endpoint"].rsplit("/", 1)[-1]
+        model, deployed = record["model"], record["deployedModel"]
+        port = free_port()
+        machine = deployed.get("dedicatedResources", {}).get("machineSpec", {})
+        env = serving_env(
+            model,
+            endpoint_id=endpoint_id,
+            deployed_model_id=record["id"],
+            project_number=record["endpoint"].split("/")[1],
+            port=port,
+            machine_spec=machine,
+            gcs_endpoint=self.settings.gcs_endpoint,
+        )
+        container = model.get("containerSpec", {})
+        argv = serving_argv(container, env)
+        routes = routes_of(container, endpoint_id, record["id"])
+        log_path = self.settings.data_dir / "endpoints" / endpoint_id / f"{record['id']}.log"
+        process = ServingProcess.start(argv, env, port, routes, log_path, self.settings.cwd)
+        note = accelerator_note(record["id"], machine)
+        if note:
+            with log_path.open("a") as handle:
+                handle.write(f"[vtx local] {note}\n")
+        record = {
+            **record,
+            "pid": process.pid,
+            "port": port,
+            "argv": argv,
+            "logPath": str(log_path),
+            "routes": [routes.health, routes.predict],
+        }
+        with self._lock:
+            self._procs[record["id"]] = process
+        self.store.put_deployment(record["id"], endpoint_id, record)
+        threading.Thread(
+            target=self._await_health,
+            args=(record, process),
+            daemon=True,
+            name=f"vtx-serving-{record['id']}",
+        ).start()
+        return record
+
+    def _process_of(self, record: dict) -> ServingProcess:
+        health, predict = record.get("routes", ["/", "/"])
+        routes = routes_of({"healthRoute": health, "predictRoute": predict}, "", "")
+        return ServingProcess(record["pid"], record["port"], routes, Path(record["logPath"]), None)
+
+    def _await_health(self, record: dict, process: ServingProcess) -> None:
+        deadline = time.monotonic() + self.deploy_timeout_s
+        while not self._stopping.is_set():
+            if process.healthy():
+                if record["state"] == DEPLOYING:
+                    self._complete_deploy(record)
+                return
+            code = process.exit_code()
+            if code is not None:
+                if record["state"] == DEPLOYING:
+                    self._fail_deploy(record, f"its serving process exited with code {code}")
+                return
+            if record["state"] == DEPLOYING and time.monotonic() > deadline:
+                process.stop(self.settings.grace_s)
+                self._fail_deploy(
+                    record, f"its serving process was not healthy after {self.deploy_timeout_s:g} s"
+                )
+                return
+            time.sleep(HEALTH_POLL_S)
+
+    def _complete_deploy(self, record: dict) -> None:
+        with self._lock:
+            endpoint = self.store.get_endpoint(record["endpoint"].rsplit("/", 1)[-1])
+            if endpoint is None:
+                return
+            deployed = record["deployedModel"]
+            private = private_endpoints(endpoint, record)
+            if private is not None:
+                deployed = {**deployed, "privateEndpoints": private}
+                record = {**record, "deployedModel": deployed}
+            if psc_enabled(endpoint):
+                config = endpoint["privateServiceConnectConfig"]
+                config["serviceAttachment"] = service_attachment(endpoint["name"])
+            endpoint["deployedModels"] = [*endpoint.get("deployedModels", []), deployed]
+            split = {
+                (record["id"] if k == "0" else k): v for k, v in record["trafficSplit"].items()
+            }
+            if split:
+                endpoint["trafficSplit"] = {k: v for k, v in split.items() if v}
+            endpoint.update(updateTime=now_rfc3339(), etag=new_id())
+            self.store.put_endpoint(endpoint["name"].rsplit("/", 1)[-1], endpoint)
+            self.store.put_deployment(
+                record["id"], endpoint["name"].rsplit("/", 1)[-1], {**record, "state": DEPLOYED}
+            )
+            response = {"@type": f"{TYPE_PREFIX}DeployModelResponse", "deployedModel": deployed}
+            self.store.put_operation(
+                record["operation"],
+                operation(
+                    record["operation"],
+                    "DeployModelOperationMetadata",
+                    record["createTime"],
+                    response,
+                ),
+            )
+
+    def _fail_deploy(self, record: dict, reason: str) -> None:
+        lines = log_tail(Path(record.get("logPath", "")))
+        message = (
+            f"Deploying model {record['deployedModel']['model']} to {record['endpoint']} "
+            f"failed: {reason}. Its log: {record.get('logPath')}"
+        )
+        if lines:
+            message += "; last lines:\n" + "\n".join(lines)
+        with self._lock:
+            self._procs.pop(record["id"], None)
+            self.store.delete_deployment(record["id"])
+            error = {"code": 9, "message": message}  # FAILED_PRECONDITION
+            self.store.put_operation(
+                record["operation"],
+                operation(
+                    record["operation"],
+                    "DeployModelOperationMetadata",
+                    record["createTime"],
+                    error=error,
+                ),
+            )
+
+    def undeploy(self, ref: EndpointRef, deployed_id: str, split: dict[str, int]) -> dict:
+        """UndeployModel: stop its process, drop it and its traffic; the operation is done."""
+        endpoint = self.get(ref)
+        ids = [d["id"] for d in endpoint.get("deployedModels", [])]
+        if deployed_id not in ids:
+            raise ModelError(
+                404, f"Deployed model {deployed_id} is not deployed to {ref.name}", "NOT_FOUND"
+            )
+        others = set(ids) - {deployed_id}
+        problems = split_problems(split, others)
+        current = endpoint.get("trafficSplit", {})
+        if not split and others and int(current.get(deployed_id, 0)):
+            problems.append(
+                f"trafficSplit: deployed model {deployed_id} has {current[deployed_id]}% of the "
+                f"traffic: give it to the others in this call's trafficSplit"
+            )
+        if problems:
+            raise invalid("; ".join(problems))
+        with self._lock:
+            process = self._procs.pop(deployed_id, None)
+        record = self.store.get_deployment(deployed_id)
+        if process is None and record is not None and pid_runs(record["pid"], record["argv"]):
+            process = self._process_of(record)
+        if process is not None:
+            process.stop(self.settings.grace_s)
+        with self._lock:
+            endpoint = self.get(ref)
+            endpoint["deployedModels"] = [
+                d for d in endpoint.get("deployedModels", []) if d["id"] != deployed_id
+            ]
+            kept = split or {k: v for k, v in current.items() if k != deployed_id}
+            endpoint["trafficSplit"] = {k: v for k, v in kept.items() if v and others}
+            if not endpoint["trafficSplit"]:
+                endpoint.pop("trafficSplit")
+            if not endpoint["deployedModels"]:
+                endpoint.pop("deployedModels")
+            endpoint.update(updateTime=now_rfc3339(), etag=new_id())
+            self.store.put_endpoint(ref.endpoint_id, endpoint)
+            self.store.delete_deployment(deployed_id)
+        name = f"{ref.name}/operations/{new_id()}"
+        now = now_rfc3339()
+        response = {"@type": f"{TYPE_PREFIX}UndeployModelResponse"}
+        self.store.put_operation(
+            name, operation(name, "UndeployModelOperationMetadata", now, response)
+        )
+        return operation(name, "UndeployModelOperationMetadata", now)
+
+    # -- predict -----------------------------------------------------------------------------
+
+    def predict(self, ref: EndpointRef, request: dict) -> dict:
+        """PredictionService.Predict: the body goes to the chosen deployed model's predict
+        route; its ``predictions`` come back with the deployed model Vertex names."""
+        deployed, process = self._route(ref)
+        if process is None or process.exit_code() is not None:
+            raise self._unavailable(deployed, process, "its serving process is not running")
+        body = {k: integral(request[k]) for k in ("instances", "parameters") if k in request}
+        try:
+            status, answer = process.predict(json.dumps(body).encode(), PREDICT_TIMEOUT_S)
+        except OSError as exc:
+            raise self._unavailable(deployed, process, f"it did not answer ({exc})") from exc
+        try:
+            parsed = json.loads(answer)
+        except ValueError:
+            parsed = None
+        if status != 200:
+            raise container_error(status, parsed, answer)
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("predictions"), list):
+            raise ModelError(
+                500,
+                f"Deployed model {deployed['id']} answered without a predictions list: "
+                f"{answer[:200]!r}",
+                "INTERNAL",
+            )
+        response = {
+            "predictions": parsed["predictions"],
+            "deployedModelId": deployed["id"],
+            "model": deployed["model"],
+            "modelVersionId": deployed["modelVersionId"],
+            "modelDisplayName": deployed.get("displayName", ""),
+        }
+        if "metadata" in parsed:
+            response["metadata"] = parsed["metadata"]
+        return response
+
+    def _route(self, ref: EndpointRef) -> tuple[dict, ServingProcess | None]:
+        """The deployed model that serves the next prediction, and its process (None when it
+        has none running)."""
+        endpoint = self.get(ref)
+        order = [d["id"] for d in endpoint.get("deployedModels", [])]
+        with self._lock:
+            split = endpoint.get("trafficSplit", {})
+            key = (ref.endpoint_id, json.dumps(split, sort_keys=True))
+            chosen = pick_deployed(split, order, self._credits.setdefault(key, {}))
+            if chosen is None:
+                raise failed_precondition(
+                    f"Endpoint {ref.name} has no deployed model with traffic: deploy a model to "
+                    f"it (or give one traffic) first"
+                )
+            deployed = next(d for d in endpoint["deployedModels"] if d["id"] == chosen)
+            return deployed, self._procs.get(chosen)
+
+    def _unavailable(
+        self, deployed: dict, process: ServingProcess | None, detail: str
+    ) -> ModelError:
+        """Vertex's answer when a deployed model cannot serve: 503 UNAVAILABLE."""
+        record = self.store.get_deployment(deployed["id"]) or {}
+        code = process.exit_code() if process is not None else None
+        why = f"its serving process exited with code {code}" if code is not None else detail
+        return ModelError(
+            503,
+            f"Deployed model {deployed['id']} ({deployed['model']}) is unavailable: {why}. "
+            f"Its log: {record.get('logPath')}; undeploy and deploy it again",
+            "UNAVAILABLE",
+        )
+
+
+def accelerator_note(deployed_id: str, machine: dict) -> str | None:
+    """The "runs on CPU" line of a deployed model that asked for accelerators."""
+    kind, count = machine.get("acceleratorType"), int(machine.get("acceleratorCount", 0) or 0)
+    if not kind or kind == "ACCELERATOR_TYPE_UNSPECIFIED" or not count:
+        return None
+    return (
+        f"deployed model {deployed_id} asks for {count} x {kind} on {machine.get('machineType')} "
+        f"(checked against the catalog); the local platform runs it on this machine's CPU"
+    )
+
+
+def integral(value: Any) -> Any:
+    """JSON numbers as protobuf's C++ JSON printer writes a ``Value``'s doubles: without a
+    fraction when they have none (8.0 -> 8). A request passes through ``google.protobuf.Value``
+    (the SDK's REST transport writes ``8.0`` for the user's 8); the container gets ``8``."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items()}
+    return value
+
+
+def container_error(status: int, parsed: Any, raw: bytes) -> ModelError:
+    """A container's non-200 answer, passed on: its Google-shaped error as it is, else its
+    status with the start of its body."""
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return ModelError(status, error["message"], str(error.get("status") or "UNKNOWN"))
+    names = {
+        400: "INVALID_ARGUMENT",
+        404: "NOT_FOUND",
+        429: "RESOURCE_EXHAUSTED",
+        503: "UNAVAILABLE",
+    }
+    return ModelError(
+        status,
+        f"the model server answered HTTP {status}: {raw[:500].decode(errors='replace')}",
+        names.get(status, "INTERNAL"),
+    )
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

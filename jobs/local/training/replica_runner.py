@@ -1,0 +1,68 @@
+"""What the VM agent does for one replica: run its command, timestamp its output, record its exit.
+
+`python -m jobs.local.training.replica_runner --log FILE --exit FILE -- COMMAND...`
+
+The executor starts this as the leader of a new process group, so signals sent to the group
+reach the command too (as a VM's shutdown reaches every process in the container). It writes
+one JSON line per output line to ``--log`` and ``{"exit_code": N}`` to ``--exit`` when the
+command ends. Both are files, so a control plane that crashed and restarted can re-attach:
+it finds the exit code on disk instead of in a ``wait()`` it can no longer do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+
+def _timestamp() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def exit_code(returncode: int) -> int:
+    """A shell-style exit code: 128+N for death by signal N (SIGTERM -> 143)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run(command: list[str], log_path: Path, exit_path: Path) -> int:
+    # Survive the group's SIGTERM long enough to record the command's exit. A Python handler,
+    # not SIG_IGN: ignored dispositions would be inherited by the command across exec.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
+    with log_path.open("a", encoding="utf-8") as log:
+        try:
+            proc = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        except OSError as exc:
+            log.write(json.dumps({"ts": _timestamp(), "m": f"cannot start {command[0]}: {exc}"}))
+            log.write("\n")
+            code = 127
+        else:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", errors="replace").rstrip("\n")
+                log.write(json.dumps({"ts": _timestamp(), "m": line}) + "\n")
+                log.flush()
+            code = exit_code(proc.wait())
+    tmp = exit_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"exit_code": code, "ts": _timestamp()}))
+    tmp.replace(exit_path)
+    return code
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--exit", type=Path, required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    run(command, args.log, args.exit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""What a run is doing, for `vtx status` and `vtx list`: its attempts, pools and replicas, the
+trainer's progress, the checkpoints it committed and what it has cost so far. Pure: it reads
+the ``JobRecord``s and log entries it is given and the clock it is told.
+
+One word for one thing:
+
+- **attempt**: one CustomJob of the run (`vtx launch`, or a resubmission with the same run id),
+  numbered from 1 in the order they were created; every attempt resumes from the same prefix.
+- **restart**: Vertex starting one replica again inside one attempt (up to 5 times; after a
+  preemption or an infrastructure error); with ``restartJobOnWorkerRestart`` every replica
+  restarts with it.
+- **retry**: Vertex running every replica of one attempt again after a crash (SIGSEGV/SIGABRT)
+  or a replica that ran out of restarts (up to 3 times); its replicas restart.
+
+What is known where: the CustomJob API says nothing per replica, so on Vertex a replica shows
+the time of its last log line only. The local platform tags each log line with the restart of
+its replica that wrote it (``LogEntry.restart``: 0 its first start), so there a replica's
+restarts are counted: every start after its first, whatever caused it (its own loss, another
+replica's with restartJobOnWorkerRestart, or a retry); a restart shows once the replica has
+logged a line.
+
+The trainer's progress is read from its JSON log lines (rank 0's), whose messages and keys are
+this module's copy of what `trainer/loop.py` and `trainer/checkpoint.py` log (the platform
+never imports the trainer); tests/local/test_status_cli.py runs the real trainer to pin them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from jobs.runs.checkpoints import Stored
+from jobs.runs.logs import LogEntry, payload
+from jobs.training.cost import estimate
+from jobs.training.facts import facts_from_rest_job
+from jobs.vertex.client import JobRecord, PoolRecord, rfc3339
+
+# The trainer's log messages (`log.info(MESSAGE, extra={...})`) that carry progress.
+TRAINING = "training"  # at every start: step (resumed from), total_steps
+TRAIN = "train"  # every logging_steps: step, loss, tokens_per_s
+COMMITTED = "checkpoint committed"  # rank 0, once a checkpoint is complete: step, path
+DONE = "done"  # the final step is saved and the model exported
+
+
+def same_job(entry: LogEntry, job: str) -> bool:
+    """Entries name their job in full; compared by id, the part every source agrees on."""
+    return entry.job.rsplit("/", 1)[-1] == job.rsplit("/", 1)[-1]
+
+
+def seconds_between(start: datetime | None, end: datetime | None) -> float | None:
+    return None if start is None or end is None else max((end - start).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The trainer's own account of the newest attempt, from rank 0's log lines."""
+
+    step: int | None = None
+    total_steps: int | None = None
+    tokens_per_s: float | None = None
+    loss: float | None = None
+    updated: datetime | None = None
+    """When the trainer last reported a step."""
+    steps_per_s: float | None = None
+    """Since the latest start (resume) of the trainer: what the ETA assumes."""
+    checkpoints: int = 0
+    """Checkpoints committed by every attempt of the run (older ones may be pruned since)."""
+    checkpoint_step: int | None = None
+    checkpoint_path: str | None = None
+    done: bool = False
+
+    def eta_s(self, running: bool) -> float | None:
+        """Seconds to the last step at the current pace; None unless the job is running and
+        the pace is known."""
+        if not running or self.done or not self.steps_per_s:
+            return None
+        if self.step is None or self.total_steps is None:
+            return None
+        return max(self.total_steps - self.step, 0) / self.steps_per_s
+
+
+def trainer_line(entry: LogEntry) -> dict | None:
+    """Rank 0's JSON log line as a dict; None for anything else (library output, rank 1...)."""
+    line = payload(entry.message)
+    return line if line is not None and line.get("rank", 0) == 0 else None
+
+
+def _number(line: dict, key: str) -> float | None:
+    value = line.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _whole(line: dict, key: str) -> int | None:
+    value = _number(line, key)
+    return None if value is None else int(value)
+
+
+def trainer_progress(run_entries: Iterable[LogEntry], newest_job: str) -> Progress:
+    """Progress of ``newest_job`` (its step, pace and loss); checkpoints of every attempt."""
+    fields: dict = {"checkpoints": 0}
+    anchor: tuple[int, datetime] | None = None  # (step, time) of the trainer's latest start
+    for entry in run_entries:
+        line = trainer_line(entry)
+        if line is None:
+            continue
+        message = line.get("message")
+        if message == COMMITTED:
+            fields["checkpoints"] += 1
+            fields["checkpoint_step"] = _whole(line, "step")
+            fields["checkpoint_path"] = line.get("path")
+        if not same_job(entry, newest_job):
+            continue
+        at, step = rfc3339(entry.timestamp), _whole(line, "step")
+        if message == TRAINING:
+            fields.update(total_steps=_whole(line, "total_steps"), step=step, steps_per_s=None)
+            anchor = (step, at) if step is not None and at is not None else None
+        elif message == TRAIN:
+            fields.update(
+                step=step,
+                loss=_number(line, "loss"),
+                tokens_per_s=_number(line, "tokens_per_s"),
+                updated=at,
+            )
+            fields["steps_per_s"] = _pace(anchor, step, at)
+        elif message == DONE:
+            fields.update(step=step, done=True)
+    return Progress(**fields)
+
+
+def _pace(
+    anchor: tuple[int, datetime] | None, step: int | None, at: datetime | None
+) -> float | None:
+    if anchor is None or step is None or at is None:
+        return None
+    elapsed_s = seconds_between(anchor[1], at)
+    return (step - anchor[0]) / elapsed_s if elapsed_s and step > anchor[0] else None
+
+
+# ---- pools and replicas ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplicaStatus:
+    name: str
+    last_log: datetime | None
+    restarts: int | None
+    """None where the platform does not say (Vertex)."""
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    pool: PoolRecord
+    replicas: list[ReplicaStatus]
+
+
+def pool_statuses(job: JobRecord, entries: Sequence[LogEntry], local: bool) -> list[PoolStatus]:
+    """Each pool of ``job`` and its replicas, from ``job``'s own log entries."""
+    pools = []
+    for pool in job.pools:
+        replicas = []
+        for name in pool.replica_names:
+            own = [e for e in entries if e.replica == name]
+            last = max((t for e in own if (t := rfc3339(e.timestamp))), default=None)
+            restarts = max((e.restart for e in own if e.restart is not None), default=0)
+            replicas.append(ReplicaStatus(name, last, restarts if local else None))
+        pools.append(PoolStatus(pool, replicas))
+    return pools
+
+
+# ---- cost -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Price:
+    """What one attempt pays per hour at the catalog's price in its region."""
+
+    usd_per_h: float | None
+    """None when the catalog lacks a figure it needs (``unpriced``), or for FLEX_START."""
+    kind: str
+    """Which price it pays: "on-demand", "Spot" or "FLEX_START" (`jobs.training.cost`)."""
+    strategy: str
+    table: str | None
+    unpriced: tuple[str, ...]
+
+
+def price_of(job: JobRecord, region: str) -> Price:
+    """The catalog's price for ``job`` as submitted (its machines, accelerators, strategy)."""
+    cost = estimate(facts_from_rest_job(job.rest), region)
+    table = cost.table.name if cost.table is not None else None
+    return Price(cost.usd_per_h, cost.price_kind, cost.strategy, table, tuple(cost.unpriced))
+
+
+def running_s(job: JobRecord, now: datetime) -> float:
+    """How long Vertex has been running (and billing) the attempt: from its start to its end,
+    or to now while it runs; 0 before it started."""
+    end = job.end_time or (job.start_time if job.terminal else now)
+    return seconds_between(job.start_time, end) or 0.0
+
+
+def usd_so_far(job: JobRecord, price: Price, now: datetime) -> float | None:
+    seconds = running_s(job, now)
+    if not seconds:
+        return 0.0
+    return None if price.usd_per_h is None else price.usd_per_h * seconds / 3600
+
+
+# ---- the run --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttemptStatus:
+    number: int
+    job: JobRecord
+    running_s: float
+    price: Price
+    usd: float | None
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    run_id: str | None
+    attempts: list[AttemptStatus]
+    """Oldest first: ``attempts[-1]`` is the newest."""
+    pools: list[PoolStatus]
+    progress: Progress
+    now: datetime
+    stored: Stored | None = None
+    """The checkpoints storage holds (`jobs.runs.checkpoints`); None when not looked at."""
+
+    @property
+    def newest(self) -> AttemptStatus:
+        return self.attempts[-1]
+
+    @property
+    def running(self) -> bool:
+        return self.newest.job.state == "JOB_STATE_RUNNING"
+
+    @property
+    def elapsed_s(self) -> float | None:
+        """From the first attempt's creation to the newest one's end (or now)."""
+        first, last = self.attempts[0].job, self.newest.job
+        end = last.end_time or (last.create_time if last.terminal else self.now)
+        return seconds_between(first.create_time, end)
+
+    @property
+    def running_s(self) -> float:
+        return sum(a.running_s for a in self.attempts)
+
+    @property
+    def usd(self) -> float | None:
+        """Cost so far over every attempt; unknown as soon as one billed attempt's price is."""
+        costs = [a.usd for a in self.attempts]
+        return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+
+
+def attempts_of(jobs: Sequence[JobRecord], region: str, now: datetime) -> list[AttemptStatus]:
+    """A run's jobs (any order) as numbered attempts, oldest first, each with its cost in its
+    own region (a capacity ladder's attempts may run in several; ``region`` for a job whose
+    name has none)."""
+    ordered = sorted(jobs, key=lambda j: j.create_time or now)
+    statuses = []
+    for number, job in enumerate(ordered, start=1):
+        price = price_of(job, job.region or region)
+        statuses.append(
+            AttemptStatus(number, job, running_s(job, now), price, usd_so_far(job, price, now))
+        )
+    return statuses
+
+
+def run_status(
+    jobs: Sequence[JobRecord],
+    entries: Sequence[LogEntry],
+    region: str,
+    now: datetime,
+    local: bool,
+) -> RunStatus:
+    """The status of a run from its attempts (``jobs``, at least one) and its log entries."""
+    attempts = attempts_of(jobs, region, now)
+    newest = attempts[-1].job
+    own = [e for e in entries if same_job(e, newest.name)]
+    return RunStatus(
+        run_id=newest.run_id,
+        attempts=attempts,
+        pools=pool_statuses(newest, own, local),
+        progress=trainer_progress(entries, newest.name),
+        now=now,
+    )

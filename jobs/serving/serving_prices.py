@@ -1,0 +1,77 @@
+"""The price of a deployed model: serving (online prediction) $/h per replica, and what its
+replica range costs per hour at the floor (min replicas: what it costs idle, since Vertex bills
+every running node whether or not it serves) and at the ceiling (max replicas: autoscaled out).
+
+Prices come from the region's dated serving table in `jobs/core/catalog/prices/` (``kind:
+serving``),
+never from a training table nor another region's: Vertex lists prediction rates apart from
+training rates. A figure the table lacks is unknown (None), and so is every product that needs
+it; ``reason`` says which figure and which table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.core.catalog import Catalog, Price, PriceTable
+
+
+@dataclass(frozen=True)
+class ServingCost:
+    """What one deployment costs per hour, or why that is unknown."""
+
+    region: str
+    table: PriceTable | None
+    replica_usd_per_h: float | None
+    """One replica: the machine plus its accelerators; None when a figure is missing."""
+    min_replicas: int
+    max_replicas: int
+    missing: tuple[str, ...] = ()
+    """The machine or accelerator names the table has no figure for."""
+
+    @property
+    def floor_usd_per_h(self) -> float | None:
+        """At ``min_replicas``: what the deployment costs while it stands idle."""
+        return _times(self.replica_usd_per_h, self.min_replicas)
+
+    @property
+    def ceiling_usd_per_h(self) -> float | None:
+        """At ``max_replicas``: the most autoscaling can run up."""
+        return _times(self.replica_usd_per_h, self.max_replicas)
+
+    @property
+    def reason(self) -> str | None:
+        """Why the price is unknown; None when it is known."""
+        if self.table is None:
+            return f"no serving price table for {self.region} in jobs/core/catalog/prices/"
+        if self.missing:
+            return (
+                f"no serving price for {', '.join(self.missing)} in {self.table.name} "
+                f"(as of {self.table.as_of})"
+            )
+        return None
+
+
+def _times(usd_per_h: float | None, replicas: int) -> float | None:
+    return None if usd_per_h is None else usd_per_h * replicas
+
+
+def serving_cost(
+    cat: Catalog,
+    region: str,
+    machine: str,
+    accelerator: str | None,
+    accelerator_count: int,
+    min_replicas: int,
+    max_replicas: int,
+) -> ServingCost:
+    """Price a deployment from ``region``'s serving table: a replica is its machine plus, per
+    accelerator, the accelerator's figure (Vertex bills the two apart, as for training)."""
+    table = cat.serving_price_table(region)
+    empty = Price()
+    parts = [(machine, 1, (table.machines if table else {}).get(machine, empty))]
+    if accelerator is not None and accelerator_count:
+        accelerators = table.accelerators if table else {}
+        parts.append((accelerator, accelerator_count, accelerators.get(accelerator, empty)))
+    missing = tuple(name for name, _, price in parts if price.usd_per_h is None)
+    replica = None if missing else sum(n * (p.usd_per_h or 0.0) for _, n, p in parts)
+    return ServingCost(region, table, replica, min_replicas, max_replicas, missing)

@@ -1,0 +1,275 @@
+"""Cost and quota of a job: $/h per pool and in total, on-demand vs Spot, the cost at the timeout
+cap, and the Vertex quota the job needs per metric and region. Read from the job's facts, so a
+template (``vtx cost``) and a compiled job (the launch plan) are priced by the same code.
+
+Prices come from the region's dated table in `jobs/core/catalog/prices/`; every estimate names the
+table and says which figures are verified, derived or recalled. A figure the table lacks is
+unknown (None), and so is every sum that needs it: no other region's table, no flat Spot
+discount and no partial total stand in for it."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from jobs.core.catalog import Catalog, Price, PriceTable, load_catalog, vertex_default_timeout_s
+from jobs.training.facts import JobFacts, PoolFacts
+
+PREEMPTIBLE_STRATEGIES = ("SPOT", "FLEX_START")
+CONSUMES_RESERVATION = ("ANY_RESERVATION", "SPECIFIC_RESERVATION")
+"""Affinities under which a VM may run on a reservation: it is then billed the reservation's
+Compute Engine price (committed-use discounts included) plus Vertex's training fee, in no table
+here (https://cloud.google.com/vertex-ai/docs/training/use-reservations, "Billing")."""
+DEFAULT_REGION = "us-central1"
+"""Where a job with no region (no template region, no stack) is priced: Vertex's SDK sends jobs
+there when no location is given. The estimate says it assumed it (``region_assumed``)."""
+
+
+@dataclass(frozen=True)
+class _Sum:
+    """A sum of priced parts: None as soon as one part has no price."""
+
+    usd_per_h: float | None
+    bases: frozenset[str]
+    missing: tuple[str, ...]
+
+
+def _add(parts: list[tuple[str, int, float | None, str | None]]) -> _Sum:
+    """(name, units, $/h per unit or None, basis) -> the total, its bases and the unpriced names."""
+    missing = tuple(name for name, _, usd, _ in parts if usd is None)
+    total = None if missing else sum(units * (usd or 0.0) for _, units, usd, _ in parts)
+    return _Sum(total, frozenset(b for *_, b in parts if b), missing)
+
+
+@dataclass
+class PoolCost:
+    role: str
+    machine: str
+    accelerator: str | None
+    accelerator_count: int
+    replicas: int
+    on_demand_usd_per_h: float | None
+    """All replicas of the pool; None when the machine's or accelerator's price is unknown."""
+    spot_usd_per_h: float | None
+    """As published per SKU; None when unknown (never on-demand times a discount)."""
+    bases: set[str] = field(default_factory=set)
+    spot_bases: set[str] = field(default_factory=set)
+    reservation: str | None = None
+    """ANY_RESERVATION or SPECIFIC_RESERVATION when the pool may run on a reservation."""
+
+
+@dataclass
+class CostEstimate:
+    table: PriceTable | None
+    """The region's price table; None when the catalog has none for it (every price unknown)."""
+    region: str
+    strategy: str
+    timeout_s: float
+    pools: list[PoolCost]
+    quota: dict[str, int]
+    """Quota metric -> units needed (GPUs, TPU chips or vCPUs), all in ``region``."""
+    missing: list[str]
+    """Machine or accelerator names with no on-demand price in ``region``."""
+    spot_missing: list[str] = field(default_factory=list)
+    """Machine or accelerator names with no Spot price in ``region``."""
+    region_assumed: bool = False
+    """True when neither the job nor the caller named a region (priced in DEFAULT_REGION)."""
+
+    @property
+    def table_matches_region(self) -> bool:
+        """Always the region's own table when there is one (kept for callers of the old flag)."""
+        return self.table is not None
+
+    @property
+    def on_demand_usd_per_h(self) -> float | None:
+        return _total(p.on_demand_usd_per_h for p in self.pools)
+
+    @property
+    def spot_usd_per_h(self) -> float | None:
+        return _total(p.spot_usd_per_h for p in self.pools)
+
+    @property
+    def reservation_pools(self) -> list[PoolCost]:
+        return [p for p in self.pools if p.reservation is not None]
+
+    @property
+    def price_kind(self) -> str:
+        """Which price this job pays: "Spot", "on-demand", or one in no table: "FLEX_START"
+        (Dynamic Workload Scheduler's own prices) or "reservation" (a pool may run on a
+        reservation: its Compute Engine price plus Vertex's fee, or on-demand for
+        ANY_RESERVATION when no reservation matches)."""
+        if self.strategy == "FLEX_START":
+            return "FLEX_START"
+        if self.reservation_pools:
+            return "reservation"
+        return "Spot" if self.strategy == "SPOT" else "on-demand"
+
+    @property
+    def usd_per_h(self) -> float | None:
+        """What this job pays per hour with its strategy; None when unknown (FLEX_START's and
+        reservations' prices are in no table)."""
+        return {"Spot": self.spot_usd_per_h, "on-demand": self.on_demand_usd_per_h}.get(
+            self.price_kind
+        )
+
+    @property
+    def usd_at_timeout(self) -> float | None:
+        per_h = self.usd_per_h
+        return None if per_h is None else per_h * self.timeout_s / 3600
+
+    @property
+    def unpriced(self) -> list[str]:
+        """The names whose missing price makes ``usd_per_h`` unknown (empty for FLEX_START and
+        reservations, whose prices no table has)."""
+        return {"Spot": self.spot_missing, "on-demand": self.missing}.get(self.price_kind, [])
+
+    @property
+    def bases(self) -> set[str]:
+        return set().union(*(p.bases for p in self.pools)) if self.pools else set()
+
+    @property
+    def spot_bases(self) -> set[str]:
+        return set().union(*(p.spot_bases for p in self.pools)) if self.pools else set()
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    """The sum, or None when any value is None: a partial sum would read as the whole cost."""
+    figures = list(values)
+    return None if any(v is None for v in figures) else sum(v or 0.0 for v in figures)
+
+
+def _accelerator(pool: PoolFacts, cat: Catalog) -> tuple[str | None, int]:
+    builtin = cat.builtin_accelerator(pool.machine)
+    if pool.accelerator is None and builtin is not None:
+        return builtin
+    if pool.accelerator is None:
+        return None, 0
+    return pool.accelerator, pool.accelerator_count or (builtin[1] if builtin else 1)
+
+
+def _parts(
+    pool: PoolFacts, table: PriceTable | None, cat: Catalog, spot: bool
+) -> list[tuple[str, int, float | None, str | None]]:
+    """One VM's priced parts: the machine, then its accelerators (Vertex bills them apart)."""
+    machine = pool.machine or ""
+    accelerator, count = _accelerator(pool, cat)
+    empty = Price()
+    prices = [(machine, 1, (table.machines if table else {}).get(machine, empty))]
+    if accelerator is not None:
+        prices.append(
+            (accelerator, count, (table.accelerators if table else {}).get(accelerator, empty))
+        )
+    if spot:
+        return [(name, n, p.spot_usd_per_h, p.spot_basis) for name, n, p in prices]
+    return [(name, n, p.usd_per_h, p.basis) for name, n, p in prices]
+
+
+def _pool_cost(pool: PoolFacts, table: PriceTable | None, cat: Catalog) -> PoolCost:
+    accelerator, count = _accelerator(pool, cat)
+    replicas = pool.replicas or 0
+    on_demand = _add(_parts(pool, table, cat, spot=False))
+    spot = _add(_parts(pool, table, cat, spot=True))
+    return PoolCost(
+        role=pool.role,
+        machine=pool.machine or "",
+        accelerator=accelerator,
+        accelerator_count=count,
+        replicas=replicas,
+        on_demand_usd_per_h=_times(on_demand.usd_per_h, replicas),
+        spot_usd_per_h=_times(spot.usd_per_h, replicas),
+        bases=set(on_demand.bases),
+        spot_bases=set(spot.bases),
+        reservation=pool.reservation_affinity
+        if pool.reservation_affinity in CONSUMES_RESERVATION
+        else None,
+    )
+
+
+def _times(usd_per_h: float | None, replicas: int) -> float | None:
+    return None if usd_per_h is None else usd_per_h * replicas
+
+
+def quota_needed(job: JobFacts, cat: Catalog) -> dict[str, int]:
+    """Quota metric -> units, for every pool at full size (Vertex checks it when the job starts)."""
+    preemptible = job.strategy in PREEMPTIBLE_STRATEGIES
+    needed: dict[str, int] = defaultdict(int)
+    for pool in job.pools:
+        machine = cat.machines.get(pool.machine or "")
+        if machine is None:
+            continue
+        replicas = pool.replicas or 0
+        needed[machine.cpu_quota_metric] += machine.vcpus * replicas
+        accelerator, count = _accelerator(pool, cat)
+        acc = cat.accelerators.get(accelerator or "")
+        if acc is not None:
+            needed[acc.metric(preemptible)] += count * replicas
+    return dict(needed)
+
+
+def _unpriced(job: JobFacts, table: PriceTable | None, cat: Catalog, spot: bool) -> list[str]:
+    names = {n for pool in job.pools for n in _add(_parts(pool, table, cat, spot)).missing}
+    return sorted(names)
+
+
+def estimate(
+    job: JobFacts, region: str | None = None, catalog: Catalog | None = None
+) -> CostEstimate:
+    """Cost of a checked job in ``region`` (the job's, else the given stack region, else
+    DEFAULT_REGION), priced from that region's own table only."""
+    cat = catalog or load_catalog()
+    priced_in = job.region or region
+    table = cat.price_table(priced_in or DEFAULT_REGION)
+    return CostEstimate(
+        table=table,
+        region=priced_in or DEFAULT_REGION,
+        strategy=job.strategy or "STANDARD",
+        timeout_s=job.timeout_s or vertex_default_timeout_s(),
+        pools=[_pool_cost(pool, table, cat) for pool in job.pools],
+        quota=quota_needed(job, cat),
+        missing=_unpriced(job, table, cat, spot=False),
+        spot_missing=_unpriced(job, table, cat, spot=True),
+        region_assumed=priced_in is None,
+    )
+
+
+@dataclass(frozen=True)
+class StudyCost:
+    """A hyperparameter tuning study: ``max_trials`` runs of one trial job, ``parallel_trials``
+    at a time. Every trial is the same job, so it costs the trial's price times the trials; a
+    figure the trial lacks is unknown for the study too."""
+
+    trial: CostEstimate
+    max_trials: int
+    parallel_trials: int
+
+    @property
+    def waves(self) -> int:
+        """Rounds of parallel trials: the study's wall time is about this many trial times."""
+        return math.ceil(self.max_trials / self.parallel_trials)
+
+    @property
+    def usd_per_h(self) -> float | None:
+        """While ``parallel_trials`` trials run at once."""
+        per_h = self.trial.usd_per_h
+        return None if per_h is None else per_h * self.parallel_trials
+
+    @property
+    def usd_at_timeout(self) -> float | None:
+        """Every trial running to its timeout cap."""
+        cap = self.trial.usd_at_timeout
+        return None if cap is None else cap * self.max_trials
+
+    def usd_for(self, trial_hours: float) -> float | None:
+        """Every trial running ``trial_hours``."""
+        per_h = self.trial.usd_per_h
+        return None if per_h is None else per_h * trial_hours * self.max_trials
+
+    def wall_hours(self, trial_hours: float) -> float:
+        return self.waves * trial_hours
+
+    @property
+    def quota(self) -> dict[str, int]:
+        """What the trials running at once need together."""
+        return {m: n * self.parallel_trials for m, n in self.trial.quota.items()}

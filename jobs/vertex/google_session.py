@@ -1,0 +1,37 @@
+"""One HTTP session for the REST calls vtx makes without Google's gRPC clients (watching jobs,
+reading quota): both the local platform and Google's endpoints answer them the same way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.core.stack import StackOutputs
+
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+class NotAuthenticated(Exception):
+    """No application-default credentials: the message says how to get them."""
+
+
+def rest_session(stack: StackOutputs) -> Any:
+    """The local platform takes its own token; Google's endpoints want default credentials
+    (google-auth's AuthorizedSession refreshes a lapsed token and retries the call itself)."""
+    import requests
+
+    if stack.is_local:
+        session = requests.Session()
+        if stack.local_token:
+            session.headers["Authorization"] = f"Bearer {stack.local_token}"
+        return session
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+    from google.auth.transport.requests import AuthorizedSession
+
+    try:
+        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+    except DefaultCredentialsError as exc:
+        raise NotAuthenticated(
+            f"not authenticated: run `gcloud auth application-default login` ({exc})"
+        ) from exc
+    return AuthorizedSession(credentials)
