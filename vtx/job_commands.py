@@ -4,7 +4,8 @@
 
 Each command runs the stages it needs, in that order, each on the previous stage's value
 (jobs.spec.document, jobs.training.validate, jobs.training.compile, jobs.training.plan,
-jobs.training.quotas, jobs.vertex.client)."""
+jobs.training.quotas, jobs.vertex.client). `launch` hands the checked template to jobs.launch
+(the plan of every rung, then the runner's events) and only shows, confirms and prints."""
 
 from __future__ import annotations
 
