@@ -14,16 +14,17 @@ machine, not importing torch.
   `scheduling.strategy: standard`, same run id). The human's own reaction time is counted as 0,
   so this is the retry path's best case.
 
-Both are measured from the `vtx launch` call (in this process, through the CLI, after a warm-up
-launch so that no repetition pays the SDK's import) to (a) the first RUNNING the client sees and
-(b) the timestamp of the job's `first step` line. Variants alternate, one run id each.
+Both are measured from the launch call (in this process, through `jobs.launch`, what `vtx launch
+--yes` runs, after a warm-up launch so that no repetition pays the SDK's import) to (a) the first
+RUNNING the client sees and (b) the timestamp of the job's `first step` line. Variants alternate,
+one run id each.
 
 The per-rung decision on a zero-quota rung is what `vtx launch` does before submitting anything:
 the live quota preflight (`jobs.training.quotas.preflight`: Cloud Quotas' quotaInfos and the
 region's jobs,
 two GETs, here to the local platform) whose over-limit verdict skips the rung; timed alone (a new
-HTTP session each time, as each launch has) and as the rung's whole planning (`plan_rungs`:
-compile, check, price, preflight).
+HTTP session each time, as each launch has) and as the rung's whole planning
+(`jobs.launch.plan.plan_rungs`: compile, check, price, preflight).
 
     python -m bench.ladder [--reps R] [--retries N] [--backoff-s B] [--poll-s P]
                            [--decision-reps D]
@@ -124,31 +125,42 @@ def _ts(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def vtx(*args: str) -> str:
-    """`vtx ARGS` in this process; its output; raises when it exits non-zero."""
-    from typer.testing import CliRunner
-
-    from vtx.cli import app
-
-    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
-    if result.exit_code != 0:
-        raise RuntimeError(f"vtx {' '.join(args)} exited {result.exit_code}:\n{result.output}")
-    return result.output
-
-
 def launch(p: Platform, template: str, run_id: str, poll_s: float) -> str:
-    path = str(p.templates[template])
-    return vtx(
-        "launch",
-        path,
-        "--stack-file",
-        str(p.stack_file),
-        "--yes",
-        "--run-id",
-        run_id,
-        "--poll-s",
-        str(poll_s),
-    )
+    """What `vtx launch TEMPLATE --yes --run-id RUN_ID --poll-s POLL_S` runs, through
+    `jobs.launch`: the template checked, planned and walked; each move's line (a ladder's moves
+    say their reasons); raises when the launch ends with a non-zero exit code."""
+    from jobs.launch.checks import checked_template
+    from jobs.launch.plan import LaunchOptions, plan_launch, stack_region
+    from jobs.launch.run import Event, Failed, MovedOn, Placed, Runner, Submitted, drive
+    from jobs.spec.document import load_document
+    from jobs.vertex.client import Vertex
+
+    path = p.templates[template]
+    checked, problems = checked_template(load_document(path, []), stack_region(p.stack))
+    if checked is None:
+        raise RuntimeError(f"{path}: {problems}")
+    options = LaunchOptions(run_id=run_id, poll_s=poll_s)
+    plan = plan_launch(checked, p.stack, str(path), options)
+    if plan.problems or plan.refusal:
+        raise RuntimeError(f"{path}: not submitted: {plan.problems or plan.refusal}")
+    said: list[str] = []
+
+    def show(event: Event) -> None:
+        match event:
+            case Submitted(rung, name, attempt):
+                said.append(f"{rung.label}: submitted {name} (attempt {attempt})")
+            case MovedOn(rung, reason, _, _):
+                said.append(f"{rung.label}: {reason}")
+            case Placed(rung, succeeded):
+                said.append(f"{rung.label}: {'succeeded' if succeeded else 'running'}")
+            case Failed(message):
+                said.append(f"run failed: {message}")
+
+    code = drive(Runner(plan, Vertex(p.stack), poll_s=poll_s).events(), show)
+    out = "\n".join(said)
+    if code != 0:
+        raise RuntimeError(f"launch of {path} exited {code}:\n{out}")
+    return out
 
 
 def _until(check: Callable[[], Any], poll_s: float, timeout_s: float = 120.0) -> Any:
@@ -230,9 +242,9 @@ def decision_times(p: Platform, reps: int) -> tuple[list[float], list[float], st
     """Seconds to decide to skip the zero-quota rung: the preflight alone, and the rung's whole
     planning; the reason `vtx launch` prints."""
     from jobs.core.catalog import load_catalog
+    from jobs.launch.plan import plan_rungs
     from jobs.spec.template import JobTemplate
     from jobs.training.quotas import QuotaReader, preflight
-    from vtx.ladder_launch import plan_rungs
 
     source = str(p.templates["zero_quota"])
     template = JobTemplate.from_document(ZERO_QUOTA, source)

@@ -34,6 +34,7 @@ from jobs.core.contract import new_run_id, region_of
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
 from jobs.launch.checks import checked_template
+from jobs.launch.plan import LaunchOptions
 from jobs.local.platform.capacity import Capacity
 from jobs.local.platform.client import LocalApiError, preempt_replica, read_logs
 from jobs.local.platform.processes import PlatformError, bring_up, free_port, stop_platform
@@ -43,6 +44,7 @@ from jobs.runs.logs import LocalLogSource
 from jobs.spec.document import load_document
 from jobs.spec.template import JobTemplate
 from jobs.vertex.client import Vertex, VertexError, state_name
+from vtx.confirm import Ask
 from vtx.demo_serving import Served, print_served, serve_run_model
 from vtx.job_commands import launch_job
 
@@ -309,16 +311,8 @@ def _launch_and_follow(console: Console, stack, trainer_overrides: list[str]) ->
     watcher = PreemptAfterFirstCheckpoint(stack, run_id, console)
     watcher.start()
     try:
-        launch_job(
-            console,
-            template,
-            stack,
-            str(TEMPLATE),
-            run_id=run_id,
-            yes=True,
-            follow=True,
-            poll_s=1.0,
-        )
+        options = LaunchOptions(run_id=run_id, follow=True, poll_s=1.0)
+        launch_job(console, template, stack, str(TEMPLATE), options, Ask(yes=True))
     finally:
         watcher.done.set()
         watcher.join(timeout=5)

@@ -21,6 +21,7 @@ from rich.table import Table
 from jobs.core.stack import StackOutputs
 from jobs.serving.deploy import (
     NEW,
+    Deployed,
     DeployOptions,
     DeployPlan,
     DeployRefused,
@@ -35,6 +36,7 @@ from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
 from jobs.serving.model_rest import ModelRest
 from jobs.serving.serving_prices import ServingCost
 from jobs.vertex.client import VertexError
+from vtx.confirm import Ask, plan_and_confirm
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
 from vtx.output import print_error
 
@@ -135,14 +137,15 @@ def deploy_model(
             for problem in refused.problems:
                 print_error(out, problem, "not deployed")
             return 1
-        print_deploy_plan(out, plan)
-        if dry_run:
-            out.print("dry run: nothing deployed")
-            return 0
-        if not yes and not confirm("Deploy this model?"):
-            out.print("not deployed")
-            return 1
-        deployed = deploy(stack, plan, endpoints, client)
+        done: list[Deployed] = []
+        code = plan_and_confirm(
+            out, lambda: print_deploy_plan(out, plan),
+            lambda: done.append(deploy(stack, plan, endpoints, client)) or 0,
+            Ask(yes, dry_run, confirm), "Deploy this model?", done="deployed",
+        )  # fmt: skip
+    if code or not done:
+        return code
+    deployed = done[0]
     out.print(f"endpoint [bold]{deployed.endpoint}[/bold]", highlight=False)
     out.print(f"deployed model id: [bold]{deployed.deployed_model_id}[/bold]", highlight=False)
     if stack.private_serving is not None:
@@ -321,14 +324,15 @@ def undeploy_models(
             for problem in refused.problems:
                 print_error(out, problem, "not undeployed")
             return 1
-        print_undeploy_plan(out, plan)
-        if dry_run:
-            out.print("dry run: nothing undeployed")
-            return 0
-        if not yes and not confirm("Undeploy?"):
-            out.print("not undeployed")
-            return 1
-        done = undeploy(stack, plan, endpoints, client)
+        undone: list[list[str]] = []
+        code = plan_and_confirm(
+            out, lambda: print_undeploy_plan(out, plan),
+            lambda: undone.append(undeploy(stack, plan, endpoints, client)) or 0,
+            Ask(yes, dry_run, confirm), "Undeploy?", done="undeployed",
+        )  # fmt: skip
+    if code or not undone:
+        return code
+    done = undone[0]
     out.print(f"undeployed {', '.join(done)} from {plan.endpoint.name}", highlight=False)
     return 0
 

@@ -4,12 +4,12 @@
 
 Each command runs the stages it needs, in that order, each on the previous stage's value
 (jobs.spec.document, jobs.training.validate, jobs.training.compile, jobs.training.plan,
-jobs.training.quotas, jobs.vertex.client)."""
+jobs.training.quotas, jobs.vertex.client). `launch` hands the checked template to jobs.launch
+(the plan of every rung, then the runner's events) and only shows, confirms and prints."""
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,21 +24,26 @@ from jobs.core.catalog import load_catalog
 from jobs.core.contract import new_run_id
 from jobs.core.stack import StackOutputs
 from jobs.launch.checks import validate_document
-from jobs.launch.render import render_json, render_yaml
+from jobs.launch.plan import LaunchOptions, LaunchPlan, compile_checked, plan_launch, stack_region
+from jobs.launch.render import render_json, render_study_json, render_study_yaml, render_yaml
+from jobs.launch.run import Event, Follow, Runner, drive
+from jobs.runs.logs import LogSource
 from jobs.serving.model_upload import UploadOptions
 from jobs.spec.document import TEMPLATE, load_document
 from jobs.spec.gcloud import import_document, template_from_document
 from jobs.spec.template import JobTemplate, TemplateError
+from jobs.training.compile import CompiledJob
 from jobs.training.cost import estimate
 from jobs.training.facts import JobFacts, template_facts
-from jobs.training.plan import plan_job
 from jobs.training.quotas import QuotaReader, preflight
 from jobs.training.training_time import TrainingTimeError, run_estimate, trainer_call
 from jobs.training.wandb_launch import render_launch_queue_config
-from jobs.tuning.study_job import reporting_metric
-from jobs.vertex.client import Vertex
-from vtx.ladder_launch import LadderWalk, launch_ladder
-from vtx.log_commands import follow_run
+from jobs.tuning.study_job import reporting_metric, study_of
+from jobs.vertex.client import Vertex, VertexRest
+from vtx import study_watch
+from vtx.confirm import Ask, plan_and_confirm
+from vtx.launch_views import print_event, print_launch_plan, print_study_cost
+from vtx.log_commands import LogView, follow_run, log_source
 from vtx.model_commands import upload_run_model
 from vtx.options import (
     FileArg,
@@ -50,6 +55,7 @@ from vtx.options import (
     api_errors,
     console,
     fail,
+    load_template,
     optional_stack,
     required_stack,
 )
@@ -59,8 +65,6 @@ from vtx.output import (
     print_cost,
     print_problems,
 )
-from vtx.planning import compile_checked, go_ahead, load_template, print_plan, stack_region
-from vtx.study_launch import launch_study, print_study_cost, render_study
 
 app = typer.Typer()
 
@@ -274,85 +278,89 @@ def import_(
         console(stderr=True).print(f"note: {note}", style="dim", highlight=False)
 
 
+def render_study(job: CompiledJob, format_: str, source: str) -> str:
+    """The study's HyperparameterTuningJob as REST JSON, or gcloud's hp-tuning-jobs YAML."""
+    from google.protobuf.json_format import ParseError
+
+    try:
+        proto = study_of(job).to_proto()
+    except ParseError as exc:  # validation should have refused it first: a vtx bug
+        raise fail(
+            f"{source}: the compiled study does not convert to the API's types ({exc}); "
+            "validation missed this: please report it",
+            code=1,
+        ) from exc
+    return render_study_yaml(proto, job.stack) if format_ == "yaml" else render_study_json(proto)
+
+
+class LaunchView:
+    """What `vtx launch` says of each move of the runner (`jobs.launch.run`), and the following
+    a ``Follow`` asks for: the logs streamed, the exit code sent back."""
+
+    def __init__(self, out: Console, plan: LaunchPlan, runner: Runner, stack: StackOutputs):
+        self.out, self.plan, self.runner, self.stack = out, plan, runner, stack
+        self.view = LogView(out)
+        self.source: LogSource | None = None
+        """A ladder's one log source: each following goes on where the last stopped."""
+
+    def show(self, event: Event) -> int | None:
+        if isinstance(event, Follow):
+            return self.follow(event.name)
+        print_event(self.out, self.plan, self.runner.follow, event)
+        return None
+
+    def follow(self, name: str) -> int:
+        out, poll_s = self.out, self.runner.poll_s
+        if self.plan.study is not None:
+            with api_errors(out):
+                rest = VertexRest(self.stack)
+                return study_watch.follow(out, rest, name, LogView(out).print, poll_s)
+        if not self.plan.ladder:
+            return follow_run(out, self.runner.rest, name, poll_s)
+        self.source = self.source or log_source(self.runner.rest, name)
+        return follow_run(out, self.runner.rest, name, poll_s, view=self.view, source=self.source)
+
+
 def launch_job(
     out: Console,
     template: JobTemplate,
     stack: StackOutputs,
     source: str,
+    options: LaunchOptions = LaunchOptions(),
+    answer: Ask = Ask(),
     *,
-    run_id: str | None = None,
-    yes: bool = False,
-    dry_run: bool = False,
-    follow: bool = False,
-    vertex: Vertex | None = None,
-    confirm: Callable[[str], bool] = lambda q: typer.confirm(q, default=False),
-    poll_s: float = 5.0,
     quotas: QuotaReader | None = None,
-    ignore_quota: bool = False,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-    upload: UploadOptions | None = None,
+    vertex: Vertex | None = None,
 ) -> int:
-    """Compile, check, plan, check the live quota, confirm, submit (and follow); the exit
-    code. A dry run stops where the launch would: after the plan, or at a quota refusal.
-    A template with a capacity ladder is walked rung by rung (``sleep``/``clock``: its watch).
-    ``upload``: register the model of a followed run that SUCCEEDED (`vtx model upload`)."""
-    run_id = run_id or new_run_id(template.name)
-    if template.study is not None:
-        return launch_study(out, template, stack, source, run_id, yes=yes, dry_run=dry_run,
-                            vertex=vertex, confirm=confirm, quotas=quotas,
-                            ignore_quota=ignore_quota, follow=follow, poll_s=poll_s)  # fmt: skip
-    if template.capacity is not None and template.capacity.ladder:
-        return launch_ladder(
-            out,
-            template,
-            stack,
-            source,
-            run_id,
-            reader=quotas or QuotaReader(stack),
-            ignore_quota=ignore_quota,
-            dry_run=dry_run,
-            yes=yes,
-            confirm=confirm,
-            make_walk=lambda rungs: LadderWalk(
-                out, vertex or Vertex(stack), rungs, poll_s=poll_s, sleep=sleep, clock=clock
-            ),
-            follow=follow,
-        )
-    job, problems = compile_checked(template, stack, run_id, source, policy=True)
-    if job is None or problems:
-        print_problems(out, problems)
+    """Plan (`jobs.launch.plan`), show, confirm, walk (`jobs.launch.run`); the exit code. A dry
+    run stops where the launch would: after the plan, or at a quota refusal. With
+    ``options.upload``, a followed run that SUCCEEDED has its model registered."""
+    plan = plan_launch(template, stack, source, options, quotas)
+    if plan.problems:
+        print_problems(out, plan.problems)
         return 1
-    plan = plan_job(job)
-    check = preflight(plan.quota, plan.cost.region, quotas or QuotaReader(stack), load_catalog())
-    print_plan(out, plan, check)
-    stop = go_ahead(
-        out, check, ignore_quota=ignore_quota, dry_run=dry_run, yes=yes, confirm=confirm,
-        question="Submit this job?",
+    question = (
+        "Submit this study?" if plan.study is not None
+        else "Submit this run, walking its ladder?" if plan.ladder
+        else "Submit this job?"
     )  # fmt: skip
-    if stop is not None:
-        return stop
-    vertex = vertex or Vertex(stack)
-    with api_errors(out, "not submitted"):
-        submitted = vertex.submit(plan.job.to_proto(), plan.quota, plan.job.stack.region)
-    out.print(f"submitted [bold]{submitted.job.name}[/bold]", highlight=False)
-    resumed = (
-        f" (attempt {submitted.attempt}: resumes from its checkpoints)"
-        if submitted.attempt > 1
-        else ""
-    )
-    out.print(f"run id: [bold]{run_id}[/bold]{resumed}", highlight=False)
-    if follow:
-        code = follow_run(out, vertex, run_id, poll_s)
-        if code or upload is None:
+
+    def submit() -> int:
+        runner = Runner(plan, vertex or Vertex(stack), follow=options.follow, poll_s=options.poll_s)
+        view = LaunchView(out, plan, runner, stack)
+        if plan.ladder:  # the walk turns create errors into its decisions
+            return drive(runner.events(), view.show)
+        with api_errors(out, "not submitted"):
+            code = drive(runner.events(), view.show)
+        if code or not options.follow or options.upload is None or plan.study is not None:
             return code
-        return upload_run_model(out, stack, run_id, upload, yes=yes, confirm=confirm)
-    out.print(
-        f"follow: vtx logs {run_id} --follow (with this launch's --stack or --stack-file)",
-        style="dim",
-        highlight=False,
-    )
-    return 0
+        return upload_run_model(out, stack, plan.run_id, options.upload, yes=answer.yes,
+                                confirm=answer.confirm)  # fmt: skip
+
+    return plan_and_confirm(
+        out, lambda: print_launch_plan(out, plan), submit, answer, question,
+        refusal=plan.refusal, refused="error" if plan.ladder else "not submitted",
+    )  # fmt: skip
 
 
 @app.command()
@@ -388,17 +396,7 @@ def launch(
     ladder = template.capacity is not None and template.capacity.ladder
     if upload_model and (not follow or template.study is not None or ladder):
         raise fail("--upload-model needs --follow, on a template without a study or a ladder")
-    code = launch_job(
-        console(),
-        template,
-        outputs,
-        str(file),
-        run_id=run_id,
-        yes=yes,
-        dry_run=dry_run,
-        follow=follow,
-        poll_s=poll_s,
-        ignore_quota=ignore_quota,
-        upload=UploadOptions() if upload_model else None,
-    )
+    options = LaunchOptions(run_id, ignore_quota, follow, poll_s,
+                            UploadOptions() if upload_model else None)  # fmt: skip
+    code = launch_job(console(), template, outputs, str(file), options, Ask(yes, dry_run))
     raise typer.Exit(code)

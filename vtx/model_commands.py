@@ -19,11 +19,13 @@ from jobs.runs.checkpoints import Storage
 from jobs.serving.model_rest import ModelRecord, ModelRest
 from jobs.serving.model_upload import (
     ModelPlan,
+    Uploaded,
     UploadOptions,
     UploadRefused,
     plan_upload,
     upload_model,
 )
+from vtx.confirm import Ask, plan_and_confirm
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, required_stack
 from vtx.output import print_error
 
@@ -77,14 +79,15 @@ def upload_run_model(
             for problem in refused.problems:
                 print_error(out, problem, "not uploaded")
             return 1
-        print_model_plan(out, plan)
-        if dry_run:
-            out.print("dry run: nothing uploaded")
-            return 0
-        if not yes and not confirm("Upload this model?"):
-            out.print("not uploaded")
-            return 1
-        uploaded = upload_model(stack, plan, rest)
+        done: list[Uploaded] = []
+        code = plan_and_confirm(
+            out, lambda: print_model_plan(out, plan),
+            lambda: done.append(upload_model(stack, plan, rest)) or 0,
+            Ask(yes, dry_run, confirm), "Upload this model?", done="uploaded",
+        )  # fmt: skip
+    if code or not done:
+        return code
+    uploaded = done[0]
     out.print(f"model [bold]{uploaded.model}[/bold]", highlight=False)
     out.print(f"version: [bold]{uploaded.version_id}[/bold]", highlight=False)
     return 0

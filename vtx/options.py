@@ -12,10 +12,13 @@ import typer
 from rich.console import Console
 
 from jobs.core.stack import StackError, StackOutputs, load_pulumi_stack, load_stack_file
+from jobs.launch.checks import checked_template
 from jobs.local.platform.state import local_stack_outputs
 from jobs.runs.logs import LogsError
+from jobs.spec.document import load_document
+from jobs.spec.template import JobTemplate
 from jobs.vertex.client import VertexError
-from vtx.output import print_error
+from vtx.output import print_error, print_problems
 
 FileArg = Annotated[
     Path, typer.Argument(help="A vtx template, or gcloud CustomJobSpec/CustomJob YAML.")
@@ -82,3 +85,12 @@ def required_stack(stack: str | None, stack_file: Path | None) -> StackOutputs:
     if outputs is None:
         raise fail("no stack given: pass --stack NAME, --stack local or --stack-file FILE")
     return outputs
+
+
+def load_template(path: Path, overrides: list[str], region: str | None) -> JobTemplate:
+    """The template at ``path`` read and checked whole, or the command ends with its problems."""
+    template, problems = checked_template(load_document(path, overrides), region)
+    if template is None:
+        print_problems(console(), problems)
+        raise typer.Exit(1)
+    return template

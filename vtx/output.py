@@ -15,6 +15,7 @@ from jobs.core.catalog import QUOTA_PREFIX, Catalog, Price
 from jobs.core.durations import human_duration
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
+from jobs.launch.names import resources
 from jobs.training.cost import CostEstimate
 from jobs.training.quotas import (
     NOT_LISTED,
@@ -444,23 +445,6 @@ def quota_usage_table(rows: list[dict]) -> Table:
 
 
 # ---- a capacity ladder ----------------------------------------------------------------------
-
-
-def resources(estimate: CostEstimate) -> str:
-    """What a job runs on, short: ``2xL4``, ``16xH100_80GB+1xn1-highcpu-16``."""
-    parts = []
-    for pool in estimate.pools:
-        if pool.accelerator:
-            name = pool.accelerator.removeprefix("NVIDIA_").removeprefix("TESLA_")
-            parts.append(f"{pool.accelerator_count * pool.replicas}x{name}")
-        else:
-            parts.append(f"{pool.replicas}x{pool.machine}")
-    return "+".join(parts)
-
-
-def rung_label(number: int, estimate: CostEstimate) -> str:
-    """``rung 2 us-central1 2xL4 STANDARD``: how the walk names a rung on every line."""
-    return f"rung {number} {estimate.region} {resources(estimate)} {estimate.strategy}"
 
 
 @dataclass(frozen=True)

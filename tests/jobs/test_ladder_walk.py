@@ -1,5 +1,6 @@
-"""`vtx launch` walking a capacity ladder, with a scripted Vertex, a fake clock and no sleeps:
-what each attempt's states make it do, what it prints, and its exit code."""
+"""`jobs.launch.run` walking a capacity ladder, with a scripted Vertex, a fake clock and no
+sleeps: what each attempt's states make it do, what `vtx launch` says of each move, and its exit
+code."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import pytest
 from rich.console import Console
 
 from jobs.core.stack import load_stack_file
+from jobs.launch.plan import LaunchPlan, Rung
+from jobs.launch.run import Runner, drive
 from jobs.spec.gcloud import load_template
 from jobs.training.compile import compile_job
 from jobs.training.plan import plan_job
 from jobs.training.quotas import QuotaCheck
 from jobs.vertex.client import JobRecord, VertexError
-from vtx.ladder_launch import LadderWalk, Rung, walk_ladder
+from vtx.launch_views import print_event
 
 DATA = Path(__file__).resolve().parent / "data"
 TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"
@@ -98,8 +101,9 @@ def walk(rungs: list[Rung], vertex: FakeVertex, rest: FakeRest) -> tuple[int, st
     buffer = io.StringIO()
     out = Console(file=buffer, width=200)
     clock = Clock()
-    ladder = LadderWalk(out, vertex, rungs, poll_s=10.0, sleep=clock.sleep, clock=clock, rest=rest)  # type: ignore[arg-type]
-    code = walk_ladder(out, ladder, RUN_ID, follow=False, poll_s=10.0)
+    plan = LaunchPlan(RUN_ID, rungs, ladder=True)
+    runner = Runner(plan, vertex, poll_s=10.0, sleep=clock.sleep, clock=clock, rest=rest)  # type: ignore[arg-type]
+    code = drive(runner.events(), lambda event: print_event(out, plan, False, event))
     return code, buffer.getvalue()
 
 

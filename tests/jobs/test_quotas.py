@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from jobs.core.catalog import load_catalog
 from jobs.core.stack import StackOutputs, load_stack_file
 from jobs.launch.checks import checked_template
+from jobs.launch.plan import plan_launch
 from jobs.spec.document import load_document
 from jobs.training.quotas import (
     NOT_LISTED,
@@ -37,7 +38,7 @@ from jobs.training.quotas import (
     region_limits,
 )
 from vtx.cli import app
-from vtx.job_commands import launch_job
+from vtx.launch_views import print_launch_plan
 
 DATA = Path(__file__).resolve().parent / "data"
 QUOTA_INFOS = json.loads((DATA / "cloudquotas-aiplatform.json").read_text())["quotaInfos"]
@@ -374,17 +375,17 @@ def test_a_gcp_stack_is_told_the_stanza_for_its_pulumi_config(
     assert template is not None
     google.infos = [i for i in QUOTA_INFOS if "preemptible" not in i["metric"]]
     out = Console(record=True, width=200, soft_wrap=True)
-    code = launch_job(out, template, dev_stack, "l4.yaml", dry_run=True,
-                      quotas=reader(dev_stack, google))  # fmt: skip
+    plan = plan_launch(template, dev_stack, "l4.yaml", reader=reader(dev_stack, google))
+    print_launch_plan(out, plan)  # what `vtx launch --dry-run` shows
     text = out.export_text()
-    assert code == 0, text
+    assert not plan.problems and plan.refusal is None, text
     assert "Cloud Quotas lists no quota for" in text and "preemptible_nvidia_l4_gpus" in text
     google.infos = QUOTA_INFOS
     google.jobs["us-central1"] = [rest_job("JOB_STATE_RUNNING", 13, strategy="SPOT")]
-    code = launch_job(out, template, dev_stack, "l4.yaml", dry_run=True,
-                      quotas=reader(dev_stack, google))  # fmt: skip
+    plan = plan_launch(template, dev_stack, "l4.yaml", reader=reader(dev_stack, google))
+    print_launch_plan(out, plan)  # what `vtx launch --dry-run` shows
     text = out.export_text()
-    assert code == 0, text
+    assert not plan.problems and plan.refusal is None, text
     assert (
         "request quota preference vtx-nvidia-l4-spot-us-central1: add {accelerator: NVIDIA_L4, "
         "count: 18, spot: true, region: us-central1} to Pulumi.dev.yaml under "
