@@ -24,6 +24,9 @@ from jobs.core.states import (
     shown,
     succeeded,
 )
+from jobs.training.quotas import holds_quota
+from jobs.tuning.study_records import StudyRecord
+from jobs.vertex.client import JobRecord, is_terminal
 
 REPO = Path(__file__).resolve().parents[2]
 PROTO = sorted(aiplatform_v1.JobState, key=int)
@@ -62,6 +65,17 @@ def test_every_proto_state_is_classified(proto: aiplatform_v1.JobState) -> None:
         assert is_final(given) is (kind == "final")
         assert is_waiting(given) is (kind == "waiting")
     assert JobState(proto.name).final is (kind == "final")
+
+
+@pytest.mark.parametrize("proto", PROTO, ids=lambda p: p.name)
+def test_every_judge_of_a_job_agrees_on_what_ended(proto: aiplatform_v1.JobState) -> None:
+    """The client (the SDK's proto and the REST JSON), the study records and the quota count."""
+    ended = CLASSIFIED[proto.name] == "final"
+    rest = {"name": "projects/p/locations/us-central1/customJobs/1", "state": proto.name}
+    assert is_terminal(aiplatform_v1.CustomJob(state=proto)) is ended
+    assert JobRecord.from_rest(rest).terminal is ended
+    assert StudyRecord.from_rest(rest).terminal is ended
+    assert holds_quota(rest) is not ended
 
 
 def test_the_groupings() -> None:
