@@ -104,7 +104,7 @@ def short(state: object) -> str:
     return rest_name(state).removeprefix("JOB_STATE_").lower()
 
 
-def shown(state: object) -> str:
+def bare_name(state: object) -> str:
     """``SUCCEEDED`` for JOB_STATE_SUCCEEDED: the REST name without its prefix, as tables and
     messages show it."""
     return rest_name(state).removeprefix("JOB_STATE_")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.core.contract import LABEL_RUN_ID, LABEL_TEMPLATE, VTX_LABELS
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
-from jobs.core.states import shown, succeeded
+from jobs.core.states import bare_name, succeeded
 from jobs.runs.checkpoints import CheckpointsError, Storage
 from jobs.serving.model_facts import (
     DEFAULT_ALIAS,
@@ -181,7 +181,7 @@ def plan_upload(
     final = attempts[0]
     if not succeeded(final.state):
         problems.append(
-            f"run {run_id} is {shown(final.state)} (its newest attempt "
+            f"run {run_id} is {bare_name(final.state)} (its newest attempt "
             f"{final.name}): only a run that SUCCEEDED has exported its model"
         )
         raise UploadRefused(problems)

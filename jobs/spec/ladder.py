@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.core.problems import Problem
-from jobs.core.states import JobState, is_final, is_waiting, shown, succeeded
+from jobs.core.states import JobState, bare_name, is_final, is_waiting, succeeded
 from jobs.spec.document import apply_override
 from jobs.spec.template import Capacity
 
@@ -162,9 +162,9 @@ def judge(
     if state == JobState.FAILED and is_capacity_failure(error, code):
         return Decision(NEXT, f"{capacity_reason(error)} after {_waited(waited_s)}")
     if is_final(state):
-        return Decision(STOP, f"{shown(state)}: {error or 'no error given'}")
+        return Decision(STOP, f"{bare_name(state)}: {error or 'no error given'}")
     if is_waiting(state) and not last and max_wait_s is not None and waited_s >= max_wait_s:
-        return Decision(NEXT, f"still {shown(state)} after {_waited(waited_s)} (max_wait)")
+        return Decision(NEXT, f"still {bare_name(state)} after {_waited(waited_s)} (max_wait)")
     return Decision(WAIT)
 
 
@@ -177,4 +177,4 @@ def after_running(state: str, error: str | None, code: int | None = None) -> Dec
         return Decision(DONE)
     if state == JobState.FAILED and is_capacity_failure(error, code):
         return Decision(NEXT, f"{capacity_reason(error)} while running")
-    return Decision(STOP, f"{shown(state)}: {error or 'no error given'}")
+    return Decision(STOP, f"{bare_name(state)}: {error or 'no error given'}")

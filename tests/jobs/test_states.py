@@ -16,12 +16,12 @@ from jobs.core.states import (
     PLACED,
     WAITING,
     JobState,
+    bare_name,
     is_final,
     is_placed,
     is_waiting,
     rest_name,
     short,
-    shown,
     succeeded,
 )
 from jobs.training.quotas import holds_quota
@@ -98,7 +98,7 @@ def test_names_read_from_each_form() -> None:
     for given in (proto, "JOB_STATE_PARTIALLY_SUCCEEDED", JobState.PARTIALLY_SUCCEEDED):
         assert rest_name(given) == "JOB_STATE_PARTIALLY_SUCCEEDED"
         assert short(given) == "partially_succeeded"
-        assert shown(given) == "PARTIALLY_SUCCEEDED"
+        assert bare_name(given) == "PARTIALLY_SUCCEEDED"
     assert JobState.SUCCEEDED.short == "succeeded"
     assert f"{JobState.EXPIRED}" == "JOB_STATE_EXPIRED"
 
