@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, Section, table
+from jobs.core.states import is_final
 
 # gcsfs reads this when imported: the emulator speaks JSON only (see tests/conftest.py).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-TERMINAL = {4, 5, 7}
 STOP_MESSAGE = "stop requested (SIGTERM): checkpointing"
 
 
@@ -138,7 +138,7 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
                 run.entries += page["entries"]
                 cursor = page["cursor"]
                 current = jobs.get_custom_job(name=name)
-                if current.state in TERMINAL:
+                if is_final(current.state):
                     run.state, run.ended = current.state, current.end_time.timestamp()
                     run.error = current.error.message
                     break

@@ -46,6 +46,7 @@ import yaml
 
 from bench.common import REPO, Section, Summary, rotated, summarize, table
 from jobs.core.stack import StackOutputs
+from jobs.core.states import is_placed
 
 # gcsfs reads this when imported: the emulator speaks JSON only (see tests/conftest.py).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
@@ -73,7 +74,6 @@ ON_DEMAND = {**BASE, "scheduling": {"strategy": "standard", "timeout": "10m"}}
 LADDER = {**BASE, "capacity": {"ladder": [{"set": {"scheduling.strategy": "standard"}}]}}
 ZERO_QUOTA = {**ON_DEMAND, "pools": {"chief": {"machine": "a2-highgpu-1g"}}}
 """One on-demand A100, whose quota limit is zero: the rung the preflight skips."""
-PLACED_STATES = frozenset({"JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"})
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def _watch(p: Platform, run_id: str, poll_s: float) -> str:
 
     def settled() -> str | None:
         newest = rest.list(run_id)[0]
-        return newest.state if newest.state in PLACED_STATES or newest.terminal else None
+        return newest.state if is_placed(newest.state) or newest.terminal else None
 
     return _until(settled, poll_s)
 
@@ -221,7 +221,7 @@ def retry_once(p: Platform, run_id: str, poll_s: float, retries: int, backoff_s:
     for attempt in range(1, retries + 2):
         launch(p, "spot", run_id, poll_s)
         state = _watch(p, run_id, poll_s)
-        if state in PLACED_STATES:  # Spot came back: never here under this model
+        if is_placed(state):  # Spot came back: never here under this model
             break
         if attempt <= retries:
             time.sleep(backoff_s)
@@ -230,7 +230,7 @@ def retry_once(p: Platform, run_id: str, poll_s: float, retries: int, backoff_s:
         attempt += 1
         launch(p, "on_demand", run_id, poll_s)  # the switch by hand, after the last retry
         state = _watch(p, run_id, poll_s)
-    if state not in PLACED_STATES:
+    if not is_placed(state):
         raise RuntimeError(f"retry path ended {state}")
     to_running = time.time() - t0
     first = _first_line_at(p, run_id) - t0

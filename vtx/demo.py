@@ -33,6 +33,7 @@ from infra.offline import render_preview, run_offline
 from jobs.core.contract import new_run_id, region_of
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
+from jobs.core.states import bare_name, succeeded
 from jobs.launch.checks import checked_template
 from jobs.launch.plan import LaunchOptions
 from jobs.local.platform.capacity import Capacity
@@ -235,7 +236,7 @@ def print_summary(
     table = Table(title="demo summary", show_header=False, title_justify="left")
     table.add_column(no_wrap=True)
     table.add_column(overflow="fold")
-    table.add_row("job state", state.removeprefix("JOB_STATE_"))
+    table.add_row("job state", bare_name(state))
     table.add_row("attempts (ladder)", attempts)
     table.add_row("steps", f"{summary.steps} of {summary.total_steps}")
     loss = "-" if summary.final_loss is None else f"{summary.final_loss:.4f}"
@@ -296,7 +297,7 @@ def run_demo(
             "T4s with a capacity ladder (us-central1, then us-east4)"
         )
         result = _launch_and_follow(console, stack, trainer_overrides or [])
-        if serve and result.state == "JOB_STATE_SUCCEEDED":
+        if serve and succeeded(result.state):
             result = _serve(console, stack, result)
         return result
     finally:
@@ -346,7 +347,7 @@ def _serve(console: Console, stack: StackOutputs, result: DemoResult) -> DemoRes
 def ladder_path(newest_first: list[Any]) -> str:
     """The run's attempts, oldest first: where each ran and how it ended."""
     return " -> ".join(
-        f"{region_of(job.name)} {state_name(job).removeprefix('JOB_STATE_')}"
+        f"{region_of(job.name)} {bare_name(job.state)}"
         + (" (STOCKOUT)" if "STOCKOUT" in job.error.message else "")
         for job in reversed(newest_first)
     )

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from jobs.core.stack import StackError, StackOutputs
+from jobs.core.states import short, succeeded
 from jobs.local.platform.capacity import Capacity, CapacityFileError, load_capacity
 from jobs.local.platform.client import (
     LocalApiError,
@@ -190,9 +191,7 @@ def status(
         console.print(f"local platform running (data in {escape(str(info['data_dir']))})")
         console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
         console.print(f"  GCS endpoint        {state.gcs_endpoint}")
-        jobs = ", ".join(
-            f"{n} {name.removeprefix('JOB_STATE_').lower()}" for name, n in active.items()
-        )
+        jobs = ", ".join(f"{n} {short(name)}" for name, n in active.items())
         console.print(f"  active jobs         {jobs or 'none'}")
     if state is None:
         raise typer.Exit(1)
@@ -382,7 +381,7 @@ def demo(
         result = run_demo(_data_dir(data_dir), console=console, keep_up=keep_up, serve=serve)
     except DemoError as exc:
         raise _fail(str(exc)) from None
-    if result.state != "JOB_STATE_SUCCEEDED":
+    if not succeeded(result.state):
         raise _fail(f"the demo job ended {result.state}: see the logs above")
     if result.serve_error is not None:
         raise _fail(f"the run succeeded, but serving its model failed: {result.serve_error}")

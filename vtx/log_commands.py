@@ -23,6 +23,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from jobs.core.states import succeeded
 from jobs.runs.logs import (
     SERVICE,
     CloudLoggingSource,
@@ -51,8 +52,6 @@ from vtx.options import (
     required_stack,
 )
 from vtx.output import print_error
-
-SUCCEEDED = "JOB_STATE_SUCCEEDED"
 
 app = typer.Typer()
 
@@ -173,7 +172,7 @@ def _job_logs(view: LogView, vertex: VertexRest, job: str, follow: bool, poll_s:
         return 0
     state = vertex.get(job).state
     view.notes.print(f"{job}: {state}", highlight=False)
-    return 0 if state == SUCCEEDED else 1
+    return 0 if succeeded(state) else 1
 
 
 def _run_done(vertex: VertexRest, run_id: str) -> bool:
@@ -209,12 +208,12 @@ def follow_run(
         notes.print(f"the run goes on: `vtx logs {run_id} --follow` to resume watching")
         return 1
     notes.print(f"{final.name}: {final.state}", highlight=False)
-    if final.state == SUCCEEDED:
+    if succeeded(final.state):
         prefix = final.output_prefix
         notes.print(f"outputs: {prefix}\nmodel: {prefix}model/", highlight=False)
     elif final.error:
         notes.print(f"error: {final.error}", markup=False)
-    return 0 if final.state == SUCCEEDED else 1
+    return 0 if succeeded(final.state) else 1
 
 
 @app.command()

@@ -47,6 +47,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from jobs.core.states import bare_name
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
 from jobs.vertex.client import JobRecord, PoolRecord
@@ -320,7 +321,7 @@ def attempts_table(status: RunStatus) -> Table:
             str(a.number),
             a.job.job_id,
             a.job.region,
-            a.job.state.removeprefix("JOB_STATE_"),
+            bare_name(a.job.state),
             (when(a.job.create_time) or "-")[:19],
             duration(a.running_s),
             usd(a.usd),
@@ -349,7 +350,7 @@ def list_table(attempts: Sequence[AttemptStatus]) -> Table:
         table.add_row(
             escape(a.job.run_id or a.job.job_id),
             str(a.number),
-            a.job.state.removeprefix("JOB_STATE_"),
+            bare_name(a.job.state),
             escape(resources(a.job, "\n")),
             (when(a.job.create_time) or "-")[5:16].replace("T", " "),
             duration(a.running_s),

@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
+from jobs.core.states import succeeded
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource, stream
 from jobs.tuning.study_records import StudyRecord, TrialRecord
 from jobs.vertex.client import VertexRest
@@ -20,7 +21,6 @@ from vtx.run_views import OutputFormat, print_document
 from vtx.study_views import print_study_status, studies_json, studies_table, study_json
 
 STUDY_PATH = "/hyperparameterTuningJobs/"
-SUCCEEDED = "JOB_STATE_SUCCEEDED"
 
 
 def find_study(vertex: VertexRest, ref: str) -> StudyRecord | None:
@@ -138,4 +138,4 @@ def follow(
         return 130
     final = StudyRecord.from_rest(vertex.get_study(name))
     print_study_status(out, final, datetime.now(UTC))
-    return 0 if final.state == SUCCEEDED else 1
+    return 0 if succeeded(final.state) else 1

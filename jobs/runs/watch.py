@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from jobs.core.states import JobState
 from jobs.runs.checkpoints import Stored
 from jobs.runs.logs import LogEntry, payload
 from jobs.training.cost import estimate
@@ -233,7 +234,7 @@ class RunStatus:
 
     @property
     def running(self) -> bool:
-        return self.newest.job.state == "JOB_STATE_RUNNING"
+        return self.newest.job.state == JobState.RUNNING
 
     @property
     def elapsed_s(self) -> float | None:

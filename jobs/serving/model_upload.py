@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.core.contract import LABEL_RUN_ID, LABEL_TEMPLATE, VTX_LABELS
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
+from jobs.core.states import bare_name, succeeded
 from jobs.runs.checkpoints import CheckpointsError, Storage
 from jobs.serving.model_facts import (
     DEFAULT_ALIAS,
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
 
 
-SUCCEEDED = "JOB_STATE_SUCCEEDED"
 DISPLAY_NAME_MAX = 128
 UPLOAD_TIMEOUT_S = 1800.0
 """How long to wait for the upload's operation; Vertex copies the artifacts, minutes for GBs."""
@@ -179,9 +179,9 @@ def plan_upload(
             [*problems, f"run {run_id!r} not found in {parent(stack)}: see `vtx list`"]
         )
     final = attempts[0]
-    if final.state != SUCCEEDED:
+    if not succeeded(final.state):
         problems.append(
-            f"run {run_id} is {final.state.removeprefix('JOB_STATE_')} (its newest attempt "
+            f"run {run_id} is {bare_name(final.state)} (its newest attempt "
             f"{final.name}): only a run that SUCCEEDED has exported its model"
         )
         raise UploadRefused(problems)

@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.core.problems import Problem
+from jobs.core.states import JobState, bare_name, is_final, is_waiting, succeeded
 from jobs.spec.document import apply_override
 from jobs.spec.template import Capacity
 
 FIXED_KEYS = ("name", "capacity", "extends")
 """What a rung may not change: the name is the run id's prefix and label, and a rung has no
 ladder of its own."""
-WAITING_STATES = frozenset({"JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_UNSPECIFIED"})
-"""Before the job has its machines: the states a rung's ``max_wait`` bounds."""
 CAPACITY_FAILURE = re.compile(
     r"STOCKOUT|resources? (are )?insufficient|resource[_ ]exhausted|RESOURCE_POOL_EXHAUSTED"
     r"|maxWaitDuration",
@@ -156,17 +155,16 @@ def judge(
 ) -> Decision:
     """What an attempt's state says, ``waited_s`` after it was created. The last rung is never
     given up for waiting: there is nothing to move on to, and Vertex bounds its wait."""
-    if state == "JOB_STATE_SUCCEEDED":
+    if succeeded(state):
         return Decision(DONE)
-    if state == "JOB_STATE_RUNNING":
+    if state == JobState.RUNNING:
         return Decision(PLACED)
-    if state == "JOB_STATE_FAILED" and is_capacity_failure(error, code):
+    if state == JobState.FAILED and is_capacity_failure(error, code):
         return Decision(NEXT, f"{capacity_reason(error)} after {_waited(waited_s)}")
-    if state in ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"):
-        return Decision(STOP, f"{state.removeprefix('JOB_STATE_')}: {error or 'no error given'}")
-    if state in WAITING_STATES and not last and max_wait_s is not None and waited_s >= max_wait_s:
-        shown = state.removeprefix("JOB_STATE_")
-        return Decision(NEXT, f"still {shown} after {_waited(waited_s)} (max_wait)")
+    if is_final(state):
+        return Decision(STOP, f"{bare_name(state)}: {error or 'no error given'}")
+    if is_waiting(state) and not last and max_wait_s is not None and waited_s >= max_wait_s:
+        return Decision(NEXT, f"still {bare_name(state)} after {_waited(waited_s)} (max_wait)")
     return Decision(WAIT)
 
 
@@ -175,8 +173,8 @@ def after_running(state: str, error: str | None, code: int | None = None) -> Dec
     with no Spot left to come back to, Vertex's stockout retries spent) moves on as it would
     have before it ran; it resumes from the checkpoints it committed. Success is done; any
     other end stops the walk (the job's own failure: another rung would fail it too)."""
-    if state == "JOB_STATE_SUCCEEDED":
+    if succeeded(state):
         return Decision(DONE)
-    if state == "JOB_STATE_FAILED" and is_capacity_failure(error, code):
+    if state == JobState.FAILED and is_capacity_failure(error, code):
         return Decision(NEXT, f"{capacity_reason(error)} while running")
-    return Decision(STOP, f"{state.removeprefix('JOB_STATE_')}: {error or 'no error given'}")
+    return Decision(STOP, f"{bare_name(state)}: {error or 'no error given'}")

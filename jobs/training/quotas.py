@@ -6,7 +6,7 @@ the job is sent, not after.
   https://cloud.google.com/docs/quotas/reference/rest/v1/projects.locations.services.quotaInfos/list).
   The local platform serves the same path under its ``vertex_endpoint``.
 - Cloud Quotas gives limits, not usage. What is in use is counted here: the CustomJobs of the
-  stack's project and region that have not ended (QUEUED included, see ``ENDED_STATES``),
+  stack's project and region that have not ended (QUEUED included, see ``holds_quota``),
   each pool's accelerators (or vCPUs) x replicas, by the same ``quota_needed`` that prices a new
   job. Hyperparameter tuning jobs, training pipelines and persistent resources draw on the same
   quota and are not counted: "free" can be smaller than shown, never larger.
@@ -31,6 +31,7 @@ from typing import Any
 
 from jobs.core.catalog import Catalog
 from jobs.core.stack import StackOutputs
+from jobs.core.states import FINAL, is_final
 from jobs.training.cost import quota_needed
 from jobs.training.facts import facts_from_rest_job
 from jobs.vertex.google_session import NotAuthenticated, rest_session
@@ -43,18 +44,6 @@ TIMEOUT_S = (5.0, 20.0)
 """(connect, read) seconds: a preflight that cannot connect in 5 s says so, and the launch goes
 on."""
 PAGE_SIZE = 100
-ENDED_STATES = frozenset(
-    {
-        "JOB_STATE_SUCCEEDED",
-        "JOB_STATE_FAILED",
-        "JOB_STATE_CANCELLED",
-        "JOB_STATE_EXPIRED",
-        "JOB_STATE_PARTIALLY_SUCCEEDED",
-    }
-)
-"""Jobs in any other state hold their quota, QUEUED ones too: Vertex checks quota when a job is
-created (a 429 refuses it), so a created job has been counted against it; the local platform
-holds it the same way, from creation to the end."""
 UNLIMITED = -1
 """Cloud Quotas' "unlimited" (QuotaConfig.preferredValue: "If set to -1, it means the value is
 unlimited")."""
@@ -131,7 +120,11 @@ def region_limits(
 
 
 def holds_quota(job: dict) -> bool:
-    return str(job.get("state", "JOB_STATE_UNSPECIFIED")) not in ENDED_STATES
+    """Whether a REST CustomJob holds its quota: until it has ended (`jobs.core.states.FINAL`),
+    QUEUED too: Vertex checks quota when a job is created (a 429 refuses it), so a created job
+    has been counted against it; the local platform holds it the same way, from creation to the
+    end."""
+    return not is_final(job.get("state", ""))
 
 
 def in_use(jobs: Iterable[dict], catalog: Catalog) -> dict[str, int]:
@@ -378,7 +371,7 @@ class QuotaReader:
         ignores it still gives the right answer)."""
         base = self.vertex_url.format(region=region)
         url = f"{base}/v1/projects/{self.stack.project}/locations/{region}/customJobs"
-        wanted = " AND ".join(f'state!="{state}"' for state in sorted(ENDED_STATES))
+        wanted = " AND ".join(f'state!="{state}"' for state in sorted(FINAL))
         return [j for j in self._pages(url, "customJobs", {"filter": wanted}) if holds_quota(j)]
 
 

@@ -14,7 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from jobs.core.contract import LABEL_RUN_ID
-from jobs.vertex.client import TERMINAL_STATES, rfc3339
+from jobs.core.states import JobState, is_final
+from jobs.vertex.client import rfc3339
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ class StudyRecord:
 
     @property
     def terminal(self) -> bool:
-        return self.state in TERMINAL_STATES
+        """Whether the study has ended (`jobs.core.states.FINAL`)."""
+        return is_final(self.state)
 
     @property
     def best(self) -> TrialRecord | None:
@@ -124,7 +126,7 @@ class StudyRecord:
         return cls(
             name=str(job.get("name", "")),
             display_name=str(job.get("displayName", "")),
-            state=str(job.get("state", "JOB_STATE_UNSPECIFIED")),
+            state=str(job.get("state", JobState.UNSPECIFIED)),
             labels={str(k): str(v) for k, v in (job.get("labels") or {}).items()},
             metric_id=metric_id,
             goal=metrics[0].get("goal"),

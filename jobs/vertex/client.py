@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import LABEL_RUN_ID, region_of
 from jobs.core.stack import StackOutputs
+from jobs.core.states import JobState, is_final, rest_name
 from jobs.vertex.google_session import NotAuthenticated, rest_session
 from jobs.vertex.retry import Backoff, create_once
 
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TERMINAL_STATES = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
 QUOTA_METRIC = re.compile(r"aiplatform\.googleapis\.com/[a-z0-9_]+")
 TRANSIENT_HTTP = frozenset({401, 429, 503, 504})
 """Worth repeating for calls that are safe to repeat: a lapsed token, rate limits, an unavailable
@@ -382,11 +382,13 @@ class Vertex:
 
 
 def state_name(job: aiplatform_v1.CustomJob) -> str:
-    return job.state.name if hasattr(job.state, "name") else str(job.state)
+    """The job's state by its REST name (``JOB_STATE_RUNNING``)."""
+    return rest_name(job.state)
 
 
 def is_terminal(job: aiplatform_v1.CustomJob) -> bool:
-    return state_name(job) in TERMINAL_STATES
+    """Whether the job has ended (`jobs.core.states.FINAL`)."""
+    return is_final(job.state)
 
 
 # ---- watching over plain REST ----------------------------------------------------------------
@@ -479,7 +481,8 @@ class JobRecord:
 
     @property
     def terminal(self) -> bool:
-        return self.state in TERMINAL_STATES
+        """Whether the job has ended (`jobs.core.states.FINAL`)."""
+        return is_final(self.state)
 
     @classmethod
     def from_rest(cls, job: dict) -> JobRecord:
@@ -493,7 +496,7 @@ class JobRecord:
         return cls(
             name=str(job.get("name", "")),
             display_name=str(job.get("displayName", "")),
-            state=str(job.get("state", "JOB_STATE_UNSPECIFIED")),
+            state=str(job.get("state", JobState.UNSPECIFIED)),
             labels={str(k): str(v) for k, v in labels.items()},
             create_time=rfc3339(job.get("createTime")),
             start_time=rfc3339(job.get("startTime")),

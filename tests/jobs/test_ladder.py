@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from jobs.core.states import JobState
 from jobs.launch.checks import validate_document, validate_template_doc
 from jobs.spec.document import load_document
 from jobs.spec.ladder import (
@@ -210,6 +211,16 @@ def test_an_attempts_state_decides_wait_move_on_or_end(
     expected: Decision,
 ) -> None:
     assert judge(state, error, waited_s, max_wait_s, last=last) == expected
+
+
+@pytest.mark.parametrize("state", list(JobState))
+def test_an_attempt_in_a_final_state_is_never_waited_for(state: JobState) -> None:
+    """Whatever v1 state an attempt ends in, the walk is done with it (and only then)."""
+    decision = judge(state.value, "boom", 0, None, last=True)
+    if state.final:
+        assert decision.action in (DONE, STOP), decision
+    else:
+        assert decision.action in (WAIT, PLACED), decision
 
 
 def test_a_resource_exhausted_code_is_a_capacity_failure_whatever_the_message() -> None:

@@ -65,13 +65,17 @@ class FakeVertex:
 
 
 class FakeRest:
-    """Each job's states in order, one per get (the last one repeats); cancel ends a job."""
+    """Each job's states in order, one per get (the last one repeats); cancel ends a job. Gets
+    are counted: a walk that keeps polling a job that will not change fails, never hangs."""
 
-    def __init__(self, script: dict[str, list[str | tuple[str, str]]]) -> None:
+    def __init__(self, script: dict[str, list[str | tuple[str, str]]], polls: int = 500) -> None:
         self.script = {name: list(states) for name, states in script.items()}
         self.cancelled: list[str] = []
+        self.polls = polls
 
     def get(self, name: str) -> JobRecord:
+        self.polls -= 1
+        assert self.polls >= 0, f"still polling {name}, which no longer changes"
         states = self.script[name]
         state = "JOB_STATE_CANCELLED" if name in self.cancelled else states[0]
         if len(states) > 1 and name not in self.cancelled:
@@ -188,3 +192,28 @@ def test_ctrl_c_leaves_the_attempt_running_and_says_how_to_cancel(two) -> None:
     assert code == 130
     assert rest.cancelled == []
     assert "interrupted: job-1 is left running; `vtx cancel walk-run` cancels the run" in out
+
+
+def test_an_attempt_that_expired_before_its_cancel_is_not_cancelled(two) -> None:
+    """EXPIRED is an end: the walk moves on without cancelling a job that already ended (Vertex
+    refuses to cancel one: FAILED_PRECONDITION)."""
+    rest = FakeRest({"job-1": ["JOB_STATE_PENDING"] * 7 + ["JOB_STATE_EXPIRED"]})
+    rest.script["job-2"] = ["JOB_STATE_RUNNING"]
+    code, out = walk(two, FakeVertex(), rest)
+    assert code == 0, out
+    assert rest.cancelled == []
+    assert "rung 1 us-central1 1xL4 SPOT: still PENDING after 60 s (max_wait); rung 2" in out
+
+
+@pytest.mark.parametrize("end", ["JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"])
+def test_an_attempt_that_ends_otherwise_than_succeeded_or_failed_stops_the_walk(
+    two, end: str
+) -> None:
+    vertex = FakeVertex()
+    rest = FakeRest({"job-1": ["JOB_STATE_QUEUED", (end, "some results are missing")]})
+    code, out = walk(two, vertex, rest)
+    assert code == 1, out
+    assert vertex.created == ["job-1"]
+    assert rest.cancelled == []
+    shown = end.removeprefix("JOB_STATE_")
+    assert f"rung 1 us-central1 1xL4 SPOT: {shown}: some results are missing" in out

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -37,7 +38,7 @@ from jobs.runs.logs import (
     severity_of,
     stream,
 )
-from jobs.vertex.client import JobRecord, Vertex, is_terminal
+from jobs.vertex.client import JobRecord, Vertex, VertexRest, is_terminal
 from tests.conftest import free_port, wait_for_port
 from vtx.cli import app
 from vtx.log_commands import LogFormat, log_view, numbered
@@ -476,3 +477,81 @@ def test_the_format_follows_the_terminal_unless_one_is_asked_for(
 ) -> None:
     out = Console(force_terminal=terminal, file=io.StringIO())
     assert log_view(out, fmt, None, None).json is as_json
+
+
+# -- following a job to an end other than SUCCEEDED or FAILED ----------------------------------
+
+STACK_FILE = str(Path(__file__).resolve().parent / "data" / "stack-dev.json")
+ENDED_JOB = "projects/p/locations/us-central1/customJobs/7"
+
+
+class StillFollowing(Exception):
+    """The fake's polls ran out: the command kept following a job that had ended."""
+
+
+class EndingRest(VertexRest):
+    """One job: RUNNING for the first poll, then ``end`` for good; no Vertex behind it. The
+    command's polls are counted, so that following past the end fails instead of hanging."""
+
+    def __init__(self, end: str, run_id: str | None, polls: int = 50) -> None:
+        self.states = ["JOB_STATE_RUNNING", end]
+        self.run_id = run_id
+        self.polls = polls
+
+    def _job(self) -> JobRecord:
+        self.polls -= 1
+        if self.polls < 0:
+            raise StillFollowing(f"still following a job that is {self.states[-1]}")
+        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        labels = {"vtx-run-id": self.run_id} if self.run_id else {}
+        return JobRecord.from_rest({"name": ENDED_JOB, "state": state, "labels": labels})
+
+    def list_studies(self, run_id: str | None = None) -> list[dict]:
+        return []
+
+    def resolve(self, ref: str) -> JobRecord:
+        return self._job()
+
+    def get(self, name: str) -> JobRecord:
+        return self._job()
+
+    def list(self, run_id: str | None = None) -> list[JobRecord]:
+        return [self._job()]
+
+
+class NoEntries:
+    def fetch(self, cursor: object) -> tuple[list[LogEntry], object]:
+        return [], cursor
+
+
+@pytest.mark.parametrize("run_id", ["logs-ended-1", None], ids=["a run", "a job without run id"])
+@pytest.mark.parametrize("end", ["JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"])
+def test_vtx_logs_follow_ends_with_any_final_state_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, end: str, run_id: str | None
+) -> None:
+    """EXPIRED and PARTIALLY_SUCCEEDED are ends too (docs/vertex-facts.md, "Job states"): the
+    follow says the state and exits 1, as for FAILED, rather than waiting forever."""
+    import vtx.log_commands as log_commands
+
+    rest = EndingRest(end, run_id)
+    monkeypatch.setattr(log_commands, "VertexRest", lambda stack: rest)
+    monkeypatch.setattr(log_commands, "watcher", lambda vertex: rest)
+    monkeypatch.setattr(log_commands, "log_source", lambda *a, **k: NoEntries())
+    result = CliRunner().invoke(
+        app,
+        [
+            "logs",
+            run_id or "7",
+            "--follow",
+            "--poll-s",
+            "0",
+            "--format",
+            "text",
+            "--stack-file",
+            STACK_FILE,
+        ],
+        catch_exceptions=True,
+    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1, result.output
+    assert f"{ENDED_JOB}: {end}" in result.stdout

@@ -200,6 +200,25 @@ def test_the_jobs_read_are_the_regions_and_ended_ones_are_filtered_here_too(
     assert 'state!="JOB_STATE_CANCELLED"' in query["filter"]
 
 
+def test_the_filter_leaves_out_every_final_state_and_only_those(
+    google: FakeGoogle, dev_stack: StackOutputs
+) -> None:
+    """A job holds quota until it has ended, in any of v1's five final states."""
+    google.jobs["us-central1"] = [
+        rest_job("JOB_STATE_EXPIRED", 1),
+        rest_job("JOB_STATE_PARTIALLY_SUCCEEDED", 1),
+        rest_job("JOB_STATE_PAUSED", 1),
+    ]
+    jobs = reader(dev_stack, google).jobs("us-central1")
+    assert [j["state"] for j in jobs] == ["JOB_STATE_PAUSED"]
+    _, query, _ = google.requests[-1]
+    assert query["filter"] == (
+        'state!="JOB_STATE_CANCELLED" AND state!="JOB_STATE_EXPIRED" AND '
+        'state!="JOB_STATE_FAILED" AND state!="JOB_STATE_PARTIALLY_SUCCEEDED" AND '
+        'state!="JOB_STATE_SUCCEEDED"'
+    )
+
+
 # ---- comparing ----------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.core.stack import StackOutputs
+from jobs.core.stack import StackOutputs, load_stack_file
 from jobs.vertex.client import Vertex, VertexError, is_terminal, state_name
 from vtx.cli import app
 
@@ -244,3 +244,49 @@ def test_status_on_a_narrow_terminal_keeps_field_names_and_the_whole_error(
     assert rows["run id"] == "fails-1"
     assert "non-zero status of 3" in rows["error"]
     assert rows["error"].endswith("--stack local"), rows["error"]
+
+
+class ListedVertex(Vertex):
+    """A Vertex whose run has one earlier attempt in ``state``; creating only records the job."""
+
+    def __init__(self, stack: StackOutputs, state: str) -> None:
+        super().__init__(stack)
+        self.state = state
+        self.created: list[object] = []
+
+    def list(self, run_id: str | None = None) -> list:
+        from google.cloud import aiplatform_v1
+
+        name = "projects/p/locations/us-central1/customJobs/1"
+        return [aiplatform_v1.CustomJob(name=name, state=self.state, labels={"vtx-run-id": "r"})]
+
+    def create(self, job, needed=None, existing=None, region=None):  # type: ignore[override]
+        self.created.append(job)
+        return job
+
+
+@pytest.mark.parametrize(
+    ("previous", "refused"),
+    [
+        ("JOB_STATE_EXPIRED", False),
+        ("JOB_STATE_PARTIALLY_SUCCEEDED", False),
+        ("JOB_STATE_FAILED", False),
+        ("JOB_STATE_PAUSED", True),  # it can be resumed: still the run's live attempt
+        ("JOB_STATE_CANCELLING", True),
+    ],
+)
+def test_submit_refuses_a_new_attempt_only_while_the_previous_one_has_not_ended(
+    previous: str, refused: bool
+) -> None:
+    from google.cloud import aiplatform_v1
+
+    stack = load_stack_file(Path(__file__).parent / "data" / "stack-dev.json")
+    vertex = ListedVertex(stack, previous)
+    job = aiplatform_v1.CustomJob(display_name="r", labels={"vtx-run-id": "r"})
+    if refused:
+        with pytest.raises(VertexError, match=f"still active as .*{previous}"):
+            vertex.submit(job, {}, stack.region)
+        assert vertex.created == []
+    else:
+        assert vertex.submit(job, {}, stack.region).attempt == 2
+        assert vertex.created == [job]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.core.stack import StackOutputs
+from jobs.core.states import is_final
 from jobs.local.platform.capacity import Capacity
 from jobs.local.platform.processes import free_port, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
@@ -20,7 +21,6 @@ from jobs.local.platform.state import LOCAL_PROJECT, LOCAL_REGION, stack_outputs
 from jobs.local.training.pipelines import CUSTOM_TASK
 
 PARENT = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"
-TERMINAL = {4, 5, 7}  # SUCCEEDED, FAILED, CANCELLED
 
 
 def client(endpoint: str):
@@ -61,7 +61,7 @@ def wait_terminal(jobs_client, name: str, timeout_s: float = 60.0):
     deadline = time.monotonic() + timeout_s
     while True:
         job = jobs_client.get_custom_job(name=name)
-        if job.state in TERMINAL or time.monotonic() > deadline:
+        if is_final(job.state) or time.monotonic() > deadline:
             return job
         time.sleep(0.2)
 
@@ -148,7 +148,7 @@ def tuning_job(
 def wait_study(jobs, name: str, timeout_s: float = 60.0):
     """Poll a HyperparameterTuningJob until it is terminal; return it."""
     return wait_for(
-        lambda: (s := jobs.get_hyperparameter_tuning_job(name=name)).state in TERMINAL and s,
+        lambda: is_final((s := jobs.get_hyperparameter_tuning_job(name=name)).state) and s,
         timeout_s,
     )
 

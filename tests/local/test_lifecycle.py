@@ -10,6 +10,7 @@ from jobs.local.platform.rpc_status import Code
 from jobs.local.training.job import scheduling_of
 from jobs.local.training.lifecycle import (
     JOB_RETRY_LIMIT,
+    LOCAL_STATES,
     WORKER_RESTART_LIMIT,
     Action,
     CancelAction,
@@ -41,9 +42,10 @@ NO_RETRIES = Scheduling(disable_retries=True)
 WHOLE_JOB = Scheduling(restart_job_on_worker_restart=True)
 
 
-def test_state_names_are_vertex_s_own() -> None:
-    """The SDK reads these names off the wire: they must be Vertex's, letter for letter."""
-    assert [s.value for s in JobState] == [
+def test_the_local_platform_sets_seven_of_vertex_s_states() -> None:
+    """The states the local platform sets, by Vertex's names (the SDK reads them off the wire;
+    tests/jobs/test_states.py checks the names against the proto)."""
+    assert [s.value for s in LOCAL_STATES] == [
         "JOB_STATE_QUEUED",
         "JOB_STATE_PENDING",
         "JOB_STATE_RUNNING",
@@ -52,7 +54,7 @@ def test_state_names_are_vertex_s_own() -> None:
         "JOB_STATE_CANCELLING",
         "JOB_STATE_CANCELLED",
     ]
-    assert {s for s in JobState if s.terminal} == {
+    assert {s for s in LOCAL_STATES if s.final} == {
         JobState.SUCCEEDED,
         JobState.FAILED,
         JobState.CANCELLED,

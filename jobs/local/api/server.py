@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobs.core.catalog import load_catalog
 from jobs.core.problems import field_path
+from jobs.core.states import JobState
 from jobs.local.api.endpoint_routes import add_endpoint_routes
 from jobs.local.api.model_routes import add_model_routes
 from jobs.local.api.pipeline_routes import add_pipeline_routes
@@ -74,7 +75,6 @@ from jobs.local.platform.store import Store
 from jobs.local.serving.endpoints import Endpoints
 from jobs.local.serving.models import Models
 from jobs.local.training.executor import Executor, ExecutorError, NotYetRunning
-from jobs.local.training.lifecycle import JobState
 from jobs.local.training.package_runner import spec_problems as package_spec_problems
 from jobs.local.training.pipelines import Pipelines
 from jobs.local.training.web_access import SHELL_PATH
@@ -193,7 +193,7 @@ def refuse_cancel_of_ended(kind: str, resource: dict) -> None:
     """Cancelling what already ended is a 400 FAILED_PRECONDITION: AIP-216's rule for a state
     change a resource's state does not allow (the wording is ours)."""
     state = resource.get("state", "")
-    if state and JobState(state).terminal:
+    if state and JobState(state).final:
         raise ApiError(
             400,
             f"{kind} {resource['name']} is in state {state}: it already ended and cannot be "

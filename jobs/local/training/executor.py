@@ -29,6 +29,7 @@ from pathlib import Path
 import psutil
 
 from jobs.core.contract import region_of
+from jobs.core.states import JobState
 from jobs.local.platform import capacity, vertex_env
 from jobs.local.platform.capacity import Admission, Capacity, Need
 from jobs.local.platform.rpc_status import Code, JobError
@@ -44,7 +45,6 @@ from jobs.local.training.lifecycle import (
     Action,
     CancelAction,
     Decision,
-    JobState,
     Preemptable,
     ReplicaStatus,
     ShutdownAction,
@@ -398,7 +398,7 @@ class Executor:
         self._timers(job)
         if job.rt.stopping and not any(r.running for r in job.rt.replicas):
             self._finish_stop(job, job.rt.stopping)
-        if job.state.terminal:
+        if job.state.final:
             self._jobs.pop(job.id, None)
             self._needs.pop(job.id, None)
 

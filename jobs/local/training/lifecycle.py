@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 
 from jobs.core.catalog import vertex_default_timeout_s
+from jobs.core.states import JobState
 from jobs.local.platform.rpc_status import Code, JobError
 
 WORKER_RESTART_LIMIT = 5
@@ -49,29 +50,19 @@ PREEMPTION_EXITS_NOTE = (
 """Said once per preemption in the service log, before the lines it explains."""
 
 
-class JobState(StrEnum):
-    """Vertex's JobState names, exactly as the REST API (and so the real SDK) reads them."""
-
-    QUEUED = "JOB_STATE_QUEUED"
-    PENDING = "JOB_STATE_PENDING"
-    RUNNING = "JOB_STATE_RUNNING"
-    SUCCEEDED = "JOB_STATE_SUCCEEDED"
-    FAILED = "JOB_STATE_FAILED"
-    CANCELLING = "JOB_STATE_CANCELLING"
-    CANCELLED = "JOB_STATE_CANCELLED"
-
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL_STATES
-
-    @property
-    def short(self) -> str:
-        """``succeeded`` for JOB_STATE_SUCCEEDED: how the service log says it."""
-        return self.value.removeprefix("JOB_STATE_").lower()
-
-
-ACTIVE_STATES = (JobState.QUEUED, JobState.PENDING, JobState.RUNNING, JobState.CANCELLING)
-TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+LOCAL_STATES = (
+    JobState.QUEUED,
+    JobState.PENDING,
+    JobState.RUNNING,
+    JobState.SUCCEEDED,
+    JobState.FAILED,
+    JobState.CANCELLING,
+    JobState.CANCELLED,
+)
+"""The states the local platform sets, in the order a job goes through them; Vertex's others
+(PAUSED, EXPIRED, UPDATING, PARTIALLY_SUCCEEDED) never happen here."""
+ACTIVE_STATES = tuple(s for s in LOCAL_STATES if not s.final)
+"""The ones of a job the executor still drives (QUEUED, PENDING, RUNNING, CANCELLING)."""
 
 
 class ReplicaStatus(StrEnum):
@@ -128,7 +119,7 @@ def stamp_state(resource: dict, state: JobState, stamp: str, error: JobError | N
     resource["updateTime"] = stamp
     if state is JobState.RUNNING and "startTime" not in resource:
         resource["startTime"] = stamp
-    if state.terminal:
+    if state.final:
         resource["endTime"] = stamp
     if error is not None:
         resource["error"] = error.rest()

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from jobs.core.states import JobState
 from jobs.local.platform.rpc_status import Code, JobError
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.store import Store
@@ -32,7 +33,6 @@ from jobs.local.training.executor import Executor, ExecutorError
 from jobs.local.training.lifecycle import (
     CANCELED,
     PLATFORM_STOPPED,
-    JobState,
     stamp_state,
 )
 from jobs.local.training.log_copier import now_rfc3339
@@ -367,7 +367,7 @@ class Studies:
         starts = study.state in (JobState.QUEUED, JobState.PENDING)
         if job_state is JobState.RUNNING and starts and study.rt.stopping is None:
             self._set_state(study, JobState.RUNNING)
-        if job_state.terminal:
+        if job_state.final:
             self._read_reports(study, record, trial)  # what it wrote last
             self._end_trial(study, trial, job_state, job.get("error", {}).get("message"))
             return True

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from jobs.local.training.lifecycle import JobState
+from jobs.core.states import JobState
 
 
 class TrialState(StrEnum):
