@@ -36,7 +36,8 @@ from jobs.core.stack import StackOutputs
 from jobs.launch.checks import checked_template
 from jobs.local.platform.capacity import Capacity
 from jobs.local.platform.client import LocalApiError, preempt_replica, read_logs
-from jobs.local.platform.processes import PlatformError, bring_up, free_port, stop_platform
+from jobs.local.platform.ports import free_port
+from jobs.local.platform.processes import PlatformError, bring_up, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import EXAMPLE_DATA, running_state, stack_outputs_for
 from jobs.runs.logs import LocalLogSource
