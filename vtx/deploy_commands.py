@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from jobs.core.formats import usd_per_h
 from jobs.core.stack import StackOutputs
 from jobs.serving.deploy import (
     NEW,
@@ -49,10 +50,6 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Stop after the plan.
 
 def _confirm(question: str) -> bool:
     return typer.confirm(question, default=False)
-
-
-def usd_per_h(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}/h"
 
 
 def price_line(cost: ServingCost) -> str:

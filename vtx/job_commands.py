@@ -22,6 +22,7 @@ from rich.text import Text
 
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import new_run_id
+from jobs.core.formats import duration, money
 from jobs.core.stack import StackOutputs
 from jobs.launch.checks import validate_document
 from jobs.launch.render import render_json, render_yaml
@@ -171,11 +172,6 @@ def _print_run_time(out: Console, facts: JobFacts, usd_per_h: float | None) -> f
     return result.get("hours")
 
 
-def _hours(hours: float) -> str:
-    minutes = hours * 60
-    return f"{minutes:.1f} min" if minutes < 90 else f"{hours:.1f} h"
-
-
 def _run_time_table(result: dict[str, Any]) -> Table:
     def known(key: str, shown: Callable[[Any], str]) -> str:
         value = result.get(key)
@@ -191,8 +187,8 @@ def _run_time_table(result: dict[str, Any]) -> Table:
     table.add_row("  assuming MFU", known("mfu", lambda v: f"{v:.0%} of the bf16 peak"))
     table.add_row("total steps", known("total_steps", lambda v: f"{v:,}"))
     table.add_row("  counted from", str(result.get("total_steps_basis") or "-"))
-    table.add_row("training time", known("hours", _hours))
-    table.add_row("cost of the run", known("cost_usd", lambda v: f"${v:,.2f}"))
+    table.add_row("training time", known("hours", lambda hours: duration(hours * 3600)))
+    table.add_row("cost of the run", known("cost_usd", money))
     return table
 
 

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from jobs.core.catalog import QUOTA_PREFIX, Catalog, Price
 from jobs.core.durations import human_duration
+from jobs.core.formats import UNKNOWN, money, usd_per_h
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
 from jobs.training.cost import CostEstimate
@@ -51,17 +52,6 @@ def print_problems(console: Console, problems: Iterable[Problem]) -> None:
             console.print(Text(f"    write instead: {p.hint}", style="cyan"))
 
 
-UNKNOWN = "unknown"
-
-
-def _usd(value: float | None) -> str:
-    return UNKNOWN if value is None else f"${value:,.2f}"
-
-
-def _usd_per_h(value: float | None) -> str:
-    return UNKNOWN if value is None else f"${value:,.2f}/h"
-
-
 def _accelerators(accelerator: str | None, count: int) -> str:
     return f"{count} x {accelerator}" if accelerator else "-"
 
@@ -77,7 +67,7 @@ def _where(estimate: CostEstimate) -> str:
 def cost_table(estimate: CostEstimate, title: str) -> Table:
     # The column of the price this job pays is starred, so a reader never quotes the wrong one.
     star = {estimate.price_kind: " *"}
-    money = (f"on-demand $/h{star.get('on-demand', '')}", f"Spot $/h{star.get('Spot', '')}")
+    price_columns = (f"on-demand $/h{star.get('on-demand', '')}", f"Spot $/h{star.get('Spot', '')}")
     table = Table(
         title=f"{title} in {_where(estimate)}",
         title_justify="left",
@@ -86,7 +76,7 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
         else f"this job pays {estimate.price_kind} prices, in no column here (see below)",
         caption_justify="left",
     )
-    for column in ("pool", "machine", "accelerators", "replicas", *money):
+    for column in ("pool", "machine", "accelerators", "replicas", *price_columns):
         # Wrap, never cut: a truncated machine name ("a2-ultragp…") hides what will run.
         table.add_column(
             column,
@@ -99,11 +89,11 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
             pool.machine,
             _accelerators(pool.accelerator, pool.accelerator_count),
             str(pool.replicas),
-            _usd(pool.on_demand_usd_per_h),
-            _usd(pool.spot_usd_per_h),
+            money(pool.on_demand_usd_per_h),
+            money(pool.spot_usd_per_h),
         )
     table.add_row(
-        "total", "", "", "", _usd(estimate.on_demand_usd_per_h), _usd(estimate.spot_usd_per_h),
+        "total", "", "", "", money(estimate.on_demand_usd_per_h), money(estimate.spot_usd_per_h),
         style="bold",
     )  # fmt: skip
     return table
@@ -225,15 +215,15 @@ def print_cost(
     kind = estimate.price_kind
     cap = human_duration(estimate.timeout_s)
     console.print(
-        f"This job ({kind} price in {estimate.region}): {_usd_per_h(estimate.usd_per_h)}; "
-        f"at its timeout cap ({cap}): {_usd(estimate.usd_at_timeout)}",
+        f"This job ({kind} price in {estimate.region}): {usd_per_h(estimate.usd_per_h)}; "
+        f"at its timeout cap ({cap}): {money(estimate.usd_at_timeout)}",
         highlight=False,
     )
     if kind == "FLEX_START":
         console.print(
             "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices, which no table "
             f"here has: unknown. On-demand in the same region: "
-            f"{_usd_per_h(estimate.on_demand_usd_per_h)}.",
+            f"{usd_per_h(estimate.on_demand_usd_per_h)}.",
             style="yellow",
             highlight=False,
         )
@@ -257,7 +247,7 @@ def _reservation_note(estimate: CostEstimate) -> str:
         f"Reservation: {pools} run on a Compute Engine reservation, billed at the "
         "reservation's Compute Engine price (with its committed-use discounts) plus Vertex's "
         "training fee, which no table here has: unknown. On-demand in the same region: "
-        f"{_usd_per_h(estimate.on_demand_usd_per_h)}.{fallback}"
+        f"{usd_per_h(estimate.on_demand_usd_per_h)}.{fallback}"
     )
 
 
@@ -517,7 +507,7 @@ def ladder_table(rows: list[RungRow]) -> Table:
         verdict = Text("skip: over quota", "red") if row.hopeless else Text("try", "green")
         est = row.estimate
         table.add_row(
-            str(row.number), est.region, resources(est), est.strategy, _usd_per_h(est.usd_per_h),
+            str(row.number), est.region, resources(est), est.strategy, usd_per_h(est.usd_per_h),
             needed, available, wait, verdict,
         )  # fmt: skip
     return table

@@ -47,6 +47,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from jobs.core.formats import duration, money
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
 from jobs.vertex.client import JobRecord, PoolRecord
@@ -185,23 +186,6 @@ def print_document(out: Console, document: object, fmt: OutputFormat) -> None:
 # ---- tables ---------------------------------------------------------------------------------
 
 
-def duration(seconds: float | None) -> str:
-    """``1h 05m``, ``3m 20s``, ``12s``; ``-`` when unknown."""
-    if seconds is None:
-        return "-"
-    whole = int(seconds)
-    days, hours, minutes, secs = whole // 86400, whole // 3600 % 24, whole // 60 % 60, whole % 60
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
-
-
-def usd(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}"
-
-
 def pool_line(pool: PoolRecord) -> str:
     accelerators = f" + {pool.accelerator_count} x {pool.accelerator}" if pool.accelerator else ""
     return f"{pool.replicas} x {pool.machine}{accelerators}"
@@ -268,13 +252,13 @@ def _checkpoint_row(status: RunStatus) -> str:
 def _cost_row(status: RunStatus) -> str:
     price = status.newest.price
     if price.usd_per_h is not None:
-        rate = f"{usd(price.usd_per_h)}/h {price.kind}"
+        rate = f"{money(price.usd_per_h)}/h {price.kind}"
     elif price.unpriced:
         rate = f"no {price.kind} price for {', '.join(price.unpriced)}"
     else:
         rate = f"no {price.kind} price in the catalog"
     table = f", table {price.table}" if price.table else ""
-    return f"{usd(status.usd)} so far at the catalog's price ({rate}{table})"
+    return f"{money(status.usd)} so far at the catalog's price ({rate}{table})"
 
 
 def status_table(status: RunStatus) -> Table:
@@ -323,7 +307,7 @@ def attempts_table(status: RunStatus) -> Table:
             a.job.state.removeprefix("JOB_STATE_"),
             (when(a.job.create_time) or "-")[:19],
             duration(a.running_s),
-            usd(a.usd),
+            money(a.usd),
         )
     return table
 
@@ -353,6 +337,6 @@ def list_table(attempts: Sequence[AttemptStatus]) -> Table:
             escape(resources(a.job, "\n")),
             (when(a.job.create_time) or "-")[5:16].replace("T", " "),
             duration(a.running_s),
-            usd(a.usd),
+            money(a.usd),
         )
     return table

@@ -23,24 +23,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from jobs.core.formats import duration, money, usd_per_h
 from jobs.spec.study import Parameter, Study
 from jobs.training.cost import StudyCost
 from jobs.tuning.study_records import StudyRecord, TrialRecord
-from vtx.run_views import duration, rounded, when
+from vtx.run_views import rounded, when
 
 GOALS = {"MINIMIZE": "lower is better", "MAXIMIZE": "higher is better"}
-
-
-def _usd(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}"
-
-
-def _usd_per_h(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}/h"
-
-
-def _hours(hours: float) -> str:
-    return f"{hours * 60:.1f} min" if hours < 1.5 else f"{hours:.1f} h"
 
 
 def _range(param: Parameter) -> str:
@@ -89,17 +78,18 @@ def print_study_plan(
             if study.max_failed_trials
             else "as many failed trials as Vertex decides"
         ),
-        "per trial": f"{_usd_per_h(cost.trial.usd_per_h)}; at its timeout cap "
-        f"{_usd(cost.trial.usd_at_timeout)}",
-        "study": f"{_usd_per_h(cost.usd_per_h)} while {study.parallel_trials} run; "
-        f"every trial at its cap: {_usd(cost.usd_at_timeout)}",
+        "per trial": f"{usd_per_h(cost.trial.usd_per_h)}; at its timeout cap "
+        f"{money(cost.trial.usd_at_timeout)}",
+        "study": f"{usd_per_h(cost.usd_per_h)} while {study.parallel_trials} run; "
+        f"every trial at its cap: {money(cost.usd_at_timeout)}",
     }
     if study.early_stopping is not None:
         lines["stopping"] = f"{study.early_stopping.rule} rule (Vertex stops unpromising trials)"
     if trial_hours is not None:
+        wall = duration(cost.wall_hours(trial_hours) * 3600)
         lines["run time"] = (
-            f"{_hours(trial_hours)} a trial -> about {_hours(cost.wall_hours(trial_hours))} "
-            f"wall time, {_usd(cost.usd_for(trial_hours))} for the study"
+            f"{duration(trial_hours * 3600)} a trial -> about {wall} wall time, "
+            f"{money(cost.usd_for(trial_hours))} for the study"
         )
     for key, value in lines.items():
         out.print(f"{key:>10}: {value}", highlight=False)

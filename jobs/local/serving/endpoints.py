@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.core.catalog import load_catalog
+from jobs.core.formats import now_rfc3339
 from jobs.local.platform.operations import EMPTY_TYPE
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.settings import LocalSettings
@@ -48,7 +49,6 @@ from jobs.local.serving.models import (
     Models,
     invalid,
     label_problems,
-    now_rfc3339,
 )
 from jobs.local.serving.serving_process import (
     ServingCommandError,

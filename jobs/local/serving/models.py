@@ -33,9 +33,9 @@ import json
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from jobs.core.formats import now_rfc3339
 from jobs.local.platform.operations import EMPTY_TYPE
 from jobs.local.platform.store import Store
 from jobs.local.serving.model_filters import (
@@ -90,10 +90,6 @@ def not_found(name: str) -> ModelError:
 
 def invalid(message: str) -> ModelError:
     return ModelError(400, message, "INVALID_ARGUMENT")
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from pathlib import Path
 import psutil
 
 from jobs.core.contract import region_of
+from jobs.core.formats import now_rfc3339
 from jobs.local.platform import capacity, vertex_env
 from jobs.local.platform.capacity import Admission, Capacity, Need
 from jobs.local.platform.ports import free_ports
@@ -50,7 +51,7 @@ from jobs.local.training.lifecycle import (
     ShutdownAction,
     StopReason,
 )
-from jobs.local.training.log_copier import LogCopier, now_rfc3339
+from jobs.local.training.log_copier import LogCopier
 from jobs.local.training.runtime import Replica, Runtime
 from jobs.local.training.web_access import web_access_uris
 

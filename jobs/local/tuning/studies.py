@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from jobs.core.formats import now_rfc3339
 from jobs.local.platform.rpc_status import Code, JobError
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.store import Store
@@ -35,7 +36,6 @@ from jobs.local.training.lifecycle import (
     JobState,
     stamp_state,
 )
-from jobs.local.training.log_copier import now_rfc3339
 from jobs.local.tuning.study_lifecycle import (
     Measurement,
     StudyCounts,
