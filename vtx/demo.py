@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from infra.offline import render_preview, run_offline
 from jobs.core.contract import new_run_id, region_of
@@ -46,6 +45,7 @@ from jobs.spec.template import JobTemplate
 from jobs.vertex.client import Vertex, VertexError, state_name
 from vtx.demo_serving import Served, print_served, serve_run_model
 from vtx.job_commands import launch_job
+from vtx.output import FitTable
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "jobs" / "templates" / "smoke-cpu.yaml"
@@ -231,7 +231,7 @@ def _template(trainer_overrides: list[str]) -> JobTemplate:
 def print_summary(
     console: Console, summary: RunSummary, state: str, outputs: str, attempts: str
 ) -> None:
-    table = Table(title="demo summary", show_header=False, title_justify="left")
+    table = FitTable(title="demo summary", show_header=False, title_justify="left")
     table.add_column(no_wrap=True)
     table.add_column(overflow="fold")
     table.add_row("job state", state.removeprefix("JOB_STATE_"))

@@ -16,7 +16,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from jobs.core.formats import usd_per_h
 from jobs.core.stack import StackOutputs
@@ -37,7 +36,7 @@ from jobs.serving.model_rest import ModelRest
 from jobs.serving.serving_prices import ServingCost
 from jobs.vertex.client import VertexError
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
-from vtx.output import print_error
+from vtx.output import FitTable, print_error
 
 app = typer.Typer()
 endpoint_app = typer.Typer(
@@ -92,7 +91,9 @@ def print_deploy_plan(out: Console, plan: DeployPlan) -> None:
     where = (
         plan.endpoint.name if plan.endpoint else f"a new endpoint {plan.endpoint_display_name!r}"
     )
-    table = Table(title=f"deploy: {plan.model.model_id}", show_header=False, title_justify="left")
+    table = FitTable(
+        title=f"deploy: {plan.model.model_id}", show_header=False, title_justify="left"
+    )
     table.add_column(style="bold")
     table.add_column()
     table.add_row("model", f"{plan.model.name} ({plan.model.display_name})")
@@ -283,7 +284,7 @@ def parse_split(entries: list[str]) -> dict[str, int]:
 
 def print_undeploy_plan(out: Console, plan: UndeployPlan) -> None:
     names = _names(plan.endpoint)
-    table = Table(title=f"undeploy from {plan.endpoint.name}", title_justify="left")
+    table = FitTable(title=f"undeploy from {plan.endpoint.name}", title_justify="left")
     for column in ("deployed model", "model", "traffic after"):
         table.add_column(column)
     for step in plan.steps:
@@ -376,7 +377,7 @@ def list_endpoints(stack: StackOpt = None, stack_file: StackFileOpt = None) -> N
     out = console()
     with api_errors(out):
         found = EndpointRest(outputs).list_endpoints()
-    table = Table(title=f"endpoints in {outputs.project}/{outputs.region}", title_justify="left")
+    table = FitTable(title=f"endpoints in {outputs.project}/{outputs.region}", title_justify="left")
     for column in ("endpoint", "display name", "deployed models", "traffic", "created"):
         table.add_column(column)
     for e in found:
@@ -404,7 +405,7 @@ def show_endpoint(
     out.print(f"access: {access_of(record.rest)}", highlight=False)
     for line in reach_lines(outputs, record.rest):
         out.print(line, highlight=False, markup=False)
-    table = Table(title="deployed models", title_justify="left")
+    table = FitTable(title="deployed models", title_justify="left")
     for column in ("id", "model", "machine", "replicas", "service account", "traffic"):
         table.add_column(column)
     names = _names(record)

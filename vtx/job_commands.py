@@ -55,6 +55,7 @@ from vtx.options import (
     required_stack,
 )
 from vtx.output import (
+    FitTable,
     catalog_table,
     machines_table,
     print_cost,
@@ -177,7 +178,7 @@ def _run_time_table(result: dict[str, Any]) -> Table:
         value = result.get(key)
         return "unknown" if value is None else shown(value)
 
-    table = Table(title="run time (the trainer's estimate)", title_justify="left")
+    table = FitTable(title="run time (the trainer's estimate)", title_justify="left")
     table.add_column("figure", no_wrap=True)
     table.add_column("value", overflow="fold")
     devices = f"{result['accelerator_count']} x {result['accelerator']} x {result['nodes']} node(s)"

@@ -51,6 +51,7 @@ from jobs.core.formats import duration, money
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
 from jobs.vertex.client import JobRecord, PoolRecord
+from vtx.output import FitTable
 
 
 class OutputFormat(StrEnum):
@@ -262,7 +263,7 @@ def _cost_row(status: RunStatus) -> str:
 
 
 def status_table(status: RunStatus) -> Table:
-    table = Table(show_header=False)
+    table = FitTable(show_header=False)
     # Long values wrap: on an 80-column terminal a no_wrap value squeezed the field names out
     # and cut the error message short.
     table.add_column("field", no_wrap=True)
@@ -296,7 +297,7 @@ def status_table(status: RunStatus) -> Table:
 
 
 def attempts_table(status: RunStatus) -> Table:
-    table = Table(title="attempts (one CustomJob each)", title_justify="left")
+    table = FitTable(title="attempts (one CustomJob each)", title_justify="left")
     for column in ("attempt", "job", "region", "state", "created", "running", "cost"):
         table.add_column(column, overflow="fold")
     for a in status.attempts:
@@ -322,7 +323,7 @@ def list_table(attempts: Sequence[AttemptStatus]) -> Table:
     """One row per attempt, as `sky queue` has one per job (the job ids are in the JSON);
     borderless like it, so that more fits in 80 columns: there only the run id and the
     resources wrap (folded whole, never cut), every other column keeps its width."""
-    table = Table(title="vtx jobs", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    table = FitTable(title="vtx jobs", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("run id", overflow="fold", ratio=3)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("state", no_wrap=True)

@@ -27,6 +27,7 @@ from jobs.core.formats import duration, money, usd_per_h
 from jobs.spec.study import Parameter, Study
 from jobs.training.cost import StudyCost
 from jobs.tuning.study_records import StudyRecord, TrialRecord
+from vtx.output import FitTable
 from vtx.run_views import rounded, when
 
 GOALS = {"MINIMIZE": "lower is better", "MAXIMIZE": "higher is better"}
@@ -43,7 +44,7 @@ def _range(param: Parameter) -> str:
 def parameters_table(study: Study) -> Table:
     """The study's parameters as Vertex will search them; a conditional one names its parent
     and the parent's values it is tuned for."""
-    table = Table(title="study parameters", title_justify="left")
+    table = FitTable(title="study parameters", title_justify="left")
     for column in ("parameter", "type", "values", "scale", "when"):
         table.add_column(column, overflow="fold")
 
@@ -110,7 +111,7 @@ def _parameters(trial: TrialRecord) -> str:
 
 def trials_table(study: StudyRecord, now: datetime) -> Table:
     best = study.best
-    table = Table(title=f"trials ({study.metric_id}, {GOALS.get(study.goal or '', '')})",
+    table = FitTable(title=f"trials ({study.metric_id}, {GOALS.get(study.goal or '', '')})",
                   title_justify="left")  # fmt: skip
     for column in ("trial", "state", "parameters", study.metric_id or "metric", "duration"):
         table.add_column(column, overflow="fold")
@@ -189,7 +190,7 @@ def study_json(study: StudyRecord, now: datetime) -> dict[str, Any]:
 
 def studies_table(studies: list[StudyRecord]) -> Table:
     """`vtx list`'s studies, beside its jobs table."""
-    table = Table(title="studies (hyperparameter tuning)", title_justify="left")
+    table = FitTable(title="studies (hyperparameter tuning)", title_justify="left")
     for column in ("run id", "state", "trials", "best", "created"):
         table.add_column(column, overflow="fold")
     for study in studies:
