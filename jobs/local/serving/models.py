@@ -35,6 +35,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.core.catalog import vertex_limits
 from jobs.core.formats import now_rfc3339
 from jobs.local.platform.operations import EMPTY_TYPE
 from jobs.local.platform.store import Store
@@ -49,9 +50,10 @@ from jobs.training.rules import LABEL_KEY, LABEL_VALUE
 
 MODEL_ID = re.compile(r"^[a-z_][a-z0-9_-]{0,62}$")
 """UploadModelRequest.model_id: up to 63 of ``[a-z0-9_-]``, not starting with a digit or '-'."""
-DISPLAY_NAME_MAX = 128
-LABELS_MAX = 64
-LABEL_MAX_CHARS = 63
+LIMITS = vertex_limits()
+DISPLAY_NAME_MAX = LIMITS.display_name_max_chars
+LABELS_MAX = LIMITS.labels_max
+LABEL_MAX_CHARS = LIMITS.label_max_chars
 OUTPUT_ONLY = (
     "name",
     "versionId",
