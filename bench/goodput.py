@@ -87,7 +87,8 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
     from google.cloud import aiplatform_v1
 
     from jobs.local.platform.client import LocalApiError, preempt_replica, read_logs
-    from jobs.local.platform.processes import free_port, start_fresh, stop_platform
+    from jobs.local.platform.ports import free_port
+    from jobs.local.platform.processes import start_fresh, stop_platform
     from jobs.local.platform.settings import LocalSettings
     from jobs.local.platform.state import LOCAL_BUCKETS, LOCAL_PROJECT, LOCAL_REGION
 

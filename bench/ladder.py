@@ -270,7 +270,8 @@ def decision_times(p: Platform, reps: int) -> tuple[list[float], list[float], st
 
 def start(tmp: Path) -> tuple[Platform, Path]:
     from jobs.local.platform.capacity import Capacity
-    from jobs.local.platform.processes import free_port, start_fresh
+    from jobs.local.platform.ports import free_port
+    from jobs.local.platform.processes import start_fresh
     from jobs.local.platform.settings import LocalSettings
     from jobs.local.platform.state import stack_outputs_for
 

@@ -47,7 +47,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -62,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import PYTHON, REPO, Section, rotated, summarize, table
+from jobs.local.platform.ports import free_port
 from trainer.serving_env import HOST_ENV
 
 TINY = REPO / "trainer" / "examples"
@@ -308,12 +308,6 @@ class Server:
 
     def log(self) -> str:
         return "".join(self.tail)[-3000:]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -152,17 +152,19 @@ def _environment(value: str) -> str:
 
 
 def _label_map(labels: dict[str, str]) -> dict[str, str]:
-    key_re, value_re = re.compile(r"[a-z][a-z0-9_-]{0,62}"), re.compile(r"[a-z0-9_-]{0,63}")
+    limits = catalog.vertex_limits()
+    key_re, value_re = re.compile(limits.label_key_pattern), re.compile(limits.label_value_pattern)
+    most = limits.label_max_chars
     for key, value in labels.items():
-        if not key_re.fullmatch(key):
+        if not key_re.fullmatch(key) or len(key) > most:
             raise HintedValueError(
                 f"label key {key!r} is invalid",
-                "lowercase letters, digits, '_' or '-', starting with a letter, ≤ 63 chars",
+                f"lowercase letters, digits, '_' or '-', starting with a letter, ≤ {most} chars",
             )
-        if not value_re.fullmatch(value):
+        if not value_re.fullmatch(value) or len(value) > most:
             raise HintedValueError(
                 f"label {key}={value!r} has an invalid value",
-                "lowercase letters, digits, '_' or '-', ≤ 63 chars",
+                f"lowercase letters, digits, '_' or '-', ≤ {most} chars",
             )
     return labels
 

@@ -33,14 +33,14 @@ TENSORBOARD_WRITER_PERMISSIONS = (
     "aiplatform.tensorboardExperiments.list",
     "aiplatform.tensorboardExperiments.update",
     "aiplatform.tensorboardExperiments.write",
-    # BatchCreateTensorboardRuns: how the uploader makes a run per log subdirectory (issue 14).
+    # BatchCreateTensorboardRuns: how the uploader makes a run per log subdirectory.
     "aiplatform.tensorboardRuns.batchCreate",
     "aiplatform.tensorboardRuns.create",
     "aiplatform.tensorboardRuns.get",
     "aiplatform.tensorboardRuns.list",
     "aiplatform.tensorboardRuns.update",
     "aiplatform.tensorboardRuns.write",
-    # BatchCreateTensorboardTimeSeries: the uploader's first write of a run's tags (issue 14).
+    # BatchCreateTensorboardTimeSeries: the uploader's first write of a run's tags.
     "aiplatform.tensorboardTimeSeries.batchCreate",
     "aiplatform.tensorboardTimeSeries.create",
     "aiplatform.tensorboardTimeSeries.get",

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from jobs.local.platform.ports import free_port
+
 if TYPE_CHECKING:
     from jobs.core.stack import StackOutputs
     from jobs.local.platform.state import PlatformState
@@ -20,12 +22,6 @@ if TYPE_CHECKING:
 # The emulator speaks the JSON API only; gcsfs otherwise probes each bucket over gRPC for its
 # type and waits 60 s per probe. Must be set before gcsfs is imported anywhere.
 os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_port(port: int, timeout_s: float = 20.0) -> None:

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from infra.offline import render_preview, run_offline
 from jobs.core.contract import new_run_id, region_of
@@ -38,7 +37,8 @@ from jobs.launch.checks import checked_template
 from jobs.launch.plan import LaunchOptions
 from jobs.local.platform.capacity import Capacity
 from jobs.local.platform.client import LocalApiError, preempt_replica, read_logs
-from jobs.local.platform.processes import PlatformError, bring_up, free_port, stop_platform
+from jobs.local.platform.ports import free_port
+from jobs.local.platform.processes import PlatformError, bring_up, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import EXAMPLE_DATA, running_state, stack_outputs_for
 from jobs.runs.logs import LocalLogSource
@@ -48,6 +48,7 @@ from jobs.vertex.client import Vertex, VertexError, state_name
 from vtx.confirm import Ask
 from vtx.demo_serving import Served, print_served, serve_run_model
 from vtx.job_commands import launch_job
+from vtx.output import FitTable
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "jobs" / "templates" / "smoke-cpu.yaml"
@@ -233,7 +234,7 @@ def _template(trainer_overrides: list[str]) -> JobTemplate:
 def print_summary(
     console: Console, summary: RunSummary, state: str, outputs: str, attempts: str
 ) -> None:
-    table = Table(title="demo summary", show_header=False, title_justify="left")
+    table = FitTable(title="demo summary", show_header=False, title_justify="left")
     table.add_column(no_wrap=True)
     table.add_column(overflow="fold")
     table.add_row("job state", bare_name(state))

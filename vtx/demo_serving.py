@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.table import Table
 
 from jobs.core.stack import StackOutputs
 from jobs.runs.checkpoints import Storage
@@ -22,6 +21,7 @@ from jobs.serving.model_rest import ModelRest
 from jobs.serving.model_upload import UploadOptions, plan_upload, upload_model
 from vtx.deploy_commands import print_deploy_plan
 from vtx.model_commands import print_model_plan
+from vtx.output import FitTable
 
 PROMPT = "Write a haiku about checkpoints."
 MAX_NEW_TOKENS = 16
@@ -73,7 +73,7 @@ def _lap(started: float) -> float:
 
 
 def print_served(console: Console, served: Served) -> None:
-    table = Table(title="served", show_header=False, title_justify="left")
+    table = FitTable(title="served", show_header=False, title_justify="left")
     table.add_column(no_wrap=True)
     table.add_column(overflow="fold")
     table.add_row("model version", served.model)

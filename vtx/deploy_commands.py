@@ -16,8 +16,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from jobs.core.formats import usd_per_h
 from jobs.core.stack import StackOutputs
 from jobs.serving.deploy import (
     NEW,
@@ -38,7 +38,7 @@ from jobs.serving.serving_prices import ServingCost
 from jobs.vertex.client import VertexError
 from vtx.confirm import Ask, plan_and_confirm
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
-from vtx.output import print_error
+from vtx.output import FitTable, print_error
 
 app = typer.Typer()
 endpoint_app = typer.Typer(
@@ -51,10 +51,6 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Stop after the plan.
 
 def _confirm(question: str) -> bool:
     return typer.confirm(question, default=False)
-
-
-def usd_per_h(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}/h"
 
 
 def price_line(cost: ServingCost) -> str:
@@ -97,7 +93,9 @@ def print_deploy_plan(out: Console, plan: DeployPlan) -> None:
     where = (
         plan.endpoint.name if plan.endpoint else f"a new endpoint {plan.endpoint_display_name!r}"
     )
-    table = Table(title=f"deploy: {plan.model.model_id}", show_header=False, title_justify="left")
+    table = FitTable(
+        title=f"deploy: {plan.model.model_id}", show_header=False, title_justify="left"
+    )
     table.add_column(style="bold")
     table.add_column()
     table.add_row("model", f"{plan.model.name} ({plan.model.display_name})")
@@ -289,7 +287,7 @@ def parse_split(entries: list[str]) -> dict[str, int]:
 
 def print_undeploy_plan(out: Console, plan: UndeployPlan) -> None:
     names = _names(plan.endpoint)
-    table = Table(title=f"undeploy from {plan.endpoint.name}", title_justify="left")
+    table = FitTable(title=f"undeploy from {plan.endpoint.name}", title_justify="left")
     for column in ("deployed model", "model", "traffic after"):
         table.add_column(column)
     for step in plan.steps:
@@ -383,7 +381,7 @@ def list_endpoints(stack: StackOpt = None, stack_file: StackFileOpt = None) -> N
     out = console()
     with api_errors(out):
         found = EndpointRest(outputs).list_endpoints()
-    table = Table(title=f"endpoints in {outputs.project}/{outputs.region}", title_justify="left")
+    table = FitTable(title=f"endpoints in {outputs.project}/{outputs.region}", title_justify="left")
     for column in ("endpoint", "display name", "deployed models", "traffic", "created"):
         table.add_column(column)
     for e in found:
@@ -411,7 +409,7 @@ def show_endpoint(
     out.print(f"access: {access_of(record.rest)}", highlight=False)
     for line in reach_lines(outputs, record.rest):
         out.print(line, highlight=False, markup=False)
-    table = Table(title="deployed models", title_justify="left")
+    table = FitTable(title="deployed models", title_justify="left")
     for column in ("id", "model", "machine", "replicas", "service account", "traffic"):
         table.add_column(column)
     names = _names(record)

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import new_run_id
+from jobs.core.formats import duration, money
 from jobs.core.stack import StackOutputs
 from jobs.launch.checks import validate_document
 from jobs.launch.plan import LaunchOptions, LaunchPlan, compile_checked, plan_launch, stack_region
@@ -60,6 +61,7 @@ from vtx.options import (
     required_stack,
 )
 from vtx.output import (
+    FitTable,
     catalog_table,
     machines_table,
     print_cost,
@@ -175,17 +177,12 @@ def _print_run_time(out: Console, facts: JobFacts, usd_per_h: float | None) -> f
     return result.get("hours")
 
 
-def _hours(hours: float) -> str:
-    minutes = hours * 60
-    return f"{minutes:.1f} min" if minutes < 90 else f"{hours:.1f} h"
-
-
 def _run_time_table(result: dict[str, Any]) -> Table:
     def known(key: str, shown: Callable[[Any], str]) -> str:
         value = result.get(key)
         return "unknown" if value is None else shown(value)
 
-    table = Table(title="run time (the trainer's estimate)", title_justify="left")
+    table = FitTable(title="run time (the trainer's estimate)", title_justify="left")
     table.add_column("figure", no_wrap=True)
     table.add_column("value", overflow="fold")
     devices = f"{result['accelerator_count']} x {result['accelerator']} x {result['nodes']} node(s)"
@@ -195,8 +192,8 @@ def _run_time_table(result: dict[str, Any]) -> Table:
     table.add_row("  assuming MFU", known("mfu", lambda v: f"{v:.0%} of the bf16 peak"))
     table.add_row("total steps", known("total_steps", lambda v: f"{v:,}"))
     table.add_row("  counted from", str(result.get("total_steps_basis") or "-"))
-    table.add_row("training time", known("hours", _hours))
-    table.add_row("cost of the run", known("cost_usd", lambda v: f"${v:,.2f}"))
+    table.add_row("training time", known("hours", lambda hours: duration(hours * 3600)))
+    table.add_row("cost of the run", known("cost_usd", money))
     return table
 
 

@@ -26,14 +26,8 @@ from jobs.local.platform.client import (
     read_capacity,
     set_capacity,
 )
-from jobs.local.platform.processes import (
-    NotRunning,
-    PlatformError,
-    bring_up,
-    free_port,
-    port_free,
-    stop_platform,
-)
+from jobs.local.platform.ports import free_port, port_free
+from jobs.local.platform.processes import NotRunning, PlatformError, bring_up, stop_platform
 from jobs.local.platform.settings import LocalSettings, default_data_dir, option_spec
 from jobs.local.platform.state import (
     PlatformState,

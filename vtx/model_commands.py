@@ -27,7 +27,7 @@ from jobs.serving.model_upload import (
 )
 from vtx.confirm import Ask, plan_and_confirm
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, required_stack
-from vtx.output import print_error
+from vtx.output import FitTable, print_error
 
 model_app = typer.Typer(
     name="model",
@@ -41,7 +41,9 @@ ModelArg = Annotated[
 
 def print_model_plan(out: Console, plan: ModelPlan) -> None:
     model, spec = plan.model, plan.model["containerSpec"]
-    table = Table(title=f"model upload: run {plan.run_id}", show_header=False, title_justify="left")
+    table = FitTable(
+        title=f"model upload: run {plan.run_id}", show_header=False, title_justify="left"
+    )
     table.add_column(style="bold")
     table.add_column()
     table.add_row("into", plan.parent_model or "a new model")
@@ -133,7 +135,7 @@ def upload(
 
 
 def _models_table(title: str, models: list[ModelRecord]) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = FitTable(title=title, title_justify="left")
     for column in ("model", "version", "aliases", "display name", "run", "created", "artifactUri"):
         table.add_column(column)
     for m in models:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from jobs.core.catalog import QUOTA_PREFIX, Catalog, Price
 from jobs.core.durations import human_duration
+from jobs.core.formats import UNKNOWN, money, usd_per_h
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
 from jobs.launch.names import resources
@@ -35,6 +38,90 @@ BASIS_NOTE = {
 }
 
 
+class FitTable(Table):
+    """Every table the CLI prints (a rich ``Table`` in all else). Columns shrink, the widest
+    first, never below their longest word (a no-wrap column: its longest line). Where the console
+    is too narrow for that, a table with headers prints each row as ``header: value`` lines
+    instead of folding cells into columns one or two characters wide
+    (``custom_model_training_cpus`` down a dozen lines); a table without headers is such lines
+    already, and keeps its grid (a word longer than its value column folds)."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = self.fitted_widths(console, options)
+        if widths is None and not self.show_header:
+            # Already `field: value` lines: the field keeps its width, a longer word folds.
+            yield from Table.__rich_console__(self, console, options)
+            return
+        if widths is None:
+            yield from self._vertical(console)
+            return
+        fitted = copy.copy(self)
+        fitted.columns = [copy.copy(column) for column in self.columns]
+        for index, (column, width) in enumerate(zip(fitted.columns, widths, strict=True)):
+            column.width = width - self._get_padding_width(index)
+        yield from Table.__rich_console__(fitted, console, options)
+
+    def fitted_widths(self, console: Console, options: ConsoleOptions) -> list[int] | None:
+        """Each column's width (padding included) within the console, no word broken and no
+        no-wrap column's line: the widest shrink first, none below its longest word. None when
+        the columns' longest words alone are wider than the console."""
+        unbounded = options.update_width(1_000_000)
+        measured = [self._measure_column(console, unbounded, column) for column in self.columns]
+        widths = [m.maximum for m in measured]
+        least = [
+            m.maximum if column.no_wrap else m.minimum
+            for column, m in zip(self.columns, measured, strict=True)
+        ]
+        room = options.max_width - self._extra_width
+        if not self.columns or sum(least) > room:
+            return None
+        for _ in range(sum(widths) - room):
+            widest = max(
+                (i for i, width in enumerate(widths) if width > least[i]),
+                key=lambda i: widths[i],
+            )
+            widths[widest] -= 1
+        return widths
+
+    def _vertical(self, console: Console) -> RenderResult:
+        if self.title:
+            yield _styled(console, self.title, self.title_style or "table.title")
+        headers = [str(c.header) for c in self.columns]
+        for index, row in enumerate(self.rows):
+            if index:
+                yield Text()
+            cells = [column._cells[index] for column in self.columns]
+            yield from _vertical_row(console, headers, cells, row.style or "")
+        if self.caption:
+            yield Text()
+            yield _styled(console, self.caption, self.caption_style or "table.caption")
+
+
+def _styled(console: Console, text: RenderableType, style: str) -> RenderableType:
+    return console.render_str(text, style=style) if isinstance(text, str) else text
+
+
+def _vertical_row(
+    console: Console, headers: list[str], cells: list[RenderableType], style: str
+) -> RenderResult:
+    """One row as lines: ``header: value``; a value of several lines below its header, indented."""
+    values = [console.render_str(c) if isinstance(c, str) else c for c in cells]
+    for header, value in zip(headers, values, strict=True):
+        if isinstance(value, Text) and not value.plain:
+            continue
+        key = Text(f"{header}:" if header else "", style="bold")
+        if isinstance(value, Text) and "\n" not in value.plain:
+            yield Text.assemble(key, " " if header else "", value, style=style)
+        elif isinstance(value, Text):
+            if header:
+                yield key
+            yield from (Text.assemble("  ", line, style=style) for line in value.split("\n"))
+        else:
+            if header:
+                yield key
+            yield Padding(value, (0, 0, 0, 2), style=style, expand=False)
+
+
 def print_error(console: Console, message: object, label: str = "error") -> None:
     """One red-labelled line on `console`; the message is escaped, because paths and API
     messages may hold [brackets] that rich would take for markup."""
@@ -52,17 +139,6 @@ def print_problems(console: Console, problems: Iterable[Problem]) -> None:
             console.print(Text(f"    write instead: {p.hint}", style="cyan"))
 
 
-UNKNOWN = "unknown"
-
-
-def _usd(value: float | None) -> str:
-    return UNKNOWN if value is None else f"${value:,.2f}"
-
-
-def _usd_per_h(value: float | None) -> str:
-    return UNKNOWN if value is None else f"${value:,.2f}/h"
-
-
 def _accelerators(accelerator: str | None, count: int) -> str:
     return f"{count} x {accelerator}" if accelerator else "-"
 
@@ -78,8 +154,8 @@ def _where(estimate: CostEstimate) -> str:
 def cost_table(estimate: CostEstimate, title: str) -> Table:
     # The column of the price this job pays is starred, so a reader never quotes the wrong one.
     star = {estimate.price_kind: " *"}
-    money = (f"on-demand $/h{star.get('on-demand', '')}", f"Spot $/h{star.get('Spot', '')}")
-    table = Table(
+    price_columns = (f"on-demand $/h{star.get('on-demand', '')}", f"Spot $/h{star.get('Spot', '')}")
+    table = FitTable(
         title=f"{title} in {_where(estimate)}",
         title_justify="left",
         caption=f"* the price this job pays (strategy {estimate.strategy})"
@@ -87,7 +163,7 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
         else f"this job pays {estimate.price_kind} prices, in no column here (see below)",
         caption_justify="left",
     )
-    for column in ("pool", "machine", "accelerators", "replicas", *money):
+    for column in ("pool", "machine", "accelerators", "replicas", *price_columns):
         # Wrap, never cut: a truncated machine name ("a2-ultragp…") hides what will run.
         table.add_column(
             column,
@@ -100,18 +176,18 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
             pool.machine,
             _accelerators(pool.accelerator, pool.accelerator_count),
             str(pool.replicas),
-            _usd(pool.on_demand_usd_per_h),
-            _usd(pool.spot_usd_per_h),
+            money(pool.on_demand_usd_per_h),
+            money(pool.spot_usd_per_h),
         )
     table.add_row(
-        "total", "", "", "", _usd(estimate.on_demand_usd_per_h), _usd(estimate.spot_usd_per_h),
+        "total", "", "", "", money(estimate.on_demand_usd_per_h), money(estimate.spot_usd_per_h),
         style="bold",
     )  # fmt: skip
     return table
 
 
 def quota_table(estimate: CostEstimate) -> Table:
-    table = Table(title=f"Quota needed in {estimate.region}", title_justify="left")
+    table = FitTable(title=f"Quota needed in {estimate.region}", title_justify="left")
     # Metric names are long (~75 chars): fold them rather than squeeze the units column away.
     table.add_column("metric", overflow="fold")
     table.add_column("units", justify="right", no_wrap=True, min_width=5)
@@ -129,7 +205,7 @@ VERDICT_STYLE = {OK: "green", SHORT_NOW: "yellow", OVER_LIMIT: "red", NOT_LISTED
 
 def quota_check_table(check: QuotaCheck) -> Table:
     """The job's needs beside the live limit, what running jobs hold and what is free."""
-    table = Table(
+    table = FitTable(
         title=f"Quota in {check.region} (limits: Cloud Quotas, now)",
         title_justify="left",
         caption="in use: the region's CustomJobs that have not ended, "
@@ -226,15 +302,15 @@ def print_cost(
     kind = estimate.price_kind
     cap = human_duration(estimate.timeout_s)
     console.print(
-        f"This job ({kind} price in {estimate.region}): {_usd_per_h(estimate.usd_per_h)}; "
-        f"at its timeout cap ({cap}): {_usd(estimate.usd_at_timeout)}",
+        f"This job ({kind} price in {estimate.region}): {usd_per_h(estimate.usd_per_h)}; "
+        f"at its timeout cap ({cap}): {money(estimate.usd_at_timeout)}",
         highlight=False,
     )
     if kind == "FLEX_START":
         console.print(
             "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices, which no table "
             f"here has: unknown. On-demand in the same region: "
-            f"{_usd_per_h(estimate.on_demand_usd_per_h)}.",
+            f"{usd_per_h(estimate.on_demand_usd_per_h)}.",
             style="yellow",
             highlight=False,
         )
@@ -258,7 +334,7 @@ def _reservation_note(estimate: CostEstimate) -> str:
         f"Reservation: {pools} run on a Compute Engine reservation, billed at the "
         "reservation's Compute Engine price (with its committed-use discounts) plus Vertex's "
         "training fee, which no table here has: unknown. On-demand in the same region: "
-        f"{_usd_per_h(estimate.on_demand_usd_per_h)}.{fallback}"
+        f"{usd_per_h(estimate.on_demand_usd_per_h)}.{fallback}"
     )
 
 
@@ -330,7 +406,7 @@ PRICE_CAPTION = (
 
 
 def catalog_table(cat: Catalog, accelerator: str | None, region: str | None) -> Table:
-    table = Table(
+    table = FitTable(
         title="Accelerators for Vertex AI custom training",
         title_justify="left",
         caption=PRICE_CAPTION + " Per unit: add the machine's price.",
@@ -365,7 +441,7 @@ def _count_summary(cat: Catalog, accelerator: str) -> str:
 
 
 def machines_table(cat: Catalog, region: str | None) -> Table:
-    table = Table(
+    table = FitTable(
         title="Machine types",
         title_justify="left",
         caption=PRICE_CAPTION + " Machine part only: accelerators are priced apart.",
@@ -414,7 +490,7 @@ def quota_usage_rows(regions: list[RegionQuota], metrics: list[str] | None) -> l
 
 
 def quota_usage_table(rows: list[dict]) -> Table:
-    table = Table(
+    table = FitTable(
         title="Vertex AI custom training quota (limits: Cloud Quotas; in use: running CustomJobs); "
         f"metrics under {QUOTA_PREFIX}",
         title_justify="left",
@@ -480,7 +556,7 @@ def _quota_cells(estimate: CostEstimate, check: QuotaCheck) -> tuple[str, str]:
 
 def ladder_table(rows: list[RungRow]) -> Table:
     """Every rung beside its price and the live quota: what the launch will try, in order."""
-    table = Table(
+    table = FitTable(
         title="Capacity ladder (tried in order; one run id, one output prefix)",
         title_justify="left",
         caption=f"quota: metrics under {TRAINING_METRIC_PREFIX}; available: free now of the limit "
@@ -501,7 +577,7 @@ def ladder_table(rows: list[RungRow]) -> Table:
         verdict = Text("skip: over quota", "red") if row.hopeless else Text("try", "green")
         est = row.estimate
         table.add_row(
-            str(row.number), est.region, resources(est), est.strategy, _usd_per_h(est.usd_per_h),
+            str(row.number), est.region, resources(est), est.strategy, usd_per_h(est.usd_per_h),
             needed, available, wait, verdict,
         )  # fmt: skip
     return table

@@ -47,10 +47,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from jobs.core.formats import duration, money
 from jobs.core.states import bare_name
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
 from jobs.vertex.client import JobRecord, PoolRecord
+from vtx.output import FitTable
 
 
 class OutputFormat(StrEnum):
@@ -186,23 +188,6 @@ def print_document(out: Console, document: object, fmt: OutputFormat) -> None:
 # ---- tables ---------------------------------------------------------------------------------
 
 
-def duration(seconds: float | None) -> str:
-    """``1h 05m``, ``3m 20s``, ``12s``; ``-`` when unknown."""
-    if seconds is None:
-        return "-"
-    whole = int(seconds)
-    days, hours, minutes, secs = whole // 86400, whole // 3600 % 24, whole // 60 % 60, whole % 60
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
-
-
-def usd(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}"
-
-
 def pool_line(pool: PoolRecord) -> str:
     accelerators = f" + {pool.accelerator_count} x {pool.accelerator}" if pool.accelerator else ""
     return f"{pool.replicas} x {pool.machine}{accelerators}"
@@ -269,17 +254,17 @@ def _checkpoint_row(status: RunStatus) -> str:
 def _cost_row(status: RunStatus) -> str:
     price = status.newest.price
     if price.usd_per_h is not None:
-        rate = f"{usd(price.usd_per_h)}/h {price.kind}"
+        rate = f"{money(price.usd_per_h)}/h {price.kind}"
     elif price.unpriced:
         rate = f"no {price.kind} price for {', '.join(price.unpriced)}"
     else:
         rate = f"no {price.kind} price in the catalog"
     table = f", table {price.table}" if price.table else ""
-    return f"{usd(status.usd)} so far at the catalog's price ({rate}{table})"
+    return f"{money(status.usd)} so far at the catalog's price ({rate}{table})"
 
 
 def status_table(status: RunStatus) -> Table:
-    table = Table(show_header=False)
+    table = FitTable(show_header=False)
     # Long values wrap: on an 80-column terminal a no_wrap value squeezed the field names out
     # and cut the error message short.
     table.add_column("field", no_wrap=True)
@@ -313,7 +298,7 @@ def status_table(status: RunStatus) -> Table:
 
 
 def attempts_table(status: RunStatus) -> Table:
-    table = Table(title="attempts (one CustomJob each)", title_justify="left")
+    table = FitTable(title="attempts (one CustomJob each)", title_justify="left")
     for column in ("attempt", "job", "region", "state", "created", "running", "cost"):
         table.add_column(column, overflow="fold")
     for a in status.attempts:
@@ -324,7 +309,7 @@ def attempts_table(status: RunStatus) -> Table:
             bare_name(a.job.state),
             (when(a.job.create_time) or "-")[:19],
             duration(a.running_s),
-            usd(a.usd),
+            money(a.usd),
         )
     return table
 
@@ -339,7 +324,7 @@ def list_table(attempts: Sequence[AttemptStatus]) -> Table:
     """One row per attempt, as `sky queue` has one per job (the job ids are in the JSON);
     borderless like it, so that more fits in 80 columns: there only the run id and the
     resources wrap (folded whole, never cut), every other column keeps its width."""
-    table = Table(title="vtx jobs", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    table = FitTable(title="vtx jobs", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("run id", overflow="fold", ratio=3)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("state", no_wrap=True)
@@ -354,6 +339,6 @@ def list_table(attempts: Sequence[AttemptStatus]) -> Table:
             escape(resources(a.job, "\n")),
             (when(a.job.create_time) or "-")[5:16].replace("T", " "),
             duration(a.running_s),
-            usd(a.usd),
+            money(a.usd),
         )
     return table

@@ -23,24 +23,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from jobs.core.formats import duration, money, usd_per_h
 from jobs.spec.study import Parameter, Study
 from jobs.training.cost import StudyCost
 from jobs.tuning.study_records import StudyRecord, TrialRecord
-from vtx.run_views import duration, rounded, when
+from vtx.output import FitTable
+from vtx.run_views import rounded, when
 
 GOALS = {"MINIMIZE": "lower is better", "MAXIMIZE": "higher is better"}
-
-
-def _usd(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}"
-
-
-def _usd_per_h(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}/h"
-
-
-def _hours(hours: float) -> str:
-    return f"{hours * 60:.1f} min" if hours < 1.5 else f"{hours:.1f} h"
 
 
 def _range(param: Parameter) -> str:
@@ -54,7 +44,7 @@ def _range(param: Parameter) -> str:
 def parameters_table(study: Study) -> Table:
     """The study's parameters as Vertex will search them; a conditional one names its parent
     and the parent's values it is tuned for."""
-    table = Table(title="study parameters", title_justify="left")
+    table = FitTable(title="study parameters", title_justify="left")
     for column in ("parameter", "type", "values", "scale", "when"):
         table.add_column(column, overflow="fold")
 
@@ -89,17 +79,18 @@ def print_study_plan(
             if study.max_failed_trials
             else "as many failed trials as Vertex decides"
         ),
-        "per trial": f"{_usd_per_h(cost.trial.usd_per_h)}; at its timeout cap "
-        f"{_usd(cost.trial.usd_at_timeout)}",
-        "study": f"{_usd_per_h(cost.usd_per_h)} while {study.parallel_trials} run; "
-        f"every trial at its cap: {_usd(cost.usd_at_timeout)}",
+        "per trial": f"{usd_per_h(cost.trial.usd_per_h)}; at its timeout cap "
+        f"{money(cost.trial.usd_at_timeout)}",
+        "study": f"{usd_per_h(cost.usd_per_h)} while {study.parallel_trials} run; "
+        f"every trial at its cap: {money(cost.usd_at_timeout)}",
     }
     if study.early_stopping is not None:
         lines["stopping"] = f"{study.early_stopping.rule} rule (Vertex stops unpromising trials)"
     if trial_hours is not None:
+        wall = duration(cost.wall_hours(trial_hours) * 3600)
         lines["run time"] = (
-            f"{_hours(trial_hours)} a trial -> about {_hours(cost.wall_hours(trial_hours))} "
-            f"wall time, {_usd(cost.usd_for(trial_hours))} for the study"
+            f"{duration(trial_hours * 3600)} a trial -> about {wall} wall time, "
+            f"{money(cost.usd_for(trial_hours))} for the study"
         )
     for key, value in lines.items():
         out.print(f"{key:>10}: {value}", highlight=False)
@@ -120,7 +111,7 @@ def _parameters(trial: TrialRecord) -> str:
 
 def trials_table(study: StudyRecord, now: datetime) -> Table:
     best = study.best
-    table = Table(title=f"trials ({study.metric_id}, {GOALS.get(study.goal or '', '')})",
+    table = FitTable(title=f"trials ({study.metric_id}, {GOALS.get(study.goal or '', '')})",
                   title_justify="left")  # fmt: skip
     for column in ("trial", "state", "parameters", study.metric_id or "metric", "duration"):
         table.add_column(column, overflow="fold")
@@ -199,7 +190,7 @@ def study_json(study: StudyRecord, now: datetime) -> dict[str, Any]:
 
 def studies_table(studies: list[StudyRecord]) -> Table:
     """`vtx list`'s studies, beside its jobs table."""
-    table = Table(title="studies (hyperparameter tuning)", title_justify="left")
+    table = FitTable(title="studies (hyperparameter tuning)", title_justify="left")
     for column in ("run id", "state", "trials", "best", "created"):
         table.add_column(column, overflow="fold")
     for study in studies:

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from jobs.core.catalog import vertex_limits
 from jobs.core.contract import LABEL_RUN_ID, LABEL_TEMPLATE, VTX_LABELS
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
 
 
-DISPLAY_NAME_MAX = 128
+DISPLAY_NAME_MAX = vertex_limits().display_name_max_chars
 UPLOAD_TIMEOUT_S = 1800.0
 """How long to wait for the upload's operation; Vertex copies the artifacts, minutes for GBs."""
 LAYOUTS = (

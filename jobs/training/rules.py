@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from jobs.core.catalog import REDUCTION_SERVER_IMAGE, Catalog, closest
+from jobs.core.catalog import REDUCTION_SERVER_IMAGE, Catalog, closest, vertex_limits
 from jobs.core.contract import VTX_SECRETS_ENV
 from jobs.core.credentials import looks_like_credential_name, looks_like_key
 from jobs.core.durations import human_duration
@@ -25,8 +25,8 @@ Rule = Callable[[JobFacts, Catalog], Iterator[Problem]]
 STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 DEPRECATED_STRATEGIES = {"ON_DEMAND": "STANDARD", "LOW_COST": "SPOT"}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
-LABEL_VALUE = re.compile(r"^[a-z0-9_-]*$")
+LABEL_KEY = re.compile(vertex_limits().label_key_pattern)
+LABEL_VALUE = re.compile(vertex_limits().label_value_pattern)
 # Variables Vertex sets itself (VERTEX.md "Environment inside the container"): a template that
 # sets them would hide the platform's values from the trainer.
 RESERVED_ENV = re.compile(

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from drill_support import REPO, drill_config, write_small_dataset
 
-from jobs.local.platform.processes import free_port
+from jobs.local.platform.ports import free_port
 from jobs.local.platform.state import LOCAL_BUCKETS
 from tests.local.local_helpers import PARENT, client, custom_job, wait_terminal
 

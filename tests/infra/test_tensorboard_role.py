@@ -1,4 +1,4 @@
-"""The trainer's TensorBoard role holds what Google's TensorBoard uploader calls (issue 14), and
+"""The trainer's TensorBoard role holds what Google's TensorBoard uploader calls, and
 nothing that manages instances or IAM."""
 
 from __future__ import annotations

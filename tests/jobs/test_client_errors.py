@@ -14,8 +14,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from jobs.core.stack import Buckets, StackOutputs
+from jobs.local.platform.ports import free_port
 from jobs.vertex.client import Backoff, Vertex, VertexError
-from tests.conftest import free_port, wait_for_port
+from tests.conftest import wait_for_port
 
 JOB_NAME = "projects/p/locations/us-central1/customJobs/7"
 QUOTA_MESSAGE = (

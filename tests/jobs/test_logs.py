@@ -23,6 +23,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
+from jobs.local.platform.ports import free_port
 from jobs.local.training.log_copier import SERVICE as LOCAL_SERVICE
 from jobs.runs.logs import (
     SERVICE,
@@ -39,7 +40,7 @@ from jobs.runs.logs import (
     stream,
 )
 from jobs.vertex.client import JobRecord, Vertex, VertexRest, is_terminal
-from tests.conftest import free_port, wait_for_port
+from tests.conftest import wait_for_port
 from vtx.cli import app
 from vtx.log_commands import LogFormat, log_view, numbered
 

@@ -22,7 +22,6 @@ from jobs.runs.watch import run_status, trainer_progress
 from jobs.vertex.client import Backoff, JobRecord, VertexError, VertexRest
 from vtx.run_views import (
     OutputFormat,
-    duration,
     list_json,
     print_document,
     resources,
@@ -257,14 +256,6 @@ def test_list_json_rows() -> None:
     }  # fmt: skip
     assert row["duration_s"] == 90.0 and row["resources"] == "3 x n1-standard-4"
     assert [p["role"] for p in row["pools"]] == ["chief", "workers"]
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [(None, "-"), (0, "0s"), (59.9, "59s"), (200, "3m 20s"), (3900, "1h 05m"), (90000, "1d 01h")],
-)
-def test_durations_read_like_people_write_them(seconds: float | None, text: str) -> None:
-    assert duration(seconds) == text
 
 
 # ---- VertexRest over a scripted session --------------------------------------------------------

@@ -216,7 +216,7 @@ def test_the_study_plan_shows_parallel_rounds_wall_time_and_unknown_prices() -> 
     print_study_plan(out, template.study, StudyCost(priced, 8, 3), trial_hours=0.5)
     text = out.export_text()
     assert "8, 3 at a time (3 rounds)" in text
-    assert "30.0 min a trial -> about 1.5 h wall time" in text
+    assert "30m 00s a trial -> about 1h 30m wall time" in text
     assert "model.lora.r in {16}" in text  # the conditional parameter
     unknown = Console(width=200, record=True, file=io.StringIO())
     unpriced = estimate(template_facts(template), "nowhere-1")

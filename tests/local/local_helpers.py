@@ -15,7 +15,8 @@ from typing import Any
 from jobs.core.stack import StackOutputs
 from jobs.core.states import is_final
 from jobs.local.platform.capacity import Capacity
-from jobs.local.platform.processes import free_port, start_fresh, stop_platform
+from jobs.local.platform.ports import free_port
+from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT, LOCAL_REGION, stack_outputs_for
 from jobs.local.training.pipelines import CUSTOM_TASK

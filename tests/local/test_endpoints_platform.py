@@ -19,12 +19,12 @@ import psutil
 import pytest
 
 from jobs.core.stack import StackOutputs
+from jobs.local.platform.ports import free_port
 from jobs.local.platform.processes import NotRunning, bring_up, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import read_state, stack_outputs_for
 from jobs.local.platform.store import Store
 from jobs.local.storage.upload import plan, upload_all
-from tests.conftest import free_port
 from tests.local.local_helpers import wait_for
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
 from tests.trainer.test_serve import PROMPT, reference_text

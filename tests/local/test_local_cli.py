@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jobs.local.platform.processes import free_port
+from jobs.local.platform.ports import free_port
 from jobs.local.platform.state import PlatformState, write_state
 from vtx.cli import app
 

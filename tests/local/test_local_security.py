@@ -23,7 +23,7 @@ from local_helpers import PARENT, client, custom_job, pool, wait_terminal
 
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.guard import MAX_BODY_BYTES, socket_owner
-from jobs.local.platform.processes import port_free
+from jobs.local.platform.ports import port_free
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, PlatformState
 from jobs.local.platform.store import Store

@@ -9,7 +9,8 @@ from pathlib import Path
 import psutil
 from local_helpers import container_pipeline, pipelines_client, wait_for, wait_pipeline
 
-from jobs.local.platform.processes import bring_up, free_port, start_fresh, stop_platform
+from jobs.local.platform.ports import free_port
+from jobs.local.platform.processes import bring_up, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.store import Store
 

@@ -12,7 +12,8 @@ from local_helpers import PARENT, client, custom_job, pool, replica_output, wait
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.processes import free_port, start_fresh, stop_platform
+from jobs.local.platform.ports import free_port
+from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import stack_outputs_for
 from vtx.cli import app

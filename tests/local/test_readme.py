@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobs.local.platform.processes import free_port
+from jobs.local.platform.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SECTION = "### Rehearse locally before paying for GPUs"

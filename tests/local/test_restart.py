@@ -21,7 +21,8 @@ from local_helpers import (
     wait_terminal,
 )
 
-from jobs.local.platform.processes import bring_up, free_port, start_fresh, stop_platform
+from jobs.local.platform.ports import free_port
+from jobs.local.platform.processes import bring_up, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import stack_outputs_for
 from jobs.local.platform.store import Store

@@ -9,7 +9,8 @@ from pathlib import Path
 import psutil
 from local_helpers import PARENT, client, replica_output, tuning_job, wait_for, wait_study
 
-from jobs.local.platform.processes import bring_up, free_port, start_fresh, stop_platform
+from jobs.local.platform.ports import free_port
+from jobs.local.platform.processes import bring_up, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import stack_outputs_for
 from jobs.local.platform.store import Store

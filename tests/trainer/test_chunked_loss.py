@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tests.conftest import free_port
+from jobs.local.platform.ports import free_port
 from tests.trainer.conftest import TINY_LLAMA, TOKENIZER, tiny_config
 from trainer.chunked_loss import (
     MODEL_TYPES,

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import trainer.data
-from tests.conftest import free_port
+from jobs.local.platform.ports import free_port
 from tests.trainer.conftest import (
     assert_bit_identical,
     final_weights,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import free_port
+from jobs.local.platform.ports import free_port
 from tests.trainer.conftest import (
     DATASET,
     EXAMPLES,

@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import yaml
 
-from tests.conftest import free_port
+from jobs.local.platform.ports import free_port
 from tests.trainer.conftest import tiny_config, write_small_dataset
 from trainer.secrets import (
     EMULATOR_ENV,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import free_port
+from jobs.local.platform.ports import free_port
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
 from trainer.predict_request import MAX_REQUEST_BYTES, GenerationOptions, RequestError
 from trainer.serve import ModelSlot, create_app, main

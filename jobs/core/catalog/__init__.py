@@ -111,6 +111,10 @@ class Limits(_Data):
     flex_start_timeout_max_s: int
     labels_max: int
     label_max_chars: int
+    label_key_pattern: str
+    label_value_pattern: str
+    replica_restarts_max: int
+    job_retries_max: int
 
 
 Basis = Literal["verified", "derived", "recalled"]
@@ -265,6 +269,11 @@ def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
         serving_price_tables=tuple(t for t in tables if t.kind == "serving"),
         sources=sources,
     )
+
+
+def vertex_limits() -> Limits:
+    """Vertex's API limits (limits.yaml): display names, labels, restarts and retries, ..."""
+    return load_catalog().limits
 
 
 def vertex_default_timeout_s() -> int:

@@ -17,7 +17,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import psutil
 
+from jobs.local.platform.ports import port_free
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import (
     EXAMPLE_DATA,
@@ -60,24 +60,6 @@ class PlatformError(Exception):
 
 class NotRunning(PlatformError):
     """There is no platform to stop: what `vtx local down` was asked for is already true."""
-
-
-def port_free(port: int) -> bool:
-    """Whether a server could listen on the port now. SO_REUSEADDR, as uvicorn and the
-    emulator bind: a port whose last connections sit in TIME_WAIT is free to them."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _check_port(port: int, option: str) -> None:

@@ -28,7 +28,6 @@ import json
 import logging
 import re
 import secrets
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -36,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs.core.catalog import load_catalog
+from jobs.core.formats import now_rfc3339
 from jobs.local.platform.operations import EMPTY_TYPE
+from jobs.local.platform.ports import free_port
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.store import Store
 from jobs.local.serving.model_filters import ModelFilterError, parse_model_filter
@@ -48,7 +49,6 @@ from jobs.local.serving.models import (
     Models,
     invalid,
     label_problems,
-    now_rfc3339,
 )
 from jobs.local.serving.serving_process import (
     ServingCommandError,
@@ -747,10 +747,3 @@ def container_error(status: int, parsed: Any, raw: bytes) -> ModelError:
         f"the model server answered HTTP {status}: {raw[:500].decode(errors='replace')}",
         names.get(status, "INTERNAL"),
     )
-
-
-def free_port() -> int:
-    """A port of 127.0.0.1 nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

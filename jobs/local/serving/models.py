@@ -33,9 +33,10 @@ import json
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from jobs.core.catalog import vertex_limits
+from jobs.core.formats import now_rfc3339
 from jobs.local.platform.operations import EMPTY_TYPE
 from jobs.local.platform.store import Store
 from jobs.local.serving.model_filters import (
@@ -49,9 +50,10 @@ from jobs.training.rules import LABEL_KEY, LABEL_VALUE
 
 MODEL_ID = re.compile(r"^[a-z_][a-z0-9_-]{0,62}$")
 """UploadModelRequest.model_id: up to 63 of ``[a-z0-9_-]``, not starting with a digit or '-'."""
-DISPLAY_NAME_MAX = 128
-LABELS_MAX = 64
-LABEL_MAX_CHARS = 63
+LIMITS = vertex_limits()
+DISPLAY_NAME_MAX = LIMITS.display_name_max_chars
+LABELS_MAX = LIMITS.labels_max
+LABEL_MAX_CHARS = LIMITS.label_max_chars
 OUTPUT_ONLY = (
     "name",
     "versionId",
@@ -90,10 +92,6 @@ def not_found(name: str) -> ModelError:
 
 def invalid(message: str) -> ModelError:
     return ModelError(400, message, "INVALID_ARGUMENT")
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

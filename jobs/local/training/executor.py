@@ -18,7 +18,6 @@ import logging
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,9 +28,11 @@ from pathlib import Path
 import psutil
 
 from jobs.core.contract import region_of
+from jobs.core.formats import now_rfc3339
 from jobs.core.states import JobState
 from jobs.local.platform import capacity, vertex_env
 from jobs.local.platform.capacity import Admission, Capacity, Need
+from jobs.local.platform.ports import free_ports
 from jobs.local.platform.rpc_status import Code, JobError
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.store import Store
@@ -50,7 +51,7 @@ from jobs.local.training.lifecycle import (
     ShutdownAction,
     StopReason,
 )
-from jobs.local.training.log_copier import LogCopier, now_rfc3339
+from jobs.local.training.log_copier import LogCopier
 from jobs.local.training.runtime import Replica, Runtime
 from jobs.local.training.web_access import web_access_uris
 
@@ -479,16 +480,8 @@ class Executor:
     @staticmethod
     def _ports(rt: Runtime) -> dict[str, int]:
         """A free port per replica for this run of them all; the primary's is MASTER_PORT."""
-        ports = {}
-        socks = []
-        for replica in rt.replicas:
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)  # held open until all are chosen, so they differ
-            ports[replica.name] = sock.getsockname()[1]
-        for sock in socks:
-            sock.close()
-        return ports
+        ports = free_ports(len(rt.replicas))
+        return {replica.name: port for replica, port in zip(rt.replicas, ports, strict=True)}
 
     def _spawn(self, job: ActiveJob, replica: Replica) -> None:
         job_dir = self.settings.data_dir / "jobs" / job.id

@@ -24,13 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
-from jobs.core.catalog import vertex_default_timeout_s
+from jobs.core.catalog import vertex_default_timeout_s, vertex_limits
 from jobs.core.states import JobState
 from jobs.local.platform.rpc_status import Code, JobError
 
-WORKER_RESTART_LIMIT = 5
+WORKER_RESTART_LIMIT = vertex_limits().replica_restarts_max
 """Restarts of one replica after losses before the whole job is retried (Vertex's limit)."""
-JOB_RETRY_LIMIT = 3
+JOB_RETRY_LIMIT = vertex_limits().job_retries_max
 """Retries of the whole job before it fails (Vertex's limit)."""
 CRASH_EXIT_CODES = frozenset({134, 139})
 """SIGABRT and SIGSEGV as shell exit codes: a crash, worth retrying the job."""

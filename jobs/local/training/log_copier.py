@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
 
+from jobs.core.formats import now_rfc3339
 from jobs.local.platform.store import Store
 
 log = logging.getLogger(__name__)
 
 SERVICE = "service"
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 class LogCopier:

@@ -22,12 +22,12 @@ import contextlib
 import logging
 import threading
 
+from jobs.core.formats import now_rfc3339
 from jobs.core.states import JobState
 from jobs.local.platform import vertex_env
 from jobs.local.platform.store import Store
 from jobs.local.serving.models import ModelError, Models
 from jobs.local.training.executor import Executor, ExecutorError
-from jobs.local.training.log_copier import now_rfc3339
 
 log = logging.getLogger(__name__)
 

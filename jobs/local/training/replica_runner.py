@@ -15,12 +15,9 @@ import argparse
 import json
 import signal
 import subprocess
-from datetime import UTC, datetime
 from pathlib import Path
 
-
-def _timestamp() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+from jobs.core.formats import now_rfc3339
 
 
 def exit_code(returncode: int) -> int:
@@ -38,18 +35,18 @@ def run(command: list[str], log_path: Path, exit_path: Path) -> int:
                 command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         except OSError as exc:
-            log.write(json.dumps({"ts": _timestamp(), "m": f"cannot start {command[0]}: {exc}"}))
+            log.write(json.dumps({"ts": now_rfc3339(), "m": f"cannot start {command[0]}: {exc}"}))
             log.write("\n")
             code = 127
         else:
             assert proc.stdout is not None
             for raw in proc.stdout:
                 line = raw.decode("utf-8", errors="replace").rstrip("\n")
-                log.write(json.dumps({"ts": _timestamp(), "m": line}) + "\n")
+                log.write(json.dumps({"ts": now_rfc3339(), "m": line}) + "\n")
                 log.flush()
             code = exit_code(proc.wait())
     tmp = exit_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"exit_code": code, "ts": _timestamp()}))
+    tmp.write_text(json.dumps({"exit_code": code, "ts": now_rfc3339()}))
     tmp.replace(exit_path)
     return code
 

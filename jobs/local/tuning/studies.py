@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from jobs.core.formats import now_rfc3339
 from jobs.core.states import JobState
 from jobs.local.platform.rpc_status import Code, JobError
 from jobs.local.platform.settings import LocalSettings
@@ -35,7 +36,7 @@ from jobs.local.training.lifecycle import (
     PLATFORM_STOPPED,
     stamp_state,
 )
-from jobs.local.training.log_copier import now_rfc3339
+from jobs.local.tuning.study_checks import DISPLAY_NAME_MAX
 from jobs.local.tuning.study_lifecycle import (
     Measurement,
     StudyCounts,
@@ -66,7 +67,6 @@ LABEL_TRIAL = "vtx-hpt-trial-id"
 """On a trial's CustomJob: its trial id ("1", "2", ...)."""
 METRIC_FILE = "hypertune/output.metrics"
 """Under the trial job's directory; hypertune's own default is /tmp/hypertune/output.metrics."""
-MAX_DISPLAY_NAME = 128
 
 
 class TrialRecord(BaseModel):
@@ -118,7 +118,7 @@ def trial_job(study: dict, trial_id: str, point: dict, name: str) -> dict:
     study_id = study["name"].rsplit("/", 1)[-1]
     job = {
         "name": name,
-        "displayName": f"{study['displayName']}-trial-{trial_id}"[-MAX_DISPLAY_NAME:],
+        "displayName": f"{study['displayName']}-trial-{trial_id}"[-DISPLAY_NAME_MAX:],
         "jobSpec": spec,
         "labels": {**study.get("labels", {}), LABEL_STUDY: study_id, LABEL_TRIAL: trial_id},
     }

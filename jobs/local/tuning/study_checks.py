@@ -12,10 +12,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
+from jobs.core.catalog import vertex_limits
 from jobs.local.tuning.suggest import GRID_KINDS, PARENT_CONDITIONS, Algorithm, Kind, Scale
 
 LOG_SCALES = (Scale.LOG.value, Scale.REVERSE_LOG.value)
-MAX_DISPLAY_NAME = 128
+DISPLAY_NAME_MAX = vertex_limits().display_name_max_chars
 
 
 def study_problems(job: Mapping) -> list[str]:
@@ -24,8 +25,8 @@ def study_problems(job: Mapping) -> list[str]:
     name = job.get("displayName", "")
     if not name:
         problems.append("displayName: required; name the study")
-    elif len(name) > MAX_DISPLAY_NAME:
-        problems.append(f"displayName: {len(name)} characters; at most {MAX_DISPLAY_NAME}")
+    elif len(name) > DISPLAY_NAME_MAX:
+        problems.append(f"displayName: {len(name)} characters; at most {DISPLAY_NAME_MAX}")
     problems += _count_problems(job)
     if not job.get("trialJobSpec"):
         problems.append("trialJobSpec: required; the CustomJobSpec every trial runs")

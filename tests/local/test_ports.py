@@ -1,0 +1,21 @@
+"""The one place ports of 127.0.0.1 are chosen: free ones differ, and a taken one is not free."""
+
+from __future__ import annotations
+
+import socket
+
+from jobs.local.platform.ports import free_port, free_ports, port_free
+
+
+def test_free_ports_differ_and_can_be_listened_on() -> None:
+    ports = free_ports(4)
+    assert len(set(ports)) == 4
+    assert all(port_free(port) for port in ports)
+    assert port_free(free_port())
+
+
+def test_a_port_something_listens_on_is_not_free() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        assert not port_free(server.getsockname()[1])
