@@ -31,8 +31,9 @@ from jobs.core.safe_yaml import YamlInputError, read_yaml_file, short_repr
 from jobs.core.stack import PROD_ENVIRONMENTS, is_production
 
 QUOTA_SERVICE = "aiplatform.googleapis.com"
-# Vertex AI training reserves this range for its own networking (VERTEX.md): a peered or
-# attached range inside it would collide with the job's VMs.
+# Vertex AI training reserves this range for its own networking: a peered or attached range
+# inside it would collide with the job's VMs. Not confirmed from a Google page: see
+# docs/vertex-facts.md, "Networks and service agents".
 VERTEX_RESERVED = ipaddress.IPv4Network("172.16.0.0/16")
 REFERENCE = "infra/README.md (vtx:platform reference)"
 

@@ -69,7 +69,8 @@ class ServiceAgents(pulumi.ComponentResource):
 
     ``projects.ServiceIdentity`` creates (or returns) the primary AI Platform agent. The custom
     code agent (-cc), which runs the job containers when no service account is given, is not
-    returned by that API: its address is built from the project number (VERTEX.md).
+    returned by that API: its address is built from the project number (docs/vertex-facts.md,
+    "Networks and service agents").
     """
 
     aiplatform: pulumi.Output[str]

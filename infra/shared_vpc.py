@@ -22,7 +22,8 @@ class SharedVpcArgs:
 
 class SharedVpc(pulumi.ComponentResource):
     """Service project attachment, ``compute.networkUser`` on each shared subnet and
-    ``dns.peer`` on the host for the agents (VERTEX.md: needed for DNS peering)."""
+    ``dns.peer`` on the host for the agents (needed for DNS peering: docs/vertex-facts.md,
+    "Networks and service agents")."""
 
     def __init__(self, name: str, args: SharedVpcArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("vtx:platform:SharedVpc", name, None, opts)

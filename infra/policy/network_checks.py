@@ -16,7 +16,8 @@ from infra.policy.firewall import internet_exposures
 from infra.policy.rule_types import RuleContext
 from infra.policy.values import UNKNOWN, known
 
-# Vertex AI training reserves this range in the peered / attached network (VERTEX.md).
+# Vertex AI training reserves this range in the peered / attached network (not confirmed from a
+# Google page: docs/vertex-facts.md, "Networks and service agents").
 VERTEX_RESERVED_RANGE = ipaddress.ip_network("172.16.0.0/16")
 
 SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"

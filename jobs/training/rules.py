@@ -1,8 +1,8 @@
 """Validation rules over JobFacts. Each rule is a small function yielding Problems that say
 what is wrong, where, and what to write instead. `RULES` is the ordered registry.
 
-Facts come from the catalog data files (machines, accelerators, regions, limits) and VERTEX.md;
-rules never hard-code a machine or a price."""
+Facts come from the catalog data files (machines, accelerators, regions, limits), each sourced in
+docs/vertex-facts.md; rules never hard-code a machine or a price."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ DEPRECATED_STRATEGIES = {"ON_DEMAND": "STANDARD", "LOW_COST": "SPOT"}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LABEL_KEY = re.compile(vertex_limits().label_key_pattern)
 LABEL_VALUE = re.compile(vertex_limits().label_value_pattern)
-# Variables Vertex sets itself (VERTEX.md "Environment inside the container"): a template that
-# sets them would hide the platform's values from the trainer.
+# Variables Vertex sets itself (docs/vertex-facts.md, "Training container environment"): a
+# template that sets them would hide the platform's values from the trainer.
 RESERVED_ENV = re.compile(
     r"^(AIP_\w+|CLUSTER_SPEC|TF_CONFIG|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|CLOUD_ML_\w+)$"
 )

@@ -3,7 +3,7 @@ Spot is stocked out) and quota limits per metric, and what that means for a job,
 decisions over typed states.
 
 Nothing set means unlimited: the platform then behaves as it always did. Rules, after Vertex
-(docs/vertex-facts.md, "Quotas" and "Scheduling strategies"; /work/shared/VERTEX.md):
+(docs/vertex-facts.md, "Quotas" and "Scheduling strategies"):
 - quota: a create whose needs, added to what the region's active jobs hold, pass a metric's
   limit is refused with 429 RESOURCE_EXHAUSTED and Vertex's own sentence ("The following quota
   metrics exceed quota limits: ..."); a job holds its quota from its creation to its end;

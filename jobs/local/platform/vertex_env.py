@@ -1,6 +1,6 @@
 """The environment Vertex AI gives each replica of a CustomJob, rebuilt for local processes.
 
-One place for these facts (see VERTEX.md, "Environment inside the container"). Jobs arrive here
+One place for these facts (docs/vertex-facts.md, "Training container environment"). Jobs arrive
 as REST-form dicts (camelCase keys, enum names). Hosts are 127.0.0.1 with one port per replica
 instead of Vertex's per-VM hostnames; the primary's port is MASTER_PORT.
 """

@@ -3,8 +3,8 @@ cancel or a shutdown means for a job, and which state the job ends in.
 
 No processes, clocks or files here: the executor (jobs/local/training/executor.py) observes
 processes,
-asks these functions what to do, and does it. Rules (retry limits per VERTEX.md, "Preemption and
-restarts"; which exits count as infrastructure is ours):
+asks these functions what to do, and does it. Rules (retry limits per docs/vertex-facts.md,
+"Limits": restarts and retries; which exits count as infrastructure is ours):
 - the job succeeds when the primary (workerpool0-0) exits 0; other replicas are then stopped;
   another replica exiting 0 has finished its part and the job goes on;
 - a replica exiting non-zero by itself fails the job; 134/139 (SIGABRT/SIGSEGV) retry the whole
