@@ -10,7 +10,7 @@ Variants (alternated in one process, the order rotated every repetition):
   `query[0, :, span]` per bucket. Its forward is the same; its backward is not, since autograd
   turns every slice's gradient into a zero tensor as large as the whole row (fill, copy, add),
   three tensors per bucket per layer.
-- `matmul ≤ 256`: the issue's "plain matmul path below a size": for buckets of at most 256
+- `matmul ≤ 256`: a plain matmul path below a size: for buckets of at most 256
   tokens, q @ kᵀ (grouped query heads share their key-value head without a copy) + a cached
   -inf upper triangle, softmax, @ v; sdpa above. Tried and left out (see the tables).
 

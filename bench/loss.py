@@ -36,7 +36,7 @@ VOCABS = (32_000, 128_000)
 SMALL_CHUNK_MB = 32.0
 VARIANTS = ("HF: materialised", "ours: chunked", f"ours: chunked {SMALL_CHUNK_MB:g} MB")
 AIM_MEMORY_RATIO = 0.5
-"""The issue's aim: the loss's peak memory at a 128k vocabulary at most half of HF's."""
+"""The aim: the loss's peak memory at a 128k vocabulary at most half of HF's."""
 
 
 def _rss_mb() -> float:

@@ -9,7 +9,7 @@ import pulumi_gcp as gcp
 
 from infra.config import PlatformConfig
 
-# Needed whatever the configuration: the list, in the order a reader expects.
+# Needed whatever the configuration, in the order a reader expects.
 BASE_SERVICES = (
     "aiplatform.googleapis.com",
     "compute.googleapis.com",

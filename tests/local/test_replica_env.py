@@ -32,7 +32,7 @@ while len(list(marks.iterdir())) < int(os.environ["WORKERS"]):
 
 @pytest.fixture
 def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
-    """The high-level SDK initialised as the issue says: REST, anonymous, our endpoint."""
+    """The high-level SDK initialised as a local user would: REST, anonymous, our endpoint."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform
     from google.cloud.aiplatform import jobs
