@@ -1,14 +1,13 @@
 """Host memory: keep what a training step frees for the next step.
 
-Every step frees and reallocates activations of about the same sizes. glibc's malloc hands
-freed memory at the top of its heap back to the kernel once it exceeds the trim threshold, so the
-next step takes it back page by page, each page zeroed by the kernel: on the CPU benchmark (8
-packed rows of 256 tokens) about 6,000 page faults per step, 24 MB. Fixing the thresholds keeps
-that memory in the process, as the CUDA caching allocator does for GPU memory and as PyTorch's
-CPU performance guide achieves by preloading jemalloc or tcmalloc; measured on the benchmark:
-page faults per run 350k -> 98k (the rest is start-up), useful tokens/s median 38k -> 41k over
-five alternated runs each, peak memory unchanged. Blocks over 32 MiB (checkpoint staging of big
-tensors) are still mapped and unmapped directly.
+Every step frees and reallocates activations of about the same sizes. glibc's malloc hands freed
+memory at the top of its heap back to the kernel once it exceeds the trim threshold, so the next
+step takes it back page by page, each page zeroed by the kernel: thousands of page faults per step
+on the CPU benchmark. Fixing the thresholds keeps that memory in the process, as the CUDA caching
+allocator does for GPU memory and as PyTorch's CPU performance guide achieves by preloading jemalloc
+or tcmalloc: far fewer page faults, more useful tokens/s, peak memory unchanged (measured:
+bench/RESULTS.md, "Figures from code comments", Host memory). Blocks over 32 MiB (checkpoint staging
+of big tensors) are still mapped and unmapped directly.
 """
 
 from __future__ import annotations

@@ -7,20 +7,19 @@ the row, with no mask. Right padding needs no mask under a causal kernel, since 
 looks ahead at a pad, and pads carry no targets.
 
 Why not transformers' packed-sequence path (position ids restarting at 0, then a block-diagonal
-mask): on CPU, and with sdpa on GPU, that mask is dense, so every packed row pays attention over
-its full width although each example only needs its own causal block. Measured on the bench model
-(8 rows of 256 tokens, 2 CPU cores): one forward+backward 50 ms with the mask, 41 ms bucketed.
-This is what FlashAttention's variable-length kernel does on GPU, built from stock sdpa calls
-so it runs on every device.
+mask): on CPU, and with sdpa on GPU, that mask is dense, so every packed row pays attention over its
+full width although each example only needs its own causal block. On the bench model the bucketed
+forward+backward is faster than the masked one (measured: bench/RESULTS.md, "Figures from code
+comments", Attention). This is what FlashAttention's variable-length kernel does on GPU, built from
+stock sdpa calls so it runs on every device.
 
 Every bucket goes to sdpa, however short. An explicit q @ k^T + cached causal mask + softmax
-+ @ v path is no faster than sdpa's CPU kernel for any bucket shape tried (head_dim 16 and 64:
-level at 26-64 tokens, 1.1-1.5x slower from 85 up, 3x for the smallest), and on the tiny
-model's batches it made the attention 0.70-0.78x as fast (bench.attention). Merging buckets
-into fewer sdpa calls is not done here either: one call's fixed cost (~0.07 ms forward+backward
-at head_dim 16 on one core) is worth about 5 padding slots of a tiny-model step (2 layers,
-~25 us of a step per slot), and `trainer.data.plan_buckets` already trades calls against
-padding when it forms the buckets.
++ @ v path is no faster than sdpa's CPU kernel for any bucket shape tried, and on the tiny
+model's batches it made the attention slower (bench.attention; measured: bench/RESULTS.md,
+"Attention on CPU: bucketed sdpa paths" and "Figures from code comments", Attention). Merging
+buckets into fewer sdpa calls is not done here either: one call's fixed cost is worth a few
+padding slots of a tiny-model step (same place), and `trainer.data.plan_buckets` already trades
+calls against padding when it forms the buckets.
 
 Models opt in by name (`use_segment_attention`); transformers then passes each batch's
 `vtx_buckets` keyword from the model call down to every attention layer.
@@ -58,9 +57,10 @@ def segment_attention(
     `vtx_buckets` is the layout, as a tuple or as the flat CPU tensor the trainer passes
     (`Batch.bucket_table`). Under torch.compile the model call's keywords are graph
     inputs: a tuple is guarded on its length and values, so every new bucket count recompiled
-    the model (8 recompiles in 12 steps of the bench model, then eager for good), while a
-    tensor is one input whose size is symbolic. Read here, outside the graph, it costs a
-    `.tolist()` of a few ints and never waits for a GPU."""
+    the model until torch.compile gave up and ran eager for good (measured: bench/RESULTS.md,
+    "Figures from code comments", Attention), while a tensor is one input whose size is
+    symbolic. Read here, outside the graph, it costs a `.tolist()` of a few ints and never
+    waits for a GPU."""
     if vtx_buckets is None:
         raise RuntimeError(
             f"{NAME} attention needs the batch's vtx_buckets (trainer.data.collate lays them out)"
@@ -77,10 +77,9 @@ def segment_attention(
     # One split per tensor, not an index and a slice per bucket: autograd turns every slice's
     # gradient into a zero tensor the size of the whole row (filled, copied into, summed), so
     # slicing cost O(buckets x row) per layer; a split's backward is one concatenation. The
-    # sdpa calls get the same views, so results are bit-identical on every device. Measured on
-    # 2 cores (bench.attention, quiet machine): one layer's forward+backward 5.05 -> 4.20 ms on
-    # the tiny model's batches (7 buckets), 246 -> 227 ms at hidden 1024's shape (rows of
-    # 2048); a whole tiny step 33.2 -> 32.0 ms.
+    # sdpa calls get the same views, so results are bit-identical on every device. Faster per
+    # layer and per step on CPU (bench.attention; measured: bench/RESULTS.md, "Attention on CPU:
+    # bucketed sdpa paths").
     parts = (t.squeeze(0).split(sizes, dim=1) for t in (query, key, value))
     outputs = []
     for (n, length), q, k, v in zip(vtx_buckets, *parts, strict=True):
@@ -124,8 +123,9 @@ def use_segment_attention(model: torch.nn.Module) -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 
-    # Opaque to torch.compile: a Python loop over buckets would specialise compiled graphs on
-    # each batch's layout and recompile every step (measured: minutes on CPU for 10 steps).
+    # Opaque to torch.compile: a Python loop over buckets would specialise compiled graphs on each
+    # batch's layout and recompile every step (measured: bench/RESULTS.md, "Figures from code
+    # comments", Attention).
     AttentionInterface.register(NAME, torch.compiler.disable(segment_attention))
     AttentionMaskInterface.register(NAME, no_mask)
     model_type = getattr(model.config, "model_type", type(model).__name__)

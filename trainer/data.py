@@ -9,11 +9,11 @@ next, and the loop's loss is a plain cross-entropy over the batch.
 A batch is `per_device_train_batch_size` rows. With packing, a row is several whole examples
 (truncated to `max_seq_length`) placed by best-fit decreasing; without, one example. In memory a
 batch is one flat row of length buckets (`collate`): its examples sorted by length, grouped, and
-right-padded to their bucket's longest, so padding is a few percent whatever the batching mode,
-and `trainer.attention` runs one causal attention call per bucket. On the shipped dataset
-(batches of 4 rows, max_seq_length 256; measured) real tokens fill 96% of the slots packed, 98%
-grouped by length, and 83% in random unpacked batches, which HF's default collator pads to 69%
-(its padding gets worse as batches grow).
+right-padded to their bucket's longest, so padding is a few percent whatever the batching mode, and
+`trainer.attention` runs one causal attention call per bucket. On the shipped dataset real tokens
+fill nearly every slot packed or grouped by length, and most of them in random unpacked batches,
+which HF's default collator pads far more (measured: bench/RESULTS.md, "Figures from code comments",
+Data layout); its padding gets worse as batches grow.
 
 Every rank reads the whole file (fine for fine-tuning sets of up to a few GB) and takes every
 `world_size`-th batch of epoch plans that depend only on (seed, epoch): the position in the
@@ -41,12 +41,9 @@ IGNORE = -100
 MEGABATCH_FACTOR = 50
 # What one more bucket costs, in padding token slots: an extra attention call per layer, forward
 # and backward, against one more token slot through every layer's matrix multiplies. Both grow
-# with the layer count, so the trade is set by a layer's width. Measured on 2 CPU cores, ours
-# packing, 3 alternated runs each (bench.trainer_vs_hf's model, bench.scaling's shapes):
-#   hidden 64 (37k matmul parameters a layer): 0, 8, 32, 128 slots gave 49, 43, 41, 42 ms a
-#     step before attention split its row once; after it, 8 and 32 are level (1.01x);
-#   hidden 256 (0.8M a layer): 2 slots ran 1.07x as fast as 32;
-#   hidden 512 (3.1M a layer): 1 slot ran 1.03x as fast as 32 (padding 3.9% -> 0).
+# with the layer count, so the trade is set by a layer's width. Measured on 2 CPU cores
+# (bench/RESULTS.md, "Figures from code comments", Data layout): at hidden 64 a cost of
+# some slots beats none and 8 and 32 are level; from hidden 256 up, 1 or 2 slots beat 32.
 # So a bucket is worth ~600k parameter-slots on CPU. A GPU launches calls asynchronously and
 # runs a slot through a layer far faster: not measured there, it keeps the 32 slots chosen first.
 BUCKET_COST_SLOTS = 32
@@ -293,9 +290,10 @@ def build_rows(cfg: TrainConfig, tokenizer: Any) -> tuple[list[Row], list[Row]]:
 
 
 def plan_buckets(lengths: list[int], cost: int = BUCKET_COST_SLOTS) -> list[int]:
-    """Split lengths sorted ascending into contiguous buckets minimising padded slots plus
-    `cost` per bucket; returns each bucket's size. Exact dynamic programme, O(m^2) in numpy
-    for m examples (measured: 0.2 ms for 34 examples, a packed CPU-bench batch; 3 ms for 500)."""
+    """Split lengths sorted ascending into contiguous buckets minimising padded slots plus `cost`
+    per bucket; returns each bucket's size. Exact dynamic programme, O(m^2) in numpy for m examples:
+    milliseconds for a batch (measured: bench/RESULTS.md, "Figures from code comments", Data
+    layout)."""
     import numpy as np
 
     m = len(lengths)

@@ -147,7 +147,8 @@ def build_optimizer(
         betas=(cfg.adam_beta1, cfg.adam_beta2),
         eps=cfg.adam_epsilon,
         # One kernel for all parameters. torch has it for CPU too, and it is what HF Trainer
-        # uses by default: the per-parameter loop costs ~6% of a small model's step (profiled).
+        # uses by default: the per-parameter loop costs a few percent of a small model's step
+        # (profiled: bench/RESULTS.md, "Figures from code comments", Optimizer and loss).
         fused=device.type in _get_fused_kernels_supported_devices(),
     )
 
@@ -207,8 +208,9 @@ def loss_sum(model: torch.nn.Module, batch: Any, chunk_mb: float | None) -> torc
         if loss is not None:
             return loss
     logits = model(**inputs, logits_to_keep=batch.target_index).logits
-    # squeeze, not [0]: indexing's backward fills a zero tensor the size of all the logits
-    # (~3.5% of a tiny step on one thread), a squeeze's is a view.
+    # squeeze, not [0]: indexing's backward fills a zero tensor the size of all the logits (a few
+    # percent of a tiny step: bench/RESULTS.md, "Figures from code comments", Optimizer and loss), a
+    # squeeze's is a view.
     return F.cross_entropy(logits.squeeze(0).float(), targets, reduction="sum")
 
 

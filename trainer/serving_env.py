@@ -39,8 +39,9 @@ class BatchLimits:
     is 2 GiB)."""
 
     max_instances: int = 16
-    """`VTX_SERVE_MAX_BATCH`: at most this many instances per batch. A batch of 4 gave ~3x the
-    tokens/s of one at a time on the tiny model on CPU (bench/serving.py); 1 turns batching off."""
+    """`VTX_SERVE_MAX_BATCH`: at most this many instances per batch. A batch gives several times
+    the tokens/s of one instance at a time (measured: bench/RESULTS.md, "Serving: our container
+    over HTTP vs transformers.pipeline"); 1 turns batching off."""
     max_tokens: int = 16_384
     """`VTX_SERVE_BATCH_TOKENS`: at most this many padded positions per batch (see above). An
     instance over it on its own is generated alone, as without batching."""

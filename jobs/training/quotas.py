@@ -14,12 +14,11 @@ the job is sent, not after.
 Plain REST (requests + google-auth, as ``jobs.vertex.client.VertexRest``) rather than Google's
 ``google-cloud-quotas``: that library is kept (0.6.3, 2026-10) but gRPC-first: it adds grpcio,
 proto-plus and api-core's gRPC extra as dependencies for one paged GET, and importing its client
-took about 1.4 s on a loaded 2-core machine against 0.7-1.0 s for requests + google-auth, which
-matters to `vtx quota` and `vtx cost` (they import no aiplatform). The local platform serves the
-same REST path, so one URL covers both. This module stands beside ``jobs.vertex.client`` (not on
-it): a
-preflight that cannot read the quota says why and lets the launch go on, so none of its failures
-are ``VertexError``s."""
+takes longer than requests + google-auth (measured: bench/RESULTS.md, "Figures from code comments",
+Local platform and CLI), which matters to `vtx quota` and `vtx cost` (they import no aiplatform).
+The local platform serves the same REST path, so one URL covers both. This module stands beside
+``jobs.vertex.client`` (not on it): a preflight that cannot read the quota says why and lets the
+launch go on, so none of its failures are ``VertexError``s."""
 
 from __future__ import annotations
 

@@ -113,7 +113,8 @@ def socket_owner(client_port: int, server_port: int, table: Path = SOCKET_TABLE)
     """The uid owning the client's end of the loopback connection 127.0.0.1:client_port ->
     127.0.0.1:server_port, from Linux's socket table; -1 if the table has no such connection;
     None where there is no table (not Linux). The kernel walks its whole connection hash to
-    write the table: about 4 ms here, so callers ask once per connection where they can (the
+    write the table: milliseconds per read (measured: bench/RESULTS.md, "Figures from code
+    comments", Local platform and CLI), so callers ask once per connection where they can (the
     emulator) and per request only where requests are few (the control plane: SDK calls and
     polls). Never cached by port: a closed connection's port soon belongs to another."""
     try:
