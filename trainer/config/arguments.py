@@ -1,5 +1,6 @@
 """The command line of one training process, and its config, read without torch: a mistake in
-either is reported in well under a second, before `trainer.cli` loads torch and transformers.
+either is reported in well under a second, before `trainer.training.cli` loads torch and
+transformers.
 
 A hyperparameter tuning trial gets its parameters the way Vertex passes them: one argument per
 parameter appended to the container's args, `--PARAMETER_ID=VALUE` (or `--PARAMETER_ID VALUE`).
@@ -13,8 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainer.accelerators import ACCELERATORS, DEFAULT_MFU
-from trainer.config import ConfigError, TrainConfig, load_config
+from trainer.config.accelerators import ACCELERATORS, DEFAULT_MFU
+from trainer.config.schema import ConfigError, TrainConfig, load_config
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,7 +81,7 @@ def _add_estimate_options(group: argparse._ArgumentGroup) -> None:
         help="the job's price per hour (see `vtx cost`), for the cost",
     )
     group.add_argument(
-        "--json", action="store_true", help="one JSON object (keys: trainer/estimate.py)"
+        "--json", action="store_true", help="one JSON object (keys: trainer/training/estimate.py)"
     )
 
 

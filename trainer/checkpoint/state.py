@@ -24,8 +24,8 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.checkpoint.stateful import Stateful
 
-from trainer.checkpoint import rng_state, set_rng_state
-from trainer.data import BatchStream
+from trainer.checkpoint.store import rng_state, set_rng_state
+from trainer.data.batches import BatchStream
 
 
 @dataclass

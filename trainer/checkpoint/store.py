@@ -96,7 +96,7 @@ class Checkpointer:
     ) -> None:
         self.root = root.rstrip("/")
         self.fingerprint = fingerprint
-        """Recorded in every commit marker (see trainer.fingerprint)."""
+        """Recorded in every commit marker (see trainer.checkpoint.fingerprint)."""
         self.keep = keep
         self.rank = dist.get_rank()
         self.async_save = async_save

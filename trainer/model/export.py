@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-from trainer.config import TrainConfig
+from trainer.config.schema import TrainConfig
 
 log = logging.getLogger(__name__)
 

@@ -30,21 +30,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 
-from trainer.accelerators import peak_flops_per_s
-from trainer.allocator import retain_freed_memory
-from trainer.checkpoint import FORMAT, Checkpointer, step_dir
-from trainer.chunked_loss import model_loss_sum
-from trainer.config import ConfigError, TrainConfig
-from trainer.data import (
-    BatchStream,
-    bucket_cost_slots,
-    build_rows,
-    eval_batches,
-    require_full_batch,
-)
-from trainer.env import TrackingEnv, VertexEnv
-from trainer.export import export_model
-from trainer.fingerprint import (
+from trainer.checkpoint.fingerprint import (
     GLOBAL_BATCH,
     accumulation_for,
     differences,
@@ -52,8 +38,21 @@ from trainer.fingerprint import (
     processes,
     trajectory,
 )
-from trainer.metrics import Throughput, setup_logging
-from trainer.model import (
+from trainer.checkpoint.state import Progress, TrainState
+from trainer.checkpoint.store import FORMAT, Checkpointer, step_dir
+from trainer.config.accelerators import peak_flops_per_s
+from trainer.config.env import TrackingEnv, VertexEnv
+from trainer.config.schema import ConfigError, TrainConfig
+from trainer.data.batches import (
+    BatchStream,
+    bucket_cost_slots,
+    build_rows,
+    eval_batches,
+    require_full_batch,
+)
+from trainer.model.chunked_loss import model_loss_sum
+from trainer.model.export import export_model
+from trainer.model.loading import (
     build_model,
     build_tokenizer,
     count_parameters,
@@ -61,11 +60,12 @@ from trainer.model import (
     layer_params,
     local_rank_from_env,
 )
-from trainer.preemption import StopRequest
-from trainer.progress import ProgressBar, choose_output
-from trainer.reporters import build_reporters
-from trainer.state import Progress, TrainState
-from trainer.trial_metric import has_eval_set
+from trainer.tracking.metrics import Throughput, setup_logging
+from trainer.tracking.progress import ProgressBar, choose_output
+from trainer.tracking.reporters import build_reporters
+from trainer.tracking.trial_metric import has_eval_set
+from trainer.training.allocator import retain_freed_memory
+from trainer.training.preemption import StopRequest
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +193,8 @@ def loss_sum(model: torch.nn.Module, batch: Any, chunk_mb: float | None) -> torc
     """Summed cross-entropy over the batch's target tokens (targets are pre-shifted). Logits
     are computed only where there is a target: padding, prompts and each example's last token
     never reach the vocabulary projection. With `chunk_mb` (`loss_chunk_mb`), a chunk of about
-    that many MB of logits at a time (trainer.chunked_loss); None, or a model it does not know,
-    materialises them all."""
+    that many MB of logits at a time (trainer.model.chunked_loss); None, or a model it does not
+    know, materialises them all."""
     inputs = {
         "input_ids": batch.input_ids,
         "position_ids": batch.position_ids,

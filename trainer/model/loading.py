@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 import torch
 
-from trainer.attention import use_segment_attention
-from trainer.config import ConfigError, ModelConfig
+from trainer.config.schema import ConfigError, ModelConfig
+from trainer.model.attention import use_segment_attention
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def build_model(cfg: ModelConfig, seed: int, local_rank: int = 0) -> torch.nn.Mo
             localize(cfg.name_or_path, local_rank), dtype=torch.float32
         )
     model.config.use_cache = False  # training never reuses keys and values
-    use_segment_attention(model)  # batches are bucketed layouts (trainer.data.collate)
+    use_segment_attention(model)  # batches are bucketed layouts (trainer.data.batches.collate)
     if cfg.gradient_checkpointing:
         _enable_activation_checkpointing(model)
     if cfg.lora is not None:
@@ -295,7 +295,7 @@ def flops_per_token(model: torch.nn.Module, seq_len: int) -> float:
 
 def layer_params(model: torch.nn.Module) -> float:
     """Non-embedding parameters per decoder layer: what one token slot costs in each layer
-    (`trainer.data.bucket_cost_slots`); 0 when the config does not say how many layers."""
+    (`trainer.data.batches.bucket_cost_slots`); 0 when the config does not say how many layers."""
     layers = _layers(model)
     return _non_embedding_params(model) / layers if layers else 0.0
 

@@ -16,7 +16,7 @@ MAX_REQUEST_BYTES = 1_572_864
 """1.5 MiB: Vertex's limit on a prediction request (docs/vertex-facts.md, "Serving containers");
 checked here too so that a container run by hand or locally refuses what Vertex would."""
 MAX_INSTANCES = 64
-"""Instances are generated a batch at a time (trainer.serving_env.BatchLimits), and a request's
+"""Instances are generated a batch at a time (trainer.serving.env.BatchLimits), and a request's
 batches one after another: more per request would outlast Vertex's timeout for anything but the
 smallest models. Send more requests instead."""
 MAX_NEW_TOKENS = 4096

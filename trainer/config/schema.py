@@ -297,7 +297,7 @@ class TrainConfig(_Strict):
         LOSS_CHUNK_MB,
         gt=0,
         description="The loss projects and scores this many MB of fp32 logits at a time "
-        "(trainer.chunked_loss), never all of them; null: all at once, as transformers does.",
+        "(trainer.model.chunked_loss), never all of them; null: all at once, as transformers does.",
     )
 
     logging_steps: int = Field(10, gt=0)

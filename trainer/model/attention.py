@@ -1,4 +1,4 @@
-"""Causal attention over a batch laid out in length buckets (see `trainer.data.collate`).
+"""Causal attention over a batch laid out in length buckets (see `trainer.data.batches.collate`).
 
 A batch is one flat row of examples grouped into buckets: bucket b holds `n` examples, each
 right-padded to the bucket's length `L`, stored back to back. Every example attends only to
@@ -19,7 +19,7 @@ level at 26-64 tokens, 1.1-1.5x slower from 85 up, 3x for the smallest), and on 
 model's batches it made the attention 0.70-0.78x as fast (bench.attention). Merging buckets
 into fewer sdpa calls is not done here either: one call's fixed cost (~0.07 ms forward+backward
 at head_dim 16 on one core) is worth about 5 padding slots of a tiny-model step (2 layers,
-~25 us of a step per slot), and `trainer.data.plan_buckets` already trades calls against
+~25 us of a step per slot), and `trainer.data.batches.plan_buckets` already trades calls against
 padding when it forms the buckets.
 
 Models opt in by name (`use_segment_attention`); transformers then passes each batch's
@@ -33,7 +33,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from trainer.config import ConfigError
+from trainer.config.schema import ConfigError
 
 NAME = "vtx_segments"
 
@@ -63,7 +63,8 @@ def segment_attention(
     `.tolist()` of a few ints and never waits for a GPU."""
     if vtx_buckets is None:
         raise RuntimeError(
-            f"{NAME} attention needs the batch's vtx_buckets (trainer.data.collate lays them out)"
+            f"{NAME} attention needs the batch's vtx_buckets "
+            "(trainer.data.batches.collate lays them out)"
         )
     if isinstance(vtx_buckets, torch.Tensor):
         flat = vtx_buckets.tolist()

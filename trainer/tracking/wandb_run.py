@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
-from trainer.config import ConfigError, TrainConfig
-from trainer.env import TrackingEnv
+from trainer.config.env import TrackingEnv
+from trainer.config.schema import ConfigError, TrainConfig
 
 log = logging.getLogger(__name__)
 

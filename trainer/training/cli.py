@@ -1,4 +1,4 @@
-"""One training process: train or estimate with the config `trainer.arguments` read (this
+"""One training process: train or estimate with the config `trainer.config.arguments` read (this
 module loads torch, through the loop)."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainer.arguments import parse_args, read_config
-from trainer.config import ConfigError, TrainConfig
-from trainer.env import TrackingEnv, VertexEnv
-from trainer.estimate import hardware, print_report, report
-from trainer.loop import train
-from trainer.preemption import StopRequest
-from trainer.reporters import check_reporting
-from trainer.secrets import SecretsError, export_secrets
+from trainer.config.arguments import parse_args, read_config
+from trainer.config.env import TrackingEnv, VertexEnv
+from trainer.config.schema import ConfigError, TrainConfig
+from trainer.config.secrets import SecretsError, export_secrets
+from trainer.tracking.reporters import check_reporting
+from trainer.training.estimate import hardware, print_report, report
+from trainer.training.loop import train
+from trainer.training.preemption import StopRequest
 
 
 def main(argv: list[str] | None = None, stop: StopRequest | None = None) -> int:

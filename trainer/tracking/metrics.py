@@ -1,9 +1,10 @@
-"""Structured logs and throughput (MFU against trainer.accelerators' peaks).
+"""Structured logs and throughput (MFU against trainer.config.accelerators' peaks).
 
 Logs are one JSON object per line on stdout with `severity` and `message`: Cloud Logging turns
 each into a structured entry (`jsonPayload.step`, `jsonPayload.loss`...) that can be filtered.
 On a terminal outside a job they are readable lines instead, above the progress bar
-(`trainer.progress` decides). TensorBoard, W&B and a tuning trial's metric: trainer.reporters.
+(`trainer.tracking.progress` decides). TensorBoard, W&B and a tuning trial's metric:
+trainer.tracking.reporters.
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ class TqdmHandler(logging.StreamHandler):
 
 
 def setup_logging(rank: int, human: bool = False, level: int = logging.INFO) -> None:
-    """JSON lines on stdout; with `human` (a terminal, see trainer.progress), readable lines
-    written above the progress bar."""
+    """JSON lines on stdout; with `human` (a terminal, see trainer.tracking.progress), readable
+    lines written above the progress bar."""
     handler = TqdmHandler(sys.stdout) if human else logging.StreamHandler(sys.stdout)
     handler.setFormatter(HumanFormatter(rank) if human else JsonFormatter(rank))
     root = logging.getLogger()

@@ -1,5 +1,5 @@
 """GPU facts the trainer needs: dense bf16 peak FLOP/s (for MFU and `--estimate`'s step time)
-and memory per device (for `--estimate`'s verdict). No torch: `trainer.arguments` checks
+and memory per device (for `--estimate`'s verdict). No torch: `trainer.config.arguments` checks
 `--accelerator` against this table before torch loads.
 
 `ACCELERATORS` is a copy of the GPUs of jobs/core/catalog/accelerators.yaml (the trainer ships alone

@@ -10,7 +10,7 @@ A batch is `per_device_train_batch_size` rows. With packing, a row is several wh
 (truncated to `max_seq_length`) placed by best-fit decreasing; without, one example. In memory a
 batch is one flat row of length buckets (`collate`): its examples sorted by length, grouped, and
 right-padded to their bucket's longest, so padding is a few percent whatever the batching mode,
-and `trainer.attention` runs one causal attention call per bucket. On the shipped dataset
+and `trainer.model.attention` runs one causal attention call per bucket. On the shipped dataset
 (batches of 4 rows, max_seq_length 256; measured) real tokens fill 96% of the slots packed, 98%
 grouped by length, and 83% in random unpacked batches, which HF's default collator pads to 69%
 (its padding gets worse as batches grow).
@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
-from trainer.attention import Buckets
-from trainer.config import ConfigError, DataConfig, TrainConfig
+from trainer.config.schema import ConfigError, DataConfig, TrainConfig
+from trainer.model.attention import Buckets
 
 IGNORE = -100
 # HF's group_by_length heuristic: sort by length inside windows of 50 batches, so batches are
@@ -55,7 +55,7 @@ CPU_BUCKET_COST_PARAMS = 600_000
 
 def bucket_cost_slots(layer_params: float, device_type: str) -> int:
     """The bucket cost `plan_buckets` should use for a model with `layer_params` matrix
-    parameters per layer (`trainer.model.layer_params`) on this kind of device."""
+    parameters per layer (`trainer.model.loading.layer_params`) on this kind of device."""
     if device_type != "cpu" or layer_params <= 0:
         return BUCKET_COST_SLOTS
     return max(1, min(BUCKET_COST_SLOTS, round(CPU_BUCKET_COST_PARAMS / layer_params)))
@@ -90,7 +90,8 @@ class Batch:
     target_index: torch.Tensor
     """Positions with a target: the only ones whose logits are computed."""
     buckets: Buckets
-    """(examples, padded length) per bucket, in storage order; `trainer.attention` reads it."""
+    """(examples, padded length) per bucket, in storage order; `trainer.model.attention` reads
+    it."""
     lengths: tuple[int, ...]
     """Each example's real length, in storage order."""
     n_tokens: int
@@ -105,7 +106,7 @@ class Batch:
     @property
     def bucket_table(self) -> torch.Tensor:
         """`buckets` flattened to `[n0, L0, n1, L1, ...]`, on the CPU whatever the device: what
-        the model call passes down to `trainer.attention` (why a tensor: `segment_attention`).
+        the model call passes down to `trainer.model.attention` (why a tensor: `segment_attention`).
         One dimension, since torch.compile would tie two equal ones ([2, 2]) together."""
         return torch.tensor([x for bucket in self.buckets for x in bucket], dtype=torch.long)
 

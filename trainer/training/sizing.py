@@ -1,9 +1,10 @@
 """How long a config's run is, in optimizer steps, read from as little of its data as possible
 (for `--estimate`).
 
-`max_steps > 0` says it outright. Otherwise, as the loop counts (`trainer.loop.total_steps`):
-steps = epochs * global batches per epoch / (gradient_accumulation_steps * devices), and global
-batches per epoch = training rows // per_device_train_batch_size. The rows come from the data:
+`max_steps > 0` says it outright. Otherwise, as the loop counts
+(`trainer.training.loop.total_steps`): steps = epochs * global batches per epoch /
+(gradient_accumulation_steps * devices), and global batches per epoch = training rows //
+per_device_train_batch_size. The rows come from the data:
 - examples are counted: Parquet from its footer (one small read); JSONL line by line (a local
   GB in about a second). A remote JSONL over REMOTE_COUNT_MAX_BYTES is not downloaded: its
   count is extrapolated from its first HEAD_BYTES and its size, and said to be.
@@ -19,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.config import ConfigError, TrainConfig
-from trainer.data import (
+from trainer.config.schema import ConfigError, TrainConfig
+from trainer.data.batches import (
     Example,
     Row,
     pack_rows,
@@ -29,8 +30,8 @@ from trainer.data import (
     split_train_eval,
     tokenize_records,
 )
-from trainer.loop import total_steps
-from trainer.model import call_remote, first_line, is_remote, light_tokenizer
+from trainer.model.loading import call_remote, first_line, is_remote, light_tokenizer
+from trainer.training.loop import total_steps
 
 SAMPLE_EXAMPLES = 2000
 """Tokenized and packed to measure rows per example: about a second with a fast tokenizer, and

@@ -7,8 +7,9 @@ same step to `Reporters.log`. All of it happens on rank 0 only; other ranks get 
 
 - TensorBoard (`report_to: [tensorboard]`, the default): scalars `train/<name>` and
   `eval/loss` under `AIP_TENSORBOARD_LOG_DIR` (else `<output_dir>/logs`).
-- W&B (`report_to: [wandb]`): trainer/wandb_run.py.
-- A tuning trial (`CLOUD_ML_TRIAL_ID` or `CLOUD_ML_HP_METRIC_TAG` set): trainer/trial_metric.py.
+- W&B (`report_to: [wandb]`): trainer/tracking/wandb_run.py.
+- A tuning trial (`CLOUD_ML_TRIAL_ID` or `CLOUD_ML_HP_METRIC_TAG` set):
+  trainer/tracking/trial_metric.py.
 
 MLflow is not among them: see trainer/README.md (Tracking).
 """
@@ -23,10 +24,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from trainer.config import TrainConfig
-from trainer.env import TrackingEnv
-from trainer.trial_metric import EVAL_LOSS, HypertuneReporter, metric_source, metric_tag
-from trainer.wandb_run import WandbReporter, check_credentials
+from trainer.config.env import TrackingEnv
+from trainer.config.schema import TrainConfig
+from trainer.tracking.trial_metric import EVAL_LOSS, HypertuneReporter, metric_source, metric_tag
+from trainer.tracking.wandb_run import WandbReporter, check_credentials
 
 log = logging.getLogger(__name__)
 

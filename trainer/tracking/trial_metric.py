@@ -27,8 +27,8 @@ import os
 import time
 from collections.abc import Mapping
 
-from trainer.config import ConfigError, TrainConfig
-from trainer.env import TrackingEnv
+from trainer.config.env import TrackingEnv
+from trainer.config.schema import ConfigError, TrainConfig
 
 KEEP_REPORTS = 100
 """cloudml-hypertune keeps this many of a process's reports in the file."""

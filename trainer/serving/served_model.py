@@ -1,4 +1,4 @@
-"""A model the trainer exported (trainer.export), loaded for generation.
+"""A model the trainer exported (trainer.model.export), loaded for generation.
 
 Three layouts, tried in this order under the storage URI:
 - `merged/` (LoRA with `merge_on_export`): the merged full model, loaded alone;
@@ -6,11 +6,11 @@ Three layouts, tried in this order under the storage URI:
   `VTX_BASE_MODEL`), with the adapter applied by peft, left unmerged so that its outputs are
   exactly peft's;
 - `config.json`: a full fine-tune.
-A gs:// URI is copied to a local directory first (`trainer.model.localize`: transformers reads
-local files only), and only the merged copy when there is one.
+A gs:// URI is copied to a local directory first (`trainer.model.loading.localize`: transformers
+reads local files only), and only the merged copy when there is one.
 
 A request's instances are generated as padded batches (`plan_batches`, within
-`trainer.serving_env.BatchLimits`): left padding, so that every prompt ends where generation
+`trainer.serving.env.BatchLimits`): left padding, so that every prompt ends where generation
 starts, and an attention mask, from which transformers derives each row's position ids. Greedy
 texts equal the one-at-a-time ones (tested in fp32 on the trainer's Llama, full and LoRA); a
 model whose forward takes no `position_ids` would see its padded rows' positions shifted.
@@ -28,9 +28,9 @@ from typing import Any
 
 import fsspec
 
-from trainer.model import is_remote, localize
-from trainer.predict_request import GenerationOptions, RequestError
-from trainer.serving_env import BatchLimits
+from trainer.model.loading import is_remote, localize
+from trainer.serving.env import BatchLimits
+from trainer.serving.request import GenerationOptions, RequestError
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,8 @@ class ServedModel:
             )
             with warnings.catch_warnings():
                 # peft reads transformers' deprecated `is_gradient_checkpointing` (see
-                # trainer.model._add_lora): a warning for peft's developers, not a deployment's.
+                # trainer.model.loading._add_lora): a warning for peft's developers, not a
+                # deployment's.
                 warnings.filterwarnings(
                     "ignore",
                     message="`is_gradient_checkpointing` is deprecated",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainer.config import ConfigError, TrainConfig
+from trainer.config.schema import ConfigError, TrainConfig
 
 NOT_TRAJECTORY = frozenset(
     {
@@ -36,7 +36,7 @@ NOT_TRAJECTORY = frozenset(
         "per_device_eval_batch_size",
         "torch_compile",
         # How the loss is computed (chunks of logits, or all at once), not its value: the tests
-        # of trainer.chunked_loss hold both paths to the same loss and gradients.
+        # of trainer.model.chunked_loss hold both paths to the same loss and gradients.
         "loss_chunk_mb",
         "allow_config_change_on_resume",
         "model.gradient_checkpointing",

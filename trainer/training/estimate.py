@@ -13,15 +13,15 @@ An estimate, not a promise: allocator fragmentation and the logits (vocab * toke
 
 Time. A step computes tokens * flops_per_token, the trainer's own count (`flops_per_token`: 6N
 plus attention, the count behind the `mfu` the trainer logs), at an assumed fraction of the
-devices' dense bf16 peak (`trainer.accelerators`):
+devices' dense bf16 peak (`trainer.config.accelerators`):
     step_time_s = tokens_per_optimizer_step * flops_per_token / (devices * peak * mfu)
-`--mfu` is the assumption (default `trainer.accelerators.DEFAULT_MFU`, always printed): a short
-run on the target GPU logs the `mfu` it reaches; pass that for a second estimate. Tokens per step
-are measured on the data (mean tokens per row), or the maximum when the data cannot be read.
+`--mfu` is the assumption (default `trainer.config.accelerators.DEFAULT_MFU`, always printed): a
+short run on the target GPU logs the `mfu` it reaches; pass that for a second estimate. Tokens per
+step are measured on the data (mean tokens per row), or the maximum when the data cannot be read.
 Hours count training steps only: not start-up, the model download, evals or blocking saves.
 
-Steps: `trainer.sizing`. Cost: hours * `--usd-per-hour`, the whole job's price per hour (the
-trainer knows no prices: they stay on the platform's side, `vtx cost`).
+Steps: `trainer.training.sizing`. Cost: hours * `--usd-per-hour`, the whole job's price per hour
+(the trainer knows no prices: they stay on the platform's side, `vtx cost`).
 
 `--json` prints one JSON object on stdout, null where a figure is unknown (`notes` say why):
     accelerator                     Vertex type, "<CUDA name> (this machine)", or null
@@ -59,10 +59,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from trainer.accelerators import ACCELERATORS, peak_flops_per_s
-from trainer.config import TrainConfig
-from trainer.model import build_skeleton, count_parameters, flops_per_token
-from trainer.sizing import run_length
+from trainer.config.accelerators import ACCELERATORS, peak_flops_per_s
+from trainer.config.schema import TrainConfig
+from trainer.model.loading import build_skeleton, count_parameters, flops_per_token
+from trainer.training.sizing import run_length
 
 FITS_FRACTION = 0.9  # headroom for the allocator's fragmentation and the CUDA context
 GIB = 2**30

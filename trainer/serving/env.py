@@ -2,9 +2,9 @@
 
 `ServingEnv.from_environ()` is the only reader of the serving variables (`AIP_HTTP_PORT`,
 `AIP_HEALTH_ROUTE`, `AIP_PREDICT_ROUTE`, `AIP_STORAGE_URI`, `AIP_MODE`, `AIP_DEPLOYED_MODEL_ID`,
-`AIP_ENDPOINT_ID`), as `trainer.env` is of a training job's. Vertex sets all of them on a deployed
-model's container (docs/vertex-facts.md, "Serving containers"); the defaults below are for a
-person running `python -m trainer.serve` by hand. Ours (`VTX_*`, set in the Model's
+`AIP_ENDPOINT_ID`), as `trainer.config.env` is of a training job's. Vertex sets all of them on a
+deployed model's container (docs/vertex-facts.md, "Serving containers"); the defaults below are for
+a person running `python -m trainer.serve` by hand. Ours (`VTX_*`, set in the Model's
 containerSpec.env) are read here too.
 """
 
