@@ -1,7 +1,7 @@
 """What an offline run recorded: each resource as the mock engine saw it, and the run.
 
-The offline runner (``infra.offline``) fills these; the preview (``infra.offline_preview``), the
-review and the tests read them.
+The offline runner (``infra.offline.program``) fills these; the preview (``infra.offline.preview``),
+the review and the tests read them.
 """
 
 from __future__ import annotations

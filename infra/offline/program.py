@@ -27,7 +27,6 @@ import contextlib
 import json
 import logging
 import runpy
-import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -37,9 +36,9 @@ from typing import Any
 from rich.console import Console
 
 from infra.config import ConfigError, read_stack_file
-from infra.offline_mocks import INVOKE_RESULTS, RESOURCE_OUTPUTS, MockContext
-from infra.offline_preview import render_preview
-from infra.offline_records import OfflineRun, RecordedResource
+from infra.offline.mocks import INVOKE_RESULTS, RESOURCE_OUTPUTS, MockContext
+from infra.offline.preview import render_preview
+from infra.offline.records import OfflineRun, RecordedResource
 
 # Re-exported: callers use them with run_offline (the tests' invoke table, the demo's preview,
 # the records a run returns).
@@ -54,7 +53,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-INFRA_DIR = Path(__file__).resolve().parent
+INFRA_DIR = Path(__file__).resolve().parents[1]
 PROJECT_DIR = INFRA_DIR.parent
 PROGRAM = INFRA_DIR / "__main__.py"
 PULUMI_PROJECT = "vtx"
@@ -121,7 +120,7 @@ def _make_mocks(ctx: MockContext) -> Any:
             if answer is None:
                 message = (
                     f"unknown invoke {args.token!r}: the offline engine has no mock for it; add "
-                    "one to INVOKE_RESULTS in infra/offline_mocks.py"
+                    "one to INVOKE_RESULTS in infra/offline/mocks.py"
                 )
                 self.errors.append(message)
                 raise UnknownInvokeError(message)
@@ -329,6 +328,3 @@ def main(argv: list[str] | None = None) -> int:
         console.print(render_preview(run))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

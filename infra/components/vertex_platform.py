@@ -21,18 +21,18 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.apis import Apis, ApisArgs, required_services
-from infra.ci import CiIdentity, CiIdentityArgs
+from infra.components.apis import Apis, ApisArgs, required_services
+from infra.components.ci import CiIdentity, CiIdentityArgs
+from infra.components.identity import Identity, IdentityArgs, ServiceAgents, ServiceAgentsArgs
+from infra.components.kms import Kms, KmsArgs
+from infra.components.network import Network, NetworkArgs
+from infra.components.observability import Observability, ObservabilityArgs
+from infra.components.quotas import Quotas, QuotasArgs, quota_target
+from infra.components.registry import Registry, RegistryArgs
+from infra.components.secret_manager import Secrets, SecretsArgs
+from infra.components.shared_vpc import SharedVpc, SharedVpcArgs
+from infra.components.storage import Storage, StorageArgs
 from infra.config import StackConfig
-from infra.identity import Identity, IdentityArgs, ServiceAgents, ServiceAgentsArgs
-from infra.kms import Kms, KmsArgs
-from infra.network import Network, NetworkArgs
-from infra.observability import Observability, ObservabilityArgs
-from infra.quotas import Quotas, QuotasArgs, quota_target
-from infra.registry import Registry, RegistryArgs
-from infra.secret_manager import Secrets, SecretsArgs
-from infra.shared_vpc import SharedVpc, SharedVpcArgs
-from infra.storage import Storage, StorageArgs
 
 
 def _after(value: pulumi.Input[Any], *resources: pulumi.Resource) -> pulumi.Output[Any]:

@@ -3,7 +3,7 @@
 Each resource type maps to a function of (context, logical name, inputs) returning the id and
 the computed outputs (selfLinks, e-mails, resource names, 12-digit project numbers derived
 from the project id, so that they are stable across runs). Provider functions (invokes) have
-their own table; ``infra.offline`` fails a run that calls one not listed here.
+their own table; ``infra.offline.program`` fails a run that calls one not listed here.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from infra.offline_records import OfflineRun, RecordedResource
+from infra.offline.records import OfflineRun, RecordedResource
 
 # The settings worth seeing per type in a preview (dotted paths into the inputs).
 KEY_SETTINGS: dict[str, tuple[str, ...]] = {
