@@ -1,9 +1,9 @@
-"""Bucketed causal attention on CPU (trainer.attention): the shipped path against the ones
+"""Bucketed causal attention on CPU (trainer.model.attention): the shipped path against the ones
 tried, side by side, alone and inside a whole training step.
 
 Variants (alternated in one process, the order rotated every repetition):
 
-- `ours: one split`: `trainer.attention.segment_attention` as shipped: the row's query, key
+- `ours: one split`: `trainer.model.attention.segment_attention` as shipped: the row's query, key
   and value split once into buckets, one `scaled_dot_product_attention(is_causal=True)` call per
   bucket.
 - `before: slice per bucket`: the previous implementation, kept here to measure against:
@@ -16,7 +16,7 @@ Variants (alternated in one process, the order rotated every repetition):
 
 Merging buckets into fewer calls is not a variant: one sdpa call's fixed cost (~0.07 ms
 forward+backward at head_dim 16 on one core, measured on a bucket of one 8-token example) is
-worth about 5 padding slots of a tiny-model step, and `trainer.data.plan_buckets` already
+worth about 5 padding slots of a tiny-model step, and `trainer.data.batches.plan_buckets` already
 trades calls against padding when it forms buckets; buckets of equal length never occur in its
 plans.
 
@@ -64,7 +64,7 @@ from bench.trainer_vs_hf import TINY, make_dataset, model_config
 if TYPE_CHECKING:
     import torch
 
-    from trainer.data import Batch
+    from trainer.data.batches import Batch
 
 OURS, SLICED, MATMUL = "ours: one split", "before: slice per bucket", "matmul ≤ 256"
 VARIANTS = (OURS, SLICED, MATMUL)
@@ -123,7 +123,8 @@ def sliced_attention(
     vtx_buckets: tuple[tuple[int, int], ...] = (),
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """trainer.attention.segment_attention before the split: an index and a slice per bucket."""
+    """trainer.model.attention.segment_attention before the split: an index and a slice per
+    bucket."""
     import torch
     import torch.nn.functional as F
 
@@ -197,7 +198,7 @@ def matmul_attention(
 
 
 def attention_function(variant: str) -> Callable[..., tuple[torch.Tensor, None]]:
-    from trainer.attention import segment_attention
+    from trainer.model.attention import segment_attention
 
     return {OURS: segment_attention, SLICED: sliced_attention, MATMUL: matmul_attention}[variant]
 
@@ -209,9 +210,9 @@ def batches(size: Size, count: int, workdir: Path) -> list[Batch]:
     """`count` collated batches of `size.rows` packed rows from the bench's synthetic data."""
     import random
 
-    from trainer.config import DataConfig, ModelConfig
-    from trainer.data import collate, pack_rows, read_records, tokenize_records
-    from trainer.model import build_tokenizer
+    from trainer.config.schema import DataConfig, ModelConfig
+    from trainer.data.batches import collate, pack_rows, read_records, tokenize_records
+    from trainer.model.loading import build_tokenizer
 
     median_words = 45.0 * size.seq / 256  # median ~23% of the row, as bench.scaling
     # twice the tokens the batches need: packing leaves the last rows part-empty
@@ -307,9 +308,9 @@ def measure_steps(size: Size, layouts: list[Batch], reps: int, steps: int) -> Ti
     import torch
     from transformers import AttentionInterface
 
-    from trainer.attention import NAME
-    from trainer.config import ModelConfig
-    from trainer.model import build_model
+    from trainer.config.schema import ModelConfig
+    from trainer.model.attention import NAME
+    from trainer.model.loading import build_model
 
     model = build_model(ModelConfig(config=size.model(), tokenizer=str(TINY / "tokenizer")), 0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -336,7 +337,7 @@ def child(reps: int, steps: int, large: bool, threads: int | None) -> dict[str, 
     """Every measurement, in this (child) process."""
     import torch
 
-    from trainer.allocator import retain_freed_memory
+    from trainer.training.allocator import retain_freed_memory
 
     retain_freed_memory()  # as the trainer does
     if threads:

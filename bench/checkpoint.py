@@ -38,7 +38,7 @@ MODEL = {
 
 
 def _config(data: str) -> Any:
-    from trainer.config import parse_config
+    from trainer.config.schema import parse_config
 
     return parse_config(
         {
@@ -54,10 +54,10 @@ def _config(data: str) -> Any:
 def _training_state(cfg: Any) -> tuple[Any, Any, Any, dict[str, Any]]:
     import torch
 
-    from trainer.data import BatchStream, build_rows
-    from trainer.loop import build_optimizer, build_scheduler
-    from trainer.model import build_model, build_tokenizer
-    from trainer.state import Progress, TrainState
+    from trainer.checkpoint.state import Progress, TrainState
+    from trainer.data.batches import BatchStream, build_rows
+    from trainer.model.loading import build_model, build_tokenizer
+    from trainer.training.loop import build_optimizer, build_scheduler
 
     tokenizer = build_tokenizer(cfg.model)
     rows, _ = build_rows(cfg, tokenizer)
@@ -73,8 +73,8 @@ def measure(mode: str, cfg: Any, parts: tuple, root: Path, checkpoints: int, bet
     """Blocked seconds per checkpoint and the wall seconds of the whole segment."""
     import torch
 
-    from trainer.checkpoint import Checkpointer
-    from trainer.loop import train_step
+    from trainer.checkpoint.store import Checkpointer
+    from trainer.training.loop import train_step
 
     model, optimizer, stream, state = parts
     checkpointer = Checkpointer(f"throttled://{root}", keep=2, async_save=mode == "async")
@@ -95,7 +95,7 @@ def run(reps: int = 2, checkpoints: int = 3, between: int = 20, mb_per_s: float 
     import torch
     import torch.distributed as dist
 
-    from trainer.model import count_parameters
+    from trainer.model.loading import count_parameters
 
     configure(mb_per_s * 1e6, 0.05)
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -169,7 +169,7 @@ def train_step_warmup(parts: tuple, cfg: Any) -> None:
     """One step first: AdamW creates its state lazily, and the first step pays allocations."""
     import torch
 
-    from trainer.loop import train_step
+    from trainer.training.loop import train_step
 
     model, optimizer, stream, _ = parts
     train_step(model, stream, optimizer, cfg, torch.device("cpu"))

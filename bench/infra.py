@@ -52,7 +52,7 @@ def scaled_config(entries: int, directory: Path) -> Path:
 
 def evaluate(stack: str, config_file: str | None) -> dict[str, float]:
     """Child process: one offline run, timed (imports excluded: they are paid once per CLI)."""
-    from infra.offline import run_offline
+    from infra.offline.program import run_offline
 
     start = time.perf_counter()
     run = run_offline(stack, Path(config_file) if config_file else None)

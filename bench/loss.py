@@ -1,11 +1,12 @@
-"""The loss of a training step: chunked (trainer.chunked_loss) against transformers' way, at 32k
-and 128k vocabularies, side by side.
+"""The loss of a training step: chunked (trainer.model.chunked_loss) against transformers' way, at
+32k and 128k vocabularies, side by side.
 
 Variants (each measurement a fresh process, the order rotated every repetition):
 
 - `HF: materialised`: what `LlamaForCausalLM` does with `labels`: every kept position's logits
-  from `lm_head`, `.float()`, then `cross_entropy` (trainer.chunked_loss.materialised_cross_entropy,
-  which the tests pin to the model's own path).
+  from `lm_head`, `.float()`, then `cross_entropy`
+  (trainer.model.chunked_loss.materialised_cross_entropy, which the tests pin to the model's own
+  path).
 - `ours: chunked`: `linear_cross_entropy` at the trainer's default `loss_chunk_mb`.
 - `ours: chunked 32 MB`: the same with `loss_chunk_mb: 32`, for the time-memory trade.
 
@@ -54,9 +55,13 @@ def measure(variant: str, vocab: int, positions: int, hidden: int, iters: int) -
     seconds of each of `iters` more."""
     import torch
 
-    from trainer.allocator import retain_freed_memory
-    from trainer.chunked_loss import chunk_rows, linear_cross_entropy, materialised_cross_entropy
-    from trainer.config import LOSS_CHUNK_MB
+    from trainer.config.schema import LOSS_CHUNK_MB
+    from trainer.model.chunked_loss import (
+        chunk_rows,
+        linear_cross_entropy,
+        materialised_cross_entropy,
+    )
+    from trainer.training.allocator import retain_freed_memory
 
     retain_freed_memory()  # as the trainer does: freed memory is reused, not faulted back in
     torch.manual_seed(0)
@@ -112,8 +117,8 @@ def _report(
     hidden: int,
     variants: tuple[str, ...],
 ) -> Section:
-    from trainer.chunked_loss import chunk_rows
-    from trainer.config import LOSS_CHUNK_MB
+    from trainer.config.schema import LOSS_CHUNK_MB
+    from trainer.model.chunked_loss import chunk_rows
 
     seconds = {k: summarize([s for r in rs for s in r["seconds"]]) for k, rs in results.items()}
     memory = {k: summarize([r["peak_growth_mb"] for r in rs]) for k, rs in results.items()}

@@ -41,8 +41,8 @@ parameters x useful tokens (every parameter but the input embedding; the output 
 counted even when tied, since every token's logits cost a vocab x hidden product) plus the
 useful attention-score FLOPs, the causal half of each example's own square. Padding and masked
 halves computed on top of those are not model FLOPs: they are what lowers a variant's MFU.
-(`trainer.model.flops_per_token` counts attention over the full max_seq_length for every token
-and leaves out a tied output projection, fitting for sizing GPU runs, not for this table.) The
+(`trainer.model.loading.flops_per_token` counts attention over the full max_seq_length for every
+token and leaves out a tied output projection, fitting for sizing GPU runs, not for this table.) The
 GEMM rate is a 4096 x 4096 fp32 product at torch's thread count, timed at the start and the end
 of the run; MFU uses the median of both.
 
@@ -331,7 +331,7 @@ def _meaning() -> str:
 
 def _loss_note() -> str:
     """Which loss `ours` ran with: the trainer's default, whatever it is in this checkout."""
-    from trainer.config import TrainConfig
+    from trainer.config.schema import TrainConfig
 
     field = TrainConfig.model_fields.get("loss_chunk_mb")
     if field is None:

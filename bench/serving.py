@@ -6,9 +6,9 @@ Variants (the order rotates every repetition):
 - `ours over HTTP: 1 instance`: one POST per prompt to the server's predict route.
 - `ours over HTTP: N instances`: the prompts N per POST. The server generates a request's
   instances as padded batches (left padding; up to VTX_SERVE_MAX_BATCH instances, 16 by
-  default, and VTX_SERVE_BATCH_TOKENS positions: trainer.serving_env.BatchLimits).
-- `ours in-process: 1 prompt`: `trainer.served_model.ServedModel.generate`, what the server runs
-  for a request of one instance, called in this process: the difference to the HTTP variant is
+  default, and VTX_SERVE_BATCH_TOKENS positions: trainer.serving.env.BatchLimits).
+- `ours in-process: 1 prompt`: `trainer.serving.served_model.ServedModel.generate`, what the server
+  runs for a request of one instance, called in this process: the difference to the HTTP variant is
   the transport.
 - `pipeline: 1 prompt`: `pipe(prompt, ...)` per prompt, in this process.
 - `pipeline: N prompts`: `pipe(prompts, ...)` with the pipeline's default batch_size 1:
@@ -62,7 +62,7 @@ from typing import Any
 
 from bench.common import PYTHON, REPO, Section, rotated, summarize, table
 from jobs.local.platform.ports import free_port
-from trainer.serving_env import HOST_ENV
+from trainer.serving.env import HOST_ENV
 
 TINY = REPO / "trainer" / "examples"
 HEALTH_ROUTE = "/v1/endpoints/1/deployedModels/2"
@@ -336,12 +336,12 @@ class Targets:
 
     server: Server
     served: Any
-    """A trainer.served_model.ServedModel."""
+    """A trainer.serving.served_model.ServedModel."""
     pipe: Any
 
 
 def load_served(model_dir: Path) -> Any:
-    from trainer.served_model import ServedModel
+    from trainer.serving.served_model import ServedModel
 
     return ServedModel.load(str(model_dir))
 
@@ -358,7 +358,7 @@ def generate(
     if variant.side == "http":
         return targets.server.predict(prompts, max_new_tokens)
     if variant.side == "in-process":
-        from trainer.predict_request import GenerationOptions
+        from trainer.serving.request import GenerationOptions
 
         options = GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0)
         return [targets.served.generate(prompt, options) for prompt in prompts]

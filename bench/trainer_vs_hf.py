@@ -7,7 +7,7 @@ Variants (each run is a fresh process; the order rotates every repetition):
 - `ours: random batches`: one example per row, random batches: the batches HF's default
   collator gets.
   All three lay each batch out in length buckets with one causal attention call per bucket
-  (trainer.attention), so none pays for padding beyond a few percent.
+  (trainer.model.attention), so none pays for padding beyond a few percent.
 - `HF: default collator`: what tutorials use, `DataCollatorForLanguageModeling(mlm=False)`:
   random batches padded to their longest example.
 - `HF: group_by_length`: `train_sampling_strategy="group_by_length"` (the v5 name of
@@ -23,7 +23,7 @@ Fair by construction:
   the data), so all variants see the same useful tokens per step in expectation (the table shows
   the measured mean).
 - Same malloc settings: our trainer sets glibc's thresholds in-process
-  (`trainer.allocator.retain_freed_memory`); HF's process calls the same function first.
+  (`trainer.training.allocator.retain_freed_memory`); HF's process calls the same function first.
 - HF's best settings on CPU: `attn_implementation="sdpa"` (transformers' default), fused AdamW
   (its default optimizer), no `torch_compile`; ours without `torch_compile` either, its
   default. Measured with `--probe`'s variants (12-15 steps, equal-token batches, a load average
@@ -39,7 +39,7 @@ Fair by construction:
 - Nothing after the last step is timed, and neither side saves: our final checkpoint and export
   are skipped in the child (they cost seconds at 100M parameters and HF saves nothing here).
 - Same tiny Llama (trainer/examples/tiny.yaml's config, random init, seed 42), same tokenization
-  (trainer.data.tokenize_record for both), optimizer hyperparameters, seed and steps. Data:
+  (trainer.data.batches.tokenize_record for both), optimizer hyperparameters, seed and steps. Data:
   synthetic instruction-like records whose token lengths follow a log-normal distribution
   (median ~60, long tail cut at max_seq_length 256), built from the shipped dataset's words.
 
@@ -105,7 +105,7 @@ class Variant:
     side: Literal["ours", "hf"]
     batching: Literal["packing", "group_by_length", "random", "flattening"]
     attn: str = "sdpa"
-    """HF's attn_implementation; ours always runs its bucketed sdpa (trainer.attention)."""
+    """HF's attn_implementation; ours always runs its bucketed sdpa (trainer.model.attention)."""
     compile: bool = False
     """`torch_compile` on the side's own switch (TrainingArguments / our config)."""
 
@@ -184,9 +184,9 @@ def model_config() -> dict[str, Any]:
 def data_shape(data: str, max_seq_length: int) -> tuple[float, float]:
     """(mean examples per packed row, mean tokens per example): the first is the unpacked batch
     size that carries as many tokens per step as one packed row."""
-    from trainer.config import DataConfig, ModelConfig
-    from trainer.data import pack_rows, read_records, tokenize_records
-    from trainer.model import build_tokenizer
+    from trainer.config.schema import DataConfig, ModelConfig
+    from trainer.data.batches import pack_rows, read_records, tokenize_records
+    from trainer.model.loading import build_tokenizer
 
     tokenizer = build_tokenizer(
         ModelConfig(config={"model_type": "llama"}, tokenizer=str(TINY / "tokenizer"))
@@ -372,11 +372,11 @@ def _our_config(variant: Variant, work: Workload, out: str) -> dict[str, Any]:
 def run_ours(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, float]:
     import logging
 
-    from trainer import loop
-    from trainer.config import parse_config
-    from trainer.data import BatchStream, bucket_cost_slots, build_rows
-    from trainer.env import VertexEnv
-    from trainer.model import build_skeleton, build_tokenizer, layer_params
+    from trainer.config.env import VertexEnv
+    from trainer.config.schema import parse_config
+    from trainer.data.batches import BatchStream, bucket_cost_slots, build_rows
+    from trainer.model.loading import build_skeleton, build_tokenizer, layer_params
+    from trainer.training import loop
 
     class StepEnds(logging.Handler):
         """The loop logs "training" just before its first step and "train" right after each."""
@@ -388,7 +388,7 @@ def run_ours(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, fl
             elif message == "train":
                 timer.step_end()
 
-    logging.getLogger("trainer.loop").addHandler(StepEnds())
+    logging.getLogger("trainer.training.loop").addHandler(StepEnds())
     # The final checkpoint and export come after the last timed step; HF saves nothing here.
     loop.Trainer._finish = lambda self: None  # type: ignore[method-assign]
     _preimport()
@@ -435,10 +435,10 @@ def run_hf(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, floa
         TrainingArguments,
     )
 
-    from trainer.allocator import retain_freed_memory
-    from trainer.config import DataConfig, ModelConfig
-    from trainer.data import read_records, tokenize_record
-    from trainer.model import build_tokenizer
+    from trainer.config.schema import DataConfig, ModelConfig
+    from trainer.data.batches import read_records, tokenize_record
+    from trainer.model.loading import build_tokenizer
+    from trainer.training.allocator import retain_freed_memory
 
     retain_freed_memory()  # what our trainer does first: the same malloc for both sides
     memory = PeakRss()
@@ -660,7 +660,7 @@ def _meaning(hf_default: dict[str, float], random_ours: dict[str, float]) -> str
         f"{1 - hf_default['padding_efficiency']:.0%} of their token slots on padding, "
         "and attention runs with a mask over every padded square. Our trainer lays each "
         "batch out in length buckets and runs one causal attention call per bucket, "
-        "without a mask (trainer/attention.py): the very same random batches "
+        "without a mask (trainer/model/attention.py): the very same random batches "
         f"(`ours: random batches`) fill {random_ours['padding_efficiency']:.0%} of their "
         f"slots and compute {random_ours['attention_flops_per_token'] / 1e3:,.0f}k "
         "attention FLOPs per useful token instead of "

@@ -6,8 +6,8 @@ the ``infra`` package itself is importable because the project is installed in `
 
 import pulumi
 
+from infra.components.vertex_platform import Platform
 from infra.config import ConfigError, load_stack_config
-from infra.vertex_platform import Platform
 
 gcp_config, vtx_config = pulumi.Config("gcp"), pulumi.Config("vtx")
 values = {

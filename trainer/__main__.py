@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import sys
 
-from trainer.preemption import StopRequest
+from trainer.training.preemption import StopRequest
 
 if __name__ == "__main__":
-    # First thing, before trainer.cli loads torch and transformers (seconds): a SIGTERM during
-    # start-up becomes a stop request that the loop sees at its first check, not a death.
+    # First thing, before trainer.training.cli loads torch and transformers (seconds): a SIGTERM
+    # during start-up becomes a stop request that the loop sees at its first check, not a death.
     stop = StopRequest().install()
     # Then the arguments and the config, without torch: a mistake fails in well under a second.
-    from trainer.arguments import parse_args, read_config
+    from trainer.config.arguments import parse_args, read_config
 
     args = parse_args()
     cfg = read_config(args)
     if cfg is None:
         sys.exit(2)
 
-    from trainer.cli import run
+    from trainer.training.cli import run
 
     sys.exit(run(cfg, args, stop))

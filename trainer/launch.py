@@ -1,7 +1,7 @@
 """Container entrypoint: `python -m trainer.launch --config CONFIG.yaml [--set k=v ...]`.
 
 Its arguments go to every worker unchanged, a tuning trial's `--KEY=VALUE` parameters (which
-Vertex appends to the container's args) among them: see `trainer.arguments`.
+Vertex appends to the container's args) among them: see `trainer.config.arguments`.
 
 Turns Vertex's node-level environment into a torchrun invocation (one process per GPU, or one
 gloo process on CPU) and runs torchrun's agent in this process, so that its outcome can be
@@ -21,9 +21,9 @@ import logging
 import signal
 import sys
 
-from trainer.env import VertexEnv
-from trainer.metrics import setup_logging
-from trainer.secrets import SecretsError, export_secrets
+from trainer.config.env import VertexEnv
+from trainer.config.secrets import SecretsError, export_secrets
+from trainer.tracking.metrics import setup_logging
 
 log = logging.getLogger(__name__)
 PREEMPTED_NOTE = (

@@ -28,7 +28,7 @@ from typing import Any
 
 from rich.console import Console
 
-from infra.offline import render_preview, run_offline
+from infra.offline.program import render_preview, run_offline
 from jobs.core.contract import new_run_id, region_of
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs

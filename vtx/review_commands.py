@@ -1,8 +1,8 @@
 """`vtx review --stack dev|prod [--against prod] [--preview-json FILE] [--format md|html|json]`.
 
 Cheap to import (the CLI loads it for `vtx --help`): the infra modules it imports keep Pulumi and
-pulumi-gcp out of their module tops (``infra.offline`` imports them inside ``run_offline``), so the
-infra program and the providers are only imported when a review actually runs.
+pulumi-gcp out of their module tops (``infra.offline.program`` imports them inside ``run_offline``),
+so the infra program and the providers are only imported when a review actually runs.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from infra.config import ConfigError
-from infra.offline import OfflineError
+from infra.offline.program import OfflineError
 from infra.review.builder import build_report
 from infra.review.diff import diff_stacks
 from infra.review.render_html import to_html

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.offline import PROJECT_DIR, run_offline
+from infra.offline.program import PROJECT_DIR, run_offline
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 # Preview steps whose resource will not exist after the update.
@@ -92,7 +92,8 @@ def require_stack(stack: str, project_dir: Path = PROJECT_DIR) -> None:
 
 
 def from_offline(stack: str, config_file: Path | None = None) -> ReviewSource:
-    """Run the infra program under Pulumi's mocks (``infra.offline``); review what it declares."""
+    """Run the infra program under Pulumi's mocks (``infra.offline.program``); review what it
+    declares."""
     if config_file is None:
         require_stack(stack)
     run = run_offline(stack, config_file)

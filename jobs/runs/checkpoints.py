@@ -3,7 +3,7 @@ attempt would resume from, after the trainer's pruning (``save_total_limit``).
 
 A checkpoint is a ``step-NNNNNNNNN/`` folder under the checkpoint root; it counts once its
 ``COMMITTED`` marker exists (the trainer writes the marker last). These two names are this
-module's copy of `trainer/checkpoint.py`'s (the platform never imports the trainer);
+module's copy of `trainer/checkpoint/store.py`'s (the platform never imports the trainer);
 tests/contracts/test_checkpoint_copy.py pins them. The root is the one the trainer's
 "checkpoint committed" log lines name, else Vertex's ``AIP_CHECKPOINT_DIR``,
 ``<baseOutputDirectory>/checkpoints/``.

@@ -20,8 +20,9 @@ replica's with restartJobOnWorkerRestart, or a retry); a restart shows once the 
 logged a line.
 
 The trainer's progress is read from its JSON log lines (rank 0's), whose messages and keys are
-this module's copy of what `trainer/loop.py` and `trainer/checkpoint.py` log (the platform
-never imports the trainer); tests/local/test_status_cli.py runs the real trainer to pin them."""
+this module's copy of what `trainer/training/loop.py` and `trainer/checkpoint/store.py` log (the
+platform never imports the trainer); tests/local/test_status_cli.py runs the real trainer to pin
+them."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Three stages, as a launch goes (vtx/model_commands.py runs them):
 - plan (``plan_upload``): the run's newest attempt must have SUCCEEDED; its model folder
-  (``AIP_MODEL_DIR`` = ``<run output prefix>model/``, where trainer/export.py writes) must hold
-  a model; a parent model named must exist; aliases must be ones the registry takes. Every
+  (``AIP_MODEL_DIR`` = ``<run output prefix>model/``, where trainer/model/export.py writes) must
+  hold a model; a parent model named must exist; aliases must be ones the registry takes. Every
   problem is collected, then refused at once (``UploadRefused``). The result is the exact REST
   ``Model`` to upload and what it was built from.
 - the user confirms the printed plan.
@@ -11,8 +11,8 @@ Three stages, as a launch goes (vtx/model_commands.py runs them):
   operation waited for; the model's name and its new version id come back.
 
 The artifactUri is the model folder itself, whatever the trainer exported there: the serving
-entry point (trainer/served_model.py) picks ``merged/`` when a LoRA run merged on export, else the
-adapter at the top (over its base model), else a full model; the plan names which it found.
+entry point (trainer/serving/served_model.py) picks ``merged/`` when a LoRA run merged on export,
+else the adapter at the top (over its base model), else a full model; the plan names which it found.
 
 UploadModel is not idempotent (a retried request registers a second version), so it is sent
 once, and a 503 is retried only after checking that no version of this run landed meanwhile,
@@ -65,7 +65,7 @@ LAYOUTS = (
     ("adapter", "adapter_config.json"),
     ("full", "config.json"),
 )
-"""The exported layouts, in the order trainer/served_model.py tries them: (kind, marker file
+"""The exported layouts, in the order trainer/serving/served_model.py tries them: (kind, marker file
 relative to the model folder)."""
 
 

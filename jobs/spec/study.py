@@ -12,7 +12,7 @@ keys as ``--set`` takes them (``learning_rate``, ``model.lora.r``).
 
 ``TRAINER_KEYS`` is this platform's copy of the trainer's config keys (the trainer ships alone
 and jobs never import it); ``tests/contracts/test_trainer_copies.py`` pins it to
-``trainer.config.TrainConfig``. A copy, not a ``python -m trainer`` subprocess as
+``trainer.config.schema.TrainConfig``. A copy, not a ``python -m trainer`` subprocess as
 ``jobs.training.training_time`` runs: `vtx validate` would pay the trainer's import (torch,
 transformers: seconds) for a list of names that changes with the trainer's releases only."""
 
@@ -104,7 +104,7 @@ TRAINER_KEYS: dict[str, str] = {
     "hypertune_metric": "str",
 }
 """The trainer's config keys (dotted, as ``--set`` takes them) -> the kind of value each holds:
-int, float, bool, str, or other (lists). Copy of ``trainer.config.TrainConfig``'s leaves."""
+int, float, bool, str, or other (lists). Copy of ``trainer.config.schema.TrainConfig``'s leaves."""
 TRAINER_METRICS = ("eval_loss", "train_loss")
 """What our trainer reports to a study (cloudml-hypertune's format): its eval loss, or its train
 loss when it has no eval set."""

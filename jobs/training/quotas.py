@@ -142,7 +142,7 @@ def in_use(jobs: Iterable[dict], catalog: Catalog) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Preference:
-    """The quota preference that would raise a metric: infra/quotas.py creates it from a
+    """The quota preference that would raise a metric: infra/components/quotas.py creates it from a
     ``vtx:platform.quotas[]`` entry (tests/infra pins the id to infra's)."""
 
     accelerator: str
@@ -154,7 +154,8 @@ class Preference:
 
     @property
     def preference_id(self) -> str:
-        """infra.quotas.QuotaTarget.preference_id, which jobs/ cannot import (infra is above it)."""
+        """infra.components.quotas.QuotaTarget.preference_id, which jobs/ cannot import (infra is
+        above it)."""
         kind = "spot" if self.spot else "ondemand"
         return f"vtx-{self.accelerator.lower().replace('_', '-')}-{kind}-{self.region}"
 

@@ -668,7 +668,7 @@ _VTX_SECRETS_HINT = (
 
 
 def _vtx_secrets_problems(raw: str, path: str) -> Iterator[Problem]:
-    """What the trainer would refuse in a REST job's VTX_SECRETS (see trainer/secrets.py)."""
+    """What the trainer would refuse in a REST job's VTX_SECRETS (see trainer/config/secrets.py)."""
     raw = raw.strip()
     entries: list[tuple[int, object, object]] = []
     if raw.startswith("{"):

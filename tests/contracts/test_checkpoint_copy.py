@@ -5,7 +5,7 @@ without importing the trainer. Pinned here by behaviour: names the trainer write
 from __future__ import annotations
 
 from jobs.runs.checkpoints import committed_steps
-from trainer.checkpoint import MARKER, step_dir
+from trainer.checkpoint.store import MARKER, step_dir
 
 ROOT = "runs/r1/checkpoints"
 

@@ -1,8 +1,8 @@
 """`jobs.spec.study.TRAINER_KEYS` is the platform's copy of the trainer's config keys (jobs never
 import
 the trainer): `vtx validate` refuses a study parameter the trainer would not take. This pins the
-copy to `trainer.config.TrainConfig`'s leaves and the kind of value each holds, so either side
-drifting fails here first."""
+copy to `trainer.config.schema.TrainConfig`'s leaves and the kind of value each holds, so either
+side drifting fails here first."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from jobs.spec.study import FREE_FORM_PREFIXES, TRAINER_KEYS
-from trainer.config import TrainConfig
+from trainer.config.schema import TrainConfig
 
 NUMBERS = {int: "int", float: "float", bool: "bool", str: "str"}
 

@@ -3,13 +3,14 @@ the platform owns. Each test here pins one copy to its original by behaviour on 
 inputs (not by comparing source text), so that either side drifting fails here first.
 
 Each copy, then its original:
-- `trainer.secrets` (VTX_SECRETS, the grammar): `jobs.core.contract`, and the validator
+- `trainer.config.secrets` (VTX_SECRETS, the grammar): `jobs.core.contract`, and the validator
   `jobs.training.rules`
-- `trainer.env.VertexEnv.from_environ`: `jobs.local.platform.vertex_env` (docs/vertex-facts.md)
-- `trainer.accelerators.ACCELERATORS`: `jobs/core/catalog/accelerators.yaml` (the GPUs)
-- `trainer.config.load_yaml_text`: `jobs.core.safe_yaml.load_yaml_text`
-- `trainer.env.RUN_ID_ENV` (W&B's run id): `jobs.core.contract.RUN_ID_ENV`
-- `trainer.serving_env.HOST_ENV` (listen on): `jobs.local.serving.serving_process.SERVE_HOST_ENV`
+- `trainer.config.env.VertexEnv.from_environ`: `jobs.local.platform.vertex_env`
+  (docs/vertex-facts.md)
+- `trainer.config.accelerators.ACCELERATORS`: `jobs/core/catalog/accelerators.yaml` (the GPUs)
+- `trainer.config.schema.load_yaml_text`: `jobs.core.safe_yaml.load_yaml_text`
+- `trainer.config.env.RUN_ID_ENV` (W&B's run id): `jobs.core.contract.RUN_ID_ENV`
+- `trainer.serving.env.HOST_ENV` (listen on): `jobs.local.serving.serving_process.SERVE_HOST_ENV`
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from jobs.core.catalog import load_catalog
 from jobs.local.platform import vertex_env
 from jobs.local.serving import serving_process
 from jobs.training import rules
-from trainer import accelerators, secrets
-from trainer import config as trainer_config
-from trainer.env import TrackingEnv, VertexEnv
-from trainer.serving_env import ServingEnv
+from trainer.config import accelerators, secrets
+from trainer.config import schema as trainer_config
+from trainer.config.env import TrackingEnv, VertexEnv
+from trainer.serving.env import ServingEnv
 
 # ---- secrets: the variable and the Secret Manager name grammar ------------------------------
 

@@ -22,7 +22,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-PRELOAD = ["torch", "transformers", "transformers.models.llama.modeling_llama", "trainer.loop"]
+PRELOAD = [
+    "torch",
+    "transformers",
+    "transformers.models.llama.modeling_llama",
+    "trainer.training.loop",
+]
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class _KillingStream:
 def _arm(plan: KillPlan) -> None:
     from torch.distributed.checkpoint import _fsspec_filesystem
 
-    from trainer.checkpoint import KILL_BEFORE_COMMIT_ENV, STEP_PREFIX
+    from trainer.checkpoint.store import KILL_BEFORE_COMMIT_ENV, STEP_PREFIX
 
     if plan.after_bytes is None:
         os.environ[KILL_BEFORE_COMMIT_ENV] = str(plan.step)

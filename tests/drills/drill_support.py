@@ -33,7 +33,7 @@ def drill_config(data_path: str, output_dir: str, **overrides: Any) -> dict[str,
 
 def committed_steps(checkpoint_dir: Path) -> list[int]:
     """Steps with a commit marker in a local checkpoint directory, ascending."""
-    from trainer.checkpoint import MARKER, STEP_PREFIX
+    from trainer.checkpoint.store import MARKER, STEP_PREFIX
 
     return sorted(
         int(p.parent.name.removeprefix(STEP_PREFIX)) for p in checkpoint_dir.glob(f"*/{MARKER}")

@@ -11,7 +11,7 @@ beyond the size limit, long lists, and integers beyond int32/int64/64 bits. Seed
 (`derandomize`): CI sees the same examples every run.
 
 "Clean" means the error type each door promises: a `vtx` exit code of 0/1/2 with no
-traceback; `infra.config.ConfigError`; `trainer.config.ConfigError`; `ValueError` from the
+traceback; `infra.config.ConfigError`; `trainer.config.schema.ConfigError`; `ValueError` from the
 data functions. And one promise between two commands: whatever `vtx validate --stack-file S`
 accepts, `vtx render --stack-file S` renders through the real aiplatform types.
 """
@@ -287,7 +287,7 @@ def test_fuzzed_stack_configs_raise_config_error_only(data: bytes) -> None:
 @YAML_FUZZ
 @given(data=_yaml_door(TRAINER_CONFIG))
 def test_fuzzed_trainer_configs_raise_config_error_only(data: bytes) -> None:
-    from trainer.config import ConfigError, load_config
+    from trainer.config.schema import ConfigError, load_config
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.yaml"
@@ -300,8 +300,8 @@ def test_fuzzed_trainer_configs_raise_config_error_only(data: bytes) -> None:
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
-    from trainer.config import ModelConfig
-    from trainer.model import build_tokenizer
+    from trainer.config.schema import ModelConfig
+    from trainer.model.loading import build_tokenizer
 
     return build_tokenizer(ModelConfig(config={"model_type": "llama"}, tokenizer=str(TOKENIZER)))
 
@@ -326,8 +326,8 @@ lines = st.one_of(records.map(lambda r: json.dumps(r, allow_nan=True)), st.text(
 @FUZZ
 @given(batch=st.lists(lines, min_size=1, max_size=4))
 def test_fuzzed_dataset_lines_raise_value_error_only(batch: list[str], tokenizer: Any) -> None:
-    from trainer.config import DataConfig
-    from trainer.data import read_records, tokenize_record
+    from trainer.config.schema import DataConfig
+    from trainer.data.batches import read_records, tokenize_record
 
     cfg = DataConfig(path="fuzz.jsonl", max_seq_length=64)
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,7 +25,7 @@ from drill_support import (
     write_small_dataset,
 )
 
-from trainer.checkpoint import MARKER, step_dir
+from trainer.checkpoint.store import MARKER, step_dir
 
 SEED = 7_2026
 SAVE_STEPS = 2

@@ -31,8 +31,8 @@ from drill_support import (
     write_small_dataset,
 )
 
-from trainer.checkpoint import step_dir
-from trainer.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV
+from trainer.checkpoint.store import step_dir
+from trainer.training.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV
 
 SEED = 20261122
 MAX_STEPS = 24

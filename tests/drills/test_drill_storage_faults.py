@@ -29,7 +29,7 @@ from drill_support import (
     write_small_dataset,
 )
 
-from trainer.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV
+from trainer.training.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV
 
 SEED = 503
 STOP_AFTER = 6

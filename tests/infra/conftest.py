@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.offline import OfflineRun, run_offline
+from infra.offline.program import OfflineRun, run_offline
 
 
 @pytest.fixture(scope="session")

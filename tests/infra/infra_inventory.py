@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from infra.offline import run_offline
+from infra.offline.program import run_offline
 
 INVENTORIES = Path(__file__).resolve().parent / "inventories"
 REGENERATE = ".venv/bin/python tests/infra/infra_inventory.py"

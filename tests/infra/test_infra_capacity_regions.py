@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.offline import OfflineRun, RecordedResource, run_offline
+from infra.offline.program import OfflineRun, RecordedResource, run_offline
 from infra.policy.evaluate import PolicySubject, evaluate
 from infra.policy.rule_types import RuleContext
 from jobs.core.stack import RegionOutputs, StackOutputs

@@ -9,6 +9,7 @@ from typing import Any, get_args, get_origin
 import pytest
 from pydantic import BaseModel
 
+from infra.components.quotas import quota_target
 from infra.config import (
     CapacityRegion,
     ConfigError,
@@ -18,7 +19,6 @@ from infra.config import (
     load_stack_config,
     read_stack_file,
 )
-from infra.quotas import quota_target
 from jobs.core.stack import is_production
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]

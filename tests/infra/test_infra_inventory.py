@@ -7,7 +7,7 @@ import copy
 import pytest
 from infra_inventory import REGENERATE, compare, load
 
-from infra.offline import OfflineRun
+from infra.offline.program import OfflineRun
 
 
 def test_stack_matches_its_inventory(stack_run: OfflineRun) -> None:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from infra.config import ConfigError, load_stack_config, read_stack_file
-from infra.offline import OfflineRun, run_offline
+from infra.offline.program import OfflineRun, run_offline
 from infra.policy.evaluate import PolicySubject, evaluate
 from infra.policy.rule_types import RuleContext
 from infra.review.builder import build_report

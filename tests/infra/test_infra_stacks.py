@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.offline import (
+from infra.offline.program import (
     DUMMY_SECRET,
     INVOKE_RESULTS,
     OfflineError,
@@ -401,7 +401,7 @@ def test_a_stack_run_after_another_equals_a_run_alone(
 ) -> None:
     # In this process prod ran after dev (session fixtures); here prod runs alone in a new one.
     code = (
-        "import json, sys; from infra.offline import run_offline; "
+        "import json, sys; from infra.offline.program import run_offline; "
         "r = run_offline('prod'); "
         "sys.stdout.write(json.dumps({'resources': [[x.type, x.name, x.inputs, x.component] "
         "for x in r.resources], 'outputs': r.outputs}, sort_keys=True))"

@@ -1,15 +1,15 @@
-"""The launch preflight (jobs/training/quotas.py) and infra's quota preferences (infra/quotas.py)
-name the
-same things: the stanza the preflight tells a user to add to ``vtx:platform.quotas`` makes infra
-create the very preference, metric and quota id the preflight named."""
+"""The launch preflight (jobs/training/quotas.py) and infra's quota preferences
+(infra/components/quotas.py) name the same things: the stanza the preflight tells a user to add to
+``vtx:platform.quotas`` makes infra create the very preference, metric and quota id the preflight
+named."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
+from infra.components.quotas import quota_target
 from infra.config import QuotaRequest, quota_accelerators
-from infra.quotas import quota_target
 from jobs.core.catalog import load_catalog
 from jobs.training.quotas import QuotaLimit, catalog_quota_ids, compare
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.identity import TENSORBOARD_WRITER_PERMISSIONS
-from infra.offline import OfflineRun
+from infra.components.identity import TENSORBOARD_WRITER_PERMISSIONS
+from infra.offline.program import OfflineRun
 
 # TensorboardService methods the uploader calls, with the permission Google's "Vertex AI IAM
 # permissions" table gives each (docs/vertex-facts.md, "TensorBoard uploader").

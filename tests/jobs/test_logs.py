@@ -216,7 +216,7 @@ RUN = [
     ("service", "job accepted: 2 replica(s)"),
     (
         "workerpool0-0",
-        '{"severity": "INFO", "message": "training", "logger": "trainer.loop", '
+        '{"severity": "INFO", "message": "training", "logger": "trainer.training.loop", '
         '"rank": 0, "step": 0, "total_steps": 120, "world_size": 2}',
     ),
     (
@@ -226,13 +226,13 @@ RUN = [
     ("workerpool0-0", "  warnings.warn("),
     (
         "workerpool0-0",
-        '{"severity": "INFO", "message": "train", "logger": "trainer.loop", '
+        '{"severity": "INFO", "message": "train", "logger": "trainer.training.loop", '
         '"rank": 0, "step": 40, "loss": 2.312345, "tokens_per_s": 1234.5, "lr": 0.0001, '
         '"grad_norm": 1.091795}',
     ),
     (
         "workerpool1-0",
-        '{"severity": "INFO", "message": "train", "logger": "trainer.loop", '
+        '{"severity": "INFO", "message": "train", "logger": "trainer.training.loop", '
         '"rank": 1, "step": 40, "loss": 2.312345, "tokens_per_s": 1234.5, "lr": 0.0001}',
     ),
     (

@@ -279,7 +279,7 @@ def test_review_cli_module_is_cheap_to_import() -> None:
     code = (
         "import sys, vtx.review_commands; "
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_gcp', "
-        "'pulumi_policy') or m in ('infra.vertex_platform', 'infra.__main__')]; "
+        "'pulumi_policy') or m in ('infra.components.vertex_platform', 'infra.__main__')]; "
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from trainer.config import parse_config
-from trainer.env import VertexEnv
-from trainer.loop import train
+from trainer.config.env import VertexEnv
+from trainer.config.schema import parse_config
+from trainer.training.loop import train
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "trainer" / "examples"
 TOKENIZER = EXAMPLES / "tokenizer"

@@ -1,4 +1,4 @@
-"""trainer.attention's bucketed attention: the same results and gradients as the per-bucket
+"""trainer.model.attention's bucketed attention: the same results and gradients as the per-bucket
 slicing it replaced, and as plain attention over each example alone."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainer.attention import segment_attention
+from trainer.model.attention import segment_attention
 
 LAYOUTS = [
     ((1, 5),),

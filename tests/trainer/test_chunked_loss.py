@@ -1,5 +1,5 @@
-"""The chunked loss (trainer.chunked_loss) against the materialised logits it replaces: the same
-loss and the same gradients, on raw tensors and through tiny models built in-process, under
+"""The chunked loss (trainer.model.chunked_loss) against the materialised logits it replaces: the
+same loss and the same gradients, on raw tensors and through tiny models built in-process, under
 LoRA, DDP (two gloo processes) and FSDP2, and one training step through the loop either way."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import torch.distributed as dist
 
 from jobs.local.platform.ports import free_port
 from tests.trainer.conftest import TINY_LLAMA, TOKENIZER, tiny_config
-from trainer.chunked_loss import (
+from trainer.config.schema import ModelConfig, parse_config
+from trainer.data.batches import IGNORE, Example, Row, collate
+from trainer.model.chunked_loss import (
     MODEL_TYPES,
     LogitTransform,
     chunk_rows,
@@ -24,10 +26,8 @@ from trainer.chunked_loss import (
     linear_cross_entropy,
     materialised_cross_entropy,
 )
-from trainer.config import ModelConfig, parse_config
-from trainer.data import IGNORE, Example, Row, collate
-from trainer.loop import loss_sum, train_step
-from trainer.model import build_model
+from trainer.model.loading import build_model
+from trainer.training.loop import loss_sum, train_step
 
 VOCAB = TINY_LLAMA["vocab_size"]
 FIVE_ROWS_MB = 5 * 4 * VOCAB / 1e6

@@ -6,8 +6,14 @@ import pytest
 import yaml
 
 from tests.trainer.conftest import TINY_LLAMA
-from trainer.cli import main
-from trainer.config import ROPE_TYPES, ConfigError, check_model_config, load_config, parse_config
+from trainer.config.schema import (
+    ROPE_TYPES,
+    ConfigError,
+    check_model_config,
+    load_config,
+    parse_config,
+)
+from trainer.training.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "trainer" / "examples"
 

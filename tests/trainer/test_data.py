@@ -9,9 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.trainer.conftest import DATASET, TINY_LLAMA, TOKENIZER
-from trainer.attention import use_segment_attention
-from trainer.config import DataConfig
-from trainer.data import (
+from trainer.config.schema import DataConfig
+from trainer.data.batches import (
     BUCKET_COST_SLOTS,
     IGNORE,
     BatchStream,
@@ -25,7 +24,8 @@ from trainer.data import (
     tokenize_record,
     tokenize_records,
 )
-from trainer.model import layer_params
+from trainer.model.attention import use_segment_attention
+from trainer.model.loading import layer_params
 
 
 @pytest.fixture(scope="module")

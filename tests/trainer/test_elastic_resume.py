@@ -2,9 +2,9 @@
 global batch, every example exactly once per epoch, and the loss curve of an uninterrupted run.
 
 Multi-process runs are real gloo process groups of spawned processes, each training in-process
-(`trainer.loop.train`) as torchrun's workers would; one-process runs train in this process. Every
-run records, per micro-batch, the global batch it took (the stream's position) and the examples
-in it, so a whole run (both attempts) can be compared with an uninterrupted one example by
+(`trainer.training.loop.train`) as torchrun's workers would; one-process runs train in this process.
+Every run records, per micro-batch, the global batch it took (the stream's position) and the
+examples in it, so a whole run (both attempts) can be compared with an uninterrupted one example by
 example.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-import trainer.data
+import trainer.data.batches
 from jobs.local.platform.ports import free_port
 from tests.trainer.conftest import (
     assert_bit_identical,
@@ -32,10 +32,10 @@ from tests.trainer.conftest import (
     tiny_config,
     write_small_dataset,
 )
-from trainer.config import parse_config
-from trainer.data import Batch, BatchStream, Row
-from trainer.env import VertexEnv
-from trainer.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV, train
+from trainer.config.env import VertexEnv
+from trainer.config.schema import parse_config
+from trainer.data.batches import Batch, BatchStream, Row
+from trainer.training.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV, train
 
 pytestmark = pytest.mark.slow  # spawns processes
 
@@ -71,7 +71,7 @@ def _config(data: Path, output_dir: Path, **overrides: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------ recording what a run saw
 
 
-def _example_id(example: trainer.data.Example) -> str:
+def _example_id(example: trainer.data.batches.Example) -> str:
     return hashlib.sha1(json.dumps(example.input_ids).encode()).hexdigest()[:16]
 
 
@@ -80,7 +80,7 @@ def record_batches(patch: Callable[[Any, str, Any], None]) -> dict[int, list[str
     ids}; `patch(owner, name, value)` sets an attribute (monkeypatch.setattr, or setattr)."""
     seen: dict[int, list[str]] = {}
     last_rows: list[list[Row]] = []
-    collate, next_batch = trainer.data.collate, BatchStream.__next__
+    collate, next_batch = trainer.data.batches.collate, BatchStream.__next__
 
     def recording_collate(rows: list[Row], pad_id: int, bucket_cost: int) -> Batch:
         last_rows.append(rows)
@@ -92,7 +92,7 @@ def record_batches(patch: Callable[[Any, str, Any], None]) -> dict[int, list[str
         seen[position] = sorted(_example_id(e) for row in last_rows.pop() for e in row.examples)
         return batch
 
-    patch(trainer.data, "collate", recording_collate)
+    patch(trainer.data.batches, "collate", recording_collate)
     patch(BatchStream, "__next__", recording_next)
     return seen
 

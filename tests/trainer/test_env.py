@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from trainer.env import DEFAULT_MASTER_PORT, VertexEnv
+from trainer.config.env import DEFAULT_MASTER_PORT, VertexEnv
 
 
 def test_defaults_describe_one_local_node():

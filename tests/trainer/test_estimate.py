@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 
 from tests.trainer.conftest import DATASET, tiny_config
-from trainer import estimate as estimate_module
-from trainer import sizing
-from trainer.accelerators import ACCELERATORS, peak_flops_per_s
-from trainer.cli import main
-from trainer.config import ConfigError, TrainConfig, parse_config
-from trainer.data import BatchStream, build_rows
-from trainer.estimate import Hardware, hardware, report
-from trainer.loop import total_steps
-from trainer.model import build_tokenizer
-from trainer.sizing import run_length
+from trainer.config.accelerators import ACCELERATORS, peak_flops_per_s
+from trainer.config.schema import ConfigError, TrainConfig, parse_config
+from trainer.data.batches import BatchStream, build_rows
+from trainer.model.loading import build_tokenizer
+from trainer.training import estimate as estimate_module
+from trainer.training import sizing
+from trainer.training.cli import main
+from trainer.training.estimate import Hardware, hardware, report
+from trainer.training.loop import total_steps
+from trainer.training.sizing import run_length
 
 L4 = Hardware("NVIDIA_L4", 1, 1, 24, ACCELERATORS["NVIDIA_L4"].peak_flops_per_s)
 
@@ -182,7 +182,7 @@ def test_json_is_one_object_whose_keys_are_documented(
     documented = re.findall(
         r"^    ([a-z_]+) ", (estimate_module.__doc__ or "").split("--json")[-1], re.M
     )
-    assert sorted(numbers) == sorted(documented), "the keys trainer/estimate.py lists"
+    assert sorted(numbers) == sorted(documented), "the keys trainer/training/estimate.py lists"
     assert (numbers["accelerator_count"], numbers["nodes"], numbers["devices"]) == (2, 2, 4)
     assert numbers["total_steps"] == 100 and numbers["cost_usd"] > 0
 
@@ -265,7 +265,7 @@ def test_a_tokenizer_and_data_on_gcs_give_the_same_count_as_local_copies(
 
 
 def test_only_a_prefixs_light_files_are_copied_for_the_tokenizer(tmp_path: Path) -> None:
-    from trainer.model import _copy_light_files
+    from trainer.model.loading import _copy_light_files
 
     source, target = tmp_path / "model", tmp_path / "copy"
     source.mkdir(), target.mkdir()

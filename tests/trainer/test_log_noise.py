@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.trainer.conftest import TINY_LLAMA, TOKENIZER
-from trainer.config import ModelConfig
-from trainer.metrics import setup_logging
-from trainer.model import build_model
+from trainer.config.schema import ModelConfig
+from trainer.model.loading import build_model
+from trainer.tracking.metrics import setup_logging
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def test_fsspec_info_lines_stay_out_and_the_trainers_own_stay_in(
     logging.getLogger("fsspec.caching").info("AdaptiveReadaheadCache enabled (blocksize=5242880)")
     logging.getLogger("gcsfs.credentials").info("GCSFS using anonymous credentials")
     logging.getLogger("fsspec").warning("a real problem")
-    logging.getLogger("trainer.loop").info("train")
+    logging.getLogger("trainer.training.loop").info("train")
 
     out = capsys.readouterr().out
     assert "AdaptiveReadaheadCache" not in out and "anonymous" not in out
@@ -53,7 +53,7 @@ def test_a_lora_model_with_gradient_checkpointing_builds_without_future_warnings
 
 def test_the_secret_manager_client_loads_without_googles_python_version_warning() -> None:
     probe = (
-        "from trainer import secrets\n"
+        "from trainer.config import secrets\n"
         "secrets._client({'SECRET_MANAGER_EMULATOR_HOST': '127.0.0.1:1'})\n"
         "print('client built')\n"
     )

@@ -23,8 +23,8 @@ from tests.trainer.conftest import (
     run_in_process,
     tiny_config,
 )
-from trainer.checkpoint import KILL_BEFORE_COMMIT_ENV
-from trainer.env import VertexEnv
+from trainer.checkpoint.store import KILL_BEFORE_COMMIT_ENV
+from trainer.config.env import VertexEnv
 from trainer.launch import EXIT_PREEMPTED, exit_code_for, torchrun_argv
 
 REPO = Path(__file__).resolve().parents[2]

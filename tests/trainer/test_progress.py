@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.trainer.conftest import tiny_config
-from trainer.env import VertexEnv
-from trainer.progress import choose_output
+from trainer.config.env import VertexEnv
+from trainer.tracking.progress import choose_output
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 180

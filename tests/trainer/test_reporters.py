@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from tests.trainer.conftest import run_in_process, tiny_config
-from trainer.checkpoint import step_dir
+from trainer.checkpoint.store import step_dir
 
 
 def _steps(log_dir: Path, tag: str) -> list[int]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.trainer.conftest import read_json_lines, run_in_process, tiny_config
-from trainer.config import ConfigError, parse_config
-from trainer.fingerprint import accumulation_for, differences, trajectory
+from trainer.checkpoint.fingerprint import accumulation_for, differences, trajectory
+from trainer.config.schema import ConfigError, parse_config
 
 
 def _events(text: str, message: str) -> list[dict]:

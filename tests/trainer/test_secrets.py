@@ -27,7 +27,7 @@ import yaml
 
 from jobs.local.platform.ports import free_port
 from tests.trainer.conftest import tiny_config, write_small_dataset
-from trainer.secrets import (
+from trainer.config.secrets import (
     EMULATOR_ENV,
     SECRETS_ENV,
     SecretsError,

@@ -21,16 +21,16 @@ import pytest
 
 from jobs.local.platform.ports import free_port
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
-from trainer.predict_request import MAX_REQUEST_BYTES, GenerationOptions, RequestError
-from trainer.serve import ModelSlot, create_app, main
-from trainer.served_model import ModelLoadError, ServedModel, find_layout, plan_batches
-from trainer.serving_env import (
+from trainer.serving.env import (
     BATCH_TOKENS_ENV,
     MAX_BATCH_ENV,
     BatchLimits,
     ServingEnv,
     ServingEnvError,
 )
+from trainer.serving.request import MAX_REQUEST_BYTES, GenerationOptions, RequestError
+from trainer.serving.served_model import ModelLoadError, ServedModel, find_layout, plan_batches
+from trainer.serving.server import ModelSlot, create_app, main
 
 HEALTH = "/v1/endpoints/123/deployedModels/456"
 PREDICT = f"{HEALTH}:predict"

@@ -9,13 +9,13 @@ import time
 import pytest
 
 from tests.trainer.conftest import TINY_LLAMA, TOKENIZER, read_json_lines, tiny_config
-from trainer.attention import use_segment_attention
-from trainer.config import ConfigError, parse_config
-from trainer.data import IGNORE, Example, Row, collate
-from trainer.env import VertexEnv
-from trainer.estimate import estimate
-from trainer.loop import loss_sum, train
-from trainer.secrets import SECRETS_ENV, export_secrets, parse_secret_refs, resource_name
+from trainer.config.env import VertexEnv
+from trainer.config.schema import ConfigError, parse_config
+from trainer.config.secrets import SECRETS_ENV, export_secrets, parse_secret_refs, resource_name
+from trainer.data.batches import IGNORE, Example, Row, collate
+from trainer.model.attention import use_segment_attention
+from trainer.training.estimate import estimate
+from trainer.training.loop import loss_sum, train
 
 
 def test_secret_refs_parse_from_pairs_or_json():
@@ -99,7 +99,7 @@ def test_estimate_reads_only_the_config_of_a_stored_model(tmp_path, gcs_bucket):
 
 
 def test_estimate_of_an_unreadable_stored_model_fails_fast_with_what_to_do(tmp_path, monkeypatch):
-    from trainer import model as model_module
+    from trainer.model import loading as model_module
 
     def estimate_of(source: str) -> None:
         model = {"name_or_path": source, "tokenizer": str(TOKENIZER)}
@@ -149,7 +149,7 @@ def test_early_stopping_ends_the_run_and_still_exports(tmp_path, small_dataset, 
 
 def test_save_every_minutes_follows_rank_zero_clock(tmp_path, small_dataset, monkeypatch, capsys):
     clock = iter(range(0, 10_000, 61))  # every reading is 61 s after the previous one
-    monkeypatch.setattr("trainer.loop.time.monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr("trainer.training.loop.time.monotonic", lambda: float(next(clock)))
     cfg = tiny_config(
         str(small_dataset), str(tmp_path), max_steps=3, save_steps=None, save_every_minutes=1.0
     )
@@ -164,7 +164,7 @@ def test_malloc_thresholds_are_set_unless_the_user_tunes_malloc():
     import subprocess
     import sys
 
-    code = "from trainer.allocator import retain_freed_memory as r; print(r())"
+    code = "from trainer.training.allocator import retain_freed_memory as r; print(r())"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     mine = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert mine.stdout.strip() == "True", mine.stderr  # this machine runs glibc

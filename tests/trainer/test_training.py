@@ -14,8 +14,8 @@ from tests.trainer.conftest import (
     run_in_process,
     tiny_config,
 )
-from trainer.checkpoint import Checkpointer, step_dir
-from trainer.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV
+from trainer.checkpoint.store import Checkpointer, step_dir
+from trainer.training.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV
 
 
 def run_until_sigterm(

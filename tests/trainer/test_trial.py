@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from tests.trainer.conftest import EXAMPLES, tiny_config
-from trainer.arguments import parse_args, read_config
-from trainer.config import ConfigError, parse_config
-from trainer.env import TrackingEnv, VertexEnv
-from trainer.fingerprint import differences, trajectory
+from trainer.checkpoint.fingerprint import differences, trajectory
+from trainer.config.arguments import parse_args, read_config
+from trainer.config.env import TrackingEnv, VertexEnv
+from trainer.config.schema import ConfigError, parse_config
 from trainer.launch import torchrun_argv
-from trainer.reporters import check_reporting
-from trainer.trial_metric import KEEP_REPORTS, MetricFile, metric_source, metric_tag
+from trainer.tracking.reporters import check_reporting
+from trainer.tracking.trial_metric import KEEP_REPORTS, MetricFile, metric_source, metric_tag
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = str(EXAMPLES / "tiny-lora.yaml")

@@ -13,14 +13,14 @@ import yaml
 from tests.trainer.conftest import read_json_lines, run_in_process, tiny_config
 from tests.trainer.test_secrets import FakeSecretManager
 from tests.trainer.wandb_offline import offline_runs
-from trainer import cli
-from trainer.config import ConfigError, parse_config
-from trainer.env import TrackingEnv
-from trainer.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV
-from trainer.preemption import StopRequest
-from trainer.reporters import check_reporting
-from trainer.secrets import EMULATOR_ENV, SECRETS_ENV
-from trainer.wandb_run import KEY_SECRET, already_logged, run_id
+from trainer.config.env import TrackingEnv
+from trainer.config.schema import ConfigError, parse_config
+from trainer.config.secrets import EMULATOR_ENV, SECRETS_ENV
+from trainer.tracking.reporters import check_reporting
+from trainer.tracking.wandb_run import KEY_SECRET, already_logged, run_id
+from trainer.training import cli
+from trainer.training.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV
+from trainer.training.preemption import StopRequest
 
 STEPS = 8
 

@@ -31,7 +31,7 @@ SPECIAL_TOKENS = [
 
 # Prompt and answer are each closed by <|end|>; the assistant's <|end|> is inside its label span so
 # the model learns to stop. `{% generation %}` marks assistant text for HF's assistant-mask API;
-# our data code does not depend on it (it works from prefix renders, see trainer/data.py).
+# our data code does not depend on it (it works from prefix renders, see trainer/data/batches.py).
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% for message in messages %}"

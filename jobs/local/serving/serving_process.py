@@ -48,7 +48,7 @@ class ServingCommandError(ValueError):
 
 
 SERVE_HOST_ENV = "VTX_SERVE_HOST"
-"""Where vtx's serving entry point listens (a copy of trainer.serving_env.HOST_ENV: the platform
+"""Where vtx's serving entry point listens (a copy of trainer.serving.env.HOST_ENV: the platform
 never imports the trainer; tests/contracts pins the two)."""
 
 

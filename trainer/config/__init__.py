@@ -1,0 +1,3 @@
+"""What a training process is told, read without torch: the YAML config (`schema`), its command
+line (`arguments`), the platform's environment (`env`), the secrets it names (`secrets`) and the
+GPU facts its checks and estimates need (`accelerators`)."""

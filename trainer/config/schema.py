@@ -1,0 +1,657 @@
+"""The training configuration: one YAML file, Hugging Face `TrainingArguments` names.
+
+Top-level keys are the familiar hyperparameters (`learning_rate`, `max_steps`, `save_steps`...);
+`model:` and `data:` hold what to train on. Unknown keys are errors that name the key path and
+suggest the closest known key, because a misspelt `warmup_step` silently ignored costs a run.
+Relative paths in the file resolve against the file's directory, so an example config works
+from any working directory; paths given with `--set` resolve against the working directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+# Keys holding file locations, resolved against the config file's directory when relative.
+PATH_KEYS = (
+    ("data", "path"),
+    ("data", "eval_path"),
+    ("model", "name_or_path"),
+    ("model", "tokenizer"),
+    ("output_dir",),
+)
+
+
+class ConfigError(ValueError):
+    """A configuration problem a user can fix; the message says where and what to write."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LoraConfig(_Strict):
+    """LoRA adapters via peft; the base model is frozen."""
+
+    r: int = Field(8, gt=0, description="Adapter rank.")
+    alpha: int = Field(16, gt=0, description="Scaling numerator: updates are scaled by alpha/r.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="Module names to adapt, or every linear layer but the head."
+    )
+    merge_on_export: bool = Field(
+        False, description="Also export the base model with the adapter merged in."
+    )
+
+
+class KeyedValueError(ValueError):
+    """A check failure inside a mapping field; ``key`` is the path below the field."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+# Sizes of a transformers config that build tensors or loops, so each must be a whole number
+# >= 1. transformers accepts 0 and negatives and then fails deep in torch ("negative
+# dimension", ZeroDivisionError, a C++ size overflow) or builds a model with no layers.
+MODEL_SIZES = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "n_positions",
+    "d_model",
+)
+MAX_DIMENSION = 2**24
+"""16.7M: above any real vocabulary (~262k), width (~25k), or context (10M tokens)."""
+MAX_PARAMETERS = 2 * 10**12
+"""~2 trillion: beyond the largest published models; a random init this big is a typo."""
+ROPE_TYPES: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor",),
+    "longrope": ("short_factor", "long_factor"),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor"),
+    "proportional": (),
+}
+"""transformers' RoPE types (ROPE_INIT_FUNCTIONS plus "default") and the keys each needs
+besides those transformers fills in (rope_theta, original_max_position_embeddings). For a
+missing or junk value transformers only logs a warning, then fails in model init with a
+KeyError or TypeError, or trains with a broken position encoding. A test pins this table to
+transformers'."""
+_ROPE_POSITIVE = ("low_freq_factor", "high_freq_factor", "rope_theta", "attention_factor")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_model_config(config: dict[str, Any]) -> None:
+    """Sizes, integer ranges and RoPE settings of a `model.config`, before transformers and
+    torch see them; raises KeyedValueError naming the key."""
+    for key in MODEL_SIZES:
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise KeyedValueError(key, f"{value!r} must be a whole number >= 1")
+        if value > MAX_DIMENSION:
+            raise KeyedValueError(
+                key, f"{value:,} is beyond any model trained here (at most {MAX_DIMENSION:,})"
+            )
+    parameters = _rough_parameters(config)
+    if parameters > MAX_PARAMETERS:
+        raise KeyedValueError(
+            "",
+            f"about {parameters:.1e} parameters, beyond any model trained here (at most "
+            f"{MAX_PARAMETERS:.0e}): check hidden_size, intermediate_size, num_hidden_layers "
+            "and vocab_size",
+        )
+    for key in ("rope_scaling", "rope_parameters"):
+        _check_rope(config.get(key), key)
+    todo: list[tuple[str, Any]] = [("", config)]
+    while todo:  # torch sizes and ids are int64: a larger integer anywhere is a typo
+        path, node = todo.pop()
+        if isinstance(node, dict):
+            todo += [(f"{path}.{k}".lstrip("."), v) for k, v in node.items()]
+        elif isinstance(node, list):
+            todo += [(f"{path}[{i}]", v) for i, v in enumerate(node)]
+        elif isinstance(node, int) and not -(2**63) <= node < 2**63:
+            raise KeyedValueError(path, f"{node} is beyond a 64-bit integer")
+
+
+def _rough_parameters(config: dict[str, Any]) -> int:
+    """Embeddings plus per layer 4 h^2 (attention) and 3 h i (a gated MLP) per expert."""
+
+    def first(*keys: str, default: int = 0) -> int:
+        for key in keys:
+            value = config.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return default
+
+    hidden = first("hidden_size", "n_embd", "d_model")
+    layers = first("num_hidden_layers", "n_layer", "num_layers")
+    inner = first("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden)
+    experts = first("num_local_experts", "num_experts", default=1)
+    return first("vocab_size") * hidden + layers * (4 * hidden**2 + 3 * hidden * inner * experts)
+
+
+def _check_rope(rope: Any, key: str) -> None:
+    example = "{rope_type: linear, factor: 2.0}"
+    if rope is None or rope == {}:
+        return
+    if not isinstance(rope, dict):
+        raise KeyedValueError(key, f"must be a mapping such as {example}, got {rope!r:.60}")
+    rope_type = rope.get("rope_type", rope.get("type"))
+    if rope_type is None:
+        if all(isinstance(v, dict | None) for v in rope.values()):  # per layer type (Gemma 3)
+            for layer, params in rope.items():
+                _check_rope(params, f"{key}.{layer}")
+            return
+        raise KeyedValueError(key, f"needs rope_type: one of {', '.join(ROPE_TYPES)}")
+    if rope_type not in ROPE_TYPES:
+        raise KeyedValueError(
+            f"{key}.rope_type",
+            f"{rope_type!r:.60} is not a RoPE type of transformers: one of {', '.join(ROPE_TYPES)}",
+        )
+    for name in ROPE_TYPES[rope_type]:
+        if name not in rope:
+            raise KeyedValueError(key, f"rope_type {rope_type} needs `{name}`, e.g. {example}")
+    factor = rope.get("factor")
+    if "factor" in rope and not (_is_number(factor) and factor >= 1):
+        raise KeyedValueError(
+            f"{key}.factor", f"{factor!r:.60} must be a number >= 1 (how much the context grows)"
+        )
+    for name in _ROPE_POSITIVE:
+        value = rope.get(name)
+        if name in rope and not (_is_number(value) and value > 0):
+            raise KeyedValueError(f"{key}.{name}", f"{value!r:.60} must be a positive number")
+    for name in ("short_factor", "long_factor"):
+        value = rope.get(name)
+        if name in rope and not (
+            isinstance(value, list) and value and all(_is_number(v) for v in value)
+        ):
+            raise KeyedValueError(f"{key}.{name}", "must be a list of numbers")
+
+
+class ModelConfig(_Strict):
+    """Which model to train: pretrained weights, or a `config:` for a random initialisation."""
+
+    name_or_path: str | None = Field(
+        None, description="Local directory or gs:// prefix holding a Hugging Face model."
+    )
+    config: dict[str, Any] | None = Field(
+        None, description="A transformers config (with `model_type`) for random init."
+    )
+    tokenizer: str | None = Field(None, description="Tokenizer location; default name_or_path.")
+    lora: LoraConfig | None = None
+    gradient_checkpointing: bool = False
+
+    @field_validator("config")
+    @classmethod
+    def _sane(cls, config: dict[str, Any] | None) -> dict[str, Any] | None:
+        if config is not None:
+            check_model_config(config)
+        return config
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelConfig:
+        if (self.name_or_path is None) == (self.config is None):
+            raise ValueError(
+                "set exactly one of `name_or_path` (pretrained) or `config` (random init)"
+            )
+        if self.config is not None and "model_type" not in self.config:
+            raise ValueError("`config` needs a `model_type`, e.g. `model_type: llama`")
+        if self.tokenizer is None and self.name_or_path is None:
+            raise ValueError(
+                "a `config:` model needs `tokenizer:` (a directory with tokenizer.json)"
+            )
+        return self
+
+
+class DataConfig(_Strict):
+    """Where the examples are and how they become batches."""
+
+    path: str = Field(description="JSONL or Parquet file, local or gs://.")
+    eval_path: str | None = Field(None, description="Separate eval file; else eval_fraction.")
+    format: Literal["auto", "jsonl", "parquet"] = "auto"
+    text_field: str = "text"
+    messages_field: str = Field("messages", description="Chat rows: list of {role, content}.")
+    eval_fraction: float = Field(0.0, ge=0.0, lt=1.0)
+    max_seq_length: int = Field(1024, gt=1)
+    packing: bool = Field(True, description="Several whole examples per row of max_seq_length.")
+    group_by_length: bool = Field(
+        False, description="Batch examples of similar lengths (without packing)."
+    )
+
+    @model_validator(mode="after")
+    def _one_batching(self) -> DataConfig:
+        if self.packing and self.group_by_length:
+            raise ValueError("choose `packing: true` or `group_by_length: true`, not both")
+        return self
+
+
+LOSS_CHUNK_MB = 256.0
+"""fp32 logits per chunk of the loss: 512 positions at a 128k vocabulary, 2,048 at 32k. Smaller
+saves little more (the head's fp32 weight gradient, vocabulary x hidden, is the floor) and costs
+time: each chunk adds its share of that gradient into one accumulator, a read and a write of
+vocabulary x hidden x 4 bytes, and a GPU needs a few hundred positions per chunk for that
+traffic to hide behind the matmuls (H100 and L4 do ~300 bf16 FLOPs per byte of memory traffic).
+bench/loss.py measures the peak and the time on CPU."""
+
+
+class TrainConfig(_Strict):
+    """Everything `python -m trainer` needs. Field names follow HF TrainingArguments."""
+
+    model: ModelConfig
+    data: DataConfig
+    output_dir: str = Field("outputs", description="Used where AIP_* directories are not set.")
+    run_name: str | None = None
+
+    learning_rate: float = Field(5e-5, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    max_grad_norm: float = Field(1.0, ge=0, description="0 disables clipping.")
+    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = "linear"
+    warmup_ratio: float = Field(0.0, ge=0, lt=1)
+    warmup_steps: int = Field(0, ge=0, description="Wins over warmup_ratio when > 0.")
+
+    per_device_train_batch_size: int = Field(8, gt=0)
+    per_device_eval_batch_size: int = Field(8, gt=0)
+    gradient_accumulation_steps: int = Field(1, gt=0)
+    num_train_epochs: float = Field(1.0, gt=0)
+    max_steps: int = Field(-1, description="Optimizer steps; > 0 overrides num_train_epochs.")
+    seed: int = 42
+
+    bf16: bool = Field(False, description="bf16 autocast on GPU (ignored on CPU).")
+    fp16: bool = False
+    torch_compile: bool = False
+    fsdp: bool = Field(False, description="Shard a full fine-tune with FSDP2 instead of DDP.")
+    loss_chunk_mb: float | None = Field(
+        LOSS_CHUNK_MB,
+        gt=0,
+        description="The loss projects and scores this many MB of fp32 logits at a time "
+        "(trainer.model.chunked_loss), never all of them; null: all at once, as transformers does.",
+    )
+
+    logging_steps: int = Field(10, gt=0)
+    eval_steps: int | None = Field(None, gt=0)
+    save_steps: int | None = Field(500, gt=0)
+    save_every_minutes: float | None = Field(None, gt=0)
+    save_total_limit: int | None = Field(2, gt=0)
+    async_save: bool = Field(True, description="Write checkpoints in the background.")
+    early_stopping_patience: int | None = Field(
+        None, gt=0, description="Evals without improvement."
+    )
+    early_stopping_threshold: float = Field(0.0, ge=0)
+    report_to: list[Literal["tensorboard", "wandb"]] = Field(
+        ["tensorboard"], description="Trackers: tensorboard, wandb; [] disables."
+    )
+    wandb_project: str | None = Field(
+        None, description="W&B project; default $WANDB_PROJECT, else vtx."
+    )
+    wandb_entity: str | None = Field(None, description="W&B entity; default $WANDB_ENTITY.")
+    hypertune_metric: str | None = Field(
+        None,
+        description="The metric a tuning trial reports when the platform names none "
+        "(CLOUD_ML_HP_METRIC_TAG wins); default eval_loss with an eval set, else train_loss.",
+    )
+    disable_tqdm: bool = Field(
+        False, description="No progress bar on a terminal (jobs and pipes never get one)."
+    )
+    allow_config_change_on_resume: bool = Field(
+        False,
+        description="Resume from checkpoints trained with other settings (named in the logs).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        if self.fp16:
+            raise ValueError("fp16 is not supported (no loss scaling here); use `bf16: true`")
+        if self.early_stopping_patience and not self.eval_steps:
+            raise ValueError("early_stopping_patience needs `eval_steps`")
+        if self.eval_steps and not (self.data.eval_fraction or self.data.eval_path):
+            raise ValueError("eval_steps needs data.eval_fraction > 0 or data.eval_path")
+        if self.model.lora is not None and self.fsdp:
+            raise ValueError("fsdp is for full fine-tunes; LoRA runs use DDP (set `fsdp: false`)")
+        return self
+
+
+def load_config(
+    path: str | Path,
+    overrides: list[str] | tuple[str, ...] = (),
+    trial_overrides: list[str] | tuple[str, ...] = (),
+) -> TrainConfig:
+    """Read a YAML config, apply `key.path=value` overrides (`--set`, then a tuning trial's
+    parameters: the same rules, only the messages name them as trial arguments), validate."""
+    path = Path(path)
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    try:
+        _resolve_paths(raw, path.resolve().parent)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    for item in overrides:
+        _apply_override(raw, item)
+    for item in trial_overrides:
+        _apply_override(raw, item, TRIAL_ARGUMENT)
+    cfg = parse_config(raw, source=str(path))
+    _check_local_paths(cfg, str(path))
+    return cfg
+
+
+# ---- reading the file -------------------------------------------------------------------
+# The rules of jobs/core/safe_yaml.py (which job templates and stack configs go through), in a
+# smaller copy: the trainer ships alone in its container and imports nothing of ours.
+# tests/contracts/test_trainer_copies.py pins the two to the same answers. PyYAML alone raises
+# RecursionError on deep nesting, UnicodeDecodeError on a stray byte, ValueError on a
+# 5,000-digit integer, and keeps the last of two equal keys without a word.
+
+MAX_BYTES = 256 * 1024
+"""A training config is 1-2 KB."""
+MAX_DEPTH = 32
+"""Nesting levels of mappings and lists; a config with a transformers `config:` needs 4-5."""
+MAX_VALUES = 20_000
+"""Scalars, mappings and lists, an alias counting as everything it repeats."""
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
+def read_yaml(path: Path) -> Any:
+    """The document in `path`, or ConfigError naming the file and the place."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_BYTES:,} bytes; a config is a few KB")
+        with path.open("rb") as stream:
+            data = stream.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_BYTES:,} bytes; a config is a few KB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{path}: line {line}: not UTF-8 text: byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start}; save the file as UTF-8"
+        ) from None
+    return load_yaml_text(text, str(path))
+
+
+def load_yaml_text(text: str, source: str) -> Any:
+    """One YAML document within the limits above; a key written twice is an error."""
+    bad = re.search("[\udc80-\udcff]", text)  # how Python keeps non-UTF-8 bytes of argv
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        byte = ord(bad.group()) - 0xDC00
+        raise ConfigError(f"{source}: line {line}: not UTF-8 text: byte 0x{byte:02x}")
+    try:
+        loader = _UniqueKeyLoader(text)
+        loader.source, loader.mapping_paths = source, _check_events(text, source)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{source}: {where}invalid YAML: {reason}") from None
+
+
+class _Level:
+    """An open mapping or list during the event pass."""
+
+    def __init__(self, path: str, is_map: bool, start: int, anchor: str | None) -> None:
+        self.path, self.is_map, self.start, self.anchor = path, is_map, start, anchor
+        self.key: str | int | None = None if is_map else 0
+        """Mappings: the current key (None while the next node is a key); lists: the index."""
+
+
+def _check_events(text: str, source: str) -> dict[tuple[int, int], str]:
+    """Depth, size and integer range in one iterative pass, each refused with its key path;
+    returns each mapping's key path by its start (line, column), for duplicate keys."""
+    levels: list[_Level] = []
+    anchors: dict[str, int] = {}
+    mapping_paths: dict[tuple[int, int], str] = {}
+    values = 0
+    for event in _events(text, levels, source):
+        if isinstance(event, yaml.CollectionEndEvent):
+            level = levels.pop()
+            if level.anchor:
+                anchors[level.anchor] = values - level.start + 1
+            _advance(levels, "?")
+            continue
+        if not isinstance(event, yaml.NodeEvent):
+            continue
+        path = _next_path(levels)
+        values += anchors.get(event.anchor or "", 1) if isinstance(event, yaml.AliasEvent) else 1
+        if values > MAX_VALUES:
+            raise ConfigError(
+                f"{source}: {path or '(top)'}: the document holds more than {MAX_VALUES:,} "
+                "values (an alias counts as everything it repeats)"
+            )
+        if isinstance(event, yaml.CollectionStartEvent):
+            is_map = isinstance(event, yaml.MappingStartEvent)
+            levels.append(_Level(path, is_map, values, event.anchor))
+            if len(levels) > MAX_DEPTH:
+                raise ConfigError(f"{source}: {path}: nested more than {MAX_DEPTH} levels deep")
+            if levels[-1].is_map:
+                mapping_paths[(event.start_mark.line, event.start_mark.column)] = path
+            continue
+        if isinstance(event, yaml.ScalarEvent):
+            if event.implicit[0] and _beyond_64_bits(event.value):
+                where = f"{path}: " if path else ""
+                raise ConfigError(
+                    f"{source}: {where}{event.value[:40]} is beyond what a 64-bit integer holds"
+                )
+            if event.anchor:
+                anchors[event.anchor] = 1
+        _advance(levels, event.value[:40] if isinstance(event, yaml.ScalarEvent) else "*")
+    return mapping_paths
+
+
+def _next_path(levels: list[_Level]) -> str:
+    """The key path of the node the parser reads next."""
+    if not levels:
+        return ""
+    parent = levels[-1]
+    is_key = parent.is_map and parent.key is None
+    return parent.path if is_key else _join(parent.path, parent.key)
+
+
+def _events(text: str, levels: list[_Level], source: str) -> Iterator[yaml.Event]:
+    """The parser's events. The libyaml in PyYAML 6.0.4 refuses nesting past 1,000 levels
+    itself, in its scanner, which reads a flow collection ahead before the parser emits the
+    levels our own limit counts: that refusal gets our message and the place reached."""
+    try:
+        yield from yaml.parse(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        if "nesting depth" not in str(exc.problem):
+            raise
+        path = _next_path(levels) or "(top)"
+        raise ConfigError(f"{source}: {path}: nested more than {MAX_DEPTH} levels deep") from None
+
+
+def _advance(levels: list[_Level], key: str) -> None:
+    """A node ended inside ``levels[-1]``; ``key`` is its text in case it was a mapping key."""
+    if not levels:
+        return
+    level = levels[-1]
+    if not level.is_map:
+        level.key = int(level.key or 0) + 1
+    else:
+        level.key = key if level.key is None else None
+
+
+def _beyond_64_bits(text: str) -> bool:
+    """A plain scalar YAML reads as an integer outside -2**63 .. 2**64-1."""
+    if yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False)) != _INT_TAG:
+        return False
+    if len(text.replace("_", "")) > 67:  # "-0b" and 64 binary digits
+        return True
+    value = yaml.constructor.SafeConstructor().construct_yaml_int(yaml.ScalarNode(_INT_TAG, text))
+    return not -(2**63) <= value <= 2**64 - 1
+
+
+def _join(path: str, key: str | int | None) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+class _UniqueKeyLoader(_Loader):
+    source = ""
+    mapping_paths: dict[tuple[int, int], str] = {}
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` then overriding its keys is the point of merging
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+                seen.setdefault(key, line)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if first is not None:
+                at = self.mapping_paths.get((node.start_mark.line, node.start_mark.column), "")
+                raise ConfigError(
+                    f"{self.source}: {_join(at, str(key))}: key written twice (lines {first} "
+                    f"and {line}); YAML would keep only the last one without a word"
+                )
+        return super().construct_mapping(node, deep)
+
+
+def parse_config(raw: dict[str, Any], source: str = "<config>") -> TrainConfig:
+    try:
+        return TrainConfig.model_validate(raw)
+    except ValidationError as exc:
+        lines = [_describe(err) for err in exc.errors()]
+        raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(lines)) from None
+
+
+def _describe(err: Any) -> str:
+    loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+    error = (err.get("ctx") or {}).get("error")
+    if isinstance(error, KeyedValueError):
+        return f"{loc}.{error.key}: {error}" if error.key else f"{loc}: {error}"
+    if err["type"] != "extra_forbidden":
+        return f"{loc}: {err['msg']}"
+    parent_model = _model_at(err["loc"][:-1])
+    known = sorted(parent_model.model_fields) if parent_model else []
+    hint = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+    if hint:
+        return f"{loc}: unknown key; did you mean `{hint[0]}`?"
+    return f"{loc}: unknown key (known here: {', '.join(known)})"
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = TrainConfig
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None)
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
+            return None
+        model = nested[0]
+    return model
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    for keys in PATH_KEYS:
+        parent = raw
+        for key in keys[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and isinstance(parent.get(keys[-1]), str):
+            parent[keys[-1]] = _resolve(parent[keys[-1]], base, ".".join(keys))
+
+
+def _resolve(value: str, base: Path, key: str) -> str:
+    if "\x00" in value:  # os calls raise ValueError on it
+        raise ConfigError(f"{key}: {value!r:.60} holds a NUL character; no file name can")
+    if "://" in value or Path(value).is_absolute():
+        return value
+    return str((base / value).resolve())
+
+
+TRIAL_ARGUMENT = "trial argument"
+"""How messages name an override that came as a tuning trial's `--KEY=VALUE` argument."""
+
+
+def _apply_override(raw: dict[str, Any], item: str, flag: str = "--set") -> None:
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(
+            f"{flag} {item!r}: expected KEY.PATH=VALUE, e.g. --set data.path=gs://b/x.jsonl"
+        )
+    parts = key.split(".")
+    if len(parts) > MAX_DEPTH:
+        raise ConfigError(
+            f"{flag} {item[:60]!r}: the key path is more than {MAX_DEPTH} levels deep"
+        )
+    target = raw
+    for part in parts[:-1]:
+        child = target.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{flag} {item!r}: `{part}` is not a mapping in the config")
+        target = child
+    try:
+        value = load_yaml_text(text, f"{flag} {key}") if text else ""
+    except ConfigError as exc:
+        if "invalid YAML" not in str(exc):
+            raise
+        problem = str(exc).split("invalid YAML: ", 1)[1]
+        raise ConfigError(
+            f"{flag} {item!r}: the value is not valid YAML ({problem}); quote text values, "
+            "e.g. --set 'data.path=\"x[1].jsonl\"'"
+        ) from None
+    if tuple(parts) in PATH_KEYS and isinstance(value, str):
+        value = _resolve(value, Path.cwd(), key)
+    target[parts[-1]] = value
+
+
+def _check_local_paths(cfg: TrainConfig, source: str) -> None:
+    """Files must be files and directories directories: a folder given as `data.path` would
+    otherwise end in IsADirectoryError deep inside the data reader."""
+    for key, path in (("data.path", cfg.data.path), ("data.eval_path", cfg.data.eval_path)):
+        if path is None:
+            continue
+        if path.endswith("/") or ("://" not in path and Path(path).is_dir()):
+            raise ConfigError(
+                f"{source}: {key}: {path} is a folder; give one JSONL or Parquet file"
+            )
+    output = Path(cfg.output_dir)
+    if "://" not in cfg.output_dir and output.exists() and not output.is_dir():
+        raise ConfigError(f"{source}: output_dir: {cfg.output_dir} is a file; give a directory")
