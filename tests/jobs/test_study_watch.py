@@ -24,7 +24,7 @@ from jobs.tuning.study_job import compile_study, plan_study
 from jobs.tuning.study_records import StudyRecord
 from jobs.vertex.client import Backoff, Vertex, VertexError, VertexRest
 from vtx.cli import app
-from vtx.commands import run_commands
+from vtx.commands import runs as run_commands
 from vtx.views import study_watch
 from vtx.views.studies import study_json, trials_table
 
