@@ -50,7 +50,7 @@ from vtx.demo.serving import Served, print_served, serve_run_model
 from vtx.flows.launch import launch_job
 from vtx.views.output import FitTable
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "jobs" / "templates" / "smoke-cpu.yaml"
 PREEMPTED_REPLICA = "workerpool1-0"
 LADDER = [
