@@ -10,17 +10,11 @@ import warnings
 
 import typer
 
-from vtx import (
-    deploy_commands,
-    help_format,
-    job_commands,
-    log_commands,
-    quota_commands,
-    run_commands,
-)
-from vtx.local_commands import demo_app, local_app
-from vtx.model_commands import model_app
-from vtx.review_commands import review_app
+from vtx.commands import deploy, jobs, logs, quota, runs
+from vtx.commands.local import demo_app, local_app
+from vtx.commands.models import model_app
+from vtx.commands.review import review_app
+from vtx.views import help_format
 
 help_format.install()
 app = typer.Typer(
@@ -30,13 +24,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.add_typer(job_commands.app)
-app.add_typer(run_commands.app)
-app.add_typer(log_commands.app)
-app.add_typer(quota_commands.app)
+app.add_typer(jobs.app)
+app.add_typer(runs.app)
+app.add_typer(logs.app)
+app.add_typer(quota.app)
 app.add_typer(model_app)
-app.add_typer(deploy_commands.app)
-app.add_typer(deploy_commands.endpoint_app)
+app.add_typer(deploy.app)
+app.add_typer(deploy.endpoint_app)
 app.add_typer(local_app, name="local")
 app.add_typer(demo_app)
 app.add_typer(review_app)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import typer
 from rich.console import Console
 
-from vtx.output import print_error
+from vtx.views.output import print_error
 
 
 def ask(question: str) -> bool:

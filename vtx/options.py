@@ -18,7 +18,7 @@ from jobs.runs.logs import LogsError
 from jobs.spec.document import load_document
 from jobs.spec.template import JobTemplate
 from jobs.vertex.client import VertexError
-from vtx.output import print_error, print_problems
+from vtx.views.output import print_error, print_problems
 
 FileArg = Annotated[
     Path, typer.Argument(help="A vtx template, or gcloud CustomJobSpec/CustomJob YAML.")

@@ -1,7 +1,7 @@
 """`vtx deploy MODEL[@VERSION|@ALIAS]` and `vtx undeploy ENDPOINT ID|--all`: a registered model
 version served from an Endpoint, and taken off it again.
 
-Stages, as a launch goes (vtx/deploy_commands.py runs them):
+Stages, as a launch goes (vtx/commands/deploy.py runs them):
 - plan (``plan_deploy``, ``plan_undeploy``): every check first, every problem at once
   (``DeployRefused``): the model version exists; the endpoint named exists (an id) or is found
   by display name (else created); machine, accelerator and counts pass the same catalog rules

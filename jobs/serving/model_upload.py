@@ -1,6 +1,6 @@
 """`vtx model upload RUN_ID`: a run's exported model registered in Vertex's Model Registry.
 
-Three stages, as a launch goes (vtx/model_commands.py runs them):
+Three stages, as a launch goes (vtx/commands/models.py runs them):
 - plan (``plan_upload``): the run's newest attempt must have SUCCEEDED; its model folder
   (``AIP_MODEL_DIR`` = ``<run output prefix>model/``, where trainer/model/export.py writes) must
   hold a model; a parent model named must exist; aliases must be ones the registry takes. Every

@@ -5,7 +5,7 @@ error and waiting time say (wait, move on, done, stop).
 
 Every rung is a whole job document (validated and priced like the base); all of them run under
 one run id, so each attempt resumes from the checkpoints the previous one committed. The
-submitting and watching are the command's (vtx.job_commands), with its own clock."""
+submitting and watching are the command's (vtx.commands.jobs), with its own clock."""
 
 from __future__ import annotations
 

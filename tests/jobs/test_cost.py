@@ -70,7 +70,7 @@ def test_missing_prices_and_other_regions_are_reported_not_guessed() -> None:
 def test_cost_table_on_80_columns_keeps_names_whole() -> None:
     from rich.console import Console
 
-    from vtx.output import cost_table
+    from vtx.views.output import cost_table
 
     result = estimate(template_facts(load_template(TEMPLATES / "a100x16-fsdp.yaml")))
     console = Console(width=80, record=True, file=io.StringIO())

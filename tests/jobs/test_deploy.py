@@ -28,7 +28,7 @@ from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
 from jobs.serving.model_rest import ModelRecord, ModelRest
 from jobs.serving.serving_prices import serving_cost
 from jobs.vertex.client import Backoff, VertexError
-from vtx.deploy_commands import deploy_model, undeploy_models
+from vtx.commands.deploy import deploy_model, undeploy_models
 
 NO_WAIT = Backoff(initial_s=0.0, maximum_s=0.0, deadline_s=5.0)
 PARENT = "projects/acme-ml-dev/locations/us-central1"

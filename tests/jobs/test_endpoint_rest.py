@@ -17,7 +17,7 @@ from jobs.core.stack import StackOutputs
 from jobs.serving.endpoint_rest import EndpointRest
 from jobs.vertex.client import Backoff, VertexError
 from vtx.cli import app
-from vtx.deploy_commands import read_instances
+from vtx.commands.deploy import read_instances
 
 PARENT = "projects/acme-ml-dev/locations/us-central1"
 ENDPOINT = {

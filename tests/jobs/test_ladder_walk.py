@@ -21,7 +21,7 @@ from jobs.training.compile import compile_job
 from jobs.training.plan import plan_job
 from jobs.training.quotas import QuotaCheck
 from jobs.vertex.client import JobRecord, VertexError
-from vtx.launch_views import print_event
+from vtx.views.launch import print_event
 
 DATA = Path(__file__).resolve().parent / "data"
 TEMPLATES = Path(__file__).resolve().parents[2] / "jobs" / "templates"

@@ -42,7 +42,8 @@ from jobs.runs.logs import (
 from jobs.vertex.client import JobRecord, Vertex, VertexRest, is_terminal
 from tests.conftest import wait_for_port
 from vtx.cli import app
-from vtx.log_commands import LogFormat, log_view, numbered
+from vtx.commands.logs import LogFormat, log_view
+from vtx.flows.follow import numbered
 
 JOBS = [
     ("projects/p/locations/us-central1/customJobs/11", 1),
@@ -532,12 +533,13 @@ def test_vtx_logs_follow_ends_with_any_final_state_and_exit_1(
 ) -> None:
     """EXPIRED and PARTIALLY_SUCCEEDED are ends too (docs/vertex-facts.md, "Job states"): the
     follow says the state and exits 1, as for FAILED, rather than waiting forever."""
-    import vtx.log_commands as log_commands
+    import vtx.commands.logs as log_commands
+    import vtx.flows.follow as follow
 
     rest = EndingRest(end, run_id)
     monkeypatch.setattr(log_commands, "VertexRest", lambda stack: rest)
-    monkeypatch.setattr(log_commands, "watcher", lambda vertex: rest)
-    monkeypatch.setattr(log_commands, "log_source", lambda *a, **k: NoEntries())
+    monkeypatch.setattr(follow, "watcher", lambda vertex: rest)
+    monkeypatch.setattr(follow, "log_source", lambda *a, **k: NoEntries())
     result = CliRunner().invoke(
         app,
         [

@@ -14,7 +14,7 @@ from jobs.core.catalog import CATALOG_DIR, Catalog, Price, PriceTable, load_cata
 from jobs.spec.template import JobTemplate
 from jobs.training.cost import DEFAULT_REGION, estimate
 from jobs.training.facts import JobFacts, template_facts
-from vtx.output import catalog_table, machines_table, print_cost
+from vtx.views.output import catalog_table, machines_table, print_cost
 
 REPO = Path(__file__).resolve().parents[2]
 

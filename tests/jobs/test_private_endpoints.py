@@ -21,7 +21,7 @@ from tests.jobs.test_deploy import (
     printed,
     refusals,
 )
-from vtx.deploy_commands import deploy_model
+from vtx.commands.deploy import deploy_model
 
 NETWORK = "projects/123/global/networks/acme-vtx-vpc"
 ATTACHMENT = "projects/abc-tp/regions/us-central1/serviceAttachments/sa-8"

@@ -38,7 +38,7 @@ from jobs.training.quotas import (
     region_limits,
 )
 from vtx.cli import app
-from vtx.launch_views import print_launch_plan
+from vtx.views.launch import print_launch_plan
 
 DATA = Path(__file__).resolve().parent / "data"
 QUOTA_INFOS = json.loads((DATA / "cloudquotas-aiplatform.json").read_text())["quotaInfos"]

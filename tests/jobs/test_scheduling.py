@@ -27,7 +27,7 @@ from jobs.training.cost import estimate
 from jobs.training.facts import facts_from_template, template_facts
 from jobs.training.rules import run_rules
 from jobs.training.validate import validate_custom_job_spec
-from vtx.output import print_cost
+from vtx.views.output import print_cost
 
 HERE = Path(__file__).resolve().parent
 RUN_ID = "sched-20261123-080000-f00d"

@@ -20,7 +20,7 @@ from jobs.runs.checkpoints import Storage, committed_steps, root_of, stored_chec
 from jobs.runs.logs import LogEntry
 from jobs.runs.watch import run_status, trainer_progress
 from jobs.vertex.client import Backoff, JobRecord, VertexError, VertexRest
-from vtx.run_views import (
+from vtx.views.runs import (
     OutputFormat,
     list_json,
     print_document,

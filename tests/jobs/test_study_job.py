@@ -36,7 +36,7 @@ from jobs.tuning.study_job import (
     tuning_job_rest,
 )
 from vtx.cli import app
-from vtx.study_views import print_study_plan
+from vtx.views.studies import print_study_plan
 
 HERE = Path(__file__).resolve().parent
 TINY_TUNE = HERE.parents[1] / "jobs" / "templates" / "tiny-tune.yaml"

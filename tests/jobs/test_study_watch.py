@@ -23,9 +23,10 @@ from jobs.spec.gcloud import load_template
 from jobs.tuning.study_job import compile_study, plan_study
 from jobs.tuning.study_records import StudyRecord
 from jobs.vertex.client import Backoff, Vertex, VertexError, VertexRest
-from vtx import run_commands, study_watch
 from vtx.cli import app
-from vtx.study_views import study_json, trials_table
+from vtx.commands import runs as run_commands
+from vtx.views import study_watch
+from vtx.views.studies import study_json, trials_table
 
 HERE = Path(__file__).resolve().parent
 STACK_FILE = HERE / "data" / "stack-dev.json"

@@ -1,4 +1,5 @@
-"""Every CLI table reads in any terminal (vtx/output.py's FitTable): where its columns cannot be
+"""Every CLI table reads in any terminal (vtx/views/output.py's FitTable): where its columns
+cannot be
 as wide as their longest word it prints `header: value` lines; no word is broken, no value lost."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from jobs.spec.gcloud import load_template
 from jobs.training.cost import estimate
 from jobs.training.facts import template_facts
 from jobs.training.quotas import MetricCheck, QuotaCheck
-from vtx.output import FitTable, RungRow, catalog_table, ladder_table, machines_table
+from vtx.views.output import FitTable, RungRow, catalog_table, ladder_table, machines_table
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "jobs" / "templates"
@@ -94,7 +95,7 @@ def test_a_table_without_headers_keeps_its_field_names_whole() -> None:
 def test_no_cli_module_builds_a_table_but_through_fit_table() -> None:
     built = [
         f"{path.name}:{number}"
-        for path in sorted((REPO / "vtx").glob("*.py"))
+        for path in sorted((REPO / "vtx").rglob("*.py"))
         for number, line in enumerate(path.read_text().splitlines(), start=1)
         if re.search(r"(?<![\w.])Table\(", line) and "class FitTable(Table)" not in line
     ]

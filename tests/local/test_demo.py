@@ -13,7 +13,7 @@ from rich.console import Console
 
 from jobs.local.platform.processes import stop_platform
 from jobs.local.platform.state import running_state
-from vtx.demo import run_demo, summarize
+from vtx.demo.training import run_demo, summarize
 
 
 def _processes_mentioning(text: str) -> list[psutil.Process]:

@@ -7,7 +7,7 @@ import typer
 
 from infra.review.builder import Report, build_report
 from infra.review.sources import ReviewSource, from_offline
-from vtx.review_commands import review_app
+from vtx.commands.review import review_app
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ import pytest
 
 from infra.review.layered_svg import PALETTE
 from infra.review.render_html import to_html
-from vtx.review_commands import Format, render_review
+from vtx.commands.review import Format, render_review
 
 PREVIEW = Path(__file__).parent / "fixtures" / "preview-dev.json"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -24,7 +24,7 @@ from infra.review.sources import (
     ReviewSourceError,
     from_preview_json,
 )
-from vtx.review_commands import Format, render_review
+from vtx.commands.review import Format, render_review
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PREVIEW = FIXTURES / "preview-dev.json"
@@ -277,7 +277,7 @@ def test_html_report_is_one_self_contained_page() -> None:
 def test_review_cli_module_is_cheap_to_import() -> None:
     """`vtx --help` loads it: Pulumi, the providers and the infra program stay unimported."""
     code = (
-        "import sys, vtx.review_commands; "
+        "import sys, vtx.commands.review; "
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_gcp', "
         "'pulumi_policy') or m in ('infra.components.vertex_platform', 'infra.__main__')]; "
         "assert not heavy, heavy"
@@ -385,7 +385,7 @@ def test_misspelt_against_stack_fails_before_any_stack_runs(review_cli, monkeypa
     def must_not_run(*args: object, **kwargs: object) -> None:
         raise AssertionError("the first stack ran before --against was checked")
 
-    monkeypatch.setattr("vtx.review_commands.from_offline", must_not_run)
+    monkeypatch.setattr("vtx.commands.review.from_offline", must_not_run)
     result = CliRunner().invoke(review_cli, ["review", "--stack", "dev", "--against", "prdo"])
     assert result.exit_code == 2
     assert "no stack 'prdo'" in result.output

@@ -4,7 +4,7 @@ every attempt (CustomJob) that carries its run-id label; a job without one is sh
 These talk to Vertex over plain REST (`jobs.vertex.client.VertexRest`), never through aiplatform,
 whose
 import alone took most of their 14-17 s on a loaded machine. The vocabulary (attempt, retry,
-restart) is `jobs.runs.watch`'s; the JSON/YAML keys are documented in `vtx.run_views`."""
+restart) is `jobs.runs.watch`'s; the JSON/YAML keys are documented in `vtx.views.runs`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from jobs.runs.checkpoints import Storage, stored_checkpoints
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
 from jobs.runs.watch import AttemptStatus, attempts_of, run_status
 from jobs.vertex.client import NEVER, JobRecord, VertexRest
-from vtx import study_watch
 from vtx.options import (
     RefArg,
     StackFileOpt,
@@ -29,7 +28,8 @@ from vtx.options import (
     console,
     required_stack,
 )
-from vtx.run_views import (
+from vtx.views import study_watch
+from vtx.views.runs import (
     OutputFormat,
     list_json,
     list_table,

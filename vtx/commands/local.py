@@ -39,8 +39,8 @@ from jobs.local.platform.state import (
 )
 from jobs.local.storage.upload import Upload, UploadError, plan, upload_all
 from jobs.vertex.client import VertexError, VertexRest
-from vtx.demo import DemoError, run_demo
-from vtx.output import print_error
+from vtx.demo.training import DemoError, run_demo
+from vtx.views.output import print_error
 
 local_app = typer.Typer(
     help="Run the Vertex-compatible local platform on this machine.", no_args_is_help=True

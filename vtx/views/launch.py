@@ -11,8 +11,8 @@ from jobs.spec.template import JobTemplate
 from jobs.training.cost import CostEstimate, StudyCost
 from jobs.training.plan import Plan
 from jobs.training.quotas import QuotaCheck
-from vtx.output import RungRow, ladder_table, print_cost, print_error
-from vtx.study_views import print_study_plan
+from vtx.views.output import RungRow, ladder_table, print_cost, print_error
+from vtx.views.studies import print_study_plan
 
 
 def print_plan(out: Console, plan: Plan, quota: QuotaCheck | None = None) -> None:

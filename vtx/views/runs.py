@@ -52,7 +52,7 @@ from jobs.core.states import bare_name
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
 from jobs.vertex.client import JobRecord, PoolRecord
-from vtx.output import FitTable
+from vtx.views.output import FitTable
 
 
 class OutputFormat(StrEnum):

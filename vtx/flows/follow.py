@@ -1,26 +1,11 @@
-"""`vtx logs`: a run's logs across all its attempts, and the following that `vtx launch` ends
-with. A run is every attempt (CustomJob) that carries its run-id label; a job without one is
-shown alone. Like `vtx status`, it talks to Vertex over plain REST
-(`jobs.vertex.client.VertexRest`):
-importing aiplatform alone took seconds.
-
-Each line names the replica that wrote it, ``a2`` when the run has several attempts and the line
-is its second's, ``r1`` when the replica's first restart wrote it (the local platform says;
-Vertex does not): ``workerpool1-0 a2 r1``. The words are jobs/runs/watch.py's.
-
-Output: readable lines on a terminal (`--format text`), one JSON object per entry when piped
-(`--format json`: for jq and scripts, in Cloud Logging's field names); the lines around the
-entries (the final state, what to do after Ctrl-C) go to stderr in JSON mode, so stdout stays
-JSON lines only. `--replica` and `--severity` filter either."""
+"""Following a run's logs: every attempt's entries as they come, until the run ends; run by `vtx
+logs` and by `vtx launch --follow`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Annotated
 
-import typer
 from rich.console import Console
 
 from jobs.core.states import succeeded
@@ -34,60 +19,15 @@ from jobs.runs.logs import (
     LogsError,
     LogSource,
     json_line,
-    severity_named,
     severity_of,
     stream,
 )
 from jobs.vertex.client import NEVER, JobRecord, Vertex, VertexError, VertexRest
-from vtx import study_watch
 from vtx.options import (
-    FollowOpt,
-    PollOpt,
-    RefArg,
-    StackFileOpt,
-    StackOpt,
-    api_errors,
     console,
-    fail,
-    required_stack,
 )
-from vtx.output import print_error
+from vtx.views.output import print_error
 
-app = typer.Typer()
-
-
-class LogFormat(StrEnum):
-    auto = "auto"
-    text = "text"
-    json = "json"
-
-
-FormatOpt = Annotated[
-    LogFormat,
-    typer.Option(
-        "--format",
-        help="text: readable lines; json: one JSON object per entry. auto: text on a "
-        "terminal, json when piped.",
-    ),
-]
-ReplicaOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--replica",
-        metavar="NAME",
-        help="Only this replica (workerpool1-0), pool (workerpool1) or the platform's own "
-        "events (service). Repeatable.",
-    ),
-]
-SeverityOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--severity",
-        metavar="LEVEL",
-        help="This severity and above, as gcloud logging reads it: DEBUG, INFO, WARNING, "
-        "ERROR... Lines without one (DEFAULT) are left out by any level.",
-    ),
-]
 SEVERITY_STYLES = {"WARNING": "yellow", "ERROR": "red", "CRITICAL": "bold red"}
 
 
@@ -117,18 +57,6 @@ class LogView:
             self.out.print(line, markup=False, highlight=False, style=style)
 
 
-def log_view(
-    out: Console, fmt: LogFormat, replicas: list[str] | None, severity: str | None
-) -> LogView:
-    """The view the options ask for; a usage error (exit 2) for an unknown severity."""
-    try:
-        minimum = severity_named(severity) if severity else "DEFAULT"
-    except ValueError as exc:
-        raise fail(f"--severity: {exc}") from None
-    as_json = fmt is LogFormat.json or (fmt is LogFormat.auto and not out.is_terminal)
-    return LogView(out, as_json, LogFilter(tuple(replicas or ()), minimum))
-
-
 def watcher(vertex: Vertex | VertexRest) -> VertexRest:
     """The REST client for watching: `vtx launch --follow` hands over the ``Vertex`` it submitted
     with, whose calls would import aiplatform (seconds) for answers REST gives as well."""
@@ -156,18 +84,18 @@ def log_source(
     return CloudLoggingSource(stack.project, attempts, min_severity=min_severity)
 
 
-def _print_entries(
+def print_entries(
     view: LogView, source: LogSource, done: Callable[[], bool], follow: bool, poll_s: float
 ) -> None:
     for entry in stream(source, done, follow=follow, poll_s=poll_s):
         view.print(entry)
 
 
-def _job_logs(view: LogView, vertex: VertexRest, job: str, follow: bool, poll_s: float) -> int:
+def job_logs(view: LogView, vertex: VertexRest, job: str, follow: bool, poll_s: float) -> int:
     """Logs of a job that carries no vtx run id (created by gcloud or the SDK): that job only."""
     done = (lambda: vertex.get(job).terminal) if follow else (lambda: True)
     source = log_source(vertex, job, job=job, min_severity=view.filter.min_severity)
-    _print_entries(view, source, done, follow, poll_s)
+    print_entries(view, source, done, follow, poll_s)
     if not follow:
         return 0
     state = vertex.get(job).state
@@ -175,7 +103,7 @@ def _job_logs(view: LogView, vertex: VertexRest, job: str, follow: bool, poll_s:
     return 0 if succeeded(state) else 1
 
 
-def _run_done(vertex: VertexRest, run_id: str) -> bool:
+def run_done(vertex: VertexRest, run_id: str) -> bool:
     attempts = vertex.list(run_id)
     return bool(attempts) and attempts[0].terminal
 
@@ -198,7 +126,7 @@ def follow_run(
     source = source or log_source(rest, run_id, min_severity=view.filter.min_severity)
     try:
         view.human.attempts = max(view.human.attempts, len(rest.list(run_id)))
-        _print_entries(view, source, lambda: _run_done(rest, run_id), True, poll_s)
+        print_entries(view, source, lambda: run_done(rest, run_id), True, poll_s)
         final = rest.list(run_id)[0]
     except KeyboardInterrupt:
         notes.print(f"stopped following; the run goes on (`vtx cancel {run_id}` stops it)")
@@ -214,39 +142,3 @@ def follow_run(
     elif final.error:
         notes.print(f"error: {final.error}", markup=False)
     return 0 if succeeded(final.state) else 1
-
-
-@app.command()
-def logs(
-    ref: RefArg,
-    stack: StackOpt = None,
-    stack_file: StackFileOpt = None,
-    follow: FollowOpt = False,
-    fmt: FormatOpt = LogFormat.auto,
-    replica: ReplicaOpt = None,
-    severity: SeverityOpt = None,
-    poll_s: PollOpt = 5.0,
-) -> None:
-    """Logs of a run across all its attempts: time, replica, severity, message.
-
-    The replica is followed by a2 when the run has several attempts (CustomJobs) and the line
-    is its second's, and by r1 when the replica's first restart wrote it (local platform
-    only): workerpool1-0 a2 r1. --follow ends when the run ends, with its exit code: 0 when it
-    succeeded."""
-    out = console()
-    view = log_view(out, fmt, replica, severity)
-    vertex = VertexRest(required_stack(stack, stack_file))
-    with api_errors(view.notes):
-        if study := study_watch.find_study(vertex, ref):  # a study: every trial's CustomJob
-            source = study_watch.log_source(vertex, study, view.filter.min_severity)
-            done = study_watch.done(vertex, study) if follow else (lambda: True)
-            return _print_entries(view, source, done, follow, poll_s)
-        job = vertex.resolve(ref)
-        run_id = job.run_id
-        if run_id is None:
-            raise typer.Exit(_job_logs(view, vertex, job.name, follow, poll_s))
-        if follow:
-            raise typer.Exit(follow_run(out, vertex, run_id, poll_s, view))
-        view.human.attempts = len(vertex.list(run_id))
-        source = log_source(vertex, run_id, min_severity=view.filter.min_severity)
-        _print_entries(view, source, lambda: True, False, poll_s)

@@ -27,8 +27,8 @@ from jobs.core.formats import duration, money, usd_per_h
 from jobs.spec.study import Parameter, Study
 from jobs.training.cost import StudyCost
 from jobs.tuning.study_records import StudyRecord, TrialRecord
-from vtx.output import FitTable
-from vtx.run_views import rounded, when
+from vtx.views.output import FitTable
+from vtx.views.runs import rounded, when
 
 GOALS = {"MINIMIZE": "lower is better", "MAXIMIZE": "higher is better"}
 

@@ -46,11 +46,11 @@ from jobs.spec.document import load_document
 from jobs.spec.template import JobTemplate
 from jobs.vertex.client import Vertex, VertexError, state_name
 from vtx.confirm import Ask
-from vtx.demo_serving import Served, print_served, serve_run_model
-from vtx.job_commands import launch_job
-from vtx.output import FitTable
+from vtx.demo.serving import Served, print_served, serve_run_model
+from vtx.flows.launch import launch_job
+from vtx.views.output import FitTable
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "jobs" / "templates" / "smoke-cpu.yaml"
 PREEMPTED_REPLICA = "workerpool1-0"
 LADDER = [

@@ -12,8 +12,8 @@ import typer
 from jobs.core.catalog import load_catalog
 from jobs.training.quotas import QuotaReader, QuotaUnavailable, read_regions
 from vtx.options import StackFileOpt, StackOpt, console, fail, required_stack
-from vtx.output import quota_usage_rows, quota_usage_table
-from vtx.run_views import OutputFormat, print_document
+from vtx.views.output import quota_usage_rows, quota_usage_table
+from vtx.views.runs import OutputFormat, print_document
 
 app = typer.Typer()
 

@@ -17,13 +17,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from jobs.core.formats import usd_per_h
 from jobs.core.stack import StackOutputs
 from jobs.serving.deploy import (
-    NEW,
     Deployed,
     DeployOptions,
-    DeployPlan,
     DeployRefused,
     UndeployPlan,
     deploy,
@@ -32,13 +29,13 @@ from jobs.serving.deploy import (
     undeploy,
 )
 from jobs.serving.endpoint_access import access_of, reach_lines
-from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
+from jobs.serving.endpoint_rest import EndpointRest
 from jobs.serving.model_rest import ModelRest
-from jobs.serving.serving_prices import ServingCost
 from jobs.vertex.client import VertexError
 from vtx.confirm import Ask, plan_and_confirm
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
-from vtx.output import FitTable, print_error
+from vtx.views.output import FitTable, print_error
+from vtx.views.serving import deployed_names, print_deploy_plan, split_text
 
 app = typer.Typer()
 endpoint_app = typer.Typer(
@@ -51,66 +48,6 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Stop after the plan.
 
 def _confirm(question: str) -> bool:
     return typer.confirm(question, default=False)
-
-
-def price_line(cost: ServingCost) -> str:
-    """Floor and ceiling, or "unknown" with the reason (never $0)."""
-    if cost.replica_usd_per_h is None:
-        return f"unknown: {cost.reason}"
-    return (
-        f"{usd_per_h(cost.floor_usd_per_h)} at {cost.min_replicas} replica(s), "
-        f"{usd_per_h(cost.ceiling_usd_per_h)} at {cost.max_replicas} "
-        f"({usd_per_h(cost.replica_usd_per_h)} each; {cost.table.name if cost.table else ''})"
-    )
-
-
-def split_text(traffic: dict[str, int], names: dict[str, str]) -> str:
-    """``new model 20%, 123 (m@1) 80%``."""
-    if not traffic:
-        return "empty (no model left)"
-    parts = []
-    for deployed_id, share in traffic.items():
-        label = "this model" if deployed_id == NEW else deployed_id
-        named = names.get(deployed_id)
-        parts.append(f"{label}{f' ({named})' if named else ''} {share}%")
-    return ", ".join(parts)
-
-
-def _names(endpoint: EndpointRecord | None) -> dict[str, str]:
-    if endpoint is None:
-        return {}
-    return {d.id: f"{d.model.rsplit('/', 1)[-1]}@{d.version_id}" for d in endpoint.deployed}
-
-
-def print_deploy_plan(out: Console, plan: DeployPlan) -> None:
-    spec = plan.machine
-    resources = plan.deployed_model["dedicatedResources"]
-    accelerator = (
-        f" + {spec['acceleratorCount']} x {spec['acceleratorType']}"
-        if "acceleratorType" in spec
-        else ""
-    )
-    where = (
-        plan.endpoint.name if plan.endpoint else f"a new endpoint {plan.endpoint_display_name!r}"
-    )
-    table = FitTable(
-        title=f"deploy: {plan.model.model_id}", show_header=False, title_justify="left"
-    )
-    table.add_column(style="bold")
-    table.add_column()
-    table.add_row("model", f"{plan.model.name} ({plan.model.display_name})")
-    aliases = f" ({', '.join(plan.model.aliases)})" if plan.model.aliases else ""
-    table.add_row("version", f"{plan.model.version_id}{aliases}")
-    table.add_row("endpoint", where)
-    table.add_row("access", plan.access)
-    table.add_row("machine", f"{spec['machineType']}{accelerator}")
-    table.add_row(
-        "replicas", f"min {resources['minReplicaCount']}, max {resources['maxReplicaCount']}"
-    )
-    table.add_row("traffic after", split_text(plan.traffic, _names(plan.endpoint)))
-    table.add_row("service account", plan.service_account)
-    table.add_row("serving $/h", price_line(plan.cost))
-    out.print(table)
 
 
 def deploy_model(
@@ -286,7 +223,7 @@ def parse_split(entries: list[str]) -> dict[str, int]:
 
 
 def print_undeploy_plan(out: Console, plan: UndeployPlan) -> None:
-    names = _names(plan.endpoint)
+    names = deployed_names(plan.endpoint)
     table = FitTable(title=f"undeploy from {plan.endpoint.name}", title_justify="left")
     for column in ("deployed model", "model", "traffic after"):
         table.add_column(column)
@@ -385,7 +322,7 @@ def list_endpoints(stack: StackOpt = None, stack_file: StackFileOpt = None) -> N
     for column in ("endpoint", "display name", "deployed models", "traffic", "created"):
         table.add_column(column)
     for e in found:
-        names = _names(e)
+        names = deployed_names(e)
         table.add_row(
             e.endpoint_id,
             e.display_name,
@@ -412,7 +349,7 @@ def show_endpoint(
     table = FitTable(title="deployed models", title_justify="left")
     for column in ("id", "model", "machine", "replicas", "service account", "traffic"):
         table.add_column(column)
-    names = _names(record)
+    names = deployed_names(record)
     for d in record.deployed:
         accelerator = f" + {d.accelerator_count} x {d.accelerator}" if d.accelerator else ""
         table.add_row(

@@ -23,16 +23,13 @@ from rich.text import Text
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import new_run_id
 from jobs.core.formats import duration, money
-from jobs.core.stack import StackOutputs
 from jobs.launch.checks import validate_document
-from jobs.launch.plan import LaunchOptions, LaunchPlan, compile_checked, plan_launch, stack_region
+from jobs.launch.plan import LaunchOptions, compile_checked, stack_region
 from jobs.launch.render import render_json, render_study_json, render_study_yaml, render_yaml
-from jobs.launch.run import Event, Follow, Runner, drive
-from jobs.runs.logs import LogSource
 from jobs.serving.model_upload import UploadOptions
 from jobs.spec.document import TEMPLATE, load_document
 from jobs.spec.gcloud import import_document, template_from_document
-from jobs.spec.template import JobTemplate, TemplateError
+from jobs.spec.template import TemplateError
 from jobs.training.compile import CompiledJob
 from jobs.training.cost import estimate
 from jobs.training.facts import JobFacts, template_facts
@@ -40,12 +37,8 @@ from jobs.training.quotas import QuotaReader, preflight
 from jobs.training.training_time import TrainingTimeError, run_estimate, trainer_call
 from jobs.training.wandb_launch import render_launch_queue_config
 from jobs.tuning.study_job import reporting_metric, study_of
-from jobs.vertex.client import Vertex, VertexRest
-from vtx import study_watch
-from vtx.confirm import Ask, plan_and_confirm
-from vtx.launch_views import print_event, print_launch_plan, print_study_cost
-from vtx.log_commands import LogView, follow_run, log_source
-from vtx.model_commands import upload_run_model
+from vtx.confirm import Ask
+from vtx.flows.launch import launch_job
 from vtx.options import (
     FileArg,
     PollOpt,
@@ -53,14 +46,14 @@ from vtx.options import (
     SetOpt,
     StackFileOpt,
     StackOpt,
-    api_errors,
     console,
     fail,
     load_template,
     optional_stack,
     required_stack,
 )
-from vtx.output import (
+from vtx.views.launch import print_study_cost
+from vtx.views.output import (
     FitTable,
     catalog_table,
     machines_table,
@@ -288,76 +281,6 @@ def render_study(job: CompiledJob, format_: str, source: str) -> str:
             code=1,
         ) from exc
     return render_study_yaml(proto, job.stack) if format_ == "yaml" else render_study_json(proto)
-
-
-class LaunchView:
-    """What `vtx launch` says of each move of the runner (`jobs.launch.run`), and the following
-    a ``Follow`` asks for: the logs streamed, the exit code sent back."""
-
-    def __init__(self, out: Console, plan: LaunchPlan, runner: Runner, stack: StackOutputs):
-        self.out, self.plan, self.runner, self.stack = out, plan, runner, stack
-        self.view = LogView(out)
-        self.source: LogSource | None = None
-        """A ladder's one log source: each following goes on where the last stopped."""
-
-    def show(self, event: Event) -> int | None:
-        if isinstance(event, Follow):
-            return self.follow(event.name)
-        print_event(self.out, self.plan, self.runner.follow, event)
-        return None
-
-    def follow(self, name: str) -> int:
-        out, poll_s = self.out, self.runner.poll_s
-        if self.plan.study is not None:
-            with api_errors(out):
-                rest = VertexRest(self.stack)
-                return study_watch.follow(out, rest, name, LogView(out).print, poll_s)
-        if not self.plan.ladder:
-            return follow_run(out, self.runner.rest, name, poll_s)
-        self.source = self.source or log_source(self.runner.rest, name)
-        return follow_run(out, self.runner.rest, name, poll_s, view=self.view, source=self.source)
-
-
-def launch_job(
-    out: Console,
-    template: JobTemplate,
-    stack: StackOutputs,
-    source: str,
-    options: LaunchOptions = LaunchOptions(),
-    answer: Ask = Ask(),
-    *,
-    quotas: QuotaReader | None = None,
-    vertex: Vertex | None = None,
-) -> int:
-    """Plan (`jobs.launch.plan`), show, confirm, walk (`jobs.launch.run`); the exit code. A dry
-    run stops where the launch would: after the plan, or at a quota refusal. With
-    ``options.upload``, a followed run that SUCCEEDED has its model registered."""
-    plan = plan_launch(template, stack, source, options, quotas)
-    if plan.problems:
-        print_problems(out, plan.problems)
-        return 1
-    question = (
-        "Submit this study?" if plan.study is not None
-        else "Submit this run, walking its ladder?" if plan.ladder
-        else "Submit this job?"
-    )  # fmt: skip
-
-    def submit() -> int:
-        runner = Runner(plan, vertex or Vertex(stack), follow=options.follow, poll_s=options.poll_s)
-        view = LaunchView(out, plan, runner, stack)
-        if plan.ladder:  # the walk turns create errors into its decisions
-            return drive(runner.events(), view.show)
-        with api_errors(out, "not submitted"):
-            code = drive(runner.events(), view.show)
-        if code or not options.follow or options.upload is None or plan.study is not None:
-            return code
-        return upload_run_model(out, stack, plan.run_id, options.upload, yes=answer.yes,
-                                confirm=answer.confirm)  # fmt: skip
-
-    return plan_and_confirm(
-        out, lambda: print_launch_plan(out, plan), submit, answer, question,
-        refusal=plan.refusal, refused="error" if plan.ladder else "not submitted",
-    )  # fmt: skip
 
 
 @app.command()

@@ -19,9 +19,9 @@ from jobs.serving.deploy import DeployOptions, deploy, plan_deploy, plan_undeplo
 from jobs.serving.endpoint_rest import EndpointRest
 from jobs.serving.model_rest import ModelRest
 from jobs.serving.model_upload import UploadOptions, plan_upload, upload_model
-from vtx.deploy_commands import print_deploy_plan
-from vtx.model_commands import print_model_plan
-from vtx.output import FitTable
+from vtx.views.models import print_model_plan
+from vtx.views.output import FitTable
+from vtx.views.serving import print_deploy_plan
 
 PROMPT = "Write a haiku about checkpoints."
 MAX_NEW_TOKENS = 16

@@ -1,5 +1,5 @@
 """`vtx status|list|cancel|logs` for a run that is a hyperparameter tuning study: the commands in
-`vtx.run_commands` and `vtx.log_commands` hand a run over here when it is one. Plain REST
+`vtx.commands.runs` and `vtx.commands.logs` hand a run over here when it is one. Plain REST
 (`jobs.vertex.client.VertexRest`), never aiplatform, as for jobs.
 
 A study's logs are its trials': each trial runs as a CustomJob named in ``Trial.customJob``.
@@ -17,8 +17,8 @@ from jobs.core.states import succeeded
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource, stream
 from jobs.tuning.study_records import StudyRecord, TrialRecord
 from jobs.vertex.client import VertexRest
-from vtx.run_views import OutputFormat, print_document
-from vtx.study_views import print_study_status, studies_json, studies_table, study_json
+from vtx.views.runs import OutputFormat, print_document
+from vtx.views.studies import print_study_status, studies_json, studies_table, study_json
 
 STUDY_PATH = "/hyperparameterTuningJobs/"
 

@@ -27,7 +27,7 @@ from infra.review.sources import (
     from_preview_json,
     require_stack,
 )
-from vtx.output import print_error
+from vtx.views.output import print_error
 
 logger = logging.getLogger(__name__)
 

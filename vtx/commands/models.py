@@ -6,28 +6,19 @@ model exists, the aliases are valid), prints the plan, asks, then uploads and wa
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from jobs.core.contract import LABEL_RUN_ID
-from jobs.core.stack import StackOutputs
-from jobs.runs.checkpoints import Storage
 from jobs.serving.model_rest import ModelRecord, ModelRest
 from jobs.serving.model_upload import (
-    ModelPlan,
-    Uploaded,
     UploadOptions,
-    UploadRefused,
-    plan_upload,
-    upload_model,
 )
-from vtx.confirm import Ask, plan_and_confirm
+from vtx.flows.model_upload import upload_run_model
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, required_stack
-from vtx.output import FitTable, print_error
+from vtx.views.output import FitTable
 
 model_app = typer.Typer(
     name="model",
@@ -37,62 +28,6 @@ model_app = typer.Typer(
 ModelArg = Annotated[
     str, typer.Argument(help="Model id or full resource name, optionally @VERSION or @ALIAS.")
 ]
-
-
-def print_model_plan(out: Console, plan: ModelPlan) -> None:
-    model, spec = plan.model, plan.model["containerSpec"]
-    table = FitTable(
-        title=f"model upload: run {plan.run_id}", show_header=False, title_justify="left"
-    )
-    table.add_column(style="bold")
-    table.add_column()
-    table.add_row("into", plan.parent_model or "a new model")
-    table.add_row("display name", model["displayName"])
-    table.add_row("artifactUri", f"{plan.artifact_uri} ({plan.layout} model)")
-    table.add_row("from", plan.job_name)
-    table.add_row("serving image", plan.image)
-    ports = ", ".join(str(p["containerPort"]) for p in spec["ports"])
-    table.add_row(
-        "routes", f"predict {spec['predictRoute']}, health {spec['healthRoute']}, port {ports}"
-    )
-    table.add_row("aliases", ", ".join(model["versionAliases"]))
-    table.add_row("labels", ", ".join(f"{k}={v}" for k, v in model["labels"].items()))
-    out.print(table)
-
-
-def upload_run_model(
-    out: Console,
-    stack: StackOutputs,
-    run_id: str,
-    options: UploadOptions,
-    *,
-    yes: bool = False,
-    dry_run: bool = False,
-    confirm: Callable[[str], bool] = lambda q: typer.confirm(q, default=False),
-    rest: ModelRest | None = None,
-    storage: Storage | None = None,
-) -> int:
-    """Plan, confirm, upload and wait; the exit code (also `vtx launch --upload-model`'s)."""
-    rest = rest or ModelRest(stack)
-    with api_errors(out, "not uploaded"):
-        try:
-            plan = plan_upload(stack, run_id, options, rest, storage or Storage(stack))
-        except UploadRefused as refused:
-            for problem in refused.problems:
-                print_error(out, problem, "not uploaded")
-            return 1
-        done: list[Uploaded] = []
-        code = plan_and_confirm(
-            out, lambda: print_model_plan(out, plan),
-            lambda: done.append(upload_model(stack, plan, rest)) or 0,
-            Ask(yes, dry_run, confirm), "Upload this model?", done="uploaded",
-        )  # fmt: skip
-    if code or not done:
-        return code
-    uploaded = done[0]
-    out.print(f"model [bold]{uploaded.model}[/bold]", highlight=False)
-    out.print(f"version: [bold]{uploaded.version_id}[/bold]", highlight=False)
-    return 0
 
 
 @model_app.command()
