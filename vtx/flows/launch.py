@@ -12,9 +12,9 @@ from jobs.runs.logs import LogSource
 from jobs.spec.template import JobTemplate
 from jobs.training.quotas import QuotaReader
 from jobs.vertex.client import Vertex, VertexRest
+from vtx.confirm import Ask, plan_and_confirm
 from vtx.flows.follow import LogView, follow_run, log_source
 from vtx.flows.model_upload import upload_run_model
-from vtx.confirm import Ask, plan_and_confirm
 from vtx.options import (
     api_errors,
 )
