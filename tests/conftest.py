@@ -1,4 +1,5 @@
-"""Fixtures shared by every test package: a real GCS emulator server on 127.0.0.1."""
+"""Fixtures shared by every test package: a real GCS emulator server on 127.0.0.1, the local
+platform, and StackOutputs builders (`stack_outputs`, `dev_stack`, the `stack` fixture)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,43 @@ if TYPE_CHECKING:
 # The emulator speaks the JSON API only; gcsfs otherwise probes each bucket over gRPC for its
 # type and waits 60 s per probe. Must be set before gcsfs is imported anywhere.
 os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
+
+STACK_DEV_JSON = Path(__file__).resolve().parent / "jobs" / "data" / "stack-dev.json"
+"""A dev stack's exported outputs, as `pulumi stack output platform --json` writes them."""
+
+
+def stack_outputs(**changes: object) -> StackOutputs:
+    """A minimal stack (project acme-ml-dev, us-central1, buckets d/c/s/m, no network, no
+    TensorBoard, no secrets) with `changes` applied and validated, e.g.
+    `stack_outputs(project="p", vertex_endpoint=url)`."""
+    from jobs.core.stack import StackOutputs
+
+    document: dict[str, object] = {
+        "project": "acme-ml-dev",
+        "project_number": "123",
+        "region": "us-central1",
+        "environment": "dev",
+        "trainer_service_account": "t@acme-ml-dev.iam.gserviceaccount.com",
+        "launcher_service_account": "l@acme-ml-dev.iam.gserviceaccount.com",
+        "buckets": {"data": "d", "checkpoints": "c", "staging": "s", "models": "m"},
+        "artifact_registry": "us-central1-docker.pkg.dev/acme-ml-dev/vtx",
+    }
+    return StackOutputs.model_validate(document | changes)
+
+
+def dev_stack(**changes: object) -> StackOutputs:
+    """The full dev stack of `STACK_DEV_JSON` (attachment, TensorBoard, a secret, labels) with
+    `changes` applied and validated."""
+    from jobs.core.stack import StackOutputs, load_stack_file
+
+    stack = load_stack_file(STACK_DEV_JSON)
+    return StackOutputs.model_validate(stack.model_dump() | changes) if changes else stack
+
+
+@pytest.fixture
+def stack() -> StackOutputs:
+    """`dev_stack()`; a module that needs another shape defines its own `stack` fixture."""
+    return dev_stack()
 
 
 def free_port() -> int:

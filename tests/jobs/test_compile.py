@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jobs.core.contract import new_run_id
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.launch.render import render_json, rest_dict
 from jobs.spec.gcloud import load_template
 from jobs.spec.template import JobTemplate
@@ -29,11 +29,6 @@ HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE.parents[1] / "jobs" / "templates"
 SNAPSHOTS = HERE / "snapshots"
 RUN_ID = "snapshot-20261122-080000-beef"
-
-
-@pytest.fixture
-def stack() -> StackOutputs:
-    return load_stack_file(HERE / "data" / "stack-dev.json")
 
 
 def prod(stack: StackOutputs, **changes: object) -> StackOutputs:

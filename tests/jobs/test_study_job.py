@@ -20,7 +20,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from jobs.core.contract import LABEL_RUN_ID
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.launch.render import render_study_json, render_study_yaml
 from jobs.spec.gcloud import load_template
 from jobs.spec.template import JobTemplate
@@ -42,11 +42,6 @@ HERE = Path(__file__).resolve().parent
 TINY_TUNE = HERE.parents[1] / "jobs" / "templates" / "tiny-tune.yaml"
 SNAPSHOT = HERE / "snapshots" / "tiny-tune.study.json"
 RUN_ID = "snapshot-20261122-080000-beef"
-
-
-@pytest.fixture
-def stack() -> StackOutputs:
-    return load_stack_file(HERE / "data" / "stack-dev.json")
 
 
 def rich_template() -> JobTemplate:
