@@ -14,7 +14,7 @@ from jobs.core.stack import PROD_ENVIRONMENTS, is_production
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("jobs", "infra", "trainer")
-HOME = ROOT / "jobs" / "stack.py"
+HOME = ROOT / "jobs" / "core" / "stack.py"
 
 
 @pytest.mark.parametrize("environment", ["prod", "production", "Prod", " PRODUCTION "])
