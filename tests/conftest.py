@@ -7,7 +7,9 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,6 +60,20 @@ def dev_stack(**changes: object) -> StackOutputs:
 def stack() -> StackOutputs:
     """`dev_stack()`; a module that needs another shape defines its own `stack` fixture."""
     return dev_stack()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_tempdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`tempfile` in the test process writes under this session's (this xdist worker's) own
+    basetemp, not the shared /tmp: the trainer's cache of gs:// models (/tmp/vtx-models, keyed
+    by URI) and any other temporary file stay apart across workers and runs, and are cleaned
+    with the basetemp."""
+    previous = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tempfile"))
+    try:
+        yield
+    finally:
+        tempfile.tempdir = previous
 
 
 def free_port() -> int:
@@ -123,7 +139,7 @@ def gcs_bucket(gcs_emulator: str) -> str:
     from google.cloud import storage
 
     client = storage.Client(project="vtx-test", credentials=AnonymousCredentials())
-    name = f"vtx-test-{free_port()}"
+    name = f"vtx-test-{uuid.uuid4().hex[:16]}"  # the trainer caches a gs:// prefix by its URI
     client.create_bucket(name)
     return name
 
