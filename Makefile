@@ -3,6 +3,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# pytest-xdist workers for `make test`: one per CPU, at most 4 (each may load torch); 0 runs serially.
+TEST_WORKERS ?= logical
 
 .PHONY: setup demo test lint bench clean
 
@@ -22,7 +24,7 @@ demo: setup
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist loadscope
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,4 +1,5 @@
-"""Fixtures shared by every test package: a real GCS emulator server on 127.0.0.1."""
+"""Fixtures shared by every test package: a real GCS emulator server on 127.0.0.1, the local
+platform, and StackOutputs builders (`stack_outputs`, `dev_stack`, the `stack` fixture)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +25,57 @@ if TYPE_CHECKING:
 # The emulator speaks the JSON API only; gcsfs otherwise probes each bucket over gRPC for its
 # type and waits 60 s per probe. Must be set before gcsfs is imported anywhere.
 os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
+
+STACK_DEV_JSON = Path(__file__).resolve().parent / "jobs" / "data" / "stack-dev.json"
+"""A dev stack's exported outputs, as `pulumi stack output platform --json` writes them."""
+
+
+def stack_outputs(**changes: object) -> StackOutputs:
+    """A minimal stack (project acme-ml-dev, us-central1, buckets d/c/s/m, no network, no
+    TensorBoard, no secrets) with `changes` applied and validated, e.g.
+    `stack_outputs(project="p", vertex_endpoint=url)`."""
+    from jobs.core.stack import StackOutputs
+
+    document: dict[str, object] = {
+        "project": "acme-ml-dev",
+        "project_number": "123",
+        "region": "us-central1",
+        "environment": "dev",
+        "trainer_service_account": "t@acme-ml-dev.iam.gserviceaccount.com",
+        "launcher_service_account": "l@acme-ml-dev.iam.gserviceaccount.com",
+        "buckets": {"data": "d", "checkpoints": "c", "staging": "s", "models": "m"},
+        "artifact_registry": "us-central1-docker.pkg.dev/acme-ml-dev/vtx",
+    }
+    return StackOutputs.model_validate(document | changes)
+
+
+def dev_stack(**changes: object) -> StackOutputs:
+    """The full dev stack of `STACK_DEV_JSON` (attachment, TensorBoard, a secret, labels) with
+    `changes` applied and validated."""
+    from jobs.core.stack import StackOutputs, load_stack_file
+
+    stack = load_stack_file(STACK_DEV_JSON)
+    return StackOutputs.model_validate(stack.model_dump() | changes) if changes else stack
+
+
+@pytest.fixture
+def stack() -> StackOutputs:
+    """`dev_stack()`; a module that needs another shape defines its own `stack` fixture."""
+    return dev_stack()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_tempdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`tempfile` in the test process writes under this session's (this xdist worker's) own
+    basetemp, not the shared /tmp: the trainer's cache of gs:// models (/tmp/vtx-models, keyed
+    by URI) and any other temporary file stay apart across workers and runs, and are cleaned
+    with the basetemp."""
+    previous = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tempfile"))
+    try:
+        yield
+    finally:
+        tempfile.tempdir = previous
 
 
 def wait_for_port(port: int, timeout_s: float = 20.0) -> None:
@@ -81,7 +135,7 @@ def gcs_bucket(gcs_emulator: str) -> str:
     from google.cloud import storage
 
     client = storage.Client(project="vtx-test", credentials=AnonymousCredentials())
-    name = f"vtx-test-{free_port()}"
+    name = f"vtx-test-{uuid.uuid4().hex[:16]}"  # the trainer caches a gs:// prefix by its URI
     client.create_bucket(name)
     return name
 

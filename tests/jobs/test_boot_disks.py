@@ -9,18 +9,13 @@ from typing import Any
 
 import pytest
 
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.launch.checks import validate_template_doc
 from jobs.spec.gcloud import import_spec
 from jobs.spec.template import JobTemplate
 from jobs.training.compile import compile_job
 
 HERE = Path(__file__).parent
-
-
-@pytest.fixture
-def stack() -> StackOutputs:
-    return load_stack_file(HERE / "data" / "stack-dev.json")
 
 
 def doc(machine: str, disk: dict[str, Any] | None = None) -> dict[str, Any]:

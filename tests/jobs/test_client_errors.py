@@ -13,10 +13,10 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from jobs.core.stack import Buckets, StackOutputs
+from jobs.core.stack import StackOutputs
 from jobs.local.platform.ports import free_port
 from jobs.vertex.client import Backoff, Vertex, VertexError
-from tests.conftest import wait_for_port
+from tests.conftest import stack_outputs, wait_for_port
 
 JOB_NAME = "projects/p/locations/us-central1/customJobs/7"
 QUOTA_MESSAGE = (
@@ -94,17 +94,7 @@ def faults() -> Iterator[tuple[Faults, StackOutputs]]:
     thread.start()
     try:
         wait_for_port(port)
-        stack = StackOutputs(
-            project="p",
-            project_number="1",
-            region="us-central1",
-            environment="dev",
-            trainer_service_account="t@p.iam.gserviceaccount.com",
-            launcher_service_account="l@p.iam.gserviceaccount.com",
-            buckets=Buckets(data="d", checkpoints="c", staging="s", models="m"),
-            artifact_registry="us-central1-docker.pkg.dev/p/r",
-            vertex_endpoint=f"http://127.0.0.1:{port}",
-        )
+        stack = stack_outputs(project="p", vertex_endpoint=f"http://127.0.0.1:{port}")
         yield state, stack
     finally:
         server.should_exit = True

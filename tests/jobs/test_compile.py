@@ -1,18 +1,17 @@
 """Compiling templates against a stack into real `aiplatform_v1.CustomJob`s.
 
-Snapshots live in tests/jobs/snapshots/; regenerate with VTX_UPDATE_SNAPSHOTS=1 after a
-deliberate change and review the diff."""
+Snapshots live in tests/jobs/snapshots/ and are only read here; after a deliberate change,
+regenerate them with `.venv/bin/python tests/jobs/update_snapshots.py` and review the diff."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from jobs.core.contract import new_run_id
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.launch.render import render_json, rest_dict
 from jobs.spec.gcloud import load_template
 from jobs.spec.template import JobTemplate
@@ -24,16 +23,10 @@ from jobs.training.compile import (
     to_custom_job,
 )
 from jobs.training.validate import validate_custom_job
+from tests.jobs.update_snapshots import REGENERATE, RUN_ID, read_snapshot, template_snapshot
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE.parents[1] / "jobs" / "templates"
-SNAPSHOTS = HERE / "snapshots"
-RUN_ID = "snapshot-20261122-080000-beef"
-
-
-@pytest.fixture
-def stack() -> StackOutputs:
-    return load_stack_file(HERE / "data" / "stack-dev.json")
 
 
 def prod(stack: StackOutputs, **changes: object) -> StackOutputs:
@@ -43,12 +36,8 @@ def prod(stack: StackOutputs, **changes: object) -> StackOutputs:
 @pytest.mark.parametrize("path", sorted(TEMPLATES.glob("*.yaml")), ids=lambda p: p.stem)
 def test_example_template_compiles_to_snapshot(path: Path, stack: StackOutputs) -> None:
     job = compile_job(load_template(path), stack, RUN_ID).to_proto()
-    rendered = render_json(job)
-    snapshot = SNAPSHOTS / f"{path.stem}.json"
-    if os.environ.get("VTX_UPDATE_SNAPSHOTS"):
-        snapshot.parent.mkdir(exist_ok=True)
-        snapshot.write_text(rendered)
-    assert json.loads(rendered) == json.loads(snapshot.read_text())
+    expected = read_snapshot(template_snapshot(path))
+    assert json.loads(render_json(job)) == expected, f"a deliberate change? {REGENERATE}"
 
 
 @pytest.mark.parametrize("path", sorted(TEMPLATES.glob("*.yaml")), ids=lambda p: p.stem)

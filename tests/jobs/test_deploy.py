@@ -28,6 +28,7 @@ from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
 from jobs.serving.model_rest import ModelRecord, ModelRest
 from jobs.serving.serving_prices import serving_cost
 from jobs.vertex.client import Backoff, VertexError
+from tests.conftest import stack_outputs
 from vtx.commands.deploy import deploy_model, undeploy_models
 
 NO_WAIT = Backoff(initial_s=0.0, maximum_s=0.0, deadline_s=5.0)
@@ -37,19 +38,7 @@ SERVING_SA = "serving@acme-ml-dev.iam.gserviceaccount.com"
 
 
 def make_stack(serving_sa: str | None = SERVING_SA) -> StackOutputs:
-    return StackOutputs.model_validate(
-        {
-            "project": "acme-ml-dev",
-            "project_number": "123",
-            "region": "us-central1",
-            "environment": "dev",
-            "trainer_service_account": "t@acme-ml-dev.iam.gserviceaccount.com",
-            "launcher_service_account": "l@acme-ml-dev.iam.gserviceaccount.com",
-            "serving_service_account": serving_sa,
-            "buckets": {"data": "d", "checkpoints": "c", "staging": "s", "models": "m"},
-            "artifact_registry": "us-central1-docker.pkg.dev/acme-ml-dev/vtx",
-        }
-    )
+    return stack_outputs(serving_service_account=serving_sa)
 
 
 def endpoint_json(endpoint_id: str, traffic: dict[str, int], name: str = "chat") -> dict:

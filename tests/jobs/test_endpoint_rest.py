@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from jobs.core.stack import StackOutputs
 from jobs.serving.endpoint_rest import EndpointRest
 from jobs.vertex.client import Backoff, VertexError
+from tests.conftest import stack_outputs
 from vtx.cli import app
 from vtx.commands.deploy import read_instances
 
@@ -88,19 +89,7 @@ def stack() -> Iterator[StackOutputs]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Vertex)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield StackOutputs.model_validate(
-        {
-            "project": "acme-ml-dev",
-            "project_number": "123",
-            "region": "us-central1",
-            "environment": "dev",
-            "trainer_service_account": "t@acme-ml-dev.iam.gserviceaccount.com",
-            "launcher_service_account": "l@acme-ml-dev.iam.gserviceaccount.com",
-            "buckets": {"data": "d", "checkpoints": "c", "staging": "s", "models": "m"},
-            "artifact_registry": "us-central1-docker.pkg.dev/acme-ml-dev/vtx",
-            "vertex_endpoint": f"http://127.0.0.1:{server.server_address[1]}",
-        }
-    )
+    yield stack_outputs(vertex_endpoint=f"http://127.0.0.1:{server.server_address[1]}")
     server.shutdown()
     server.server_close()
     thread.join()

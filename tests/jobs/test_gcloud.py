@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.launch.checks import validate_template_doc
 from jobs.launch.render import render_json, render_yaml, rest_dict
 from jobs.spec.document import CUSTOM_JOB, CUSTOM_JOB_SPEC, load_document
@@ -19,11 +19,6 @@ from jobs.training.validate import validate_custom_job_spec
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE.parents[1] / "jobs" / "templates"
 RUN_ID = "roundtrip-20261122-080000-cafe"
-
-
-@pytest.fixture
-def stack() -> StackOutputs:
-    return load_stack_file(HERE / "data" / "stack-dev.json")
 
 
 @pytest.mark.parametrize("path", sorted(TEMPLATES.glob("*.yaml")), ids=lambda p: p.stem)

@@ -20,24 +20,14 @@ from jobs.serving.model_upload import (
     upload_model,
 )
 from jobs.vertex.client import Backoff, VertexError
+from tests.conftest import stack_outputs
 
 NO_WAIT = Backoff(initial_s=0.0, maximum_s=0.0, deadline_s=5.0)
 
 
 @pytest.fixture
 def stack() -> StackOutputs:
-    return StackOutputs.model_validate(
-        {
-            "project": "acme-ml-dev",
-            "project_number": "123",
-            "region": "us-central1",
-            "environment": "dev",
-            "trainer_service_account": "t@acme-ml-dev.iam.gserviceaccount.com",
-            "launcher_service_account": "l@acme-ml-dev.iam.gserviceaccount.com",
-            "buckets": {"data": "d", "checkpoints": "c", "staging": "s", "models": "m"},
-            "artifact_registry": "us-central1-docker.pkg.dev/acme-ml-dev/vtx",
-        }
-    )
+    return stack_outputs()
 
 
 def plan(stack: StackOutputs) -> ModelPlan:

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from jobs.core.contract import region_of
-from jobs.core.stack import RegionOutputs, StackOutputs, load_stack_file
+from jobs.core.stack import RegionOutputs, StackOutputs
 from jobs.spec.template import JobTemplate
 from jobs.training.compile import CompileError, compile_job
 from jobs.training.plan import plan_job
 from jobs.vertex.client import VertexRest
+from tests.conftest import dev_stack
 
 HERE = Path(__file__).parent
 RUN_ID = "regions-test-run"
@@ -24,8 +25,7 @@ EAST_KEY = "projects/vtx-dev-123/locations/us-east4/keyRings/vtx/cryptoKeys/vtx"
 
 @pytest.fixture
 def stack() -> StackOutputs:
-    base = load_stack_file(HERE / "data" / "stack-dev.json")
-    return base.model_copy(update={"regions": {"us-east4": RegionOutputs(network_attachment=EAST)}})
+    return dev_stack(regions={"us-east4": RegionOutputs(network_attachment=EAST)})
 
 
 def template(region: str | None) -> JobTemplate:

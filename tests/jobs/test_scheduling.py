@@ -15,7 +15,7 @@ import yaml
 from rich.console import Console
 
 from jobs.core.catalog import load_catalog
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.launch.checks import validate_template_doc
 from jobs.launch.render import render_yaml, rest_dict
 from jobs.spec.document import CUSTOM_JOB_SPEC, load_document
@@ -34,11 +34,6 @@ RUN_ID = "sched-20261123-080000-f00d"
 RESERVATION = "projects/capacity-owner/zones/us-central1-a/reservations/l4-pool"
 NAME_KEY = "compute.googleapis.com/reservation-name"
 L4 = {"machine": "g2-standard-8"}
-
-
-@pytest.fixture
-def stack() -> StackOutputs:
-    return load_stack_file(HERE / "data" / "stack-dev.json")
 
 
 def template(pools: dict[str, Any], **scheduling: Any) -> dict[str, Any]:

@@ -15,11 +15,12 @@ import requests
 import yaml
 from rich.console import Console
 
-from jobs.core.stack import Buckets, StackOutputs
+from jobs.core.stack import StackOutputs
 from jobs.runs.checkpoints import Storage, committed_steps, root_of, stored_checkpoints
 from jobs.runs.logs import LogEntry
 from jobs.runs.watch import run_status, trainer_progress
 from jobs.vertex.client import Backoff, JobRecord, VertexError, VertexRest
+from tests.conftest import stack_outputs
 from vtx.views.runs import (
     OutputFormat,
     list_json,
@@ -262,16 +263,7 @@ def test_list_json_rows() -> None:
 
 
 def stack() -> StackOutputs:
-    return StackOutputs(
-        project="p",
-        project_number="1",
-        region="us-central1",
-        environment="dev",
-        trainer_service_account="t@p.iam.gserviceaccount.com",
-        launcher_service_account="l@p.iam.gserviceaccount.com",
-        buckets=Buckets(data="d", checkpoints="c", staging="s", models="m"),
-        artifact_registry="us-central1-docker.pkg.dev/p/r",
-    )
+    return stack_outputs(project="p")
 
 
 @dataclass

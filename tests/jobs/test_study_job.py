@@ -3,14 +3,13 @@ fields refused), written back unchanged, its trial job the template's CustomJob 
 run's prefix with the run's labels; rendered as REST JSON (snapshot) and as gcloud's
 hp-tuning-jobs config; priced as trials x the trial's cost.
 
-Snapshots live in tests/jobs/snapshots/; regenerate with VTX_UPDATE_SNAPSHOTS=1 after a
-deliberate change and review the diff."""
+Snapshots live in tests/jobs/snapshots/ and are only read here; after a deliberate change,
+regenerate them with `.venv/bin/python tests/jobs/update_snapshots.py` and review the diff."""
 
 from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from jobs.core.contract import LABEL_RUN_ID
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.launch.render import render_study_json, render_study_yaml
 from jobs.spec.gcloud import load_template
 from jobs.spec.template import JobTemplate
@@ -35,18 +34,13 @@ from jobs.tuning.study_job import (
     tuning_job_dict,
     tuning_job_rest,
 )
+from tests.jobs.update_snapshots import REGENERATE, RUN_ID, STUDY_SNAPSHOT, read_snapshot
 from vtx.cli import app
 from vtx.views.studies import print_study_plan
 
 HERE = Path(__file__).resolve().parent
 TINY_TUNE = HERE.parents[1] / "jobs" / "templates" / "tiny-tune.yaml"
-SNAPSHOT = HERE / "snapshots" / "tiny-tune.study.json"
-RUN_ID = "snapshot-20261122-080000-beef"
-
-
-@pytest.fixture
-def stack() -> StackOutputs:
-    return load_stack_file(HERE / "data" / "stack-dev.json")
+SNAPSHOT = STUDY_SNAPSHOT
 
 
 def rich_template() -> JobTemplate:
@@ -98,9 +92,7 @@ def rich_template() -> JobTemplate:
 
 def test_the_example_study_renders_to_its_snapshot(stack: StackOutputs) -> None:
     rendered = render_study_json(compile_study(load_template(TINY_TUNE), stack, RUN_ID).to_proto())
-    if os.environ.get("VTX_UPDATE_SNAPSHOTS"):
-        SNAPSHOT.write_text(rendered)
-    assert json.loads(rendered) == json.loads(SNAPSHOT.read_text())
+    assert json.loads(rendered) == read_snapshot(SNAPSHOT), f"a deliberate change? {REGENERATE}"
 
 
 def test_the_rest_study_is_exactly_what_the_proto_writes_back(stack: StackOutputs) -> None:
@@ -230,7 +222,7 @@ def test_vtx_render_and_cost_of_a_study_template() -> None:
     args = ["render", str(TINY_TUNE), "--stack-file", stack_file, "--run-id", RUN_ID]
     rendered = runner.invoke(app, [*args, "--format", "json"])
     assert rendered.exit_code == 0, rendered.output
-    assert json.loads(rendered.output) == json.loads(SNAPSHOT.read_text())
+    assert json.loads(rendered.output) == read_snapshot(SNAPSHOT)
     priced = runner.invoke(app, ["cost", str(TINY_TUNE)])
     assert priced.exit_code == 0, priced.output
     assert "study: $0.44/h while 2 run; every trial at its cap: $0.44" in priced.output

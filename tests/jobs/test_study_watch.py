@@ -17,12 +17,13 @@ import requests
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.runs.logs import LocalLogSource, LogEntry
 from jobs.spec.gcloud import load_template
 from jobs.tuning.study_job import compile_study, plan_study
 from jobs.tuning.study_records import StudyRecord
 from jobs.vertex.client import Backoff, Vertex, VertexError, VertexRest
+from tests.conftest import dev_stack
 from vtx.cli import app
 from vtx.commands import runs as run_commands
 from vtx.views import study_watch
@@ -144,10 +145,6 @@ class Scripted:
         return response
 
 
-def stack() -> StackOutputs:
-    return load_stack_file(STACK_FILE)
-
-
 def test_list_studies_pages_and_keeps_only_vtx_runs_newest_first() -> None:
     other = rest_study(run_id="x")
     del other["labels"]
@@ -160,7 +157,7 @@ def test_list_studies_pages_and_keeps_only_vtx_runs_newest_first() -> None:
             ]
         }
     )
-    found = VertexRest(stack(), session=session, backoff=FAST).list_studies()
+    found = VertexRest(dev_stack(), session=session, backoff=FAST).list_studies()
     assert [s["displayName"] for s in found] == ["newer", "tiny-tune-1"]
     assert session.seen[1][2]["pageToken"] == "t"
     assert session.seen[0][2]["filter"] == "labels.vtx-run-id:*"
@@ -168,7 +165,7 @@ def test_list_studies_pages_and_keeps_only_vtx_runs_newest_first() -> None:
 
 def cli_with(monkeypatch: pytest.MonkeyPatch, session: Scripted) -> None:
     def rest_client(stack_name: str | None, stack_file: Path | None) -> VertexRest:
-        return VertexRest(stack(), session=session, backoff=FAST)
+        return VertexRest(dev_stack(), session=session, backoff=FAST)
 
     monkeypatch.setattr(run_commands, "rest_client", rest_client)
 
@@ -248,7 +245,7 @@ def test_cancel_of_a_study_run_cancels_the_study(monkeypatch: pytest.MonkeyPatch
 
 def test_a_run_that_is_no_study_goes_on_to_its_jobs() -> None:
     session = Scripted({("GET", "/hyperparameterTuningJobs"): [{}]})
-    vertex = VertexRest(stack(), session=session, backoff=FAST)
+    vertex = VertexRest(dev_stack(), session=session, backoff=FAST)
     assert study_watch.find_study(vertex, "plain-run") is None
     assert study_watch.find_study(vertex, "12345") is None
     assert study_watch.find_study(vertex, f"{PARENT}/customJobs/1") is None
@@ -281,7 +278,7 @@ def test_a_studys_logs_are_its_trials_jobs_merged_by_time() -> None:
 
 
 def test_the_local_source_reads_each_trials_job_as_the_study_grows() -> None:
-    local = stack().model_copy(update={"vertex_endpoint": "http://127.0.0.1:1"})
+    local = dev_stack(vertex_endpoint="http://127.0.0.1:1")
     early = rest_study()
     early["trials"] = early["trials"][:1]
     session = Scripted({("GET", "/hyperparameterTuningJobs/77"): [early, rest_study()]})
@@ -327,7 +324,7 @@ class FakeJobService:
 
 def study_plan(on: StackOutputs | None = None, **template: Any) -> Any:
     loaded = load_template(TINY_TUNE).model_copy(update=template)
-    return plan_study(compile_study(loaded, on or stack(), "tiny-tune-1"))
+    return plan_study(compile_study(loaded, on or dev_stack(), "tiny-tune-1"))
 
 
 def submit(vertex: Vertex, plan: Any) -> Any:
@@ -336,7 +333,7 @@ def submit(vertex: Vertex, plan: Any) -> Any:
 
 def test_submit_study_creates_the_planned_study_once() -> None:
     service = FakeJobService()
-    created = submit(Vertex(stack(), client=service, backoff=FAST), study_plan())  # type: ignore[arg-type]
+    created = submit(Vertex(dev_stack(), client=service, backoff=FAST), study_plan())  # type: ignore[arg-type]
     assert service.creates == 1
     assert created.labels["vtx-run-id"] == "tiny-tune-1"
     assert created.max_trial_count == 4
@@ -344,7 +341,7 @@ def test_submit_study_creates_the_planned_study_once() -> None:
 
 def test_a_503_on_create_that_landed_is_not_sent_again() -> None:
     service = FakeJobService(fail_first=True)
-    created = submit(Vertex(stack(), client=service, backoff=FAST), study_plan())  # type: ignore[arg-type]
+    created = submit(Vertex(dev_stack(), client=service, backoff=FAST), study_plan())  # type: ignore[arg-type]
     assert service.creates == 1
     assert created.display_name == "tiny-tune-1"
 
@@ -353,16 +350,13 @@ def test_a_run_id_that_already_has_a_study_is_refused() -> None:
     plan = study_plan()
     service = FakeJobService(studies=[plan.study.to_proto()])
     with pytest.raises(VertexError, match="already exists"):
-        submit(Vertex(stack(), client=service, backoff=FAST), plan)  # type: ignore[arg-type]
+        submit(Vertex(dev_stack(), client=service, backoff=FAST), plan)  # type: ignore[arg-type]
     assert service.creates == 0
 
 
 def test_a_study_in_a_further_region_is_created_there() -> None:
     attachment = "projects/vtx-dev-123/regions/europe-west4/networkAttachments/vtx-training"
-    regional = stack().model_copy(
-        update={"regions": {"europe-west4": {"network_attachment": attachment}}}
-    )
-    regional = StackOutputs.model_validate(regional.model_dump())
+    regional = dev_stack(regions={"europe-west4": {"network_attachment": attachment}})
     service = FakeJobService()
     plan = study_plan(regional, region="europe-west4")
     submit(Vertex(regional, client=service, backoff=FAST), plan)  # type: ignore[arg-type]

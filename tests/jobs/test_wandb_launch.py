@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.spec.gcloud import load_template
 from jobs.training.compile import compile_job
 from jobs.training.wandb_launch import IMAGE_MACRO, launch_queue_config
@@ -21,11 +21,6 @@ from vtx.cli import app
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE.parents[1] / "jobs" / "templates"
 RUN_ID = "wandb-launch-run"
-
-
-@pytest.fixture
-def stack() -> StackOutputs:
-    return load_stack_file(HERE / "data" / "stack-dev.json")
 
 
 def _runner_keys() -> tuple[set[str], set[str]]:

@@ -252,6 +252,9 @@ def test_no_output_log_or_file_of_a_run_holds_a_planted_secret(
         "AIP_MODEL_DIR": f"{prefix}/model/",
         "AIP_TENSORBOARD_LOG_DIR": f"{prefix}/logs/",
         "OMP_NUM_THREADS": "1",
+        # torchrun's own port, not the default 29500 that another test's run may hold.
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
     }
     for key in ("TMPDIR", "HOME"):
         Path(base_env[key]).mkdir()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from jobs.local.platform.ports import free_port
 from tests.trainer.conftest import EXAMPLES, tiny_config
 from trainer.checkpoint.fingerprint import differences, trajectory
 from trainer.config.arguments import parse_args, read_config
@@ -172,6 +173,9 @@ def test_a_trial_run_through_the_launcher_applies_its_parameters_and_reports_its
         "CLOUD_ML_HP_METRIC_TAG": "eval_loss",
         "CLOUD_ML_HP_METRIC_FILE": str(metrics),
         "OMP_NUM_THREADS": "1",
+        # torchrun's own port, not the default 29500 that another test's run may hold.
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
     }
     trial_args = ["--max_steps=5", "--learning_rate", "0.01"]
     done = subprocess.run(
