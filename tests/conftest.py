@@ -26,7 +26,13 @@ if TYPE_CHECKING:
 # type and waits 60 s per probe. Must be set before gcsfs is imported anywhere.
 os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
 
-STACK_DEV_JSON = Path(__file__).resolve().parent / "jobs" / "data" / "stack-dev.json"
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+TEST_DATA = TESTS / "data"
+"""Files several test folders read: an exported dev stack, a Cloud Quotas page, the snapshots."""
+SNAPSHOTS = TEST_DATA / "snapshots"
+TEMPLATES = REPO / "jobs" / "templates"
+STACK_DEV_JSON = TEST_DATA / "stack-dev.json"
 """A dev stack's exported outputs, as `pulumi stack output platform --json` writes them."""
 
 

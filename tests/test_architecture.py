@@ -52,3 +52,31 @@ def test_our_modules_are_imported_at_module_top(package: str) -> None:
         for line, module in own_imports_inside_functions(path.read_text())
     ]
     assert offenders == []
+
+
+def cli_imports(source: str) -> list[tuple[int, str]]:
+    """(line, module) of every import of the CLI (``vtx``) anywhere in ``source``."""
+    return sorted(
+        (node.lineno, module)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for module in _imported_modules(node)
+        if module.split(".")[0] == "vtx"
+    )
+
+
+def test_the_cli_check_finds_imports_at_any_depth() -> None:
+    source = "import vtx.cli\ndef f():\n    from vtx.views.output import money\nimport jobs\n"
+    assert cli_imports(source) == [(1, "vtx.cli"), (3, "vtx.views.output")]
+
+
+@pytest.mark.parametrize("folder", ["tests/jobs", "bench"])
+def test_tests_of_jobs_and_the_benchmarks_reach_jobs_without_the_cli(folder: str) -> None:
+    """The pipeline lives below the CLI, so what tests it or measures it needs nothing of vtx;
+    the CLI's own tests are in tests/vtx."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{line} imports {module}"
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for line, module in cli_imports(path.read_text())
+    ]
+    assert offenders == []

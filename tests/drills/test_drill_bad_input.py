@@ -30,6 +30,8 @@ from drill_support import DATASET, REPO, TOKENIZER
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import TEST_DATA
+
 FUZZ = settings(
     max_examples=80,
     deadline=None,
@@ -57,7 +59,7 @@ GCLOUD_SPEC = {
 }
 STACK_FILE = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
 TRAINER_CONFIG = yaml.safe_load((REPO / "trainer" / "examples" / "tiny.yaml").read_text())
-STACK_JSON = REPO / "tests" / "jobs" / "data" / "stack-dev.json"
+STACK_JSON = TEST_DATA / "stack-dev.json"
 
 # Where int32 (acceleratorCount, bootDiskSizeGb), int64 (replicaCount) and 64 bits end.
 EDGE_INTEGERS = [2**31 - 1, 2**31, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1]

@@ -28,7 +28,7 @@ from drill_support import REPO, drill_config, write_small_dataset
 
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.state import LOCAL_BUCKETS
-from tests.local.local_helpers import PARENT, client, custom_job, wait_terminal
+from tests.jobs.local.local_helpers import PARENT, client, custom_job, wait_terminal
 
 SEED = 31337
 LABELS = {"drill": "control-plane"}

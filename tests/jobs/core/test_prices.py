@@ -1,0 +1,57 @@
+"""Prices per region: each region's own table, per-SKU Spot figures, and "unknown" (never another
+region's figure, a flat Spot discount or a partial sum) wherever a figure is missing."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from jobs.core.catalog import CATALOG_DIR, Price, load_catalog
+from jobs.training.cost import estimate
+from tests.conftest import REPO
+from tests.jobs.core.price_tables import SPOT_TABLE, priced_job, with_table
+
+
+def test_every_catalog_region_has_its_own_table_naming_only_what_it_offers() -> None:
+    cat = load_catalog()
+    assert sorted(t.region for t in cat.price_tables) == sorted(cat.regions)
+    for table in cat.price_tables:
+        region = cat.regions[table.region]
+        for machine in table.machines:
+            assert cat.machines[machine].family in region.families, (table.name, machine)
+        assert set(table.accelerators) <= set(region.accelerators), table.name
+        assert table.as_of and table.source.startswith("https://"), table.name
+
+
+def test_every_figure_needs_its_basis() -> None:
+    with pytest.raises(ValidationError, match="spot_usd_per_h and spot_basis"):
+        Price.model_validate({"usd_per_h": 1.0, "basis": "verified", "spot_usd_per_h": 0.3})
+    with pytest.raises(ValidationError, match="usd_per_h and basis"):
+        Price.model_validate({"basis": "recalled"})
+
+
+def test_catalog_files_point_only_at_public_sources_not_outside_the_repository() -> None:
+    for path in sorted(CATALOG_DIR.rglob("*.yaml")):
+        assert "../" not in path.read_text(), path
+    assert (REPO / "docs" / "vertex-facts.md").is_file()
+
+
+def test_a_region_is_never_priced_with_another_regions_figures() -> None:
+    job = priced_job({"chief": {"machine": "n1-standard-4"}}, region="europe-west4")
+    assert load_catalog().price_table("europe-west4") is not None
+    result = estimate(job)
+    assert result.table is not None and result.table.region == "europe-west4"
+    assert result.on_demand_usd_per_h is None and result.missing == ["n1-standard-4"]
+    unlisted = estimate(priced_job({"chief": {"machine": "n1-standard-4"}}), "me-west1")
+    assert unlisted.table is None and unlisted.on_demand_usd_per_h is None
+
+
+def test_spot_uses_the_published_figure_per_sku() -> None:
+    cat = with_table(SPOT_TABLE)
+    job = priced_job({"chief": {"machine": "g2-standard-8", "replicas": 1}}, "europe-west4", "spot")
+    result = estimate(job, catalog=cat)
+    assert result.on_demand_usd_per_h == pytest.approx(1.5)
+    # 0.5 = 0.3 + 0.2 as published: not 1.5 x any flat factor.
+    assert result.spot_usd_per_h == pytest.approx(0.5) == result.usd_per_h
+    assert result.usd_at_timeout == pytest.approx(0.5 * 24 * 7)
+    assert result.spot_missing == [] and result.spot_bases == {"verified"}

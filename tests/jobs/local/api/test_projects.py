@@ -1,0 +1,84 @@
+"""Any project id is served: names carry the project's number, replicas see it as
+CLOUD_ML_PROJECT_ID, and each project lists only its own jobs."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+from google.api_core import exceptions
+
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, project_number
+from tests.jobs.local.local_helpers import (
+    PARENT,
+    client,
+    custom_job,
+    pool,
+    replica_output,
+    wait_terminal,
+)
+
+USER_PROJECT = "acme-ml-dev"
+
+
+def test_a_project_id_gets_a_stable_twelve_digit_number() -> None:
+    number = project_number(USER_PROJECT)
+    assert number is not None and len(number) == 12 and number[0] != "0"
+    assert project_number(USER_PROJECT) == number
+    assert project_number("acme-ml-prod") != number
+    assert project_number("vtx-local") == LOCAL_PROJECT_NUMBER
+    assert project_number(number) == number  # a number is its own project
+
+
+@pytest.mark.parametrize("bad", ["Acme", "acme_ml", "abc", "acme-", "9acme-ml", "0123"])
+def test_what_is_neither_a_project_id_nor_a_number_is_refused(bad: str) -> None:
+    assert project_number(bad) is None
+
+
+def test_a_user_project_runs_jobs_under_its_number(local_platform: StackOutputs) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    number = project_number(USER_PROJECT)
+    parent = f"projects/{USER_PROJECT}/locations/us-central1"
+    job = jobs.create_custom_job(
+        parent=parent,
+        custom_job=custom_job(
+            "acme", pool("import os; print('project', os.environ['CLOUD_ML_PROJECT_ID'])")
+        ),
+    )
+    assert job.name.startswith(f"projects/{number}/locations/us-central1/customJobs/")
+    done = wait_terminal(jobs, job.name)
+    assert done.state == 4, done.error
+    assert replica_output(local_platform, job.name, "workerpool0-0") == [f"project {number}"]
+
+    # The id and the number name the same project; other projects do not see its jobs.
+    job_id = job.name.rsplit("/", 1)[-1]
+    assert jobs.get_custom_job(name=f"{parent}/customJobs/{job_id}").name == job.name
+    listed = {
+        j.name for j in jobs.list_custom_jobs(parent=f"projects/{number}/locations/us-central1")
+    }
+    assert job.name in listed
+    assert job.name not in {j.name for j in jobs.list_custom_jobs(parent=PARENT)}
+    with pytest.raises(exceptions.NotFound):
+        jobs.get_custom_job(name=f"{PARENT}/customJobs/{job_id}")
+
+
+def test_quota_infos_name_the_asking_project(local_platform: StackOutputs) -> None:
+    url = (
+        f"{local_platform.vertex_endpoint}/v1/projects/{USER_PROJECT}/locations/global/services/"
+        f"aiplatform.googleapis.com/quotaInfos?pageSize=1"
+    )
+    with urllib.request.urlopen(url) as resp:
+        info = json.load(resp)["quotaInfos"][0]
+    assert info["name"].startswith(f"projects/{project_number(USER_PROJECT)}/locations/global/")
+
+
+def test_an_invalid_project_is_a_404(local_platform: StackOutputs) -> None:
+    path = "/v1/projects/Not_A_Project/locations/us-central1/customJobs"
+    url = f"{local_platform.vertex_endpoint}{path}"
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(url)
+    assert caught.value.code == 404
+    assert json.load(caught.value)["error"]["status"] == "NOT_FOUND"

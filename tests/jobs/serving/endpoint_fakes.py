@@ -1,0 +1,70 @@
+"""A fake endpoint REST API served on 127.0.0.1, for the endpoint client's tests and the CLI's."""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler
+
+PARENT = "projects/acme-ml-dev/locations/us-central1"
+
+
+ENDPOINT = {
+    "name": f"{PARENT}/endpoints/7",
+    "displayName": "chat",
+    "deployedModels": [
+        {
+            "id": "555",
+            "model": f"{PARENT}/models/42",
+            "modelVersionId": "2",
+            "dedicatedResources": {
+                "machineSpec": {
+                    "machineType": "g2-standard-8",
+                    "acceleratorType": "NVIDIA_L4",
+                    "acceleratorCount": 1,
+                },
+                "minReplicaCount": 1,
+                "maxReplicaCount": 3,
+            },
+            "serviceAccount": "serving@acme-ml-dev.iam.gserviceaccount.com",
+        }
+    ],
+    "trafficSplit": {"555": 100},
+}
+
+
+class Vertex(BaseHTTPRequestHandler):
+    """Endpoint 7 answers; a prompt "bad" gets the container's 400, "busy" a 503."""
+
+    seen: list[dict] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _answer(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path == f"/v1/{PARENT}/endpoints/7":
+            self._answer(200, ENDPOINT)
+        elif self.path.startswith(f"/v1/{PARENT}/endpoints?"):
+            self._answer(200, {"endpoints": [ENDPOINT]})
+        else:
+            self._answer(404, {"error": {"code": 404, "message": "Endpoint not found."}})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Vertex.seen.append(body)
+        if self.path != f"/v1/{PARENT}/endpoints/7:predict":
+            self._answer(404, {"error": {"code": 404, "message": "Endpoint not found."}})
+        elif "bad" in body["instances"]:
+            self._answer(400, {"error": {"message": "instances[0]: a prompt string"}})
+        elif "busy" in body["instances"]:
+            self._answer(503, {"error": {"message": "no replica ready"}})
+        else:
+            predictions = [{"generated_text": f"echo {i}"} for i in body["instances"]]
+            self._answer(200, {"predictions": predictions, "deployedModelId": "555"})

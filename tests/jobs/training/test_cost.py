@@ -1,0 +1,63 @@
+"""Cost and quota estimates from the price table."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.core.catalog import Price, load_catalog
+from jobs.spec.gcloud import load_template
+from jobs.spec.template import JobTemplate
+from jobs.training.cost import estimate
+from jobs.training.facts import template_facts
+from tests.conftest import TEMPLATES
+
+
+def _usd(price: Price) -> float:
+    assert price.usd_per_h is not None
+    return price.usd_per_h
+
+
+def test_multi_pool_cost_adds_machines_accelerators_and_replicas() -> None:
+    table = load_catalog().price_table("us-central1")
+    assert table is not None
+    result = estimate(template_facts(load_template(TEMPLATES / "a100x16-fsdp.yaml")), "us-central1")
+    node = _usd(table.machines["a2-ultragpu-8g"]) + 8 * _usd(table.accelerators["NVIDIA_A100_80GB"])
+    reduction = 4 * _usd(table.machines["n1-highcpu-16"])
+    assert [p.role for p in result.pools] == ["chief", "workers", "reduction_server"]
+    assert result.on_demand_usd_per_h == pytest.approx(2 * node + reduction)
+    assert result.usd_per_h == result.on_demand_usd_per_h  # strategy: standard
+    assert result.usd_at_timeout == pytest.approx(2 * node * 48 + reduction * 48)
+    assert result.quota == {
+        "aiplatform.googleapis.com/custom_model_training_cpus": 96 * 2 + 16 * 4,
+        "aiplatform.googleapis.com/custom_model_training_nvidia_a100_80gb_gpus": 16,
+    }
+    assert result.missing == [] and result.table is table and not result.region_assumed
+
+
+def test_spot_jobs_use_the_preemptible_quota_and_an_unknown_spot_price_stays_unknown() -> None:
+    result = estimate(template_facts(load_template(TEMPLATES / "l4-spot-lora.yaml")), "us-central1")
+    assert result.price_kind == "Spot"
+    # The us-central1 table has no Spot figure: no flat discount stands in for one.
+    assert result.on_demand_usd_per_h is not None and result.on_demand_usd_per_h > 0
+    assert result.spot_usd_per_h is None
+    assert result.usd_per_h is None and result.usd_at_timeout is None
+    assert result.spot_missing == ["NVIDIA_L4", "g2-standard-8"] == result.unpriced
+    assert (
+        "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_l4_gpus" in result.quota
+    )
+
+
+def test_missing_prices_and_other_regions_are_reported_not_guessed() -> None:
+    template = JobTemplate.model_validate(
+        {
+            "name": "h200",
+            "image": "t",
+            "region": "europe-west4",
+            "pools": {"chief": {"machine": "a3-ultragpu-8g"}},
+        }
+    )
+    result = estimate(template_facts(template))
+    assert result.region == "europe-west4" and result.table is not None
+    assert result.table.region == "europe-west4"
+    assert result.missing == ["NVIDIA_H200_141GB", "a3-ultragpu-8g"]
+    assert result.on_demand_usd_per_h is None  # not $0, not a partial sum

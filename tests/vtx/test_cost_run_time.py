@@ -1,0 +1,46 @@
+"""`vtx cost --run-time`: the trainer's estimate as the CLI prints it."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from tests.conftest import REPO
+from vtx.cli import app
+
+ROOT = REPO
+
+TEMPLATES = ROOT / "jobs" / "templates"
+
+TINY = ["--set", "args=[--config, trainer/examples/tiny-lora.yaml]"]
+
+ON_L4 = [
+    "--set", "pools.chief.machine=g2-standard-8",
+    "--set", "pools.workers.machine=g2-standard-8",
+]  # fmt: skip
+
+
+def test_vtx_cost_run_time_prints_the_estimate_and_says_when_the_price_is_unknown() -> None:
+    args = ["cost", str(TEMPLATES / "smoke-cpu.yaml"), "--run-time", *TINY, *ON_L4]
+    env = {"COLUMNS": "200"}
+    on_demand = CliRunner().invoke(
+        app, [*args, "--region", "us-central1", "--set", "scheduling.strategy=standard"], env=env
+    )
+    assert on_demand.exit_code == 0, on_demand.output
+    assert "60" in _row(on_demand.output, "total steps")
+    assert "$" in _row(on_demand.output, "cost of the run")
+    spot = CliRunner().invoke(app, [*args, "--region", "us-central1"], env=env)  # no Spot price
+    assert spot.exit_code == 0, spot.output
+    assert "price per hour is unknown" in spot.output
+    assert "unknown" in _row(spot.output, "cost of the run")
+
+
+def _row(output: str, label: str) -> str:
+    return next(line for line in output.splitlines() if label in line)
+
+
+def test_vtx_cost_run_time_on_a_cpu_job_fails_with_the_reason() -> None:
+    result = CliRunner().invoke(
+        app, ["cost", str(TEMPLATES / "smoke-cpu.yaml"), "--run-time"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 1
+    assert "has no GPU" in result.output

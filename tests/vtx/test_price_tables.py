@@ -1,0 +1,83 @@
+"""The catalog, machines and cost tables as the CLI prints them."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from jobs.core.catalog import load_catalog
+from jobs.training.cost import DEFAULT_REGION, estimate
+from tests.jobs.core.price_tables import SPOT_TABLE, priced_job, with_table
+from vtx.views.output import catalog_table, machines_table, print_cost
+
+
+def _printed(render: object) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    if callable(render):
+        render(console)
+    else:
+        console.print(render)
+    return console.export_text()
+
+
+def test_a_job_without_a_region_is_priced_in_the_default_region_and_says_so() -> None:
+    result = estimate(priced_job({"chief": {"machine": "n1-standard-4"}}))
+    assert result.region == DEFAULT_REGION and result.region_assumed
+    assert result.on_demand_usd_per_h == pytest.approx(0.2185)
+    assert "(assumed: no region given)" in _printed(lambda c: print_cost(c, result, "plan"))
+
+
+def test_a_total_that_needs_an_unknown_price_is_unknown_not_a_partial_sum() -> None:
+    cat = with_table(SPOT_TABLE)
+    pools = {
+        "chief": {"machine": "g2-standard-8"},
+        "workers": {"machine": "n1-standard-4", "replicas": 2},
+    }
+    result = estimate(priced_job(pools, "europe-west4", "spot"), catalog=cat)
+    chief, workers = result.pools
+    assert chief.spot_usd_per_h == pytest.approx(0.5) and workers.spot_usd_per_h is None
+    assert result.spot_usd_per_h is None and result.usd_per_h is None
+    assert result.on_demand_usd_per_h == pytest.approx(1.5 + 2 * 0.25)
+    text = _printed(lambda c: print_cost(c, result, "plan"))
+    total = next(line for line in text.splitlines() if line.startswith("│ total"))
+    assert total.split("│")[-2].strip() == "unknown", total
+    assert "$0.50" not in total
+    assert "No Spot price for n1-standard-4 in europe-west4" in text
+    assert "This job (Spot price in europe-west4): unknown;" in text
+
+
+def test_cost_output_names_region_table_date_source_and_the_price_that_applies() -> None:
+    result = estimate(priced_job({"chief": {"machine": "n1-standard-4"}}), "us-central1")
+    text = _printed(lambda c: print_cost(c, result, "plan"))
+    table = result.table
+    assert table is not None
+    assert f"plan in us-central1; table {table.name}, as of {table.as_of}" in text
+    assert table.source in text
+    assert "on-demand $/h *" in text and "Spot $/h *" not in text
+    assert "* the price this job pays (strategy STANDARD)" in text
+    spot = estimate(
+        priced_job({"chief": {"machine": "n1-standard-4"}}, strategy="spot"), "us-central1"
+    )
+    assert "Spot $/h *" in _printed(lambda c: print_cost(c, spot, "plan"))
+
+
+def test_flex_start_prices_are_unknown_with_on_demand_shown_beside() -> None:
+    result = estimate(priced_job({"chief": {"machine": "n1-standard-4"}}, strategy="flex_start"))
+    assert result.price_kind == "FLEX_START" and result.usd_per_h is None
+    text = _printed(lambda c: print_cost(c, result, "plan"))
+    assert "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices" in text
+    assert "$0.22/h" in text
+
+
+def test_catalog_tables_show_each_regions_figure_or_unknown() -> None:
+    cat = load_catalog()
+    everywhere = _printed(catalog_table(cat, "NVIDIA_TESLA_T4", None))
+    assert "us-central1: 0.4025 (recalled) / unknown" in everywhere
+    assert "unknown in us-east4, us-west1, europe-west4" in everywhere
+    europe = _printed(machines_table(cat, "europe-west4"))
+    assert "n1-standard-4" in europe and "unknown in europe-west4" in europe
+    assert "0.2185" not in europe
+    priced = _printed(machines_table(with_table(SPOT_TABLE), "europe-west4"))
+    assert "europe-west4: 1.0000 (verified) / 0.3000 (verified)" in priced

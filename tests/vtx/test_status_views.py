@@ -1,0 +1,122 @@
+"""`vtx status` and `vtx list`: the tables and JSON documents."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+
+import pytest
+import yaml
+from rich.console import Console
+
+from jobs.runs.watch import run_status
+from jobs.vertex.client import JobRecord
+from tests.jobs.runs.run_records import T0, rest_job, trainer
+from vtx.views.runs import (
+    OutputFormat,
+    list_json,
+    print_document,
+    resources,
+    status_json,
+    status_table,
+)
+
+
+def _text(renderable: object) -> str:
+    console = Console(width=300, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_rest_json_reads_int64_strings_skipped_pools_and_absent_fields() -> None:
+    rest = rest_job("7", 0)
+    rest["jobSpec"]["workerPoolSpecs"] = [
+        {
+            "machineSpec": {
+                "machineType": "a3-highgpu-8g",
+                "acceleratorType": "NVIDIA_H100_80GB",
+                "acceleratorCount": 8,
+            },
+        },
+        {},  # no worker pool: the numbering keeps its place
+        {"machineSpec": {"machineType": "n1-highcpu-16"}, "replicaCount": "2"},
+    ]
+    rest["startTime"] = "2026-11-23T10:00:01.123456789Z"  # Vertex writes nanoseconds
+    job = JobRecord.from_rest(rest)
+    assert job.start_time == T0 + timedelta(seconds=1, microseconds=123456)
+    assert [(p.name, p.replicas) for p in job.pools] == [("workerpool0", 1), ("workerpool2", 2)]
+    assert job.pools[1].replica_names == ["workerpool2-0", "workerpool2-1"]
+    assert resources(job) == "1 x a3-highgpu-8g + 8 x NVIDIA_H100_80GB; 2 x n1-highcpu-16"
+    assert job.run_id == "run-1" and job.job_id == "7"
+    assert job.end_time is None and job.error is None and not job.terminal
+    assert job.output_prefix == "gs://c/runs/run-1/"
+
+
+def test_an_unknown_price_makes_the_cost_unknown_not_zero() -> None:
+    job = JobRecord.from_rest(rest_job("1", 0, started_s=0))
+    job.rest["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["machineType"] = "n9-imaginary-4"
+    status = run_status([job], [], "us-central1", T0 + timedelta(hours=1), local=False)
+    assert status.newest.price.usd_per_h is None
+    assert status.usd is None
+    document = status_json(status)
+    assert document["cost"]["usd"] is None and document["cost"]["usd_per_h"] is None
+    assert document["cost"]["unpriced"] == ["n9-imaginary-4"]
+    assert "unknown so far" in _text(status_table(status))
+    assert "no on-demand price for n9-imaginary-4" in _text(status_table(status))
+
+
+STATUS_KEYS = {
+    "run_id", "job", "state", "error", "outputs", "attempts", "pools", "progress",
+    "checkpoints", "elapsed_s", "running_s", "cost",
+}  # fmt: skip
+
+
+def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    job = JobRecord.from_rest(rest_job("1", 0, started_s=0))
+    entries = [
+        trainer("1", 0, "training", step=0, total_steps=10),
+        trainer("1", 10, "train", step=5, loss=1.5, tokens_per_s=10.0),
+    ]
+    status = run_status([job], entries, "us-central1", T0 + timedelta(seconds=20), local=False)
+    document = status_json(status)
+    assert set(document) == STATUS_KEYS
+    assert set(document["progress"]) == {
+        "step", "total_steps", "tokens_per_s", "loss", "updated", "steps_per_s", "eta_s", "done",
+    }  # fmt: skip
+    assert set(document["checkpoints"]) == {
+        "committed", "last_step", "last_path", "root", "stored_steps", "stored_error",
+    }  # fmt: skip
+    assert set(document["cost"]) == {
+        "usd", "usd_per_h", "strategy", "price", "unpriced", "price_table",
+    }  # fmt: skip
+    assert set(document["attempts"][0]) == {
+        "attempt", "job", "state", "created", "started", "ended", "running_s", "usd_per_h",
+        "usd", "error",
+    }  # fmt: skip
+    replica = document["pools"][1]["replicas"][0]
+    assert set(replica) == {"replica", "last_log", "restarts"}
+    assert document["progress"]["eta_s"] == pytest.approx(10.0)
+    assert document["progress"]["updated"] == "2026-11-23T10:00:10Z"
+
+    out = Console(width=40)  # JSON is never wrapped, whatever the terminal
+    print_document(out, document, OutputFormat.json)
+    assert json.loads(capsys.readouterr().out) == document
+    print_document(out, document, OutputFormat.yaml)
+    assert yaml.safe_load(capsys.readouterr().out) == document
+
+
+def test_list_json_rows() -> None:
+    job = JobRecord.from_rest(
+        rest_job("1", 0, started_s=0, ended_s=90, state="JOB_STATE_SUCCEEDED")
+    )
+    status = run_status([job], [], "us-central1", T0 + timedelta(hours=1), local=False)
+    (row,) = list_json(status.attempts)
+    assert set(row) == {
+        "run_id", "attempt", "job", "name", "state", "resources", "pools", "created",
+        "duration_s", "usd_per_h", "usd",
+    }  # fmt: skip
+    assert row["duration_s"] == 90.0 and row["resources"] == "3 x n1-standard-4"
+    assert [p["role"] for p in row["pools"]] == ["chief", "workers"]

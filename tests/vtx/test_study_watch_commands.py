@@ -1,0 +1,175 @@
+"""A study through `vtx status|list|logs|cancel`."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from jobs.runs.logs import LocalLogSource, LogEntry
+from jobs.tuning.study_records import StudyRecord
+from jobs.vertex.client import VertexRest
+from tests.conftest import TEST_DATA, dev_stack
+from tests.jobs.tuning.study_fakes import FAST, PARENT, T0, Scripted, rest_study, stamp
+from vtx.cli import app
+from vtx.commands import runs as run_commands
+from vtx.views import study_watch
+from vtx.views.studies import study_json, trials_table
+
+STACK_FILE = TEST_DATA / "stack-dev.json"
+
+
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def _text(renderable: object) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_the_trials_table_and_json_show_parameters_metric_and_the_best() -> None:
+    study = StudyRecord.from_rest(rest_study())
+    now = T0 + timedelta(seconds=130)
+    text = _text(trials_table(study, now))
+    assert "learning_rate=0.01, model.lora.r=8" in text
+    assert "1.25 *" in text  # the best trial is marked
+    assert "INFEASIBLE" in text
+    doc = study_json(study, now)
+    assert doc["best"]["id"] == "2" and doc["best"]["outputs"] == "gs://c/runs/tiny-tune-1/2/"
+    assert [t["duration_s"] for t in doc["trials"]] == [60.0, 90.0, 30.0, 120.0]
+    assert doc["metric"] == {"id": "eval_loss", "goal": "MINIMIZE"}
+
+
+def cli_with(monkeypatch: pytest.MonkeyPatch, session: Scripted) -> None:
+    def rest_client(stack_name: str | None, stack_file: Path | None) -> VertexRest:
+        return VertexRest(dev_stack(), session=session, backoff=FAST)
+
+    monkeypatch.setattr(run_commands, "rest_client", rest_client)
+
+
+def test_status_of_a_study_run_shows_its_trials_and_the_best(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    studies = {"hyperparameterTuningJobs": [rest_study()]}
+    session = Scripted({("GET", "/hyperparameterTuningJobs"): [studies]})
+    cli_with(monkeypatch, session)
+    result = runner.invoke(app, ["status", "tiny-tune-1", "--stack-file", str(STACK_FILE)])
+    assert result.exit_code == 0, result.output
+    assert "study tiny-tune-1: JOB_STATE_RUNNING" in result.output
+    assert "best trial: 2 with eval_loss = 1.25" in result.output
+    assert "gs://c/runs/tiny-tune-1/2/" in result.output
+    as_json = runner.invoke(
+        app, ["status", "tiny-tune-1", "--stack-file", str(STACK_FILE), "--format", "json"]
+    )
+    assert json.loads(as_json.output)["best"]["parameters"] == {
+        "learning_rate": 0.01,
+        "model.lora.r": 8,
+    }
+
+
+def test_list_shows_studies_beside_jobs_and_their_trials_jobs_under_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    trial_job = {  # the local platform labels a trial's CustomJob with the study's labels
+        "name": f"{PARENT}/customJobs/101",
+        "displayName": "trial",
+        "state": "JOB_STATE_SUCCEEDED",
+        "labels": {"vtx-run-id": "tiny-tune-1"},
+        "jobSpec": {"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}}]},
+    }
+    session = Scripted(
+        {
+            ("GET", "/customJobs"): [{"customJobs": [trial_job]}],
+            ("GET", "/hyperparameterTuningJobs"): [{"hyperparameterTuningJobs": [rest_study()]}],
+        }
+    )
+    cli_with(monkeypatch, session)
+    result = runner.invoke(app, ["list", "--stack-file", str(STACK_FILE)])
+    assert result.exit_code == 0, result.output
+    assert "studies (hyperparameter tuning)" in result.output
+    assert "eval_loss=1.25 (trial 2)" in result.output
+    as_json = runner.invoke(app, ["list", "--stack-file", str(STACK_FILE), "--format", "json"])
+    entries = json.loads(as_json.output)
+    assert entries == [
+        {
+            "run_id": "tiny-tune-1",
+            "kind": "study",
+            "job": f"{PARENT}/hyperparameterTuningJobs/77",
+            "name": "tiny-tune-1",
+            "state": "JOB_STATE_RUNNING",
+            "trials": 4,
+            "succeeded": 2,
+            "best_metric": 1.25,
+            "created": stamp(0),
+        }
+    ]
+
+
+def test_cancel_of_a_study_run_cancels_the_study(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = Scripted(
+        {
+            ("GET", "/hyperparameterTuningJobs"): [{"hyperparameterTuningJobs": [rest_study()]}],
+            ("POST", "/hyperparameterTuningJobs/77:cancel"): [{}],
+        }
+    )
+    cli_with(monkeypatch, session)
+    result = runner.invoke(app, ["cancel", "tiny-tune-1", "--stack-file", str(STACK_FILE)])
+    assert result.exit_code == 0, result.output
+    assert "cancel requested for study" in result.output
+    assert session.seen[-1][0] == "POST"
+    assert session.seen[-1][1].endswith("/hyperparameterTuningJobs/77:cancel")
+
+
+def test_a_run_that_is_no_study_goes_on_to_its_jobs() -> None:
+    session = Scripted({("GET", "/hyperparameterTuningJobs"): [{}]})
+    vertex = VertexRest(dev_stack(), session=session, backoff=FAST)
+    assert study_watch.find_study(vertex, "plain-run") is None
+    assert study_watch.find_study(vertex, "12345") is None
+    assert study_watch.find_study(vertex, f"{PARENT}/customJobs/1") is None
+
+
+@dataclass
+class FakeLogs:
+    entries: list[LogEntry]
+
+    def fetch(self, cursor: Any) -> tuple[list[LogEntry], Any]:
+        start = cursor or 0
+        return self.entries[start:], len(self.entries)
+
+
+def entry(job: str, at_s: float, message: str) -> LogEntry:
+    return LogEntry(stamp(at_s), job, "workerpool0-0", 1, message)
+
+
+def test_a_studys_logs_are_its_trials_jobs_merged_by_time() -> None:
+    merged = study_watch.TrialsLogSource(
+        lambda: ["a", "b"],
+        {
+            "a": FakeLogs([entry("a", 1, "a1"), entry("a", 3, "a3")]),
+            "b": FakeLogs([entry("b", 2, "b2")]),
+        }.__getitem__,
+    )
+    first, cursor = merged.fetch(None)
+    assert [e.message for e in first] == ["a1", "b2", "a3"]
+    assert merged.fetch(cursor)[0] == []
+
+
+def test_the_local_source_reads_each_trials_job_as_the_study_grows() -> None:
+    local = dev_stack(vertex_endpoint="http://127.0.0.1:1")
+    early = rest_study()
+    early["trials"] = early["trials"][:1]
+    session = Scripted({("GET", "/hyperparameterTuningJobs/77"): [early, rest_study()]})
+    vertex = VertexRest(local, session=session, backoff=FAST)
+    source = study_watch.log_source(vertex, StudyRecord.from_rest(early), "DEFAULT")
+    assert isinstance(source, study_watch.TrialsLogSource)
+    assert source.jobs() == [f"{PARENT}/customJobs/101"]
+    assert source.jobs() == [f"{PARENT}/customJobs/10{i}" for i in "1234"]
+    assert isinstance(source.source(f"{PARENT}/customJobs/101"), LocalLogSource)
