@@ -409,9 +409,9 @@ def _verdict(raw: dict[str, Any]) -> str:
     matmul = _speed_up(alone[OURS], alone[MATMUL])[0]
     return (
         "Splitting the row once instead of slicing it per bucket leaves the sdpa calls as they "
-        "were (bit-identical results and gradients: tests/trainer/test_attention_paths.py) and "
-        "removes the zero-filled, row-sized gradient autograd built for every slice: on the tiny "
-        f"model the attention runs {split:.2f}x as fast and a whole step {split_step:.2f}x "
+        "were (bit-identical results and gradients: tests/trainer/model/test_attention_paths.py) "
+        "and removes the zero-filled, row-sized gradient autograd built for every slice: on the "
+        f"tiny model the attention runs {split:.2f}x as fast and a whole step {split_step:.2f}x "
         "(wall medians; the attention is a fraction of a step). The explicit-matmul path for "
         f"buckets of at most {MATMUL_MAX_LENGTH} tokens runs at {matmul:.2f}x the split's speed "
         "on the tiny model; it writes and reads whole score and probability matrices in both "

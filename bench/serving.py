@@ -23,7 +23,7 @@ max_new_tokens (a random model would otherwise stop wherever it happens to pick 
 checked, not assumed: a direct `model.generate` per prompt must return max_new_tokens new
 tokens, and every timed answer of our variants and of the unbatched pipeline ones must equal
 that reference text (greedy decoding is deterministic, and the server's padded batches change no
-greedy token in fp32: tests/trainer/test_serve.py), so the tokens counted are the tokens
+greedy token in fp32: tests/trainer/serving/test_serve.py), so the tokens counted are the tokens
 generated. The pipeline's padded batch shares the model files and so the missing EOS; its texts
 are not checked, its count cannot differ.
 

@@ -21,7 +21,7 @@ logged a line.
 
 The trainer's progress is read from its JSON log lines (rank 0's), whose messages and keys are
 this module's copy of what `trainer/training/loop.py` and `trainer/checkpoint/store.py` log (the
-platform never imports the trainer); tests/vtx/test_status_cli.py runs the real trainer to pin
+platform never imports the trainer); tests/vtx/local/test_status_cli.py runs the real trainer to pin
 them."""
 
 from __future__ import annotations

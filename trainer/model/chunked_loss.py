@@ -73,7 +73,7 @@ MODEL_TYPES: dict[str, Callable[[Any], LogitTransform]] = {
     "granite": _divided,
 }
 """Model types whose causal-LM forward is `lm_head(hidden)` then this transform, read from
-transformers' code; tests/trainer/test_chunked_loss.py checks each against the model's own
+transformers' code; tests/trainer/model/test_chunked_loss.py checks each against the model's own
 logits. Soft-capping (Gemma 2 and 3: `final_logit_softcapping`) and scaling (Cohere's
 `logit_scale`, Granite's `logits_scaling`) are supported, in fp32 inside each chunk, with their
 derivative in the gradient. Other types use the materialised path: their forward may change

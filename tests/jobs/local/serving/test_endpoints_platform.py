@@ -28,7 +28,7 @@ from jobs.local.storage.upload import plan, upload_all
 from tests.conftest import REPO
 from tests.jobs.local.local_helpers import wait_for
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
-from tests.trainer.test_serve import PROMPT, reference_text
+from tests.trainer.serving.test_serve import PROMPT, reference_text
 
 SERVE_IMAGE = "us-docker.pkg.dev/acme/vtx/serve:latest"
 ECHO_IMAGE = "us-docker.pkg.dev/acme/vtx/echo:1"

@@ -12,7 +12,7 @@ import pytest
 
 from jobs.core.stack import StackOutputs
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
-from tests.trainer.test_serve import PROMPT, reference_text
+from tests.trainer.serving.test_serve import PROMPT, reference_text
 
 USER_PROJECT = "acme-ml-dev"
 SERVE_IMAGE = "us-docker.pkg.dev/acme/vtx/serve:latest"  # vtx's own: `python -m trainer.serve`

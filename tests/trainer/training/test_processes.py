@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from jobs.local.platform.ports import free_port
+from tests.conftest import REPO
 from tests.trainer.conftest import (
     DATASET,
     EXAMPLES,
@@ -27,7 +28,6 @@ from trainer.checkpoint.store import KILL_BEFORE_COMMIT_ENV
 from trainer.config.env import VertexEnv
 from trainer.launch import EXIT_PREEMPTED, exit_code_for, torchrun_argv
 
-REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 120
 
 

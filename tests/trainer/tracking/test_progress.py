@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.trainer.conftest import tiny_config
 from trainer.config.env import VertexEnv
 from trainer.tracking.progress import choose_output
 
-REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 180
 STEPS = 6
 

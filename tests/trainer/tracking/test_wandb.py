@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.trainer.config.test_secrets import FakeSecretManager
 from tests.trainer.conftest import read_json_lines, run_in_process, tiny_config
-from tests.trainer.test_secrets import FakeSecretManager
-from tests.trainer.wandb_offline import offline_runs
+from tests.trainer.tracking.wandb_offline import offline_runs
 from trainer.config.env import TrackingEnv
 from trainer.config.schema import ConfigError, parse_config
 from trainer.config.secrets import EMULATOR_ENV, SECRETS_ENV

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import REPO
 from tests.trainer.conftest import TINY_LLAMA
 from trainer.config.schema import (
     ROPE_TYPES,
@@ -15,7 +16,7 @@ from trainer.config.schema import (
 )
 from trainer.training.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "trainer" / "examples"
+EXAMPLES = REPO / "trainer" / "examples"
 
 
 def test_examples_load_and_resolve_relative_paths_against_the_config_file(monkeypatch, tmp_path):

@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from jobs.local.platform.ports import free_port
+from tests.conftest import REPO
 from tests.trainer.conftest import tiny_config, write_small_dataset
 from trainer.config.secrets import (
     EMULATOR_ENV,
@@ -36,7 +37,6 @@ from trainer.config.secrets import (
     parse_secret_refs,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 180
 # One value per session, shaped like a Hugging Face token, found nowhere else.
 PLANTED = f"hf_Planted{uuid.uuid4().hex}"

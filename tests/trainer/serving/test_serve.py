@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from jobs.local.platform.ports import free_port
+from tests.conftest import REPO
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
 from trainer.serving.env import (
     BATCH_TOKENS_ENV,
@@ -416,7 +417,7 @@ def test_the_serving_image_installs_what_trainer_serve_imports() -> None:
     import subprocess
     import sys
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO
     dockerfile = (repo / "trainer" / "serve.Dockerfile").read_text()
     script = dockerfile.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
     listed = subprocess.run(

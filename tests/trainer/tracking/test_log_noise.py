@@ -6,16 +6,14 @@ import logging
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.trainer.conftest import TINY_LLAMA, TOKENIZER
 from trainer.config.schema import ModelConfig
 from trainer.model.loading import build_model
 from trainer.tracking.metrics import setup_logging
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_fsspec_info_lines_stay_out_and_the_trainers_own_stay_in(

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import REPO
 from tests.trainer.conftest import DATASET, tiny_config
 from trainer.config.accelerators import ACCELERATORS, peak_flops_per_s
 from trainer.config.schema import ConfigError, TrainConfig, parse_config
@@ -212,7 +213,7 @@ def test_the_text_estimate_shows_time_cost_and_the_assumption(
 def test_option_mistakes_exit_2_saying_what_is_wrong(
     args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = str(Path(__file__).parents[2] / "trainer/examples/tiny.yaml")
+    config = str(REPO / "trainer/examples/tiny.yaml")
     with pytest.raises(SystemExit) as exited:
         main(["--config", config, *args])
     assert exited.value.code == 2

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import REPO
 from tests.trainer.conftest import (
     assert_bit_identical,
     final_weights,
@@ -33,7 +34,7 @@ def run_until_sigterm(
 
 def test_loss_decreases_on_the_example_data(tmp_path, capsys):
     cfg = tiny_config(
-        str(Path(__file__).parents[2] / "trainer/examples/data/tiny.jsonl"),
+        str(REPO / "trainer/examples/data/tiny.jsonl"),
         str(tmp_path),
         max_steps=30,
         save_steps=None,

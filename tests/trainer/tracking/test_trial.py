@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from jobs.local.platform.ports import free_port
+from tests.conftest import REPO
 from tests.trainer.conftest import EXAMPLES, tiny_config
 from trainer.checkpoint.fingerprint import differences, trajectory
 from trainer.config.arguments import parse_args, read_config
@@ -23,7 +24,6 @@ from trainer.launch import torchrun_argv
 from trainer.tracking.reporters import check_reporting
 from trainer.tracking.trial_metric import KEEP_REPORTS, MetricFile, metric_source, metric_tag
 
-REPO = Path(__file__).resolve().parents[2]
 CONFIG = str(EXAMPLES / "tiny-lora.yaml")
 
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from jobs.core.stack import StackOutputs
 from jobs.serving.endpoint_rest import EndpointRest
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
-from tests.trainer.test_serve import PROMPT, reference_text
-from tests.vtx.test_model_upload_cli import launch, wait_ended
+from tests.trainer.serving.test_serve import PROMPT, reference_text
+from tests.vtx.serving.test_model_upload_cli import launch, wait_ended
 from vtx.cli import app
 
 runner = CliRunner(env={"COLUMNS": "250"})
