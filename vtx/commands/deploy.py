@@ -32,7 +32,7 @@ from jobs.serving.endpoint_access import access_of, reach_lines
 from jobs.serving.endpoint_rest import EndpointRest
 from jobs.serving.model_rest import ModelRest
 from jobs.vertex.client import VertexError
-from vtx.confirm import Ask, plan_and_confirm
+from vtx.confirm import Ask, ask, plan_and_confirm
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
 from vtx.views.output import FitTable, print_error
 from vtx.views.serving import deployed_names, print_deploy_plan, split_text
@@ -46,10 +46,6 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confir
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Stop after the plan.")]
 
 
-def _confirm(question: str) -> bool:
-    return typer.confirm(question, default=False)
-
-
 def deploy_model(
     out: Console,
     stack: StackOutputs,
@@ -58,7 +54,7 @@ def deploy_model(
     *,
     yes: bool = False,
     dry_run: bool = False,
-    confirm: Callable[[str], bool] = _confirm,
+    confirm: Callable[[str], bool] = ask,
     models: ModelRest | None = None,
     endpoints: EndpointRest | None = None,
     client: Any = None,
@@ -246,7 +242,7 @@ def undeploy_models(
     *,
     yes: bool = False,
     dry_run: bool = False,
-    confirm: Callable[[str], bool] = _confirm,
+    confirm: Callable[[str], bool] = ask,
     endpoints: EndpointRest | None = None,
     client: Any = None,
 ) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import typer
 from rich.console import Console
 
 from jobs.core.stack import StackOutputs
@@ -18,7 +17,7 @@ from jobs.serving.model_upload import (
     plan_upload,
     upload_model,
 )
-from vtx.confirm import Ask, plan_and_confirm
+from vtx.confirm import Ask, ask, plan_and_confirm
 from vtx.options import api_errors
 from vtx.views.models import print_model_plan
 from vtx.views.output import print_error
@@ -32,7 +31,7 @@ def upload_run_model(
     *,
     yes: bool = False,
     dry_run: bool = False,
-    confirm: Callable[[str], bool] = lambda q: typer.confirm(q, default=False),
+    confirm: Callable[[str], bool] = ask,
     rest: ModelRest | None = None,
     storage: Storage | None = None,
 ) -> int:
