@@ -41,7 +41,7 @@ from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
 from jobs.serving.model_rest import ModelRecord, ModelRest
 from jobs.serving.serving_prices import ServingCost, serving_cost
 from jobs.training.facts import JobFacts, PoolFacts
-from jobs.training.rules import (
+from jobs.training.rules.machines import (
     accelerator_fits_machine,
     accelerator_offered_in_region,
     machine_offered_in_region,

@@ -1,7 +1,7 @@
 """JobFacts: the format-neutral view of a job that validation rules read.
 
 A job arrives as a vtx template or as a REST/gcloud CustomJob; the rules in
-`jobs/training/rules.py` are
+`jobs/training/rules/` are
 written once against this view, and every fact carries the path of the field it came from in the
 document the user wrote, so a problem points at *their* file (``pools.chief.accelerator_count``
 in a template, ``workerPoolSpecs[0].machineSpec.acceleratorCount`` in gcloud YAML).

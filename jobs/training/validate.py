@@ -20,7 +20,7 @@ from jobs.spec.rest_check import SPEC_MESSAGE, check_rest_fields
 from jobs.training.compile import CompiledJob
 from jobs.training.facts import JobFacts, facts_from_rest_job, facts_from_rest_spec
 from jobs.training.policies import check_job_policies
-from jobs.training.rules import run_rules
+from jobs.training.rules.registry import run_rules
 
 
 def with_source(problems: list[Problem], source: str | None) -> list[Problem]:

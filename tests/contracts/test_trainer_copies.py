@@ -27,7 +27,7 @@ from jobs.core import contract, safe_yaml
 from jobs.core.catalog import load_catalog
 from jobs.local.platform import vertex_env
 from jobs.local.serving import serving_process
-from jobs.training import rules
+from jobs.training.rules import environment as rules
 from trainer.config import accelerators, secrets
 from trainer.config import schema as trainer_config
 from trainer.config.env import TrackingEnv, VertexEnv

@@ -60,7 +60,7 @@ from jobs.local.serving.serving_process import (
     serving_env,
 )
 from jobs.training.facts import facts_from_rest_spec
-from jobs.training.rules import accelerator_fits_machine, machine_type_known
+from jobs.training.rules.machines import accelerator_fits_machine, machine_type_known
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from jobs.local.serving.model_filters import (
     parse_model_filter,
 )
 from jobs.serving.model_facts import DEFAULT_ALIAS, alias_problems
-from jobs.training.rules import LABEL_KEY, LABEL_VALUE
+from jobs.training.rules.metadata import LABEL_KEY, LABEL_VALUE
 
 MODEL_ID = re.compile(r"^[a-z_][a-z0-9_-]{0,62}$")
 """UploadModelRequest.model_id: up to 63 of ``[a-z0-9_-]``, not starting with a digit or '-'."""

@@ -14,7 +14,7 @@ import pytest
 from jobs.core.catalog import load_catalog
 from jobs.spec.rest_check import check_rest_fields
 from jobs.training.facts import facts_from_rest_job
-from jobs.training.rules import RULES, run_rules
+from jobs.training.rules.registry import RULES, run_rules
 from jobs.training.validate import validate_custom_job
 
 POOL0 = "jobSpec.workerPoolSpecs[0]"

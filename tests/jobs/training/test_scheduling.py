@@ -23,7 +23,7 @@ from jobs.spec.template import JobTemplate
 from jobs.training.compile import custom_job_dict, to_custom_job
 from jobs.training.cost import estimate
 from jobs.training.facts import facts_from_template, template_facts
-from jobs.training.rules import run_rules
+from jobs.training.rules.registry import run_rules
 from jobs.training.validate import validate_custom_job_spec
 from tests.jobs.training.scheduling_templates import L4, RESERVATION, template, with_reservation
 
