@@ -1,5 +1,5 @@
-"""The `vtx` command line: the composition root. It mounts the command groups, which live next
-to each other in this package and drive jobs/ (the job pipeline, the local platform) and infra/
+"""The `vtx` command line: the composition root. It mounts the command groups, which live in
+commands/ (see vtx/README.md) and drive jobs/ (the job pipeline, the local platform) and infra/
 (the stack review). Heavy libraries (aiplatform, pulumi, torch) are imported inside the commands
 that need them, so that `vtx --help` and `vtx validate` start fast."""
 
