@@ -26,6 +26,15 @@ if TYPE_CHECKING:
 # type and waits 60 s per probe. Must be set before gcsfs is imported anywhere.
 os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
 
+# Fixtures that a jobs test and its CLI twin in tests/vtx both use, defined once beside the jobs
+# test; listed here so that pytest finds them in either folder.
+pytest_plugins = [
+    "tests.jobs.local.platform.capacity_helpers",
+    "tests.jobs.runs.log_fakes",
+    "tests.jobs.serving.endpoint_fakes",
+    "tests.jobs.training.quota_fakes",
+]
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 TEST_DATA = TESTS / "data"

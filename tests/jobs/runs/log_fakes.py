@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
+from jobs.core.stack import StackOutputs
+from jobs.vertex.client import Vertex, is_terminal
+
 PRINTS = (
     "import json; "
     "print(json.dumps({'severity': 'INFO', 'message': 'training', 'rank': 0, 'total_steps': 9})); "
@@ -9,3 +16,28 @@ PRINTS = (
     "'loss': 1.5, 'lr': 0.001, 'tokens_per_s': 2500.0})); "
     "print(json.dumps({'severity': 'WARNING', 'message': 'slow disk', 'rank': 0}))"
 )
+
+
+@pytest.fixture(scope="module")
+def finished_run(local_platform: StackOutputs) -> str:
+    """A run id whose one job printed the trainer's kind of lines and succeeded."""
+    from google.cloud import aiplatform_v1
+
+    pool = {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": 1,
+        "container_spec": {"image_uri": "img", "command": ["python", "-c", PRINTS]},
+    }
+    run_id = "logs-format-1"
+    vertex = Vertex(local_platform)
+    job = vertex.create(
+        aiplatform_v1.CustomJob(
+            display_name="fmt",
+            job_spec={"worker_pool_specs": [pool]},
+            labels={"vtx-run-id": run_id},
+        )
+    )
+    deadline = time.monotonic() + 60  # a safety net for a hung job, not a timing assertion
+    while not is_terminal(vertex.get(job.name)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return run_id

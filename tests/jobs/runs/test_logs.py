@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 import requests
 
-from jobs.core.stack import StackOutputs
 from jobs.local.training.log_copier import SERVICE as LOCAL_SERVICE
 from jobs.runs.logs import (
     SERVICE,
@@ -28,8 +26,6 @@ from jobs.runs.logs import (
     severity_named,
     severity_of,
 )
-from jobs.vertex.client import Vertex, is_terminal
-from tests.jobs.runs.log_fakes import PRINTS
 
 
 def test_filter_selects_the_runs_jobs() -> None:
@@ -241,31 +237,6 @@ def test_json_lines_use_cloud_logging_names() -> None:
 
 def test_the_service_replica_is_the_local_platform_s_name() -> None:
     assert SERVICE == LOCAL_SERVICE
-
-
-@pytest.fixture(scope="module")
-def finished_run(local_platform: StackOutputs) -> str:
-    """A run id whose one job printed the trainer's kind of lines and succeeded."""
-    from google.cloud import aiplatform_v1
-
-    pool = {
-        "machine_spec": {"machine_type": "n1-standard-4"},
-        "replica_count": 1,
-        "container_spec": {"image_uri": "img", "command": ["python", "-c", PRINTS]},
-    }
-    run_id = "logs-format-1"
-    vertex = Vertex(local_platform)
-    job = vertex.create(
-        aiplatform_v1.CustomJob(
-            display_name="fmt",
-            job_spec={"worker_pool_specs": [pool]},
-            labels={"vtx-run-id": run_id},
-        )
-    )
-    deadline = time.monotonic() + 60  # a safety net for a hung job, not a timing assertion
-    while not is_terminal(vertex.get(job.name)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return run_id
 
 
 NO_SDK = """

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from jobs.core.stack import StackOutputs
+from tests.conftest import stack_outputs
 
 PARENT = "projects/acme-ml-dev/locations/us-central1"
 
@@ -68,3 +75,14 @@ class Vertex(BaseHTTPRequestHandler):
         else:
             predictions = [{"generated_text": f"echo {i}"} for i in body["instances"]]
             self._answer(200, {"predictions": predictions, "deployedModelId": "555"})
+
+
+@pytest.fixture(scope="module")
+def endpoint_stack() -> Iterator[StackOutputs]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Vertex)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield stack_outputs(vertex_endpoint=f"http://127.0.0.1:{server.server_address[1]}")
+    server.shutdown()
+    server.server_close()
+    thread.join()

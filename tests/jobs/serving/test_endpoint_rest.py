@@ -4,28 +4,11 @@ endpoints on 127.0.0.1: instances read as JSON lines or a list, predictions prin
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
-
 import pytest
 
 from jobs.core.stack import StackOutputs
 from jobs.serving.endpoint_rest import EndpointRest
 from jobs.vertex.client import Backoff, VertexError
-from tests.conftest import stack_outputs
-from tests.jobs.serving.endpoint_fakes import Vertex
-
-
-@pytest.fixture(scope="module")
-def stack() -> Iterator[StackOutputs]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Vertex)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield stack_outputs(vertex_endpoint=f"http://127.0.0.1:{server.server_address[1]}")
-    server.shutdown()
-    server.server_close()
-    thread.join()
 
 
 @pytest.mark.parametrize(
@@ -37,9 +20,9 @@ def stack() -> Iterator[StackOutputs]:
     ],
 )
 def test_a_failed_prediction_is_explained(
-    stack: StackOutputs, endpoint: str, instance: str, expected: str
+    endpoint_stack: StackOutputs, endpoint: str, instance: str, expected: str
 ) -> None:
-    rest = EndpointRest(stack, backoff=Backoff(0.0, 0.0, 2.0, 0.0))
+    rest = EndpointRest(endpoint_stack, backoff=Backoff(0.0, 0.0, 2.0, 0.0))
     with pytest.raises(VertexError) as failed:
         rest.predict(endpoint, [instance])
     assert expected in str(failed.value)

@@ -4,13 +4,16 @@ here and the CLI's in tests/vtx read it."""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+import pytest
 import requests
 
-from jobs.core.stack import StackOutputs
+from jobs.core.stack import StackOutputs, load_stack_file
 from jobs.training.quotas import (
     QuotaReader,
 )
@@ -103,3 +106,21 @@ def handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
 
 def reader(stack: StackOutputs, fake: FakeGoogle) -> QuotaReader:
     return QuotaReader(stack, session=requests.Session(), endpoint=fake.url)
+
+
+@pytest.fixture
+def google() -> Iterator[FakeGoogle]:
+    fake = FakeGoogle()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(fake))
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield fake
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.fixture
+def quota_stack() -> StackOutputs:
+    return load_stack_file(DATA / "stack-dev.json")

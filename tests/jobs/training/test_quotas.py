@@ -5,15 +5,12 @@ the v1 references; the figures and the CPU quota id are made up for the tests)."
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
 import requests
 
 from jobs.core.catalog import load_catalog
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.training.quotas import (
     NOT_LISTED,
     OK,
@@ -28,14 +25,12 @@ from jobs.training.quotas import (
     region_limits,
 )
 from tests.jobs.training.quota_fakes import (
-    DATA,
     L4,
     L4_SPOT,
     PAGE,
     PREFIX,
     QUOTA_INFOS,
     FakeGoogle,
-    handler,
     reader,
     rest_job,
 )
@@ -45,28 +40,10 @@ H100 = f"{PREFIX}nvidia_h100_gpus"
 CPUS = f"{PREFIX}cpus"
 
 
-@pytest.fixture
-def google() -> Iterator[FakeGoogle]:
-    fake = FakeGoogle()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(fake))
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    server.shutdown()
-    server.server_close()
-    thread.join()
-
-
-@pytest.fixture
-def dev_stack() -> StackOutputs:
-    return load_stack_file(DATA / "stack-dev.json")
-
-
 def test_reader_follows_every_page_of_the_projects_quota_infos(
-    google: FakeGoogle, dev_stack: StackOutputs
+    google: FakeGoogle, quota_stack: StackOutputs
 ) -> None:
-    infos = reader(dev_stack, google).quota_infos()
+    infos = reader(quota_stack, google).quota_infos()
     assert [i["quotaId"] for i in infos] == [i["quotaId"] for i in QUOTA_INFOS]
     paths = {path for path, _, _ in google.requests}
     assert paths == {
@@ -76,9 +53,9 @@ def test_reader_follows_every_page_of_the_projects_quota_infos(
 
 
 def test_a_local_stack_reads_its_endpoint_with_the_platforms_token(
-    google: FakeGoogle, dev_stack: StackOutputs
+    google: FakeGoogle, quota_stack: StackOutputs
 ) -> None:
-    local = dev_stack.model_copy(update={"vertex_endpoint": google.url, "local_token": "t0k"})
+    local = quota_stack.model_copy(update={"vertex_endpoint": google.url, "local_token": "t0k"})
     QuotaReader(local).quota_infos()
     assert {auth for _, _, auth in google.requests} == {"Bearer t0k"}
 
@@ -108,13 +85,13 @@ def test_in_use_counts_jobs_not_ended_accelerators_times_replicas() -> None:
 
 
 def test_the_jobs_read_are_the_regions_and_ended_ones_are_filtered_here_too(
-    google: FakeGoogle, dev_stack: StackOutputs
+    google: FakeGoogle, quota_stack: StackOutputs
 ) -> None:
     google.jobs["us-central1"] = [
         rest_job("JOB_STATE_RUNNING", 1),
         rest_job("JOB_STATE_CANCELLED", 1),
     ]
-    jobs = reader(dev_stack, google).jobs("us-central1")
+    jobs = reader(quota_stack, google).jobs("us-central1")
     assert [j["state"] for j in jobs] == ["JOB_STATE_RUNNING"]
     path, query, _ = google.requests[-1]
     assert path == "/v1/projects/vtx-dev-123/locations/us-central1/customJobs"
@@ -122,7 +99,7 @@ def test_the_jobs_read_are_the_regions_and_ended_ones_are_filtered_here_too(
 
 
 def test_the_filter_leaves_out_every_final_state_and_only_those(
-    google: FakeGoogle, dev_stack: StackOutputs
+    google: FakeGoogle, quota_stack: StackOutputs
 ) -> None:
     """A job holds quota until it has ended, in any of v1's five final states."""
     google.jobs["us-central1"] = [
@@ -130,7 +107,7 @@ def test_the_filter_leaves_out_every_final_state_and_only_those(
         rest_job("JOB_STATE_PARTIALLY_SUCCEEDED", 1),
         rest_job("JOB_STATE_PAUSED", 1),
     ]
-    jobs = reader(dev_stack, google).jobs("us-central1")
+    jobs = reader(quota_stack, google).jobs("us-central1")
     assert [j["state"] for j in jobs] == ["JOB_STATE_PAUSED"]
     _, query, _ = google.requests[-1]
     assert query["filter"] == (
@@ -179,9 +156,9 @@ def test_unlisted_and_unlimited_metrics_never_block() -> None:
 
 
 def test_the_catalogs_own_quota_id_is_not_repeated_in_the_stanza(
-    google: FakeGoogle, dev_stack: StackOutputs
+    google: FakeGoogle, quota_stack: StackOutputs
 ) -> None:
-    check = preflight({H100: 8}, "us-central1", reader(dev_stack, google), load_catalog())
+    check = preflight({H100: 8}, "us-central1", reader(quota_stack, google), load_catalog())
     (over,) = check.over_limit
     assert over.limit == 0 and over.preference is not None
     assert over.preference.stanza == (
@@ -190,11 +167,11 @@ def test_the_catalogs_own_quota_id_is_not_repeated_in_the_stanza(
 
 
 def test_read_regions_reads_the_quota_once_and_each_regions_jobs(
-    google: FakeGoogle, dev_stack: StackOutputs
+    google: FakeGoogle, quota_stack: StackOutputs
 ) -> None:
     google.jobs["us-east4"] = [rest_job("JOB_STATE_RUNNING", 3)]
     central, east = read_regions(
-        reader(dev_stack, google), ["us-central1", "us-east4"], load_catalog()
+        reader(quota_stack, google), ["us-central1", "us-east4"], load_catalog()
     )
     assert central.in_use == {} and east.in_use[L4] == 4
     assert (central.limits[L4].limit, east.limits[L4].limit) == (8, 4)
@@ -203,25 +180,27 @@ def test_read_regions_reads_the_quota_once_and_each_regions_jobs(
 
 
 def test_an_api_error_skips_the_check_with_its_reason(
-    google: FakeGoogle, dev_stack: StackOutputs
+    google: FakeGoogle, quota_stack: StackOutputs
 ) -> None:
     google.status = 403
-    check = preflight({L4: 1}, "us-central1", reader(dev_stack, google), load_catalog())
+    check = preflight({L4: 1}, "us-central1", reader(quota_stack, google), load_catalog())
     assert check.skipped is not None and "HTTP 403 caller lacks permission" in check.skipped
     assert check.metrics == [] and not check.over_limit
 
 
-def test_an_unreachable_quota_api_skips_the_check_with_its_reason(dev_stack: StackOutputs) -> None:
+def test_an_unreachable_quota_api_skips_the_check_with_its_reason(
+    quota_stack: StackOutputs,
+) -> None:
     with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as closed:
         url = f"http://127.0.0.1:{closed.server_address[1]}"
-    unreachable = QuotaReader(dev_stack, session=requests.Session(), endpoint=url)
+    unreachable = QuotaReader(quota_stack, session=requests.Session(), endpoint=url)
     check = preflight({L4: 1}, "us-central1", unreachable, load_catalog())
     assert check.skipped is not None and check.skipped.startswith(f"cannot reach {url}")
 
 
 def test_an_answer_that_is_not_a_json_object_skips_the_check(
-    google: FakeGoogle, dev_stack: StackOutputs
+    google: FakeGoogle, quota_stack: StackOutputs
 ) -> None:
     google.raw = b"<html>captive portal</html>"
-    check = preflight({L4: 1}, "us-central1", reader(dev_stack, google), load_catalog())
+    check = preflight({L4: 1}, "us-central1", reader(quota_stack, google), load_catalog())
     assert check.skipped is not None and "did not answer with a JSON object" in check.skipped

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
 import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs.core.stack import StackOutputs, load_stack_file
+from jobs.core.stack import StackOutputs
 from jobs.launch.checks import checked_template
 from jobs.launch.plan import plan_launch
 from jobs.spec.document import load_document
@@ -23,31 +20,11 @@ from tests.jobs.training.quota_fakes import (
     L4_SPOT,
     QUOTA_INFOS,
     FakeGoogle,
-    handler,
     reader,
     rest_job,
 )
 from vtx.cli import app
 from vtx.views.launch import print_launch_plan
-
-
-@pytest.fixture
-def google() -> Iterator[FakeGoogle]:
-    fake = FakeGoogle()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(fake))
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    server.shutdown()
-    server.server_close()
-    thread.join()
-
-
-@pytest.fixture
-def dev_stack() -> StackOutputs:
-    return load_stack_file(DATA / "stack-dev.json")
-
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -123,20 +100,20 @@ def test_launch_goes_on_when_the_quota_cannot_be_read(tmp_path: Path) -> None:
 
 
 def test_a_gcp_stack_is_told_the_stanza_for_its_pulumi_config(
-    google: FakeGoogle, dev_stack: StackOutputs, tmp_path: Path
+    google: FakeGoogle, quota_stack: StackOutputs, tmp_path: Path
 ) -> None:
     template = checked_template(load_document(l4_template(tmp_path, 3, "spot")), None)[0]
     assert template is not None
     google.infos = [i for i in QUOTA_INFOS if "preemptible" not in i["metric"]]
     out = Console(record=True, width=200, soft_wrap=True)
-    plan = plan_launch(template, dev_stack, "l4.yaml", reader=reader(dev_stack, google))
+    plan = plan_launch(template, quota_stack, "l4.yaml", reader=reader(quota_stack, google))
     print_launch_plan(out, plan)  # what `vtx launch --dry-run` shows
     text = out.export_text()
     assert not plan.problems and plan.refusal is None, text
     assert "Cloud Quotas lists no quota for" in text and "preemptible_nvidia_l4_gpus" in text
     google.infos = QUOTA_INFOS
     google.jobs["us-central1"] = [rest_job("JOB_STATE_RUNNING", 13, strategy="SPOT")]
-    plan = plan_launch(template, dev_stack, "l4.yaml", reader=reader(dev_stack, google))
+    plan = plan_launch(template, quota_stack, "l4.yaml", reader=reader(quota_stack, google))
     print_launch_plan(out, plan)  # what `vtx launch --dry-run` shows
     text = out.export_text()
     assert not plan.problems and plan.refusal is None, text

@@ -6,7 +6,6 @@ import io
 import json
 import re
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +14,6 @@ from fastapi import FastAPI, Request
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs.core.stack import StackOutputs
 from jobs.local.platform.ports import free_port
 from jobs.runs.logs import (
     CloudLoggingSource,
@@ -23,9 +21,8 @@ from jobs.runs.logs import (
     severity_of,
     stream,
 )
-from jobs.vertex.client import JobRecord, Vertex, VertexRest, is_terminal
+from jobs.vertex.client import JobRecord, VertexRest
 from tests.conftest import TEST_DATA, wait_for_port
-from tests.jobs.runs.log_fakes import PRINTS
 from vtx.cli import app
 from vtx.commands.logs import LogFormat, log_view
 from vtx.flows.follow import numbered
@@ -150,31 +147,6 @@ def test_a_structured_cloud_entry_keeps_its_fields_and_severity(logging_api: Log
     (got,) = list(stream(source(logging_api), done=lambda: True, follow=False))
     assert severity_of(got) == "WARNING"
     assert json.loads(got.message) == {"message": "train", "step": 3}
-
-
-@pytest.fixture(scope="module")
-def finished_run(local_platform: StackOutputs) -> str:
-    """A run id whose one job printed the trainer's kind of lines and succeeded."""
-    from google.cloud import aiplatform_v1
-
-    pool = {
-        "machine_spec": {"machine_type": "n1-standard-4"},
-        "replica_count": 1,
-        "container_spec": {"image_uri": "img", "command": ["python", "-c", PRINTS]},
-    }
-    run_id = "logs-format-1"
-    vertex = Vertex(local_platform)
-    job = vertex.create(
-        aiplatform_v1.CustomJob(
-            display_name="fmt",
-            job_spec={"worker_pool_specs": [pool]},
-            labels={"vtx-run-id": run_id},
-        )
-    )
-    deadline = time.monotonic() + 60  # a safety net for a hung job, not a timing assertion
-    while not is_terminal(vertex.get(job.name)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return run_id
 
 
 def _vtx_logs(*args: str) -> tuple[int, str, str]:

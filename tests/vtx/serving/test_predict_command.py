@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
-from tests.conftest import stack_outputs
 from tests.jobs.serving.endpoint_fakes import Vertex
 from vtx.cli import app
 from vtx.commands.deploy import read_instances
@@ -20,21 +16,10 @@ from vtx.commands.deploy import read_instances
 runner = CliRunner(env={"COLUMNS": "250"})
 
 
-@pytest.fixture(scope="module")
-def stack() -> Iterator[StackOutputs]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Vertex)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield stack_outputs(vertex_endpoint=f"http://127.0.0.1:{server.server_address[1]}")
-    server.shutdown()
-    server.server_close()
-    thread.join()
-
-
 @pytest.fixture
-def stack_file(stack: StackOutputs, tmp_path: Path) -> Path:
-    path = tmp_path / "stack.json"
-    path.write_text(stack.model_dump_json())
+def stack_file(endpoint_stack: StackOutputs, tmp_path: Path) -> Path:
+    path = tmp_path / "endpoint_stack.json"
+    path.write_text(endpoint_stack.model_dump_json())
     return path
 
 

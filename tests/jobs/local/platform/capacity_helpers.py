@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
 from jobs.core.stack import StackOutputs
+from jobs.local.platform.client import set_capacity
 from tests.jobs.local.local_helpers import (
+    capacity_platform,
     custom_job,
     replica_output,
 )
@@ -45,3 +52,27 @@ def waiting(platform: StackOutputs, jobs, name: str) -> bool:
     """PENDING, and the service log says it waits for resources."""
     pending = jobs.get_custom_job(name=name).state == PENDING
     return pending and any("waiting for resources" in m for m in service(platform, name))
+
+
+@pytest.fixture(scope="module")
+def capacity_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("capacity") / "platform"
+
+
+@pytest.fixture(scope="module")
+def capacity_stack(gcs_emulator: str, capacity_dir: Path) -> Iterator[StackOutputs]:
+    with capacity_platform(capacity_dir, gcs_emulator, START) as stack:
+        yield stack
+
+
+@pytest.fixture
+def capacity(capacity_stack: StackOutputs) -> Iterator[object]:
+    """Sets the platform's capacity for one test, and puts the starting model back after it."""
+
+    def put(model: dict) -> dict:
+        return set_capacity(
+            capacity_stack.vertex_endpoint or "", capacity_stack.local_token or "", model
+        )
+
+    yield put
+    put(START)
