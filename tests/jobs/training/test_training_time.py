@@ -9,18 +9,8 @@ from jobs.core.catalog import load_catalog
 from jobs.spec.gcloud import load_template
 from jobs.training.facts import template_facts
 from jobs.training.training_time import TrainingTimeError, run_estimate, trainer_call
-from tests.conftest import REPO
-
-ROOT = REPO
-
-TEMPLATES = ROOT / "jobs" / "templates"
-
-TINY = ["--set", "args=[--config, trainer/examples/tiny-lora.yaml]"]
-
-ON_L4 = [
-    "--set", "pools.chief.machine=g2-standard-8",
-    "--set", "pools.workers.machine=g2-standard-8",
-]  # fmt: skip
+from tests.conftest import TEMPLATES
+from tests.jobs.training.estimate_args import ON_L4, TINY
 
 
 def _facts(name: str, overrides: list[str] = ()):  # type: ignore[assignment]

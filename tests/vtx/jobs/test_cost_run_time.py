@@ -4,19 +4,9 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from tests.conftest import REPO
+from tests.conftest import TEMPLATES
+from tests.jobs.training.estimate_args import ON_L4, TINY
 from vtx.cli import app
-
-ROOT = REPO
-
-TEMPLATES = ROOT / "jobs" / "templates"
-
-TINY = ["--set", "args=[--config, trainer/examples/tiny-lora.yaml]"]
-
-ON_L4 = [
-    "--set", "pools.chief.machine=g2-standard-8",
-    "--set", "pools.workers.machine=g2-standard-8",
-]  # fmt: skip
 
 
 def test_vtx_cost_run_time_prints_the_estimate_and_says_when_the_price_is_unknown() -> None:
