@@ -7,7 +7,7 @@ from rich.console import Console
 
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchOptions, LaunchPlan, plan_launch
-from jobs.launch.run import Event, Follow, Runner, drive
+from jobs.launch.run import Event, Follow, Runner
 from jobs.runs.logs import LogSource
 from jobs.spec.template import JobTemplate
 from jobs.training.quotas import QuotaReader
@@ -40,6 +40,16 @@ class LaunchView:
             return self.follow(event.name)
         print_event(self.out, self.plan, self.runner.follow, event)
         return None
+
+    def walk(self) -> int:
+        """Take the runner's events to its end, here in the CLI: the runner never calls back up.
+        Each event is shown; a ``Follow`` is answered with the following's exit code."""
+        events, reply = self.runner.events(), None
+        try:
+            while True:
+                reply = self.show(events.send(reply))
+        except StopIteration as end:
+            return end.value
 
     def follow(self, name: str) -> int:
         out, poll_s = self.out, self.runner.poll_s
@@ -81,9 +91,9 @@ def launch_job(
         runner = Runner(plan, vertex or Vertex(stack), follow=options.follow, poll_s=options.poll_s)
         view = LaunchView(out, plan, runner, stack)
         if plan.ladder:  # the walk turns create errors into its decisions
-            return drive(runner.events(), view.show)
+            return view.walk()
         with api_errors(out, "not submitted"):
-            code = drive(runner.events(), view.show)
+            code = view.walk()
         if code or not options.follow or options.upload is None or plan.study is not None:
             return code
         return upload_run_model(out, stack, plan.run_id, options.upload, yes=answer.yes,
