@@ -6,98 +6,22 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 from rich.console import Console
 
-from jobs.core.stack import load_stack_file
 from jobs.launch.plan import LaunchPlan, Rung
 from jobs.launch.run import Runner, drive
-from jobs.spec.gcloud import load_template
-from jobs.training.compile import compile_job
-from jobs.training.plan import plan_job
-from jobs.training.quotas import QuotaCheck
-from jobs.vertex.client import JobRecord, VertexError
-from tests.conftest import TEMPLATES, TEST_DATA
+from jobs.vertex.client import JobRecord
+from tests.jobs.launch.walk_fakes import (
+    RUN_ID,
+    STOCKOUT,
+    Clock,
+    FakeRest,
+    FakeVertex,
+    rung,
+)
 from vtx.views.launch import print_event
-
-DATA = TEST_DATA
-RUN_ID = "walk-run"
-
-
-def rung(number: int, strategy: str, max_wait_s: float | None = 60.0) -> Rung:
-    stack = load_stack_file(DATA / "stack-dev.json")
-    template = load_template(TEMPLATES / "l4-spot-lora.yaml", [f"scheduling.strategy={strategy}"])
-    plan = plan_job(compile_job(template, stack, RUN_ID))
-    return Rung(number, plan, QuotaCheck(stack.region, []), max_wait_s, None)
-
-
-class Refused(Exception):
-    code = 429
-
-
-@dataclass
-class Created:
-    name: str
-
-
-@dataclass
-class Submitted:
-    job: Created
-    attempt: int
-
-
-class FakeVertex:
-    """Creates jobs named job-1, job-2...; a rung whose strategy is in ``refuse`` gets a 429."""
-
-    def __init__(self, refuse: tuple[str, ...] = ()) -> None:
-        self.refuse = refuse
-        self.created: list[str] = []
-
-    def submit(self, job: Any, needed: dict[str, int], region: str) -> Submitted:
-        if job.job_spec.scheduling.strategy.name in self.refuse:
-            raise VertexError("quota exceeded in us-central1") from Refused()
-        self.created.append(f"job-{len(self.created) + 1}")
-        return Submitted(Created(self.created[-1]), len(self.created))
-
-
-class FakeRest:
-    """Each job's states in order, one per get (the last one repeats); cancel ends a job. Gets
-    are counted: a walk that keeps polling a job that will not change fails, never hangs."""
-
-    def __init__(self, script: dict[str, list[str | tuple[str, str]]], polls: int = 500) -> None:
-        self.script = {name: list(states) for name, states in script.items()}
-        self.cancelled: list[str] = []
-        self.polls = polls
-
-    def get(self, name: str) -> JobRecord:
-        self.polls -= 1
-        assert self.polls >= 0, f"still polling {name}, which no longer changes"
-        states = self.script[name]
-        state = "JOB_STATE_CANCELLED" if name in self.cancelled else states[0]
-        if len(states) > 1 and name not in self.cancelled:
-            states.pop(0)
-        state, error = state if isinstance(state, tuple) else (state, None)
-        job = {"name": name, "state": state, **({"error": {"message": error}} if error else {})}
-        return JobRecord.from_rest(job)
-
-    def cancel(self, name: str) -> None:
-        self.cancelled.append(name)
-
-
-class Clock:
-    """Time moves only when the walk sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def walk(rungs: list[Rung], vertex: FakeVertex, rest: FakeRest) -> tuple[int, str]:
@@ -108,9 +32,6 @@ def walk(rungs: list[Rung], vertex: FakeVertex, rest: FakeRest) -> tuple[int, st
     runner = Runner(plan, vertex, poll_s=10.0, sleep=clock.sleep, clock=clock, rest=rest)  # type: ignore[arg-type]
     code = drive(runner.events(), lambda event: print_event(out, plan, False, event))
     return code, buffer.getvalue()
-
-
-STOCKOUT = ("JOB_STATE_FAILED", "STOCKOUT: Spot capacity for NVIDIA_L4 is exhausted.")
 
 
 @pytest.fixture
