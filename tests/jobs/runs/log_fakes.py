@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 
 import pytest
@@ -20,7 +21,8 @@ PRINTS = (
 
 @pytest.fixture(scope="module")
 def finished_run(local_platform: StackOutputs) -> str:
-    """A run id whose one job printed the trainer's kind of lines and succeeded."""
+    """A run id whose one job printed the trainer's kind of lines and succeeded: one run per test
+    module, since the modules that ask for it may share a platform (one xdist worker's)."""
     from google.cloud import aiplatform_v1
 
     pool = {
@@ -28,7 +30,7 @@ def finished_run(local_platform: StackOutputs) -> str:
         "replica_count": 1,
         "container_spec": {"image_uri": "img", "command": ["python", "-c", PRINTS]},
     }
-    run_id = "logs-format-1"
+    run_id = f"logs-format-{secrets.token_hex(3)}"
     vertex = Vertex(local_platform)
     job = vertex.create(
         aiplatform_v1.CustomJob(
