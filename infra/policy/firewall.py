@@ -96,8 +96,32 @@ def _strings(value: object) -> list[str]:
     return []
 
 
+def _public(cidr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    try:
+        network = ipaddress.ip_network(cidr.strip(), strict=False)
+    except ValueError:
+        return None
+    return None if network.is_private else network
+
+
+def _public_union_is_internet_wide(cidrs: list[str]) -> bool:
+    """True when the public ranges together, overlaps counted once, span as many addresses as
+    one internet-wide range: 0.0.0.0/1 given as 128 /9 blocks is half the internet, though no
+    block alone is as wide as a /8."""
+    for version, prefix_len in _INTERNET_PREFIX_LEN.items():
+        networks = [n for n in map(_public, cidrs) if n is not None and n.version == version]
+        spanned = sum(n.num_addresses for n in ipaddress.collapse_addresses(networks))
+        if networks and spanned >= 2 ** ((32 if version == 4 else 128) - prefix_len):
+            return True
+    return False
+
+
 def _internet_sources(ranges: object, region_codes: object = None) -> tuple[str, ...]:
-    found = [cidr for cidr in _strings(ranges) if is_internet_wide(cidr)]
+    cidrs = _strings(ranges)
+    if _public_union_is_internet_wide(cidrs):
+        found = [cidr for cidr in cidrs if is_internet_wide(cidr) or _public(cidr) is not None]
+    else:
+        found = [cidr for cidr in cidrs if is_internet_wide(cidr)]
     # A source given as countries is the internet, one country at a time.
     found += [f"region {code}" for code in _strings(region_codes)]
     return tuple(found)

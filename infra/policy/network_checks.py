@@ -50,8 +50,15 @@ def subnet_flow_logs(resource_type: str, props: Mapping[str, Any], _: RuleContex
     if resource_type != SUBNETWORK or not _ordinary_subnet(props):
         return []
     # A logConfig block, even with every field defaulted, is what turns flow logs on.
-    if not isinstance(props.get("logConfig"), Mapping):
+    log_config = props.get("logConfig")
+    if not isinstance(log_config, Mapping):
         return ["no logConfig: VPC flow logs are off"]
+    # The provider documents flowSampling 0.0 as "no logs are sampled": flow logs on, empty.
+    sampling = log_config.get("flowSampling")
+    if isinstance(sampling, int | float) and not isinstance(sampling, bool) and sampling <= 0:
+        return [
+            f"logConfig.flowSampling is {sampling}: no flow is logged; 0.5 (the default) or more"
+        ]
     return []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from typing import Any
 
@@ -670,6 +671,33 @@ def test_internet_split_into_wide_public_ranges_is_still_the_internet() -> None:
     assert "from 0.0.0.0/1, 128.0.0.0/1" in message
     private = {**IAP_SSH, "sourceRanges": ["10.0.0.0/8", "192.168.0.0/16", "fd00::/8"]}
     assert check("no-internet-ingress", FIREWALL, private) == []
+
+
+def test_ssh_from_many_narrower_public_ranges_that_together_span_the_internet_is_caught() -> None:
+    # 0.0.0.0/1 as 128 /9 blocks: no block alone is a /8, together they are half the internet.
+    blocks = [str(n) for n in ipaddress.ip_network("0.0.0.0/1").subnets(new_prefix=9)]
+    (message,) = check("no-internet-ingress", FIREWALL, {**IAP_SSH, "sourceRanges": blocks})
+    assert message.startswith("allows[0] allows SSH (22) from 1.0.0.0/9, 1.128.0.0/9")
+    sources = message.split(" from ", 1)[1].split(", ")
+    # the blocks that are no part of the internet (this network, 10/8, loopback) are not named
+    assert not {"0.0.0.0/9", "10.0.0.0/9", "127.0.0.0/9"} & set(sources)
+    assert "126.128.0.0/9" in sources
+    # Google's own ranges (IAP TCP forwarding, health checks) together stay far below a /8.
+    google = {**IAP_SSH, "sourceRanges": ["35.235.240.0/20", "35.191.0.0/16", "130.211.0.0/22"]}
+    assert check("no-internet-ingress", FIREWALL, google) == []
+    # Overlaps count once: one /9 given twice is still a /9, narrower than the internet.
+    twice = {**IAP_SSH, "sourceRanges": ["20.0.0.0/9", "20.0.0.0/9"]}
+    assert check("no-internet-ingress", FIREWALL, twice) == []
+
+
+def test_prod_subnet_flow_logs_sampling_nothing_are_off() -> None:
+    subnet = "gcp:compute/subnetwork:Subnetwork"
+    for sampling in (0, 0.0):
+        off = {**GOOD_SUBNET, "logConfig": {**GOOD_SUBNET["logConfig"], "flowSampling": sampling}}
+        (message,) = check("prod-subnet-flow-logs", subnet, off)
+        assert "flowSampling is 0" in message
+    some = {**GOOD_SUBNET, "logConfig": {**GOOD_SUBNET["logConfig"], "flowSampling": 0.1}}
+    assert check("prod-subnet-flow-logs", subnet, some) == []
 
 
 def test_disabled_and_egress_firewall_rules_open_nothing() -> None:
