@@ -52,12 +52,11 @@ from jobs.vertex.client import (
     NOT_FOUND,
     Backoff,
     VertexError,
+    create_and_wait,
     explain,
     parent,
     service_client,
-    unreachable,
 )
-from jobs.vertex.retry import create_once
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
@@ -512,23 +511,12 @@ def _once(
     backoff: Backoff,
     timeout_s: float,
 ) -> T:
-    """Send a call that must not run twice and wait for its operation: a 503 is retried with
-    backoff, each time after ``landed`` found nothing of it (else that is the answer)."""
-    import requests
-    from google.api_core import exceptions
-
-    try:
-        return create_once(send, landed, backoff, what)
-    except (exceptions.GoogleAPICallError, exceptions.RetryError) as exc:
-        raise _explained(exc, stack, what) from exc
-    except TimeoutError as exc:
-        raise VertexError(
-            f"the {what} is still running after {timeout_s:.0f} s: `vtx endpoint show` "
-            f"shows it once done"
-        ) from exc
-    except requests.RequestException as exc:
-        # The REST transport (the local platform) lets connection failures through as is.
-        raise unreachable(stack, exc) from exc
+    """Send a call that must not run twice and wait for its operation (``create_and_wait``),
+    an API error said in a deployment's words."""
+    return create_and_wait(
+        stack, what, send, landed, backoff, timeout_s, "`vtx endpoint show`",
+        lambda exc: _explained(exc, stack, what),
+    )  # fmt: skip
 
 
 def _create_endpoint(

@@ -46,12 +46,10 @@ from jobs.vertex.client import (
     NOT_FOUND,
     Backoff,
     VertexError,
-    explain,
+    create_and_wait,
     parent,
     service_client,
-    unreachable,
 )
-from jobs.vertex.retry import create_once
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
@@ -268,7 +266,6 @@ def upload_model(
 ) -> Uploaded:
     """Send the planned upload and wait for its operation. A 503 is retried with backoff,
     each time after checking that no version of this run landed (then that one is returned)."""
-    from google.api_core import exceptions
     from google.cloud import aiplatform_v1
 
     client = client or make_model_client(stack)
@@ -287,21 +284,4 @@ def upload_model(
         new = sorted(_run_versions(rest, plan) - existing)
         return Uploaded(*new[-1]) if new else None
 
-    try:
-        return create_once(send, landed, backoff, "upload")
-    except (exceptions.GoogleAPICallError, exceptions.RetryError) as exc:
-        raise explain(exc, stack) from exc
-    except TimeoutError as exc:
-        raise VertexError(
-            f"the upload is still running after {timeout_s:.0f} s: `vtx model list` shows "
-            f"it once done"
-        ) from exc
-    except _requests_error() as exc:
-        raise unreachable(stack, exc) from exc
-
-
-def _requests_error() -> type[Exception]:
-    """The REST transport (the local platform) lets connection failures through as is."""
-    import requests
-
-    return requests.RequestException
+    return create_and_wait(stack, "upload", send, landed, backoff, timeout_s, "`vtx model list`")

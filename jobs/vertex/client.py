@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import LABEL_RUN_ID, region_of
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 QUOTA_METRIC = re.compile(r"aiplatform\.googleapis\.com/[a-z0-9_]+")
 TRANSIENT_HTTP = frozenset({401, 429, 503, 504})
@@ -190,6 +191,36 @@ def unreachable(stack: StackOutputs, exc: Exception) -> VertexError:
     where = stack.vertex_endpoint or f"{stack.region}-aiplatform.googleapis.com"
     local = " Is the local platform up? `vtx local status`." if stack.is_local else ""
     return VertexError(f"cannot reach Vertex AI at {where}: {exc}.{local}")
+
+
+def create_and_wait(
+    stack: StackOutputs,
+    what: str,
+    send: Callable[[], T],
+    landed: Callable[[], T | None],
+    backoff: Backoff,
+    timeout_s: float,
+    shown_by: str,
+    explained: Callable[[Exception], VertexError] | None = None,
+) -> T:
+    """``create_once`` for a call whose long-running operation ``send`` waits for (an upload,
+    an endpoint, a deployment): every way it can fail said in the user's words. ``explained``
+    words an API error (default ``explain``); ``shown_by`` is the command that shows the
+    resource once an operation outlives ``timeout_s``."""
+    import requests
+    from google.api_core import exceptions
+
+    try:
+        return create_once(send, landed, backoff, what)
+    except (exceptions.GoogleAPICallError, exceptions.RetryError) as exc:
+        raise (explained(exc) if explained else explain(exc, stack)) from exc
+    except TimeoutError as exc:
+        raise VertexError(
+            f"the {what} is still running after {timeout_s:.0f} s: {shown_by} shows it once done"
+        ) from exc
+    except requests.RequestException as exc:
+        # The REST transport (the local platform) lets connection failures through as is.
+        raise unreachable(stack, exc) from exc
 
 
 @dataclass(frozen=True)
