@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import typer
 from rich.console import Console
 
+from jobs.core.problems import Refused
 from vtx.views.output import print_error
 
 
@@ -25,20 +26,19 @@ class Ask:
     confirm: Callable[[str], bool] = ask
 
 
-def plan_and_confirm(
+def confirmed(
     out: Console,
     show: Callable[[], None],
-    execute: Callable[[], int],
     answer: Ask,
     question: str,
     *,
     refusal: str | None = None,
     refused: str = "not submitted",
     done: str = "submitted",
-) -> int:
-    """Print the plan (``show``), then the exit code: 1 for a ``refusal`` (printed under the
-    label ``refused``), 0 for a dry run, 1 for a no, else ``execute``'s. ``done`` says what
-    would have happened: "nothing submitted", "not submitted"."""
+) -> int | None:
+    """Print the plan (``show``); None to go ahead, else the exit code to end with: 1 for a
+    ``refusal`` (printed under the label ``refused``), 0 for a dry run, 1 for a no. ``done``
+    says what would have happened: "nothing submitted", "not submitted"."""
     show()
     if refusal:
         print_error(out, refusal, refused)
@@ -49,4 +49,26 @@ def plan_and_confirm(
     if not answer.yes and not answer.confirm(question):
         out.print(f"not {done}")
         return 1
-    return execute()
+    return None
+
+
+def plan_and_confirm(
+    out: Console,
+    show: Callable[[], None],
+    execute: Callable[[], int],
+    answer: Ask,
+    question: str,
+    *,
+    refusal: str | None = None,
+    refused: str = "not submitted",
+) -> int:
+    """``confirmed``, then ``execute``'s exit code when it says go ahead."""
+    stop = confirmed(out, show, answer, question, refusal=refusal, refused=refused)
+    return execute() if stop is None else stop
+
+
+def print_refused(out: Console, refused: Refused, label: str) -> int:
+    """Every problem of a plan that was refused before anything was sent; the exit code, 1."""
+    for problem in refused.problems:
+        print_error(out, problem, label)
+    return 1

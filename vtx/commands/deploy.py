@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,7 +18,6 @@ from rich.console import Console
 
 from jobs.core.stack import StackOutputs
 from jobs.serving.deploy import (
-    Deployed,
     DeployOptions,
     DeployRefused,
     UndeployPlan,
@@ -32,7 +30,7 @@ from jobs.serving.endpoint_access import access_of, reach_lines
 from jobs.serving.endpoint_rest import EndpointRest
 from jobs.serving.model_rest import ModelRest
 from jobs.vertex.client import VertexError
-from vtx.confirm import Ask, ask, plan_and_confirm
+from vtx.confirm import Ask, confirmed, print_refused
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
 from vtx.views.output import FitTable, print_error
 from vtx.views.serving import deployed_names, print_deploy_plan, split_text
@@ -51,10 +49,8 @@ def deploy_model(
     stack: StackOutputs,
     model: str,
     options: DeployOptions,
+    answer: Ask = Ask(),
     *,
-    yes: bool = False,
-    dry_run: bool = False,
-    confirm: Callable[[str], bool] = ask,
     models: ModelRest | None = None,
     endpoints: EndpointRest | None = None,
     client: Any = None,
@@ -65,18 +61,12 @@ def deploy_model(
         try:
             plan = plan_deploy(stack, model, options, models or ModelRest(stack), endpoints)
         except DeployRefused as refused:
-            for problem in refused.problems:
-                print_error(out, problem, "not deployed")
-            return 1
-        done: list[Deployed] = []
-        code = plan_and_confirm(
-            out, lambda: print_deploy_plan(out, plan),
-            lambda: done.append(deploy(stack, plan, endpoints, client)) or 0,
-            Ask(yes, dry_run, confirm), "Deploy this model?", done="deployed",
-        )  # fmt: skip
-    if code or not done:
-        return code
-    deployed = done[0]
+            return print_refused(out, refused, "not deployed")
+        show = lambda: print_deploy_plan(out, plan)  # noqa: E731
+        stop = confirmed(out, show, answer, "Deploy this model?", done="deployed")
+        if stop is not None:
+            return stop
+        deployed = deploy(stack, plan, endpoints, client)
     out.print(f"endpoint [bold]{deployed.endpoint}[/bold]", highlight=False)
     out.print(f"deployed model id: [bold]{deployed.deployed_model_id}[/bold]", highlight=False)
     if stack.private_serving is not None:
@@ -144,7 +134,7 @@ def deploy_command(
         traffic=traffic,
         endpoint=endpoint,
     )
-    raise typer.Exit(deploy_model(console(), outputs, model, options, yes=yes, dry_run=dry_run))
+    raise typer.Exit(deploy_model(console(), outputs, model, options, Ask(yes, dry_run)))
 
 
 def read_instances(text: str, source: str) -> list[Any]:
@@ -239,10 +229,8 @@ def undeploy_models(
     endpoint: str,
     deployed_id: str | None,
     split: dict[str, int] | None = None,
+    answer: Ask = Ask(),
     *,
-    yes: bool = False,
-    dry_run: bool = False,
-    confirm: Callable[[str], bool] = ask,
     endpoints: EndpointRest | None = None,
     client: Any = None,
 ) -> int:
@@ -252,18 +240,12 @@ def undeploy_models(
         try:
             plan = plan_undeploy(endpoints, endpoint, deployed_id, split)
         except DeployRefused as refused:
-            for problem in refused.problems:
-                print_error(out, problem, "not undeployed")
-            return 1
-        undone: list[list[str]] = []
-        code = plan_and_confirm(
-            out, lambda: print_undeploy_plan(out, plan),
-            lambda: undone.append(undeploy(stack, plan, endpoints, client)) or 0,
-            Ask(yes, dry_run, confirm), "Undeploy?", done="undeployed",
-        )  # fmt: skip
-    if code or not undone:
-        return code
-    done = undone[0]
+            return print_refused(out, refused, "not undeployed")
+        show = lambda: print_undeploy_plan(out, plan)  # noqa: E731
+        stop = confirmed(out, show, answer, "Undeploy?", done="undeployed")
+        if stop is not None:
+            return stop
+        done = undeploy(stack, plan, endpoints, client)
     out.print(f"undeployed {', '.join(done)} from {plan.endpoint.name}", highlight=False)
     return 0
 
@@ -301,9 +283,7 @@ def undeploy_command(
         raise fail(str(exc)) from exc
     outputs = required_stack(stack, stack_file)
     raise typer.Exit(
-        undeploy_models(
-            console(), outputs, endpoint, deployed_model_id, split, yes=yes, dry_run=dry_run
-        )
+        undeploy_models(console(), outputs, endpoint, deployed_model_id, split, Ask(yes, dry_run))
     )
 
 

@@ -16,6 +16,7 @@ from jobs.serving.model_rest import ModelRecord, ModelRest
 from jobs.serving.model_upload import (
     UploadOptions,
 )
+from vtx.confirm import Ask
 from vtx.flows.model_upload import upload_run_model
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, required_stack
 from vtx.views.output import FitTable
@@ -64,9 +65,7 @@ def upload(
         aliases=tuple(alias or ()),
         description=description,
     )
-    raise typer.Exit(
-        upload_run_model(console(), outputs, run_id, options, yes=yes, dry_run=dry_run)
-    )
+    raise typer.Exit(upload_run_model(console(), outputs, run_id, options, Ask(yes, dry_run)))
 
 
 def _models_table(title: str, models: list[ModelRecord]) -> Table:

@@ -96,8 +96,7 @@ def launch_job(
             code = view.walk()
         if code or not options.follow or options.upload is None or plan.study is not None:
             return code
-        return upload_run_model(out, stack, plan.run_id, options.upload, yes=answer.yes,
-                                confirm=answer.confirm)  # fmt: skip
+        return upload_run_model(out, stack, plan.run_id, options.upload, answer)
 
     return plan_and_confirm(
         out, lambda: print_launch_plan(out, plan), submit, answer, question,

@@ -3,24 +3,20 @@ launch --follow --upload-model`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rich.console import Console
 
 from jobs.core.stack import StackOutputs
 from jobs.runs.checkpoints import Storage
 from jobs.serving.model_rest import ModelRest
 from jobs.serving.model_upload import (
-    Uploaded,
     UploadOptions,
     UploadRefused,
     plan_upload,
     upload_model,
 )
-from vtx.confirm import Ask, ask, plan_and_confirm
+from vtx.confirm import Ask, confirmed, print_refused
 from vtx.options import api_errors
 from vtx.views.models import print_model_plan
-from vtx.views.output import print_error
 
 
 def upload_run_model(
@@ -28,10 +24,8 @@ def upload_run_model(
     stack: StackOutputs,
     run_id: str,
     options: UploadOptions,
+    answer: Ask = Ask(),
     *,
-    yes: bool = False,
-    dry_run: bool = False,
-    confirm: Callable[[str], bool] = ask,
     rest: ModelRest | None = None,
     storage: Storage | None = None,
 ) -> int:
@@ -41,18 +35,12 @@ def upload_run_model(
         try:
             plan = plan_upload(stack, run_id, options, rest, storage or Storage(stack))
         except UploadRefused as refused:
-            for problem in refused.problems:
-                print_error(out, problem, "not uploaded")
-            return 1
-        done: list[Uploaded] = []
-        code = plan_and_confirm(
-            out, lambda: print_model_plan(out, plan),
-            lambda: done.append(upload_model(stack, plan, rest)) or 0,
-            Ask(yes, dry_run, confirm), "Upload this model?", done="uploaded",
-        )  # fmt: skip
-    if code or not done:
-        return code
-    uploaded = done[0]
+            return print_refused(out, refused, "not uploaded")
+        show = lambda: print_model_plan(out, plan)  # noqa: E731
+        stop = confirmed(out, show, answer, "Upload this model?", done="uploaded")
+        if stop is not None:
+            return stop
+        uploaded = upload_model(stack, plan, rest)
     out.print(f"model [bold]{uploaded.model}[/bold]", highlight=False)
     out.print(f"version: [bold]{uploaded.version_id}[/bold]", highlight=False)
     return 0

@@ -24,6 +24,7 @@ from tests.jobs.serving.fakes import (
     printed,
 )
 from vtx.commands.deploy import deploy_model, undeploy_models
+from vtx.confirm import Ask
 
 
 def test_the_plan_names_model_version_endpoint_machine_replicas_split_identity_and_price() -> None:
@@ -35,7 +36,7 @@ def test_the_plan_names_model_version_endpoint_machine_replicas_split_identity_a
             stack,
             "42@default",
             DeployOptions(machine="g2-standard-8", max_replicas=3, traffic=20, endpoint="7"),
-            dry_run=True,
+            Ask(dry_run=True),
             models=FakeModels(stack),
             endpoints=endpoints,
         )
@@ -86,7 +87,14 @@ def test_undeploy_sends_each_step_with_its_split_after_confirmation() -> None:
     client = FakeClient(rest)
     code, out = printed(
         lambda console: undeploy_models(
-            console, stack, "7", "1", confirm=lambda q: True, endpoints=rest, client=client
+            console,
+            stack,
+            "7",
+            "1",
+            None,
+            Ask(confirm=lambda q: True),
+            endpoints=rest,
+            client=client,
         )
     )
     assert code == 0, out

@@ -11,6 +11,7 @@ from tests.jobs.serving.fakes import (
 )
 from tests.jobs.serving.private_stacks import private_stack
 from vtx.commands.deploy import deploy_model
+from vtx.confirm import Ask
 
 
 def test_the_deploy_prints_the_access_and_the_peering_predict_uri() -> None:
@@ -25,7 +26,7 @@ def test_the_deploy_prints_the_access_and_the_peering_predict_uri() -> None:
             stack,
             "42",
             DeployOptions(),
-            yes=True,
+            Ask(yes=True),
             endpoints=rest,
             models=models,
             client=client,
