@@ -94,7 +94,10 @@ def test_prod_review_applies_the_prod_rules(offline) -> None:
     _, report = offline["prod"]
     verdicts = {p.policy: p.status for p in report.policy}
     assert verdicts["prod-bucket-cmek"] == "pass"
+    assert verdicts["prod-registry-cmek"] == "pass"
+    assert verdicts["prod-tensorboard-cmek"] == "pass"
     assert verdicts["prod-registry-immutable-tags"] == "pass"
+    assert verdicts["network-dns-logging"] == "pass"
     assert verdicts["prod-budget"] == "pass"
     assert "skipped" not in verdicts.values()
 
@@ -242,7 +245,7 @@ def test_json_format_has_resources_iam_and_policy_keys() -> None:
     text, code = render_review("dev", preview_json=PREVIEW, fmt=Format.json)
     data = json.loads(text)
     assert code == 0
-    assert len(data["resources"]) == 19  # custom resources in the fixture
+    assert len(data["resources"]) == 20  # custom resources in the fixture
     assert {"principal", "role", "resource_kind", "resource"} <= set(data["iam"][0])
     assert {p["policy"] for p in data["policy"]} >= {"no-public-principals", "prod-budget"}
 
