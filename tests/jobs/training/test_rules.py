@@ -210,6 +210,7 @@ MALFORMED_VTX_SECRETS = {
     "JSON with an object for a name": json.dumps({"HF_TOKEN": {"value": KEY}}),
     "JSON cut short": json.dumps({"HF_TOKEN": KEY})[:-1],
     "a value as the variable": json.dumps({KEY: "hf-token"}),
+    "JSON nested past the parser": '{"HF_TOKEN": ' + "[" * 100_000 + "]" * 100_000 + "}",
 }
 
 
