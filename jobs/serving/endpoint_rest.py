@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 
 PREDICT_TIMEOUT_S = 600.0
 """Generation on a small serving machine can take minutes; Vertex's own limit is 600 s."""
+PREDICT_REQUEST_MAX_BYTES = 1_572_864
+"""1.5 MiB: Vertex's limit on a prediction request (docs/vertex-facts.md, "Serving containers";
+the serving container refuses more too, trainer/serving/request.py): `vtx predict` reads an
+instances file up to this, since one request could not carry more."""
 
 
 def _int(value: object, default: int = 0) -> int:

@@ -8,7 +8,6 @@ not part of a template: import drops it and says so, compile puts the stack's va
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from jobs.core.catalog import REDUCTION_SERVER_IMAGE
 from jobs.core.contract import LABEL_TEMPLATE, RUN_ID_ENV, VTX_LABELS, VTX_SECRETS_ENV, secret_parts
 from jobs.core.credentials import looks_like_credential_name, looks_like_key
 from jobs.core.problems import Problem
+from jobs.core.user_io import load_json_text
 from jobs.spec.document import CUSTOM_JOB, TEMPLATE, Document, load_document
 from jobs.spec.rest_check import SPEC_MESSAGE, check_rest_fields
 from jobs.spec.template import (
@@ -127,9 +127,9 @@ def _secrets_from_env(template: dict[str, Any], notes: list[str]) -> None:
     if raw is None:
         return
     try:
-        secrets = json.loads(raw)
-    except json.JSONDecodeError:
-        notes.append(f"{VTX_SECRETS_ENV} was not JSON; dropped")
+        secrets = load_json_text(raw)
+    except ValueError as exc:
+        notes.append(f"{VTX_SECRETS_ENV} was dropped: {exc}")
         return
     if not isinstance(secrets, dict):
         notes.append(f"{VTX_SECRETS_ENV} was not a JSON object; dropped")

@@ -11,6 +11,7 @@ import itertools
 import math
 from collections.abc import Iterator
 
+from jobs.core.catalog import vertex_limits
 from jobs.core.problems import Problem
 from jobs.spec.study import (
     DISCRETE_MIN_GAP,
@@ -39,6 +40,7 @@ def study_problems(template: JobTemplate) -> list[Problem]:
     trainer = runs_trainer(template)
     problems = list(_metric(study, trainer))
     problems += _counts(study)
+    problems += _machines_at_once(template, study)
     problems += _ids(study, trainer)
     for path, param in study.all_parameters():
         problems += _parameter(path, param)
@@ -95,6 +97,22 @@ def _counts(study: Study) -> Iterator[Problem]:
             "a study tunes at least one parameter",
             "parameters: [{id: learning_rate, type: DOUBLE, min: 1e-5, max: 1e-2, scale: log}]",
         )
+
+
+def _machines_at_once(template: JobTemplate, study: Study) -> Iterator[Problem]:
+    """Trials running at once hold their machines together, on one region's quota: bounded by
+    the catalog's ``machines_max`` as one job is (a trial past it alone is the job rules')."""
+    limit = vertex_limits().machines_max
+    per_trial = sum(pool.replicas for _, pool in template.pools.by_role())
+    if per_trial > limit or per_trial * study.parallel_trials <= limit:
+        return
+    yield Problem(
+        "study.parallel_trials",
+        f"{study.parallel_trials:,} trials at once of {per_trial:,} machines each are "
+        f"{study.parallel_trials * per_trial:,} machines; vtx takes at most {limit:,} at once: "
+        "each is a VM on the region's quota (limits.yaml machines_max)",
+        f"parallel_trials: {limit // per_trial:,} or fewer",
+    )
 
 
 def _ids(study: Study, trainer: bool) -> Iterator[Problem]:

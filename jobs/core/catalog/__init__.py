@@ -115,6 +115,7 @@ class Limits(_Data):
     label_value_pattern: str
     replica_restarts_max: int
     job_retries_max: int
+    machines_max: int
 
 
 Basis = Literal["verified", "derived", "recalled"]

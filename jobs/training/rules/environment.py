@@ -3,7 +3,6 @@ which are named in Secret Manager and never written in plain text."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from jobs.core.catalog import Catalog
 from jobs.core.contract import VTX_SECRETS_ENV
 from jobs.core.credentials import looks_like_credential_name, looks_like_key
 from jobs.core.problems import Problem
+from jobs.core.user_io import load_json_text
 from jobs.training.facts import JobFacts
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -147,8 +147,8 @@ def _vtx_secrets_problems(raw: str, path: str) -> Iterator[Problem]:
     entries: list[tuple[int, object, object]] = []
     if raw.startswith("{"):
         try:
-            refs = json.loads(raw)
-        except json.JSONDecodeError:
+            refs = load_json_text(raw)
+        except ValueError:  # not JSON, or nested past the parser
             refs = None
         if not isinstance(refs, dict):
             yield Problem(path, f"{VTX_SECRETS_ENV} is not a JSON object", _VTX_SECRETS_HINT)

@@ -165,6 +165,24 @@ def replicas_positive(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             )
 
 
+def machines_within_limit(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    """All pools' replicas together within the catalog's ``machines_max``: a count no quota
+    covers is a typo, refused before it is priced, rendered or sent."""
+    limit = cat.limits.machines_max
+    counted = [(pool, pool.replicas) for pool in job.pools if (pool.replicas or 0) > 0]
+    total = sum(count for _, count in counted)
+    if total <= limit:
+        return
+    largest = max(counted, key=lambda item: item[1])[0]
+    pools = ", ".join(f"{pool.role} {count:,}" for pool, count in counted)
+    yield Problem(
+        largest.path("replicas"),
+        f"the job asks for {total:,} machines at once ({pools}); vtx takes at most {limit:,} "
+        "in one job: each is a VM on the region's quota (limits.yaml machines_max)",
+        f"{job.key('replicas')}: the machines this pool needs, e.g. 2",
+    )
+
+
 def image_present(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
     for pool in job.pools:
         if pool.image is None:

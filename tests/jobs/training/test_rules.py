@@ -115,6 +115,7 @@ CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     ("chief_pool_present", _set(["jobSpec", "workerPoolSpecs"], [{}, _pool(valid_job(), 0)]), "jobSpec.workerPoolSpecs", "chief"),
     ("chief_single_replica", _set(["jobSpec", "workerPoolSpecs", 0, "replicaCount"], 3), f"{POOL0}.replicaCount", "replicaCount: 2"),
     ("replicas_positive", _chain(_add_workers, _set(["jobSpec", "workerPoolSpecs", 1, "replicaCount"], 0)), f"{POOL1}.replicaCount", "at least 1"),
+    ("machines_within_limit", _chain(_add_workers, _set(["jobSpec", "workerPoolSpecs", 1, "replicaCount"], str(2**31))), f"{POOL1}.replicaCount", "2,147,483,649 machines at once (chief 1, workers 2,147,483,648); vtx takes at most 10,000"),
     ("image_present", _set(["jobSpec", "workerPoolSpecs", 0, "containerSpec"], {}), f"{POOL0}.containerSpec.imageUri", "image"),
     ("reduction_server_rules", _chain(lambda j: _pool(j, 0) and j["jobSpec"]["workerPoolSpecs"].append({}), _add_rs), f"{POOL2}", "add workerPoolSpecs[1]"),
     ("reduction_server_rules", _chain(_add_workers, _add_rs, _set(["jobSpec", "workerPoolSpecs", 2, "containerSpec", "imageUri"], "trainer")), f"{POOL2}.containerSpec.imageUri", "reductionserver"),
@@ -210,6 +211,7 @@ MALFORMED_VTX_SECRETS = {
     "JSON with an object for a name": json.dumps({"HF_TOKEN": {"value": KEY}}),
     "JSON cut short": json.dumps({"HF_TOKEN": KEY})[:-1],
     "a value as the variable": json.dumps({KEY: "hf-token"}),
+    "JSON nested past the parser": '{"HF_TOKEN": ' + "[" * 100_000 + "]" * 100_000 + "}",
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from jobs.core.catalog import vertex_limits
 from jobs.core.safe_yaml import read_yaml_file
 from jobs.launch.checks import validate_template_doc
 from jobs.spec.template import JobTemplate
@@ -260,3 +261,15 @@ def test_grid_size_counts_integer_discrete_and_categorical_points() -> None:
     study = JobTemplate.model_validate(copy.deepcopy(doc)).study
     assert study is not None and grid_size(study) == 12
     assert validate_template_doc(doc) == []
+
+
+def test_trials_at_once_hold_no_more_machines_than_one_job_may() -> None:
+    limit = vertex_limits().machines_max  # tiny-tune's trial is one machine
+    at_limit = with_study(max_trials=limit, parallel_trials=limit)
+    assert validate_template_doc(at_limit) == []
+    found = problems_at(with_study(max_trials=2**31 - 1, parallel_trials=2**31 - 1))
+    assert f"vtx takes at most {limit:,} at once" in found["study.parallel_trials"]
+    assert f"parallel_trials: {limit:,} or fewer" in found["study.parallel_trials"]
+    doc = with_study(max_trials=limit, parallel_trials=limit // 2 + 1)
+    doc["pools"]["workers"] = {"machine": "n1-standard-4", "replicas": 1}  # 2 machines a trial
+    assert "2 machines each" in problems_at(doc)["study.parallel_trials"]
