@@ -66,7 +66,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("doc", "path", "shape"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("doc", "path", "shape"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_a_key_is_refused_where_it_is_named_by_its_place_and_shape(
     doc: dict[str, Any], path: str, shape: str
 ) -> None:

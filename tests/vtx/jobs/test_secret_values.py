@@ -3,14 +3,17 @@ every command that reads it, exit 1, and no command prints the key."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 from typer.testing import CliRunner
 
 from tests.conftest import TEMPLATES, TEST_DATA
 from vtx.cli import app
+from vtx.views.output import print_error
 
 WANDB = "0a1b2c3d4e" * 4
 HF = "hf_" + "a1B2c3D4" * 5
@@ -83,3 +86,11 @@ def test_import_refuses_a_key_it_cannot_move_to_secrets(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "workerPoolSpecs[0].containerSpec.args[1]: " in result.output
     assert WANDB not in result.output
+
+
+def test_a_one_line_error_that_quotes_a_key_shows_its_shape_only() -> None:
+    """Every CLI error line (a client's or the API's message quoting a value) is redacted."""
+    out = io.StringIO()
+    print_error(Console(file=out, width=200), f"invalid value {HF!r} at args[3]")
+    assert HF not in out.getvalue()
+    assert "<a Hugging Face token" in out.getvalue() and "args[3]" in out.getvalue()
