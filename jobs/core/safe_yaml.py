@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from jobs.core.credentials import redact, secret_shape
 from jobs.core.problems import Problem, join_path
 from jobs.core.user_io import UserFileError, read_user_file
 
@@ -70,8 +71,10 @@ def shown(text: str) -> str:
 
 
 def short_repr(value: Any) -> str:
-    """``repr(value)`` cut to a line, printable: a problem quotes what it got, not all of it."""
-    return shown(_REPR.repr(value))
+    """``repr(value)`` cut to a line, printable: a problem quotes what it got, not all of it,
+    and never a credential (judged whole: a cut one would be too short to recognise)."""
+    shape = secret_shape(value) if isinstance(value, str) else None
+    return f"<{shape}>" if shape else shown(redact(_REPR.repr(value)))
 
 
 def read_yaml_file(path: Path) -> Any:

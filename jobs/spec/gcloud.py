@@ -17,6 +17,7 @@ from typing import Any
 from jobs.core.catalog import REDUCTION_SERVER_IMAGE
 from jobs.core.contract import LABEL_TEMPLATE, RUN_ID_ENV, VTX_LABELS, VTX_SECRETS_ENV, secret_parts
 from jobs.core.credentials import looks_like_credential_name, looks_like_key
+from jobs.core.document_strings import document_strings, shaped_string_problems
 from jobs.core.problems import Problem
 from jobs.core.user_io import load_json_text
 from jobs.spec.document import CUSTOM_JOB, TEMPLATE, Document, load_document
@@ -153,7 +154,7 @@ def _plaintext_credentials_to_secrets(
         for name, value in list(env.items()):
             if name == "GOOGLE_APPLICATION_CREDENTIALS" or not value:
                 continue  # a key file path: validation explains why it goes
-            if looks_like_credential_name(name) or looks_like_key(value):
+            if looks_like_credential_name(name) or looks_like_key(value, name):
                 del env[name]
                 secret = name.lower().replace("_", "-")
                 template.setdefault("secrets", {})[name] = secret
@@ -165,6 +166,16 @@ def _plaintext_credentials_to_secrets(
     for pool in pools.values():
         if pool.get("env") == {}:
             pool.pop("env")
+
+
+_ENV_ENTRY = re.compile(r"\.env\[\d+\]$")
+
+
+def _env_entry(path: str) -> bool:
+    """An env entry's value: import turns a credential there into a ``secrets:`` name. A
+    credential anywhere else (args, labels, any field) cannot be moved, so import refuses it
+    rather than write it into the template."""
+    return bool(_ENV_ENTRY.search(path))
 
 
 def import_spec(spec: dict, name: str, labels: dict | None = None) -> Imported:
@@ -221,6 +232,8 @@ def import_document(doc: dict, kind: str, source: str) -> Imported:
     problems = (
         check_rest_fields(doc) if kind == CUSTOM_JOB else check_rest_fields(doc, SPEC_MESSAGE)
     )
+    if not problems:
+        problems = list(shaped_string_problems(document_strings(doc), _env_entry))
     if problems:
         raise TemplateError([Problem(p.path, p.message, p.hint, source) for p in problems])
     if kind == CUSTOM_JOB:

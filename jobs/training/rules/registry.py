@@ -47,6 +47,7 @@ from jobs.training.rules.scheduling import (
     strategy_known,
     timeout_bounds,
 )
+from jobs.training.rules.secret_values import no_secret_shaped_values
 
 Rule = Callable[[JobFacts, Catalog], Iterator[Problem]]
 
@@ -83,6 +84,7 @@ RULES: dict[str, Rule] = {
         env_names_unique,
         env_not_reserved,
         no_plaintext_secrets,
+        no_secret_shaped_values,
         secret_names_valid,
     )
 }

@@ -149,7 +149,10 @@ CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     ("env_names_unique", _set(ENV0, [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]), f"{POOL0}.containerSpec.env[1]", "twice"),
     ("env_not_reserved", _set(ENV0, [{"name": "AIP_CHECKPOINT_DIR", "value": "gs://b/x"}]), f"{POOL0}.containerSpec.env[0]", "set by Vertex"),
     ("no_plaintext_secrets", _set(ENV0, [{"name": "WANDB_API_KEY", "value": "abc123"}]), f"{POOL0}.containerSpec.env[0]", "secrets:"),
-    ("no_plaintext_secrets", _set(ENV0, [{"name": "HUB_LOGIN", "value": "hf_" + "a1B2c3D4" * 5}]), f"{POOL0}.containerSpec.env[0]", "looks like a key"),
+    ("no_plaintext_secrets", _set(ENV0, [{"name": "HUB_LOGIN", "value": "hf_" + "a1B2c3D4" * 5}]), f"{POOL0}.containerSpec.env[0]", "has the shape of a Hugging Face token"),
+    ("no_plaintext_secrets", _set(ENV0, [{"name": "MY_SETTING", "value": "0a1b2c3d4e" * 4}]), f"{POOL0}.containerSpec.env[0]", "has the shape of a W&B API key"),
+    ("no_secret_shaped_values", _set(["labels", "team"], "0a1b2c3d4e" * 4), "labels.team", "has the shape of a W&B API key"),
+    ("no_secret_shaped_values", _set(["jobSpec", "workerPoolSpecs", 0, "containerSpec", "args"], ["--hub", "hf_" + "a1B2c3D4" * 5]), f"{POOL0}.containerSpec.args[1]", "secrets: {HF_TOKEN: hf-token}"),
     ("secret_names_valid", _set(ENV0, [{"name": "VTX_SECRETS", "value": json.dumps({"HF_TOKEN": "hf_" + "a1B2c3D4" * 5})}]), f"{POOL0}.containerSpec.env[0]", "VTX_SECRETS HF_TOKEN: this looks like the secret's value"),
     ("secret_names_valid", _set(ENV0, [{"name": "VTX_SECRETS", "value": "HF_TOKEN=hf-token,hf-token"}]), f"{POOL0}.containerSpec.env[0]", "entry 2 is not ENV_NAME=SECRET"),
 ]  # fmt: skip
