@@ -45,7 +45,6 @@ from jobs.core.states import JobState
 from jobs.local.api.endpoint_routes import add_endpoint_routes
 from jobs.local.api.model_routes import add_model_routes
 from jobs.local.api.pipeline_routes import add_pipeline_routes
-from jobs.local.api.read_mask import ReadMaskError, apply_read_mask
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_TOKEN,
@@ -53,6 +52,7 @@ from jobs.local.api.rest_forms import (
     list_response,
     page_of,
     parse_message,
+    refuse_bad_read_mask,
     render_message,
     wants_int_enums,
 )
@@ -183,10 +183,7 @@ def check_read_mask(message_name: str, read_mask: str) -> None:
     """A List call's readMask is checked once, before any resource is cut by it."""
     from google.cloud import aiplatform_v1
 
-    try:
-        apply_read_mask(getattr(aiplatform_v1, message_name), {}, read_mask)
-    except ReadMaskError as exc:
-        raise ApiError(400, str(exc)) from exc
+    refuse_bad_read_mask(getattr(aiplatform_v1, message_name), read_mask)
 
 
 def refuse_cancel_of_ended(kind: str, resource: dict) -> None:
