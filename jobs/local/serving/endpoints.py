@@ -156,10 +156,11 @@ def service_attachment(endpoint_name: str) -> str:
 
 
 def machine_problems(machine_spec: dict, path: str) -> list[str]:
-    """The catalog's rules of `vtx validate` on a deployed model's machine: a known machine
-    type, an accelerator it takes, in a count it allows."""
+    """The catalog's rules of `vtx validate` on a deployed model's machine, over serving's
+    machine list (`Catalog.for_serving`, as `vtx deploy` checks it): a known machine type, an
+    accelerator it takes, in a count it allows."""
     facts = facts_from_rest_spec({"workerPoolSpecs": [{"machineSpec": machine_spec}]})
-    catalog = load_catalog()
+    catalog = load_catalog().for_serving()
     found = [*machine_type_known(facts, catalog), *accelerator_fits_machine(facts, catalog)]
     problems = []
     for problem in found:
