@@ -375,7 +375,7 @@ class Endpoints:
                 f"before deleting the endpoint"
             )
         self.store.delete_endpoint(ref.name)
-        name = f"{ref.parent}/operations/{new_id()}"
+        name = f"{ref.name}/operations/{new_id()}"  # under the endpoint, as its other operations
         done = operation(name, "DeleteOperationMetadata", now_rfc3339(), {"@type": EMPTY_TYPE})
         self.store.put_operation(name, done)
         return done

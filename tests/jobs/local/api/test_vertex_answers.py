@@ -110,3 +110,20 @@ def test_model_deletes_answer_operations_under_the_model(local_platform: StackOu
     url = f"{local_platform.vertex_endpoint}/v1/{operation.operation.name}"
     with urllib.request.urlopen(url) as answer:
         assert json.load(answer)["done"] is True
+
+
+def test_an_endpoint_delete_answers_an_operation_under_the_endpoint(
+    local_platform: StackOutputs,
+) -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    endpoints = aiplatform_v1.EndpointServiceClient(
+        transport="rest",
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": local_platform.vertex_endpoint},
+    )
+    endpoint = endpoints.create_endpoint(
+        parent=PARENT, endpoint={"display_name": "deleted-endpoint"}
+    ).result()
+    assert_delete_operation(endpoints.delete_endpoint(name=endpoint.name), endpoint.name)
