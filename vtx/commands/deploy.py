@@ -186,7 +186,8 @@ def predict_command(
     stack: StackOpt = None,
     stack_file: StackFileOpt = None,
 ) -> None:
-    """Send instances to an endpoint's :predict; print its predictions as JSON."""
+    """Send instances to an endpoint's :predict (by id, full name or display name); print its
+    predictions as JSON."""
     outputs = required_stack(stack, stack_file)
     source = "stdin" if instances == STDIN else shown_path(instances)
     try:
@@ -202,8 +203,9 @@ def predict_command(
         params = load_json_text(parameters) if parameters is not None else None
     except ValueError as exc:
         raise fail(f"--parameters: {exc}") from None
+    rest = EndpointRest(outputs)
     with api_errors(console(stderr=True), "no prediction"):
-        answer = EndpointRest(outputs).predict(endpoint, batch, params)
+        answer = rest.predict(rest.resolve(endpoint), batch, params)
     typer.echo(json.dumps(answer.get("predictions", []), indent=2, ensure_ascii=False))
 
 

@@ -45,7 +45,6 @@ from jobs.core.states import JobState
 from jobs.local.api.endpoint_routes import add_endpoint_routes
 from jobs.local.api.model_routes import add_model_routes
 from jobs.local.api.pipeline_routes import add_pipeline_routes
-from jobs.local.api.read_mask import ReadMaskError, apply_read_mask
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_TOKEN,
@@ -53,6 +52,7 @@ from jobs.local.api.rest_forms import (
     list_response,
     page_of,
     parse_message,
+    refuse_bad_read_mask,
     render_message,
     wants_int_enums,
 )
@@ -77,6 +77,7 @@ from jobs.local.serving.models import Models
 from jobs.local.training.executor import Executor, ExecutorError, NotYetRunning
 from jobs.local.training.package_runner import spec_problems as package_spec_problems
 from jobs.local.training.pipelines import Pipelines
+from jobs.local.training.server_defaults import as_answered, with_disk_defaults
 from jobs.local.training.web_access import SHELL_PATH
 from jobs.local.tuning.studies import Studies
 from jobs.local.tuning.study_checks import study_problems
@@ -163,7 +164,7 @@ def parse_custom_job(body: bytes) -> dict:
 def render_custom_job(job: dict, int_enums: bool, read_mask: str = "") -> str:
     from google.cloud.aiplatform_v1 import CustomJob
 
-    return render_message(CustomJob, job, int_enums, read_mask)
+    return render_message(CustomJob, as_answered(job), int_enums, read_mask)
 
 
 def parse_study(body: bytes) -> dict:
@@ -176,17 +177,14 @@ def parse_study(body: bytes) -> dict:
 def render_study(study: dict, int_enums: bool, read_mask: str = "") -> str:
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob
 
-    return render_message(HyperparameterTuningJob, study, int_enums, read_mask)
+    return render_message(HyperparameterTuningJob, as_answered(study), int_enums, read_mask)
 
 
 def check_read_mask(message_name: str, read_mask: str) -> None:
     """A List call's readMask is checked once, before any resource is cut by it."""
     from google.cloud import aiplatform_v1
 
-    try:
-        apply_read_mask(getattr(aiplatform_v1, message_name), {}, read_mask)
-    except ReadMaskError as exc:
-        raise ApiError(400, str(exc)) from exc
+    refuse_bad_read_mask(getattr(aiplatform_v1, message_name), read_mask)
 
 
 def refuse_cancel_of_ended(kind: str, resource: dict) -> None:
@@ -412,6 +410,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         for output_only in ("state", "createTime", "startTime", "endTime", "updateTime", "error"):
             job.pop(output_only, None)
         job["name"] = f"{parent}/customJobs/{_new_job_id(store)}"
+        job["jobSpec"] = with_disk_defaults(job.get("jobSpec", {}))
         return job_response(request, executor.submit(job))
 
     @app.get(base + "/{job_id}")
@@ -432,7 +431,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         check_read_mask("CustomJob", readMask)
         matches = _filter(filter)
         jobs, token = page_of(
-            [(p, j) for p, j in store.list_jobs() if _in(parent, j) and matches(j)],
+            [(p, j) for p, j in store.list_jobs() if _in(parent, j) and matches(as_answered(j))],
             pageSize,
             pageToken,
         )
@@ -510,7 +509,11 @@ def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store:
         check_read_mask("HyperparameterTuningJob", readMask)
         matches = _filter(filter)
         studies, token = page_of(
-            [(p, st) for p, st in store.list_studies() if _in(parent, st) and matches(st)],
+            [
+                (p, st)
+                for p, st in store.list_studies()
+                if _in(parent, st) and matches(as_answered(st))
+            ],
             pageSize,
             pageToken,
         )

@@ -42,7 +42,8 @@ def machine_offered_in_region(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             where = [r.name for r in cat.regions.values() if machine.family in r.families]
             yield Problem(
                 pool.path("machine"),
-                f"{machine.name} ({machine.family}) is not offered for training in {region.name}",
+                f"{machine.name} ({machine.family}) is not offered for {cat.purpose} in "
+                f"{region.name}",
                 f"use a region that has it ({', '.join(where)}) or another machine family",
             )
 
@@ -126,7 +127,7 @@ def accelerator_offered_in_region(job: JobFacts, cat: Catalog) -> Iterator[Probl
             where = [r.name for r in cat.regions.values() if acc in r.accelerators]
             yield Problem(
                 pool.path("accelerator"),
-                f"{acc} is not offered for training in {region.name}",
+                f"{acc} is not offered for {cat.purpose} in {region.name}",
                 f"regions with {acc}: {', '.join(where) or 'none in the catalog'}",
             )
 

@@ -113,6 +113,19 @@ def test_json_nested_too_deep_is_one_line(stack_file: Path, tmp_path: Path, dept
     assert out.startswith(f"error: --parameters: JSON nested more than {MAX_JSON_DEPTH} levels")
 
 
+def test_predict_finds_an_endpoint_by_its_display_name(stack_file: Path) -> None:
+    # `vtx deploy --endpoint chat` created it by that name: predict finds it the same way.
+    args = ("--instances", "-", "--stack-file", str(stack_file))
+    code, out = vtx("predict", "chat", *args, stdin='["by name"]')
+    assert code == 0, out
+    assert json.loads(out) == [{"generated_text": "echo by name"}]
+    code, out = vtx("predict", "twin", *args, stdin='["x"]')
+    assert code == 1
+    assert "2 endpoints have that display name (8, 9): name one by id" in out
+    code, out = vtx("predict", "nobody", *args, stdin='["x"]')
+    assert code == 1 and "no endpoint has that display name or id" in out
+
+
 def test_endpoint_list_and_show_name_what_is_deployed(stack_file: Path) -> None:
     code, out = vtx("endpoint", "list", "--stack-file", str(stack_file))
     assert code == 0, out

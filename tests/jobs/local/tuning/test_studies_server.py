@@ -32,7 +32,7 @@ def test_grid_study_ends_when_its_grid_is_done(local_platform: StackOutputs) -> 
     assert created.name.startswith(
         "projects/424242424242/locations/us-central1/hyperparameterTuningJobs/"
     )
-    assert created.state == 1  # QUEUED
+    assert created.state == 2  # PENDING, as Vertex answers a create
     done = wait_study(jobs, created.name)
     assert done.state == 4, done.error
     assert [t.parameters[0].value for t in done.trials] == [1.0, 2.0]  # grid order, once each
