@@ -44,8 +44,9 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    # allow_inf_nan: YAML reads `1e400` and `.inf` as infinity and `.nan` as NaN, which every
-    # bound below lets through (inf > 0) and training turns into NaN losses or endless loops.
+    # allow_inf_nan: YAML's `.inf`, `.nan` and `1.0e+400`, and text such as `1e400` that pydantic
+    # reads as a float, are infinite or NaN; every bound below lets infinity through (inf > 0),
+    # and training turns them into NaN losses or runs that never end.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
@@ -308,7 +309,7 @@ class TrainConfig(_Strict):
         examples=[100],
         description="Optimizer steps; null (the default) counts them from num_train_epochs.",
     )
-    seed: int = Field(42, ge=0, le=2**32 - 1, description="The range HF's set_seed (numpy) takes.")
+    seed: int = Field(42, ge=0, le=2**32 - 1)  # what HF's set_seed (numpy) takes
 
     bf16: bool = Field(False, description="bf16 autocast on GPU (ignored on CPU).")
     fp16: bool = False
