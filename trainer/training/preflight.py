@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from trainer.checkpoint.fingerprint import processes
 from trainer.config.env import VertexEnv
 from trainer.config.schema import ConfigError, TrainConfig
 from trainer.model.loading import (
@@ -122,11 +123,10 @@ def _check_data(cfg: TrainConfig, local: int) -> None:
         size = _reach(key, path, _file_size) if is_remote(path) else os.stat(path).st_size
         if size > budget:
             raise ConfigError(
-                f"{key}: {path} holds {size / GIB:,.2f} GiB; every one of this machine's "
-                f"{local} training processes reads it whole, at about {DATA_MEMORY_PER_BYTE} "
-                f"bytes of memory per byte, and {host_memory_bytes() / GIB:,.1f} GiB allows "
-                f"files of up to {budget / GIB:,.2f} GiB: split the data or use a machine "
-                "with more memory"
+                f"{key}: {path} holds {size / GIB:,.2f} GiB, read whole by each of this "
+                f"node's {processes(local)} at about {DATA_MEMORY_PER_BYTE} bytes of memory per "
+                f"byte: {host_memory_bytes() / GIB:,.1f} GiB of memory allows files of up to "
+                f"{budget / GIB:,.2f} GiB; split the data or use a machine with more memory"
             )
 
 
