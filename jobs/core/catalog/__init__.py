@@ -115,6 +115,8 @@ class Limits(_Data):
     label_value_pattern: str
     replica_restarts_max: int
     job_retries_max: int
+    study_trials_max: int
+    parameter_id_pattern: str
 
 
 Basis = Literal["verified", "derived", "recalled"]

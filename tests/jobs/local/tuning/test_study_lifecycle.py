@@ -177,6 +177,24 @@ def test_a_well_formed_study_passes() -> None:
         (_study(maxTrialCount=0), "maxTrialCount: required and positive"),
         (_study(parallelTrialCount=0), "parallelTrialCount: required and positive"),
         (_study(maxFailedTrialCount=5), "maxFailedTrialCount: 5 is more than maxTrialCount 4"),
+        (
+            _study(maxTrialCount=2**31 - 1),
+            "maxTrialCount: 2147483647 is more than a study runs (1000 trials",
+        ),
+        (
+            _study(parallelTrialCount=2**31 - 1),
+            "parallelTrialCount: 2147483647 is more than a study runs (1000 trials",
+        ),
+        (
+            _study(
+                studySpec=_spec(
+                    parameters=[
+                        {"parameterId": "--evil=1", "discreteValueSpec": {"values": [1]}}
+                    ]
+                )
+            ),
+            "parameterId: '--evil=1' is not a flag name",
+        ),
         (_study(trialJobSpec={}), "trialJobSpec: required"),
         (_study(studySpec=_spec(metrics=[])), "studySpec.metrics: at least one metric"),
         (
