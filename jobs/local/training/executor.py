@@ -385,6 +385,8 @@ class Executor:
         if job.state is JobState.QUEUED:
             if self._fits(job):
                 self._start_job(job)
+            else:
+                self._say_queued(job)
             return
         if job.state is JobState.PENDING and job.rt.stopping is None:
             if job.rt.started_at is None and not self._admitted(job):
@@ -407,6 +409,16 @@ class Executor:
         queue = [(other.state, len(other.rt.replicas)) for other in self._jobs.values()]
         position = list(self._jobs).index(job.id)
         return lifecycle.admits(queue, position, self.settings.max_replicas)
+
+    def _say_queued(self, job: ActiveJob) -> None:
+        """Say in the job's service log why it waits and where it stands, whenever its place
+        changes: one user's many jobs must not hold everyone else's without a word."""
+        queue = [(other.state, len(other.rt.replicas)) for other in self._jobs.values()]
+        wait = lifecycle.queue_wait(queue, list(self._jobs).index(job.id))
+        if wait.position != job.rt.queue_position:
+            job.rt.queue_position = wait.position
+            self._service_log(job, wait.note(self.settings.max_replicas))
+            self._persist(job)
 
     @staticmethod
     def _holds_capacity(job: ActiveJob) -> bool:
