@@ -207,6 +207,18 @@ class Executor:
         """Accept a new job (already validated and named): QUEUED until replicas are free.
         ``env``: variables every replica gets beside Vertex's (a trial's)."""
         self.check_fits(resource)
+        counts = vertex_env.replica_counts(resource)
+        if counts[:1] != [1]:
+            # Nothing would run, or the primary would not be the one replica whose exit ends
+            # the job: accepted, it would stay RUNNING forever (Vertex refuses it too).
+            count = counts[0] if counts else 0
+            raise ExecutorError(
+                400,
+                "INVALID_ARGUMENT",
+                f"jobSpec.workerPoolSpecs[0].replicaCount: the primary pool runs exactly 1 "
+                f"replica, not {count}; write replicaCount: 1 (and put more replicas in "
+                f"workerPoolSpecs[1])",
+            )
         view = JobView.of(resource)
         slots = view.slots
         rt = Runtime(
@@ -459,6 +471,10 @@ class Executor:
             self._set_state(job, JobState.PENDING)
             if not self._admitted(job):
                 return
+        if not job.rt.replicas:  # recorded before submit refused such jobs: it cannot run
+            message = "The job has no replica to run: workerPoolSpecs[0].replicaCount must be 1."
+            self._set_state(job, JobState.FAILED, JobError(Code.INVALID_ARGUMENT, message))
+            return
         if not job.rt.ports:  # chosen once the job may start: a wait can be long
             job.rt.ports = self._ports(job.rt)
         for replica in job.rt.replicas:
