@@ -192,8 +192,9 @@ def _rest_pool(role: str, spec: dict, prefix: str) -> PoolFacts:
         machine=_str(machine.get("machineType")),
         accelerator=_str(machine.get("acceleratorType")),
         accelerator_count=_int(machine.get("acceleratorCount")),
-        # The API defaults an absent replicaCount to 1 for pool 0 only; elsewhere it is required.
-        replicas=_int(spec.get("replicaCount", 1 if role == "chief" else None)),
+        # Absent is proto3's 0 (the API's JSON leaves a 0 out): the primary pool must say 1
+        # (docs/vertex-facts.md, "Training container environment"), the others at least 1.
+        replicas=_int(spec.get("replicaCount", 0 if role == "chief" else None)),
         tpu_topology=_str(machine.get("tpuTopology")),
         boot_disk_type=_str(disk.get("bootDiskType")),
         boot_disk_size_gb=_int(disk.get("bootDiskSizeGb")),

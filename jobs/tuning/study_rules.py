@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterator
 
 from jobs.core.catalog import vertex_limits
@@ -77,6 +78,17 @@ def _metric(study: Study, trainer: bool) -> Iterator[Problem]:
 
 
 def _counts(study: Study) -> Iterator[Problem]:
+    limit = vertex_limits().study_trials_max
+    for field, count in (
+        ("max_trials", study.max_trials),
+        ("parallel_trials", study.parallel_trials),
+    ):
+        if count > limit:
+            yield Problem(
+                f"study.{field}",
+                f"{count} trials; a study runs at most {limit} (Vizier's limit)",
+                f"{field}: {limit} or fewer",
+            )
     if study.parallel_trials > study.max_trials:
         yield Problem(
             "study.parallel_trials",
@@ -128,8 +140,13 @@ def _ids(study: Study, trainer: bool) -> Iterator[Problem]:
             )
             continue
         seen[param.id] = path
-        if not param.id or any(c.isspace() for c in param.id):
-            yield Problem(where, "must be a trainer config key without whitespace", None)
+        if not re.fullmatch(vertex_limits().parameter_id_pattern, param.id):
+            yield Problem(
+                where,
+                f"{param.id!r} is not a flag name: each trial gets --ID=VALUE, so an id is "
+                f"letters, digits, '_', '.' and '-', starting with a letter or '_'",
+                "a trainer config key, e.g. learning_rate or model.lora.r",
+            )
             continue
         if not trainer:
             continue  # another program's flags: not ours to know

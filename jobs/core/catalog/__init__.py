@@ -116,6 +116,8 @@ class Limits(_Data):
     replica_restarts_max: int
     job_retries_max: int
     machines_max: int
+    study_trials_max: int
+    parameter_id_pattern: str
 
 
 Basis = Literal["verified", "derived", "recalled"]

@@ -62,6 +62,7 @@ from jobs.local.platform.filters import FilterError, parse_filter
 from jobs.local.platform.guard import (
     Refusal,
     body_refusal,
+    bucket_name_problem,
     error_body,
     origin_refusal,
     peer_refusal,
@@ -231,14 +232,31 @@ def _executor_problems(job: dict) -> list[str]:
                 f"jobSpec.workerPoolSpecs[{i}].pythonPackageSpec.{problem}"
                 for problem in package_spec_problems(pool["pythonPackageSpec"])
             ]
-        env = pool.get("containerSpec", {}).get("env", []) if pool else []
-        words = [*vertex_env.replica_command(pool), *(str(e) for e in env)] if pool else []
-        if any("\x00" in word for word in words):
+        # A NUL in an env value is the rules' (jobs/training/rules/environment.py).
+        if pool and any("\x00" in word for word in vertex_env.replica_command(pool)):
             problems.append(
-                f"jobSpec.workerPoolSpecs[{i}]: its command, args or env hold a NUL character, "
+                f"jobSpec.workerPoolSpecs[{i}]: its command or args hold a NUL character, "
                 f"which no process can be started with; remove it"
             )
-    return problems
+    return problems + _output_problems(job)
+
+
+def _output_problems(job: dict) -> list[str]:
+    """``baseOutputDirectory`` names a Cloud Storage folder: replicas get it as AIP_MODEL_DIR
+    and friends, so a local path or one climbing out of its bucket must not get that far."""
+    uri = job.get("jobSpec", {}).get("baseOutputDirectory", {}).get("outputUriPrefix")
+    if not uri:
+        return []
+    where = "jobSpec.baseOutputDirectory.outputUriPrefix"
+    if not uri.startswith("gs://"):
+        return [f"{where}: {uri!r} is not a Cloud Storage URI; write gs://BUCKET/PATH"]
+    bucket, _, path = uri.removeprefix("gs://").partition("/")
+    problem = bucket_name_problem(bucket) or (
+        "'.' and '..' are not folders of a bucket"
+        if any(part in (".", "..") for part in path.split("/"))
+        else None
+    )
+    return [f"{where}: {uri!r}: {problem}; write gs://BUCKET/PATH"] if problem else []
 
 
 def _job_problems(job: dict, location: str) -> list[str]:

@@ -206,3 +206,17 @@ def secret_names_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             if name == VTX_SECRETS_ENV and path not in seen:
                 seen.add(path)
                 yield from _vtx_secrets_problems(value, path)
+
+
+def env_values_startable(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    """A NUL character cannot be in a process's environment: the replica would never start.
+    The value is not echoed (it may be a secret's)."""
+    for pool in job.pools:
+        for name, value, path in pool.env:
+            if "\x00" in value:
+                yield Problem(
+                    f"{path}.value" if job.rest else path,
+                    f"the value of {name or 'this variable'} holds a NUL character, which no "
+                    f"process environment can carry",
+                    "remove it",
+                )

@@ -17,6 +17,7 @@ from jobs.training.rules.environment import (
     env_names_unique,
     env_names_valid,
     env_not_reserved,
+    env_values_startable,
     no_plaintext_secrets,
     secret_names_valid,
 )
@@ -83,6 +84,7 @@ RULES: dict[str, Rule] = {
         env_names_valid,
         env_names_unique,
         env_not_reserved,
+        env_values_startable,
         no_plaintext_secrets,
         no_secret_shaped_values,
         secret_names_valid,

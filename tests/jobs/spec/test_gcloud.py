@@ -204,6 +204,7 @@ def test_an_env_entry_without_a_name_is_a_problem_not_a_crash(tmp_path: Path) ->
                 "workerPoolSpecs": [
                     {
                         "machineSpec": {"machineType": "n1-standard-4"},
+                        "replicaCount": 1,
                         "containerSpec": {"imageUri": "img", "env": [{"value": "1"}]},
                     }
                 ]

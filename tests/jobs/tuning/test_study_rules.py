@@ -128,6 +128,24 @@ CASES = [
         "parallel_trials: 4 or fewer",
     ),
     (
+        "more trials than Vizier runs in a study",
+        {"max_trials": 2**31 - 1, "parallel_trials": 2**31 - 1},
+        "study.max_trials",
+        "max_trials: 1000 or fewer",
+    ),
+    (
+        "more parallel trials than a study may run",
+        {"max_trials": 2**31 - 1, "parallel_trials": 2**31 - 1},
+        "study.parallel_trials",
+        "parallel_trials: 1000 or fewer",
+    ),
+    (
+        "an id that would become another argument",
+        {"parameters": [{**LR, "id": "--evil=1"}]},
+        "study.parameters[0].id",
+        "not a flag name",
+    ),
+    (
         "more failures allowed than trials",
         {"max_failed_trials": 9},
         "study.max_failed_trials",
