@@ -420,16 +420,11 @@ def plan_undeploy(
     the traffic; the last leaves the endpoint empty). ``split``: the split to leave instead of
     the proportional one (one model only)."""
     try:
-        endpoint = endpoints.get_endpoint(endpoint_ref)
+        endpoint = endpoints.get_endpoint(endpoints.resolve(endpoint_ref))
     except VertexError as err:
-        if err.http_code != NOT_FOUND:
+        if err.http_code not in (NOT_FOUND, 400):
             raise
-        raise DeployRefused(
-            [
-                f"endpoint {endpoint_ref}: no such endpoint in {parent(endpoints.stack)} (see `vtx "
-                f"endpoint list`)"
-            ]
-        ) from err
+        raise DeployRefused([str(err)]) from err
     if not endpoint.deployed:
         raise DeployRefused([f"endpoint {endpoint.name} has no deployed model"])
     if deployed_id is None:

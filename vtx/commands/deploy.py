@@ -44,7 +44,9 @@ app = typer.Typer()
 endpoint_app = typer.Typer(
     name="endpoint", help="The region's endpoints and what they serve.", no_args_is_help=True
 )
-EndpointArg = Annotated[str, typer.Argument(help="Endpoint id or full resource name.")]
+EndpointArg = Annotated[
+    str, typer.Argument(help="Endpoint id, full resource name or display name.")
+]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Stop after the plan.")]
 TOO_BIG = "one :predict request carries at most that: send the instances in several calls"
@@ -328,8 +330,9 @@ def show_endpoint(
     """One endpoint: each deployed model, its machine, replicas, identity and traffic."""
     outputs = required_stack(stack, stack_file)
     out = console()
+    rest = EndpointRest(outputs)
     with api_errors(out):
-        record = EndpointRest(outputs).get_endpoint(endpoint)
+        record = rest.get_endpoint(rest.resolve(endpoint))
     out.print(f"[bold]{record.name}[/bold] ({record.display_name})", highlight=False)
     out.print(f"access: {access_of(record.rest)}", highlight=False)
     for line in reach_lines(outputs, record.rest):

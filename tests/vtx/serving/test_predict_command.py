@@ -137,3 +137,5 @@ def test_endpoint_list_and_show_name_what_is_deployed(stack_file: Path) -> None:
     assert "serving@acme-ml-dev.iam.gserviceaccount.com 100%" in text
     code, out = vtx("endpoint", "show", "9", "--stack-file", str(stack_file))
     assert code == 1 and "not found" in out
+    code, out = vtx("endpoint", "show", "chat", "--stack-file", str(stack_file))
+    assert code == 0 and "/endpoints/7 (chat)" in " ".join(out.split()), out
