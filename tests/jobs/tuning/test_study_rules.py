@@ -135,7 +135,7 @@ CASES = [
     ),
     (
         "more parallel trials than a study may run",
-        {"max_trials": 2**31 - 1, "parallel_trials": 2**31 - 1},
+        {"max_trials": 1001, "parallel_trials": 1001},
         "study.parallel_trials",
         "parallel_trials: 1000 or fewer",
     ),
@@ -282,12 +282,15 @@ def test_grid_size_counts_integer_discrete_and_categorical_points() -> None:
 
 
 def test_trials_at_once_hold_no_more_machines_than_one_job_may() -> None:
-    limit = vertex_limits().machines_max  # tiny-tune's trial is one machine
-    at_limit = with_study(max_trials=limit, parallel_trials=limit)
+    limit = vertex_limits().machines_max
+    trials = vertex_limits().study_trials_max
+    per_trial = limit // trials  # machines a trial may hold when the most trials run at once
+    at_limit = with_study(max_trials=trials, parallel_trials=trials)
+    at_limit["pools"]["workers"] = {"machine": "n1-standard-4", "replicas": per_trial - 1}
     assert validate_template_doc(at_limit) == []
-    found = problems_at(with_study(max_trials=2**31 - 1, parallel_trials=2**31 - 1))
-    assert f"vtx takes at most {limit:,} at once" in found["study.parallel_trials"]
-    assert f"parallel_trials: {limit:,} or fewer" in found["study.parallel_trials"]
-    doc = with_study(max_trials=limit, parallel_trials=limit // 2 + 1)
-    doc["pools"]["workers"] = {"machine": "n1-standard-4", "replicas": 1}  # 2 machines a trial
-    assert "2 machines each" in problems_at(doc)["study.parallel_trials"]
+    past = copy.deepcopy(at_limit)
+    past["pools"]["workers"]["replicas"] = per_trial
+    found = problems_at(past)["study.parallel_trials"]
+    assert f"{per_trial + 1} machines each" in found
+    assert f"vtx takes at most {limit:,} at once" in found
+    assert f"parallel_trials: {limit // (per_trial + 1):,} or fewer" in found
