@@ -1,6 +1,6 @@
 """Start, inspect, recover and stop the local platform's two background processes.
 
-The GCS emulator (gcp-storage-emulator from PyPI) and the control plane (`python -m
+The GCS emulator (`python -m jobs.local.storage.gcs_emulator`) and the control plane (`python -m
 jobs.local.api.server`) each run in their own session so that closing the terminal does not kill
 them, and so that replicas (in sessions of their own) survive a control-plane crash and can be
 re-attached: `vtx local up` after a crash starts only what is gone, on the ports recorded, and
@@ -171,7 +171,7 @@ def upload_examples(gcs_endpoint: str) -> None:
 
 def gcs_command(port: int) -> list[str]:
     """The GCS emulator's command line (jobs/local/storage/gcs_emulator.py) on ``port``; it keeps
-    objects under ./.cloudstorage of its working directory."""
+    objects under ./.cloudstorage/v2 of its working directory."""
     cmd = [sys.executable, "-m", "jobs.local.storage.gcs_emulator"]
     cmd += ["--host", "127.0.0.1", "--port", str(port)]
     return [*cmd, "--project-number", LOCAL_PROJECT_NUMBER, "-q"]
