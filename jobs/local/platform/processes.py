@@ -1,6 +1,6 @@
 """Start, inspect, recover and stop the local platform's two background processes.
 
-The GCS emulator (gcp-storage-emulator from PyPI) and the control plane (`python -m
+The GCS emulator (`python -m jobs.local.storage.gcs_emulator`) and the control plane (`python -m
 jobs.local.api.server`) each run in their own session so that closing the terminal does not kill
 them, and so that replicas (in sessions of their own) survive a control-plane crash and can be
 re-attached: `vtx local up` after a crash starts only what is gone, on the ports recorded, and
@@ -171,14 +171,16 @@ def upload_examples(gcs_endpoint: str) -> None:
         )
 
 
-def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    gcs_dir = private_dir(data_dir / "gcs")
-    # gcp-storage-emulator, hardened and with objects.move (see jobs/local/storage/gcs_emulator.py).
+def gcs_command(port: int) -> list[str]:
+    """The GCS emulator's command line (jobs/local/storage/gcs_emulator.py) on ``port``; it keeps
+    objects under ./.cloudstorage/v2 of its working directory."""
     cmd = [sys.executable, "-m", "jobs.local.storage.gcs_emulator"]
     cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--project-number", LOCAL_PROJECT_NUMBER, "-q"]
-    # The emulator keeps objects under ./.cloudstorage of its working directory.
-    return _spawn(cmd, data_dir / "gcs.log", gcs_dir)
+    return [*cmd, "--project-number", LOCAL_PROJECT_NUMBER, "-q"]
+
+
+def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    return _spawn(gcs_command(port), data_dir / "gcs.log", private_dir(data_dir / "gcs"))
 
 
 def _start_server(settings: LocalSettings, token: str) -> subprocess.Popen[bytes]:

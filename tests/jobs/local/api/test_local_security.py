@@ -294,7 +294,7 @@ def test_a_dot_bucket_cannot_reach_another_bucket(local_platform: StackOutputs) 
 
 @pytest.mark.parametrize(
     "name",
-    ["../escape.txt", "a/../../b", "a\\..\\b", "nul\x00byte", "cr\rlf", "x" * 1025, "é" * 513],
+    [".", "..", ".well-known/acme-challenge/x", "nul\x00byte", "cr\rlf", "x" * 1025, "é" * 513],
 )
 def test_invalid_object_names_are_400_not_a_dropped_connection(
     local_platform: StackOutputs, name: str
