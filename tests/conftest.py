@@ -105,9 +105,8 @@ def wait_for_port(port: int, timeout_s: float = 20.0) -> None:
 
 @pytest.fixture(scope="session")
 def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Start the local platform's GCS emulator (gcp-storage-emulator, hardened, plus the
-    objects.move call it lacks, see jobs/local/storage/gcs_emulator.py), in memory, for the session;
-    yield its URL.
+    """Start the local platform's GCS emulator (jobs/local/storage/gcs_emulator.py), keeping
+    nothing after it stops, for the session; yield its URL.
 
     Sets STORAGE_EMULATOR_HOST so google-cloud-storage and gcsfs talk to it."""
     port = free_port()

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from jobs.core.stack import StackError, StackOutputs, load_pulumi_stack, load_stack_file
+from jobs.core.user_io import UserFileError, write_user_file
 from jobs.launch.checks import checked_template
 from jobs.local.platform.state import local_stack_outputs
 from jobs.runs.logs import LogsError
@@ -48,6 +49,15 @@ def console(stderr: bool = False) -> Console:
 def fail(message: str, code: int = 2) -> typer.Exit:
     print_error(console(stderr=True), message)
     return typer.Exit(code)
+
+
+def write_output(path: Path, text: str) -> None:
+    """``text`` into the ``--output`` file, or the command ends with one line saying why not
+    (a directory, a missing folder, no permission, a full disk) and exit code 2."""
+    try:
+        write_user_file(path, text)
+    except UserFileError as exc:
+        raise fail(f"--output {exc}") from None
 
 
 @contextmanager

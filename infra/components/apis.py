@@ -21,6 +21,10 @@ BASE_SERVICES = (
     "logging.googleapis.com",
     "monitoring.googleapis.com",
     "iam.googleapis.com",
+    # The VPC's DNS server policy logs its queries (CIS GCP 2.12); Google's private endpoint
+    # guide turns Cloud DNS on too. Under Shared VPC the policy lives in the host project, whose
+    # APIs (compute, dns) its owner turns on.
+    "dns.googleapis.com",
     # Project-level IAM bindings are read and written through Resource Manager; projects
     # created through the API do not always have it on, and the first binding then fails.
     "cloudresourcemanager.googleapis.com",
@@ -36,9 +40,6 @@ def required_services(platform: PlatformConfig) -> list[str]:
         services.append("containerscanning.googleapis.com")
     if platform.budget is not None:
         services.append("billingbudgets.googleapis.com")
-    if platform.serving.private and platform.network.mode == "peering":
-        # Google's private endpoint guide turns Cloud DNS on before creating one.
-        services.append("dns.googleapis.com")
     if platform.ci is not None:
         # Federation exchanges a GitHub token at STS, then mints the launcher's token.
         services += ["sts.googleapis.com", "iamcredentials.googleapis.com"]

@@ -1,8 +1,9 @@
 """The private network Vertex jobs join.
 
 A VPC without auto subnets, a training subnet with private Google access (flow logs when asked),
-Cloud Router + NAT for egress without public IPs, and a firewall that denies ingress except from
-inside the VPC. Then one of the two ways Vertex reaches it:
+Cloud Router + NAT for egress without public IPs, a firewall that denies ingress except from
+inside the VPC, and a Cloud DNS server policy that logs the VPC's DNS queries. Then one of the
+two ways Vertex reaches it:
 
 - ``psc-interface`` (recommended by Google): a /28 subnet and a ``compute.NetworkAttachment`` that
   the job names in ``pscInterfaceConfig``; the AI Platform agent needs ``compute.networkAdmin`` in
@@ -51,6 +52,7 @@ class NetworkArgs:
     flow_logs_sampling: float
     aiplatform_agent: pulumi.Input[str]
     apis: list[pulumi.Resource]
+    """Enablement of compute, servicenetworking, cloudresourcemanager and dns."""
     labels: Mapping[str, str]
     """Set on what takes labels here: only the peering range (VPCs, subnets, routers, firewalls
     and network attachments have none in the Compute API)."""
@@ -74,6 +76,7 @@ class Network(pulumi.ComponentResource):
 
     network: gcp.compute.Network
     subnet: gcp.compute.Subnetwork
+    dns_policy: gcp.dns.Policy
     psc_subnet: gcp.compute.Subnetwork | None = None
     attachment: gcp.compute.NetworkAttachment | None = None
     peering_range: gcp.compute.GlobalAddress | None = None
@@ -98,6 +101,7 @@ class Network(pulumi.ComponentResource):
         self.subnet = self._subnet("training", args.subnet_cidr, flow_logs=args.flow_logs)
         self._egress()
         self._firewall()
+        self.dns_policy = self._dns_logging()
         if args.mode == "psc-interface":
             assert args.psc_subnet_cidr is not None  # guaranteed by config cross-checks
             # Job traffic enters the VPC through this subnet: it needs flow logs as much as the
@@ -203,6 +207,23 @@ class Network(pulumi.ComponentResource):
             denies=[gcp.compute.FirewallDenyArgs(protocol="all")],
             log_config=gcp.compute.FirewallLogConfigArgs(metadata="INCLUDE_ALL_METADATA"),
             opts=self._child(),
+        )
+
+    def _dns_logging(self) -> gcp.dns.Policy:
+        """CIS GCP 2.12: Cloud DNS logs the queries the VPC's name servers answer. On in every
+        stack, dev included: unlike flow logs (one record per sampled connection), a training
+        VPC resolves little (Google APIs, package mirrors), so the Cloud Logging volume is small,
+        and the names a job looked up are what an incident review needs first. The policy lives
+        with the network: under Shared VPC in the host project, which owns the logs too."""
+        args = self._args
+        return gcp.dns.Policy(
+            f"{self._name}-dns-policy",
+            project=args.network_project,
+            name=f"{args.prefix}-dns-logging",
+            description="vtx: log the DNS queries of the training VPC",
+            enable_logging=True,
+            networks=[gcp.dns.PolicyNetworkArgs(network_url=self.network.id)],
+            opts=self._child(depends_on=args.apis),
         )
 
     @property

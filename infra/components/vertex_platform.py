@@ -231,7 +231,7 @@ class Platform(pulumi.ComponentResource):
                 flow_logs=settings.flow_logs,
                 flow_logs_sampling=settings.flow_logs_sampling,
                 aiplatform_agent=self._agents.aiplatform,
-                apis=self._apis.on("compute", "servicenetworking", "cloudresourcemanager"),
+                apis=self._apis.on("compute", "servicenetworking", "cloudresourcemanager", "dns"),
                 labels=self._labels,
                 psc_consumers={
                     c.name: c.service_attachment for c in self._platform.serving.psc_consumers

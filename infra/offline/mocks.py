@@ -148,6 +148,10 @@ def _connection(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, di
     return f"{i['network']}:{i['service']}", {"peering": "servicenetworking-googleapis-com"}
 
 
+def _dns_policy(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return f"projects/{ctx.project_of(i)}/policies/{i.get('name', name)}", {}
+
+
 def _shared_vpc(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return f"{i['hostProject']}/{i['serviceProject']}", {}
 
@@ -243,6 +247,7 @@ RESOURCE_OUTPUTS: dict[str, OutputFn] = {
     "gcp:compute/forwardingRule:ForwardingRule": _regional("forwardingRules"),
     "gcp:compute/sharedVPCServiceProject:SharedVPCServiceProject": _shared_vpc,
     "gcp:servicenetworking/connection:Connection": _connection,
+    "gcp:dns/policy:Policy": _dns_policy,
     "gcp:storage/bucket:Bucket": _bucket,
     "gcp:artifactregistry/repository:Repository": _repository,
     "gcp:cloudquota/sQuotaPreference:SQuotaPreference": _quota_preference,

@@ -45,6 +45,7 @@ KEY_SETTINGS: dict[str, tuple[str, ...]] = {
         "serviceProject",
     ),
     "gcp:servicenetworking/connection:Connection": ("service", "reservedPeeringRanges"),
+    "gcp:dns/policy:Policy": ("name", "project", "enableLogging"),
     "gcp:storage/bucket:Bucket": (
         "name",
         "location",

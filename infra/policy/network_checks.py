@@ -1,19 +1,20 @@
-"""Checks on the network: subnets, address ranges, firewalls, networks and DNS zones.
+"""Checks on the network: subnets, address ranges, firewalls, networks and DNS.
 
 Subnets reach Google APIs privately and (in prod) keep flow logs; no declared range overlaps the
 one Vertex AI training reserves; no firewall opens SSH, RDP or every port to the internet
-(``firewall.internet_exposures`` reads every kind of firewall); networks are custom mode; public
-DNS zones are signed with DNSSEC.
+(``firewall.internet_exposures`` reads every kind of firewall); networks are custom mode and
+have a DNS server policy that logs their queries; public DNS zones are signed with DNSSEC.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from infra.policy.firewall import internet_exposures
-from infra.policy.rule_types import RuleContext
+from infra.policy.rule_types import RuleContext, StackResource
 from infra.policy.values import UNKNOWN, known
 
 # Vertex AI training reserves this range in the peered / attached network (not confirmed from a
@@ -24,6 +25,9 @@ SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
 GLOBAL_ADDRESS = "gcp:compute/globalAddress:GlobalAddress"
 NETWORK = "gcp:compute/network:Network"
 DNS_ZONE = "gcp:dns/managedZone:ManagedZone"
+DNS_POLICY = "gcp:dns/policy:Policy"
+# A network as a DNS policy names it: its id or its selfLink (https://.../compute/v1/ + the id).
+NETWORK_PATH = re.compile(r"(?:^|/)projects/([^/]+)/global/networks/([^/]+)$")
 
 # Subnet purposes that are ordinary VM subnets; proxy-only and PSC NAT subnets cannot have
 # private Google access or flow logs.
@@ -134,3 +138,78 @@ def dns_dnssec(resource_type: str, props: Mapping[str, Any], _: RuleContext) -> 
                 f"dnssecConfig.defaultKeySpecs[{index}] signs {spec.get('keyType')} with RSASHA1"
             )
     return messages
+
+
+NetworkKey = tuple[str | None, str]
+"""(project, name) of a network; the project is None where the provider's default applies."""
+
+
+def _network_key(props: Mapping[str, Any]) -> NetworkKey | None:
+    for link in (props.get("selfLink"), props.get("id")):
+        if known(link) and (match := NETWORK_PATH.search(str(link))):
+            return match.group(1), match.group(2)
+    name, project = props.get("name"), props.get("project")
+    if not known(name):
+        return None
+    return (str(project) if known(project) else None), str(name)
+
+
+def _same_network(network: NetworkKey, named: NetworkKey) -> bool:
+    """A policy may name the project by number where the network says its id: names decide."""
+    (project, name), (named_project, named_name) = network, named
+    if name != named_name:
+        return False
+    projects = {project, named_project}
+    return None in projects or len(projects) == 1 or any(p.isdigit() for p in projects if p)
+
+
+def _policy_networks(props: Mapping[str, Any]) -> tuple[list[NetworkKey], bool]:
+    """The networks a DNS policy names, and whether some are unknown until apply."""
+    networks = props.get("networks")
+    if not isinstance(networks, list):
+        return [], networks == UNKNOWN
+    named, unknown = [], False
+    for entry in networks:
+        url = entry.get("networkUrl") if isinstance(entry, Mapping) else entry
+        match = NETWORK_PATH.search(str(url)) if known(url) else None
+        if match:
+            named.append((match.group(1), match.group(2)))
+        else:
+            unknown = unknown or url == UNKNOWN
+    return named, unknown
+
+
+def network_dns_logging(
+    resources: Sequence[StackResource], _: RuleContext
+) -> list[tuple[str, str | None]]:
+    """CIS GCP 2.12: every network the stack declares has a DNS policy with logging on."""
+    logged: list[NetworkKey] = []
+    silent: list[tuple[NetworkKey, str]] = []
+    unresolved = False
+    for policy in resources:
+        if policy.type != DNS_POLICY:
+            continue
+        named, unknown = _policy_networks(policy.props)
+        if policy.props.get("enableLogging") in (True, UNKNOWN):
+            logged += named
+            # Before apply a policy names a new network by an id not known yet: which network
+            # it covers shows only then, so no network is judged on such a preview.
+            unresolved = unresolved or unknown
+        else:
+            silent += [(key, policy.name) for key in named]
+    if unresolved:
+        return []
+    violations: list[tuple[str, str | None]] = []
+    for network in resources:
+        key = _network_key(network.props) if network.type == NETWORK else None
+        if key is None or any(_same_network(key, named) for named in logged):
+            continue
+        policy = next((name for named, name in silent if _same_network(key, named)), None)
+        if policy is None:
+            problem = "no DNS policy with enableLogging names it"
+        else:
+            problem = f"its DNS policy {policy} leaves enableLogging off"
+        violations.append(
+            (f"network {key[1]}: {problem}, so its DNS queries are not logged", network.urn)
+        )
+    return violations

@@ -29,6 +29,7 @@ from infra.policy.iam_checks import (
 from infra.policy.network_checks import (
     dns_dnssec,
     network_custom_mode,
+    network_dns_logging,
     no_internet_ingress,
     ranges_avoid_vertex_reserved,
     subnet_flow_logs,
@@ -40,7 +41,9 @@ from infra.policy.storage_checks import (
     bucket_public_access_prevention,
     bucket_uniform_access,
     no_public_acls,
+    registry_cmek,
     registry_immutable_tags,
+    tensorboard_cmek,
 )
 from infra.policy.vm_checks import (
     instance_block_project_ssh_keys,
@@ -158,6 +161,13 @@ RULES: tuple[Rule, ...] = (
         resource_check=network_custom_mode,
     ),
     Rule(
+        "network-dns-logging",
+        "Every network has a Cloud DNS policy that logs its queries.",
+        "declare gcp.dns.Policy(enable_logging=True, networks=[{'network_url': network.id}]) "
+        "in the network's project (or set enable_logging=True on its existing policy)",
+        stack_check=network_dns_logging,
+    ),
+    Rule(
         "dns-dnssec",
         "Public DNS zones sign with DNSSEC, never with RSASHA1.",
         "set dnssec_config={'state': 'on'} (RSASHA256 keys by default) on the managed zone",
@@ -239,6 +249,22 @@ RULES: tuple[Rule, ...] = (
         "set encryption={'default_kms_key_name': key.id} (cmek: true in the prod config)",
         prod_only=True,
         resource_check=bucket_cmek,
+    ),
+    Rule(
+        "prod-registry-cmek",
+        "In prod, Artifact Registry repositories are encrypted with a customer-managed key.",
+        "re-create the repository with kms_key_name=key.id, a key in its location (cmek: true "
+        "in the prod config); the key cannot be added to an existing repository",
+        prod_only=True,
+        resource_check=registry_cmek,
+    ),
+    Rule(
+        "prod-tensorboard-cmek",
+        "In prod, Vertex TensorBoards are encrypted with a customer-managed key.",
+        "set encryption_spec={'kms_key_name': key.id}, a key in the TensorBoard's region "
+        "(cmek: true in the prod config)",
+        prod_only=True,
+        resource_check=tensorboard_cmek,
     ),
     Rule(
         "prod-registry-immutable-tags",

@@ -1,8 +1,10 @@
-"""Checks on where the platform keeps data and images.
+"""Checks on where the platform keeps data, images and training metrics.
 
 Buckets: uniform bucket-level access, public access prevention, a customer-managed key (prod).
 Legacy bucket and object ACLs, which bucket IAM (``iam_checks.no_public_principals``) does not
-see. Artifact Registry: immutable Docker tags (prod).
+see. Artifact Registry: immutable Docker tags and a customer-managed key (prod). Vertex
+TensorBoard: a customer-managed key (prod). A key unknown until apply (a key the same preview
+creates) counts as set.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from typing import Any
 
 from infra.policy.iam import PUBLIC_PRINCIPALS
 from infra.policy.rule_types import RuleContext
-from infra.policy.values import known
+from infra.policy.values import UNKNOWN, known
 
 BUCKET = "gcp:storage/bucket:Bucket"
 REPOSITORY = "gcp:artifactregistry/repository:Repository"
+TENSORBOARD = "gcp:vertex/aiTensorboard:AiTensorboard"
 # Legacy ACLs: a list of "ROLE:entity" strings, or one entity per resource.
 ACL_LIST_TYPES = frozenset(
     {
@@ -97,3 +100,22 @@ def registry_immutable_tags(
     if not (isinstance(docker, Mapping) and docker.get("immutableTags") is True):
         return ["dockerConfig.immutableTags is not true: a pushed tag could be overwritten"]
     return []
+
+
+def registry_cmek(resource_type: str, props: Mapping[str, Any], _: RuleContext) -> list[str]:
+    """Artifact Registry's CMEK page (docs/vertex-facts.md, "Customer-managed keys for Vertex
+    resources"): the key is set when the repository is created; one without must be re-created."""
+    if resource_type != REPOSITORY or props.get("kmsKeyName"):
+        return []
+    return ["no kmsKeyName: its images and packages are encrypted with Google-managed keys"]
+
+
+def tensorboard_cmek(resource_type: str, props: Mapping[str, Any], _: RuleContext) -> list[str]:
+    """Vertex AI's CMEK page (docs/vertex-facts.md, "Customer-managed keys for Vertex
+    resources"): ``encryptionSpec`` protects the TensorBoard and everything in it."""
+    if resource_type != TENSORBOARD:
+        return []
+    spec = props.get("encryptionSpec")
+    if spec == UNKNOWN or (isinstance(spec, Mapping) and spec.get("kmsKeyName")):
+        return []
+    return ["no encryptionSpec.kmsKeyName: training metrics are encrypted with Google-managed keys"]

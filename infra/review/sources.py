@@ -9,14 +9,17 @@ with ``op``, ``urn`` and ``newState`` = {``type``, ``custom``, ``inputs``, ``out
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infra.offline.program import PROJECT_DIR, run_offline
+from jobs.core.user_io import UserFileError, load_json_text, read_user_file, shown_path
 
+MAX_PREVIEW_BYTES = 16 << 20
+"""A preview of this platform's stack is tens of KB (tests/review/fixtures: 22 KB); 16 MiB
+leaves room for stacks hundreds of times larger and still reads in well under a second."""
 STACK_TYPE = "pulumi:pulumi:Stack"
 # Preview steps whose resource will not exist after the update.
 _GONE_OPS = frozenset(
@@ -144,8 +147,8 @@ def from_offline(stack: str, config_file: Path | None = None) -> ReviewSource:
 def _config_environment(config: Mapping[str, Any]) -> str | None:
     raw = config.get("vtx:platform")
     try:
-        platform = json.loads(raw) if isinstance(raw, str) else raw
-    except json.JSONDecodeError:
+        platform = load_json_text(raw) if isinstance(raw, str) else raw
+    except ValueError:  # not JSON, or nested past the parser
         return None
     env = platform.get("environment") if isinstance(platform, Mapping) else None
     return env if isinstance(env, str) else None
@@ -177,11 +180,15 @@ def _components(states: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
 def from_preview_json(path: Path, stack: str) -> ReviewSource:
     """Review what a real ``pulumi preview --json`` would leave in place."""
     try:
-        digest = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise ReviewSourceError(f"preview file {path} does not exist") from exc
-    except json.JSONDecodeError as exc:
-        raise ReviewSourceError(f"{path} is not JSON: {exc}") from exc
+        data = read_user_file(
+            path, MAX_PREVIEW_BYTES, too_big="a preview of this platform is tens of KB"
+        )
+    except UserFileError as exc:  # missing, a directory, a FIFO or device, too big
+        raise ReviewSourceError(f"preview file {exc}") from None
+    try:
+        digest = load_json_text(data)
+    except ValueError as exc:
+        raise ReviewSourceError(f"preview file {shown_path(path)}: {exc}") from None
     steps = digest.get("steps") if isinstance(digest, Mapping) else None
     if not isinstance(steps, list):
         raise ReviewSourceError(

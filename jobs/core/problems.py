@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from jobs.core.credentials import redact
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -19,6 +21,14 @@ class Problem:
     """What to write instead, when there is a clear fix."""
     source: str | None = None
     """The file the document came from, when there is one."""
+
+    def __post_init__(self) -> None:
+        # A problem may quote what it was given (a value, a key) and is printed, logged and
+        # answered by the local API: a credential-shaped part never leaves in it.
+        for name in ("path", "message", "hint"):
+            text = getattr(self, name)
+            if text:
+                object.__setattr__(self, name, redact(text))
 
     def __str__(self) -> str:
         where = f"{self.source}: " if self.source else ""

@@ -7,7 +7,8 @@ C composer overflows the C stack and kills the process near 100,000 levels), a c
 UnicodeDecodeError, an unpaired surrogate escape (``"\\ud800"``) into a string no API accepts,
 and a repeated key into a silent overwrite. So, in this order:
 
-1. the size is checked before reading (and the read itself is bounded);
+1. only a regular file is opened (a FIFO would block, a device never end), its size is checked
+   before reading and the read itself is bounded (jobs.core.user_io);
 2. the bytes must be UTF-8: the first bad byte is named by offset, line and column;
 3. one pass over the parser's events, which is iterative and stops at the first problem,
    bounds the nesting depth and the number of values (an alias counts as everything it
@@ -31,7 +32,9 @@ from typing import Any
 
 import yaml
 
+from jobs.core.credentials import redact, secret_shape
 from jobs.core.problems import Problem, join_path
+from jobs.core.user_io import UserFileError, read_user_file
 
 MAX_BYTES = 256 * 1024
 """Job templates and stack configs are a few KB; 256 KiB is generous and parses in ~0.2 s."""
@@ -68,32 +71,26 @@ def shown(text: str) -> str:
 
 
 def short_repr(value: Any) -> str:
-    """``repr(value)`` cut to a line, printable: a problem quotes what it got, not all of it."""
-    return shown(_REPR.repr(value))
+    """``repr(value)`` cut to a line, printable: a problem quotes what it got, not all of it,
+    and never a credential (judged whole: a cut one would be too short to recognise)."""
+    shape = secret_shape(value) if isinstance(value, str) else None
+    return f"<{shape}>" if shape else shown(redact(_REPR.repr(value)))
 
 
 def read_yaml_file(path: Path) -> Any:
-    """The document in ``path``; raises YamlInputError for every way a file can be unusable."""
+    """The document in ``path``; raises YamlInputError for every way a file can be unusable
+    (a FIFO, a device or a directory among them: jobs.core.user_io reads regular files only)."""
     source = shown(str(path))
     try:
-        size = path.stat().st_size
-        if size <= MAX_BYTES:
-            with path.open("rb") as stream:
-                data = stream.read(MAX_BYTES + 1)  # a device or FIFO may not say its size
-            size = len(data)
-    except FileNotFoundError:
-        raise _file_error(source, "does not exist", None) from None
-    except IsADirectoryError:
-        raise _file_error(source, "is a directory", "give the path of a YAML file") from None
-    except OSError as exc:
-        raise _file_error(source, f"cannot be read: {exc.strerror or exc}", None) from None
-    if size > MAX_BYTES:
-        raise _file_error(
-            source,
-            f"is {size:,} bytes; files here are read up to {MAX_BYTES:,} bytes",
-            "a job or stack file is a few KB: keep data, long lists and weights in files "
+        data = read_user_file(
+            path,
+            MAX_BYTES,
+            too_big="a job or stack file is a few KB: keep data, long lists and weights in files "
             "the job reads, not in this file",
         )
+    except UserFileError as exc:
+        hint = "give the path of a YAML file" if exc.reason == "is a directory" else exc.hint
+        raise _file_error(source, exc.reason, hint) from None
     return load_yaml_text(_decode_utf8(data, source), source)
 
 

@@ -22,6 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobs.core.problems import field_path
+from jobs.core.user_io import UserFileError, read_user_file
 
 PROD_ENVIRONMENTS = frozenset({"prod", "production"})
 """Environment names that get production treatment everywhere: the stack's prod-only policy
@@ -159,17 +160,14 @@ def parse_stack_outputs(data: object, source: str) -> StackOutputs:
 
 def load_stack_file(path: Path) -> StackOutputs:
     try:
-        if path.stat().st_size > MAX_STACK_FILE_BYTES:
-            raise StackError(
-                f"stack file {path} is {path.stat().st_size:,} bytes; a stack output is a few "
-                f"KiB (files up to {MAX_STACK_FILE_BYTES:,} bytes are read)"
-            )
-        data = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise StackError(f"stack file {path} does not exist") from exc
+        raw = read_user_file(path, MAX_STACK_FILE_BYTES, too_big="a stack output is a few KiB")
+    except UserFileError as exc:  # missing, a directory, a FIFO or device, too big
+        raise StackError(f"stack file {exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise StackError(f"stack file {path} is not JSON: {exc}") from exc
-    except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, binary data
+    except UnicodeDecodeError as exc:  # binary data
         raise StackError(f"cannot read stack file {path}: {exc}") from exc
     except (RecursionError, ValueError) as exc:  # nesting past the parser, 5,000-digit numbers
         raise StackError(f"stack file {path} is not a stack output: {str(exc)[:200]}") from exc

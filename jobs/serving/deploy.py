@@ -4,9 +4,9 @@ version served from an Endpoint, and taken off it again.
 Stages, as a launch goes (vtx/commands/deploy.py runs them):
 - plan (``plan_deploy``, ``plan_undeploy``): every check first, every problem at once
   (``DeployRefused``): the model version exists; the endpoint named exists (an id) or is found
-  by display name (else created); machine, accelerator and counts pass the same catalog rules
-  as a training pool (`jobs.training.rules`), in the stack's region; replicas and traffic are in
-  range;
+  by display name (else created); machine, accelerator and counts pass the catalog rules a
+  training pool passes (`jobs.training.rules`) over serving's own machine list
+  (serving_machines.yaml), in the stack's region; replicas and traffic are in range;
   the stack exports a serving service account. The result is the exact REST ``DeployedModel``,
   the endpoint's traffic split after the change, and the $/h floor and ceiling
   (`jobs.serving.serving_prices`).
@@ -224,9 +224,9 @@ def _traffic_problems(split: dict[str, int], names: str) -> list[str]:
 def machine_problems(
     cat: Catalog, region: str, machine: str, accelerator: str | None, count: int | None
 ) -> list[str]:
-    """The training catalog's rules over one serving node (the same `jobs.training.rules` functions
-    a
-    training pool passes), each problem naming the option to change."""
+    """The catalog's machine rules over one serving node (the same `jobs.training.rules`
+    functions a training pool passes; ``cat`` is the serving view, `Catalog.for_serving`), each
+    problem naming the option to change."""
     pool = PoolFacts(
         role="serving",
         paths=OPTION_PATHS,
@@ -356,8 +356,9 @@ def plan_deploy(
     endpoints: EndpointRest,
     catalog: Catalog | None = None,
 ) -> DeployPlan:
-    """Every check before a deploy; raises DeployRefused with all problems found."""
-    cat = catalog or load_catalog()
+    """Every check before a deploy; raises DeployRefused with all problems found. Machines are
+    serving's (`Catalog.for_serving`), not training's."""
+    cat = (catalog or load_catalog()).for_serving()
     problems: list[str] = []
     if stack.serving_service_account is None:
         problems.append(
@@ -419,16 +420,11 @@ def plan_undeploy(
     the traffic; the last leaves the endpoint empty). ``split``: the split to leave instead of
     the proportional one (one model only)."""
     try:
-        endpoint = endpoints.get_endpoint(endpoint_ref)
+        endpoint = endpoints.get_endpoint(endpoints.resolve(endpoint_ref))
     except VertexError as err:
-        if err.http_code != NOT_FOUND:
+        if err.http_code not in (NOT_FOUND, 400):
             raise
-        raise DeployRefused(
-            [
-                f"endpoint {endpoint_ref}: no such endpoint in {parent(endpoints.stack)} (see `vtx "
-                f"endpoint list`)"
-            ]
-        ) from err
+        raise DeployRefused([str(err)]) from err
     if not endpoint.deployed:
         raise DeployRefused([f"endpoint {endpoint.name} has no deployed model"])
     if deployed_id is None:

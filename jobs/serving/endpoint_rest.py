@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 
 PREDICT_TIMEOUT_S = 600.0
 """Generation on a small serving machine can take minutes; Vertex's own limit is 600 s."""
+PREDICT_REQUEST_MAX_BYTES = 1_572_864
+"""1.5 MiB: Vertex's limit on a prediction request (docs/vertex-facts.md, "Serving containers";
+the serving container refuses more too, trainer/serving/request.py): `vtx predict` reads an
+instances file up to this, since one request could not carry more."""
 
 
 def _int(value: object, default: int = 0) -> int:
@@ -145,6 +149,35 @@ class EndpointRest(VertexRest):
             return [self.get_endpoint(ref)]
         named = self.list_endpoints(f'display_name="{ref}"')
         return [e for e in named if e.display_name == ref]
+
+    def resolve(self, ref: str) -> str:
+        """The resource name of the endpoint ``ref`` names: a numeric id or full name as it is;
+        else the one endpoint with that display name (`vtx deploy --endpoint NAME` creates
+        endpoints by name), else the endpoint with that id (an ``endpointId`` chosen at
+        creation may be letters). VertexError when none has it, or when several have that
+        display name (their ids listed)."""
+        if ref.startswith("projects/") or ref.isdigit():
+            return self.endpoint_name(ref)
+        found = self.find(ref)
+        if len(found) > 1:
+            ids = ", ".join(e.endpoint_id for e in found)
+            raise VertexError(
+                f"endpoint {ref}: {len(found)} endpoints have that display name ({ids}): name "
+                f"one by id (see `vtx endpoint list`)",
+                400,
+            )
+        if found:
+            return found[0].name
+        try:
+            return self.get_endpoint(ref).name
+        except VertexError as err:
+            if err.http_code != NOT_FOUND:
+                raise
+            raise VertexError(
+                f"endpoint {ref}: no endpoint has that display name or id in "
+                f"{parent(self.stack)} (see `vtx endpoint list`)",
+                NOT_FOUND,
+            ) from err
 
     def predict(self, ref: str, instances: list[Any], parameters: Any = None) -> dict:
         """PredictionService ``:predict``: ``{"predictions": [...], "deployedModelId": ...}``.

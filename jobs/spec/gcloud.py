@@ -8,7 +8,6 @@ not part of a template: import drops it and says so, compile puts the stack's va
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,7 +17,9 @@ from typing import Any
 from jobs.core.catalog import REDUCTION_SERVER_IMAGE
 from jobs.core.contract import LABEL_TEMPLATE, RUN_ID_ENV, VTX_LABELS, VTX_SECRETS_ENV, secret_parts
 from jobs.core.credentials import looks_like_credential_name, looks_like_key
+from jobs.core.document_strings import document_strings, shaped_string_problems
 from jobs.core.problems import Problem
+from jobs.core.user_io import load_json_text
 from jobs.spec.document import CUSTOM_JOB, TEMPLATE, Document, load_document
 from jobs.spec.rest_check import SPEC_MESSAGE, check_rest_fields
 from jobs.spec.template import (
@@ -127,9 +128,9 @@ def _secrets_from_env(template: dict[str, Any], notes: list[str]) -> None:
     if raw is None:
         return
     try:
-        secrets = json.loads(raw)
-    except json.JSONDecodeError:
-        notes.append(f"{VTX_SECRETS_ENV} was not JSON; dropped")
+        secrets = load_json_text(raw)
+    except ValueError as exc:
+        notes.append(f"{VTX_SECRETS_ENV} was dropped: {exc}")
         return
     if not isinstance(secrets, dict):
         notes.append(f"{VTX_SECRETS_ENV} was not a JSON object; dropped")
@@ -153,7 +154,7 @@ def _plaintext_credentials_to_secrets(
         for name, value in list(env.items()):
             if name == "GOOGLE_APPLICATION_CREDENTIALS" or not value:
                 continue  # a key file path: validation explains why it goes
-            if looks_like_credential_name(name) or looks_like_key(value):
+            if looks_like_credential_name(name) or looks_like_key(value, name):
                 del env[name]
                 secret = name.lower().replace("_", "-")
                 template.setdefault("secrets", {})[name] = secret
@@ -165,6 +166,16 @@ def _plaintext_credentials_to_secrets(
     for pool in pools.values():
         if pool.get("env") == {}:
             pool.pop("env")
+
+
+_ENV_ENTRY = re.compile(r"\.env\[\d+\]$")
+
+
+def _env_entry(path: str) -> bool:
+    """An env entry's value: import turns a credential there into a ``secrets:`` name. A
+    credential anywhere else (args, labels, any field) cannot be moved, so import refuses it
+    rather than write it into the template."""
+    return bool(_ENV_ENTRY.search(path))
 
 
 def import_spec(spec: dict, name: str, labels: dict | None = None) -> Imported:
@@ -221,6 +232,8 @@ def import_document(doc: dict, kind: str, source: str) -> Imported:
     problems = (
         check_rest_fields(doc) if kind == CUSTOM_JOB else check_rest_fields(doc, SPEC_MESSAGE)
     )
+    if not problems:
+        problems = list(shaped_string_problems(document_strings(doc), _env_entry))
     if problems:
         raise TemplateError([Problem(p.path, p.message, p.hint, source) for p in problems])
     if kind == CUSTOM_JOB:

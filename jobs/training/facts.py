@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.core.catalog import Catalog, load_catalog
+from jobs.core.document_strings import DocString, document_strings
 from jobs.core.durations import parse_duration_s
 from jobs.spec.template import AFFINITIES, RESERVATION_NAME_KEY, ROLES, BootDisk, JobTemplate, Pool
 
@@ -81,6 +82,9 @@ class JobFacts:
     labels: dict[str, str] = field(default_factory=dict)
     secret_env: dict[str, str] = field(default_factory=dict)
     """Template ``secrets:`` (env name -> secret name): names only, never values."""
+    strings: list[DocString] = field(default_factory=list)
+    """Every string in the document (env, args, labels, study values, any field, mapping keys)
+    with its path: what the credential-shape rule reads."""
     rest: bool = False
     """True for REST/gcloud documents: hints then use camelCase keys and enum names."""
 
@@ -188,8 +192,9 @@ def _rest_pool(role: str, spec: dict, prefix: str) -> PoolFacts:
         machine=_str(machine.get("machineType")),
         accelerator=_str(machine.get("acceleratorType")),
         accelerator_count=_int(machine.get("acceleratorCount")),
-        # The API defaults an absent replicaCount to 1 for pool 0 only; elsewhere it is required.
-        replicas=_int(spec.get("replicaCount", 1 if role == "chief" else None)),
+        # Absent is proto3's 0 (the API's JSON leaves a 0 out): the primary pool must say 1
+        # (docs/vertex-facts.md, "Training container environment"), the others at least 1.
+        replicas=_int(spec.get("replicaCount", 0 if role == "chief" else None)),
         tpu_topology=_str(machine.get("tpuTopology")),
         boot_disk_type=_str(disk.get("bootDiskType")),
         boot_disk_size_gb=_int(disk.get("bootDiskSizeGb")),
@@ -259,6 +264,7 @@ def facts_from_rest_spec(spec: dict, prefix: str = "", display_name: Any = None)
         # An empty pool `{}` skips a position (e.g. evaluators without a pool 2).
         if isinstance(pool_spec, dict) and pool_spec:
             facts.pools.append(_rest_pool(ROLES[i], pool_spec, f"{dot}workerPoolSpecs[{i}]"))
+    facts.strings = list(document_strings(spec, prefix))
     return facts
 
 
@@ -266,6 +272,7 @@ def facts_from_rest_job(job: dict) -> JobFacts:
     """Facts of a whole CustomJob in REST form (``displayName`` + ``jobSpec``)."""
     facts = facts_from_rest_spec(_dict(job.get("jobSpec")), "jobSpec", job.get("displayName"))
     facts.labels = {k: v for k, v in _dict(job.get("labels")).items() if isinstance(v, str)}
+    facts.strings += document_strings({k: v for k, v in job.items() if k != "jobSpec"})
     return facts
 
 
@@ -357,6 +364,7 @@ def facts_from_template(doc: dict, cat: Catalog) -> JobFacts:
         else None,
         labels={k: v for k, v in _dict(doc.get("labels")).items() if isinstance(v, str)},
         secret_env={str(k): v for k, v in _dict(doc.get("secrets")).items() if isinstance(v, str)},
+        strings=list(document_strings(doc)),
     )
     pools = _dict(doc.get("pools"))
     for role in ROLES:

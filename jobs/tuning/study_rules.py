@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterator
 
+from jobs.core.catalog import vertex_limits
 from jobs.core.problems import Problem
 from jobs.spec.study import (
     DISCRETE_MIN_GAP,
@@ -39,6 +41,7 @@ def study_problems(template: JobTemplate) -> list[Problem]:
     trainer = runs_trainer(template)
     problems = list(_metric(study, trainer))
     problems += _counts(study)
+    problems += _machines_at_once(template, study)
     problems += _ids(study, trainer)
     for path, param in study.all_parameters():
         problems += _parameter(path, param)
@@ -75,6 +78,17 @@ def _metric(study: Study, trainer: bool) -> Iterator[Problem]:
 
 
 def _counts(study: Study) -> Iterator[Problem]:
+    limit = vertex_limits().study_trials_max
+    for field, count in (
+        ("max_trials", study.max_trials),
+        ("parallel_trials", study.parallel_trials),
+    ):
+        if count > limit:
+            yield Problem(
+                f"study.{field}",
+                f"{count} trials; a study runs at most {limit} (Vizier's limit)",
+                f"{field}: {limit} or fewer",
+            )
     if study.parallel_trials > study.max_trials:
         yield Problem(
             "study.parallel_trials",
@@ -97,6 +111,22 @@ def _counts(study: Study) -> Iterator[Problem]:
         )
 
 
+def _machines_at_once(template: JobTemplate, study: Study) -> Iterator[Problem]:
+    """Trials running at once hold their machines together, on one region's quota: bounded by
+    the catalog's ``machines_max`` as one job is (a trial past it alone is the job rules')."""
+    limit = vertex_limits().machines_max
+    per_trial = sum(pool.replicas for _, pool in template.pools.by_role())
+    if per_trial > limit or per_trial * study.parallel_trials <= limit:
+        return
+    yield Problem(
+        "study.parallel_trials",
+        f"{study.parallel_trials:,} trials at once of {per_trial:,} machines each are "
+        f"{study.parallel_trials * per_trial:,} machines; vtx takes at most {limit:,} at once: "
+        "each is a VM on the region's quota (limits.yaml machines_max)",
+        f"parallel_trials: {limit // per_trial:,} or fewer",
+    )
+
+
 def _ids(study: Study, trainer: bool) -> Iterator[Problem]:
     """Unique ids without whitespace; with our trainer, keys it takes, of the right kind."""
     seen: dict[str, str] = {}
@@ -110,8 +140,13 @@ def _ids(study: Study, trainer: bool) -> Iterator[Problem]:
             )
             continue
         seen[param.id] = path
-        if not param.id or any(c.isspace() for c in param.id):
-            yield Problem(where, "must be a trainer config key without whitespace", None)
+        if not re.fullmatch(vertex_limits().parameter_id_pattern, param.id):
+            yield Problem(
+                where,
+                f"{param.id!r} is not a flag name: each trial gets --ID=VALUE, so an id is "
+                f"letters, digits, '_', '.' and '-', starting with a letter or '_'",
+                "a trainer config key, e.g. learning_rate or model.lora.r",
+            )
             continue
         if not trainer:
             continue  # another program's flags: not ours to know

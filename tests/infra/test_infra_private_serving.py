@@ -52,10 +52,9 @@ def services(run: OfflineRun) -> set[str]:
     return {r.inputs["service"] for r in run.of_type("gcp:projects/service:Service")}
 
 
-def test_a_public_stack_exports_no_private_serving_and_enables_no_dns() -> None:
+def test_a_public_stack_exports_no_private_serving() -> None:
     run = run_offline("dev")
     assert "private_serving" not in run.outputs["platform"]
-    assert "dns.googleapis.com" not in services(run)
 
 
 def test_peering_turns_on_cloud_dns_and_exports_the_peered_network(

@@ -235,6 +235,7 @@ API_OF_TYPE_PREFIX = {
     "gcp:iam/": "iam",
     "gcp:compute/": "compute",
     "gcp:servicenetworking/": "servicenetworking",
+    "gcp:dns/": "dns",
     "gcp:storage/bucket:": "storage",
     "gcp:kms/": "cloudkms",
     "gcp:secretmanager/": "secretmanager",
@@ -259,6 +260,17 @@ def test_every_resource_waits_for_the_api_that_creates_it(stack_run: OfflineRun)
         if resource.type.startswith(prefix) and not stack_run.depends_on(resource, apis[api])
     ]
     assert unordered == []
+
+
+def test_every_vpc_logs_its_dns_queries(stack_run: OfflineRun) -> None:
+    """CIS GCP 2.12, in dev too: one DNS server policy with logging on, beside the VPC (in the
+    Shared VPC host for prod, which owns the network and its logs)."""
+    (vpc,) = stack_run.of_type("gcp:compute/network:Network")
+    (policy,) = stack_run.of_type("gcp:dns/policy:Policy")
+    assert policy.inputs["enableLogging"] is True
+    assert policy.inputs["networks"] == [{"networkUrl": vpc.id}]
+    assert policy.inputs["project"] == vpc.inputs["project"]
+    assert policy.inputs["name"] == f"acme-vtx-{stack_run.stack}-dns-logging"
 
 
 def test_psc_interface_gives_the_aiplatform_agent_network_admin(prod_run: OfflineRun) -> None:
@@ -314,6 +326,23 @@ def test_prod_encrypts_buckets_registry_and_tensorboard_with_its_key(prod_run: O
         "gcp-sa-artifactregistry.iam.gserviceaccount.com",
         "gcp-sa-aiplatform.iam.gserviceaccount.com",
     }
+
+
+def test_prod_encrypted_resources_wait_for_their_agents_key_grant(prod_run: OfflineRun) -> None:
+    """Creating a resource on a key fails until the service's agent may use the key."""
+    grants = {
+        r.inputs["member"].split("@")[1].split(".")[0]: r
+        for r in prod_run.of_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
+    }
+    users = {
+        "gs-project-accounts": prod_run.of_type("gcp:storage/bucket:Bucket"),
+        "gcp-sa-artifactregistry": prod_run.of_type("gcp:artifactregistry/repository:Repository"),
+        "gcp-sa-aiplatform": prod_run.of_type("gcp:vertex/aiTensorboard:AiTensorboard"),
+    }
+    for agent, resources in users.items():
+        assert resources
+        for resource in resources:
+            assert prod_run.depends_on(resource, grants[agent]), (resource.name, agent)
 
 
 def test_dev_is_cheaper_than_prod(dev_run: OfflineRun, prod_run: OfflineRun) -> None:

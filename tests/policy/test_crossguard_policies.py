@@ -143,6 +143,33 @@ def test_stack_policy_sees_every_resource() -> None:
     assert reported == []
 
 
+def test_dns_logging_policy_names_the_network_and_waits_for_ids_unknown_at_preview() -> None:
+    def resource(resource_type: str, name: str, props: dict[str, Any]) -> PolicyResource:
+        proxied = unknown_checking_proxy(props)
+        return PolicyResource(resource_type, proxied, f"urn:{name}", name, None, None, None, [], {})
+
+    network = resource("gcp:compute/network:Network", "vpc", {"name": "vpc", "selfLink": UNKNOWN})
+    found = policy("network-dns-logging")
+    reported: list[tuple[str, str | None]] = []
+    found.validate(
+        StackValidationArgs([network], {"environment": "dev"}),
+        lambda message, urn: reported.append((message, urn)),
+    )
+    assert [urn for _, urn in reported] == ["urn:vpc"]
+    assert "Fix: declare gcp.dns.Policy(enable_logging=True" in reported[0][0]
+    reported.clear()
+    logging = resource(
+        "gcp:dns/policy:Policy",
+        "dns",
+        {"enableLogging": True, "networks": [{"networkUrl": UNKNOWN}]},
+    )
+    found.validate(
+        StackValidationArgs([network, logging], {"environment": "dev"}),
+        lambda message, urn: reported.append((message, urn)),
+    )
+    assert reported == []
+
+
 def test_environment_comes_from_policy_config_then_stack_config_then_stack_name() -> None:
     stack_config = {
         "PULUMI_CONFIG": json.dumps({"vtx:platform": json.dumps({"environment": "prod"})})

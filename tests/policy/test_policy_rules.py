@@ -32,12 +32,17 @@ GOOD_SUBNET = {
     "privateIpGoogleAccess": True,
     "logConfig": {"aggregationInterval": "INTERVAL_5_SEC", "flowSampling": 0.5},
 }
+KEY = "projects/p/locations/europe-west4/keyRings/r/cryptoKeys/k"
 GOOD_REPO = {
     "format": "DOCKER",
     "repositoryId": "trainer",
     "dockerConfig": {"immutableTags": True},
+    "kmsKeyName": KEY,
     "labels": LABELS,
 }
+REPOSITORY = "gcp:artifactregistry/repository:Repository"
+TENSORBOARD = "gcp:vertex/aiTensorboard:AiTensorboard"
+GOOD_TENSORBOARD = {"displayName": "tb", "encryptionSpec": {"kmsKeyName": KEY}, "labels": LABELS}
 BUCKET_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
 SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
@@ -239,8 +244,36 @@ CASES = [
         "defaultKmsKeyName",
     ),
     (
+        "prod-registry-cmek",
+        REPOSITORY,
+        GOOD_REPO,
+        {k: v for k, v in GOOD_REPO.items() if k != "kmsKeyName"},
+        "no kmsKeyName",
+    ),
+    (
+        "prod-registry-cmek",
+        REPOSITORY,
+        {**GOOD_REPO, "format": "PYTHON", "dockerConfig": None},
+        {**GOOD_REPO, "format": "PYTHON", "kmsKeyName": ""},
+        "Google-managed keys",
+    ),
+    (
+        "prod-tensorboard-cmek",
+        TENSORBOARD,
+        GOOD_TENSORBOARD,
+        {k: v for k, v in GOOD_TENSORBOARD.items() if k != "encryptionSpec"},
+        "no encryptionSpec.kmsKeyName",
+    ),
+    (
+        "prod-tensorboard-cmek",
+        TENSORBOARD,
+        GOOD_TENSORBOARD,
+        {**GOOD_TENSORBOARD, "encryptionSpec": {}},
+        "training metrics are encrypted with Google-managed keys",
+    ),
+    (
         "prod-registry-immutable-tags",
-        "gcp:artifactregistry/repository:Repository",
+        REPOSITORY,
         GOOD_REPO,
         {**GOOD_REPO, "dockerConfig": {"immutableTags": False}},
         "immutableTags",
@@ -798,6 +831,12 @@ def test_unknown_values_from_a_preview_are_not_violations() -> None:
     assert check("ranges-avoid-vertex-reserved", "gcp:compute/subnetwork:Subnetwork", subnet) == []
     bucket = {**GOOD_BUCKET, "labels": UNKNOWN}
     assert check("labels-present", "gcp:storage/bucket:Bucket", bucket) == []
+    # A key the same preview creates: its id is known only after apply.
+    assert check("prod-registry-cmek", REPOSITORY, {**GOOD_REPO, "kmsKeyName": UNKNOWN}) == []
+    board = {**GOOD_TENSORBOARD, "encryptionSpec": UNKNOWN}
+    assert check("prod-tensorboard-cmek", TENSORBOARD, board) == []
+    board = {**GOOD_TENSORBOARD, "encryptionSpec": {"kmsKeyName": UNKNOWN}}
+    assert check("prod-tensorboard-cmek", TENSORBOARD, board) == []
 
 
 def test_provider_default_labels_count_as_labels() -> None:
@@ -831,6 +870,77 @@ def stack_resources(*types: str, platform: dict | None = None) -> list[StackReso
         "pulumi:pulumi:Stack", "vtx-prod", "urn:stack", {"platform": platform or {}}
     )
     return [root, *(StackResource(t, f"r{i}", f"urn:{i}", {}) for i, t in enumerate(types))]
+
+
+NETWORK = "gcp:compute/network:Network"
+DNS_POLICY = "gcp:dns/policy:Policy"
+VPC = {"name": "vpc", "project": "acme", "autoCreateSubnetworks": False}
+VPC_ID = "projects/acme/global/networks/vpc"
+
+
+def dns_logging(*resources: tuple[str, dict[str, Any]]) -> list[tuple[str, str | None]]:
+    found = rule("network-dns-logging").stack_check
+    assert found is not None
+    stack = [
+        StackResource(resource_type, f"r{i}", f"urn:{i}", props)
+        for i, (resource_type, props) in enumerate(resources)
+    ]
+    return found(stack, PROD)
+
+
+def logging_policy(*urls: str, enabled: object = True) -> tuple[str, dict[str, Any]]:
+    networks = [{"networkUrl": url} for url in urls]
+    return DNS_POLICY, {"name": "dns", "enableLogging": enabled, "networks": networks}
+
+
+def test_dns_logging_passes_a_network_its_logging_policy_names() -> None:
+    assert dns_logging((NETWORK, VPC), logging_policy(VPC_ID)) == []
+    # by selfLink, and by project number where the network gives its project id
+    link = f"https://www.googleapis.com/compute/v1/{VPC_ID}"
+    assert dns_logging((NETWORK, VPC), logging_policy(link)) == []
+    by_number = "projects/123456789012/global/networks/vpc"
+    assert dns_logging((NETWORK, VPC), logging_policy(by_number)) == []
+    # the network's own outputs (after apply) name it as well as its inputs
+    applied = {**VPC, "selfLink": f"https://www.googleapis.com/compute/v1/{VPC_ID}"}
+    assert dns_logging((NETWORK, applied), logging_policy(VPC_ID)) == []
+    # a network on the provider's default project
+    assert dns_logging((NETWORK, {"name": "vpc"}), logging_policy(VPC_ID)) == []
+
+
+def test_dns_logging_reports_a_network_whose_queries_are_not_logged() -> None:
+    assert dns_logging((NETWORK, VPC)) == [
+        (
+            "network vpc: no DNS policy with enableLogging names it, so its DNS queries are "
+            "not logged",
+            "urn:0",
+        )
+    ]
+    (message, urn) = dns_logging((NETWORK, VPC), logging_policy(VPC_ID, enabled=False))[0]
+    assert message.startswith("network vpc: its DNS policy r1 leaves enableLogging off")
+    assert urn == "urn:0"
+    unset = (DNS_POLICY, {"name": "dns", "networks": [{"networkUrl": VPC_ID}]})
+    assert dns_logging((NETWORK, VPC), unset)[0][0].startswith("network vpc: its DNS policy r1")
+    # a policy on another network, or on a network of that name in another project
+    other = logging_policy("projects/acme/global/networks/other")
+    assert [urn for _, urn in dns_logging((NETWORK, VPC), other)] == ["urn:0"]
+    elsewhere = logging_policy("projects/someone-else/global/networks/vpc")
+    assert [urn for _, urn in dns_logging((NETWORK, VPC), elsewhere)] == ["urn:0"]
+    # each network is judged on its own
+    second = {**VPC, "name": "second"}
+    found = dns_logging((NETWORK, VPC), (NETWORK, second), logging_policy(VPC_ID))
+    assert [urn for _, urn in found] == ["urn:1"]
+
+
+def test_dns_logging_judges_nothing_a_preview_cannot_see() -> None:
+    # Before apply, a policy names a new network by an id that is not known yet.
+    assert dns_logging((NETWORK, VPC), logging_policy(UNKNOWN)) == []
+    assert dns_logging((NETWORK, VPC), logging_policy(VPC_ID, enabled=UNKNOWN)) == []
+    networks_unknown = (DNS_POLICY, {"enableLogging": True, "networks": UNKNOWN})
+    assert dns_logging((NETWORK, VPC), networks_unknown) == []
+    # but a policy that logs nothing covers no network, known or not
+    assert dns_logging((NETWORK, VPC), logging_policy(UNKNOWN, enabled=False))
+    # and no network, no finding
+    assert dns_logging(logging_policy(VPC_ID)) == []
 
 
 def test_prod_budget_rule_requires_a_budget_resource() -> None:
@@ -898,5 +1008,6 @@ def test_every_rule_has_a_test_case() -> None:
         "prod-budget",
         "jobs-not-default-compute",
         "no-project-wide-escalating-custom-roles",
+        "network-dns-logging",
     }
     assert covered == {r.name for r in RULES}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -94,7 +95,10 @@ def test_prod_review_applies_the_prod_rules(offline) -> None:
     _, report = offline["prod"]
     verdicts = {p.policy: p.status for p in report.policy}
     assert verdicts["prod-bucket-cmek"] == "pass"
+    assert verdicts["prod-registry-cmek"] == "pass"
+    assert verdicts["prod-tensorboard-cmek"] == "pass"
     assert verdicts["prod-registry-immutable-tags"] == "pass"
+    assert verdicts["network-dns-logging"] == "pass"
     assert verdicts["prod-budget"] == "pass"
     assert "skipped" not in verdicts.values()
 
@@ -242,7 +246,7 @@ def test_json_format_has_resources_iam_and_policy_keys() -> None:
     text, code = render_review("dev", preview_json=PREVIEW, fmt=Format.json)
     data = json.loads(text)
     assert code == 0
-    assert len(data["resources"]) == 19  # custom resources in the fixture
+    assert len(data["resources"]) == 20  # custom resources in the fixture
     assert {"principal", "role", "resource_kind", "resource"} <= set(data["iam"][0])
     assert {p["policy"] for p in data["policy"]} >= {"no-public-principals", "prod-budget"}
 
@@ -390,3 +394,31 @@ def test_misspelt_against_stack_fails_before_any_stack_runs(review_cli, monkeypa
     assert result.exit_code == 2
     assert "no stack 'prdo'" in result.output
     assert "stacks here: dev, prod" in " ".join(result.output.split())
+
+
+@pytest.mark.timeout(60)  # a FIFO with no writer blocked read_text() before the reader's check
+def test_a_preview_file_that_is_not_a_regular_file_is_one_line(tmp_path: Path, review_cli) -> None:
+    fifo = tmp_path / "preview.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ReviewSourceError, match=f"^preview file {fifo} is a FIFO"):
+        from_preview_json(fifo, "dev")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 10_000 + "]" * 10_000)
+    with pytest.raises(ReviewSourceError, match="JSON nested more than"):  # RecursionError before
+        from_preview_json(deep, "dev")
+    result = CliRunner().invoke(
+        review_cli, ["review", "--stack", "dev", "--preview-json", str(fifo)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "is a FIFO (named pipe), not a regular file" in result.output
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_review_written_to_a_full_disk_is_one_line(review_cli) -> None:
+    result = CliRunner().invoke(
+        review_cli,
+        ["review", "--stack", "dev", "--preview-json", str(PREVIEW), "-o", "/dev/full"],
+    )
+    assert result.exit_code == 2, result.output
+    assert "--output /dev/full was not written whole: no space left" in result.output
+    assert isinstance(result.exception, SystemExit), result.exception

@@ -98,11 +98,21 @@ def accumulation_for(global_batch: int, per_device: int, written_by: int, world_
 def differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """``key: recorded -> current`` for every setting both sides know and disagree on. A key
     only one side has (a trainer version added or removed a setting) is not a difference."""
+    recorded = _as_now(recorded)
     return [
         f"{key}: {recorded[key]!r} -> {current[key]!r}"
         for key in sorted(recorded.keys() & current.keys())
         if recorded[key] != current[key]
     ]
+
+
+def _as_now(recorded: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A record in today's words: earlier trainers wrote `max_steps: -1` (or 0) where the config
+    now says null (count the steps from num_train_epochs), the same run."""
+    steps = recorded.get("max_steps")
+    if isinstance(steps, int) and steps <= 0:
+        return {**recorded, "max_steps": None}
+    return recorded
 
 
 def processes(count: int) -> str:

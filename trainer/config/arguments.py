@@ -12,6 +12,7 @@ to every process unchanged, so every rank applies the same parameters."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from trainer.config.accelerators import ACCELERATORS, DEFAULT_MFU
@@ -87,9 +88,12 @@ def _add_estimate_options(group: argparse._ArgumentGroup) -> None:
 
 def _number(text: str, kind: type[int] | type[float]) -> float:
     try:
-        return kind(text)
+        value = kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):  # float() reads "inf" and "nan"; a cost or an MFU never is
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def _positive_int(text: str) -> int:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +27,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 # Keys holding file locations, resolved against the config file's directory when relative.
 PATH_KEYS = (
@@ -41,15 +44,18 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan: YAML's `.inf`, `.nan` and `1.0e+400`, and text such as `1e400` that pydantic
+    # reads as a float, are infinite or NaN; every bound below lets infinity through (inf > 0),
+    # and training turns them into NaN losses or runs that never end.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class LoraConfig(_Strict):
     """LoRA adapters via peft; the base model is frozen."""
 
-    r: int = Field(8, gt=0, description="Adapter rank.")
-    alpha: int = Field(16, gt=0, description="Scaling numerator: updates are scaled by alpha/r.")
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    r: int = Field(8, ge=1, description="Adapter rank.")
+    alpha: int = Field(16, ge=1, description="Scaling numerator: updates are scaled by alpha/r.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, examples=[0.05])
     target_modules: list[str] | Literal["all-linear"] = Field(
         "all-linear", description="Module names to adapt, or every linear layer but the head."
     )
@@ -133,7 +139,9 @@ def check_model_config(config: dict[str, Any]) -> None:
     for key in ("rope_scaling", "rope_parameters"):
         _check_rope(config.get(key), key)
     todo: list[tuple[str, Any]] = [("", config)]
-    while todo:  # torch sizes and ids are int64: a larger integer anywhere is a typo
+    # torch sizes and ids are int64: a larger integer anywhere is a typo; an infinite or NaN
+    # epsilon, scale or dropout turns every loss into NaN.
+    while todo:
         path, node = todo.pop()
         if isinstance(node, dict):
             todo += [(f"{path}.{k}".lstrip("."), v) for k, v in node.items()]
@@ -141,6 +149,8 @@ def check_model_config(config: dict[str, Any]) -> None:
             todo += [(f"{path}[{i}]", v) for i, v in enumerate(node)]
         elif isinstance(node, int) and not -(2**63) <= node < 2**63:
             raise KeyedValueError(path, f"{node} is beyond a 64-bit integer")
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise KeyedValueError(path, f"{node} must be a finite number")
 
 
 def _rough_parameters(config: dict[str, Any]) -> int:
@@ -241,8 +251,8 @@ class DataConfig(_Strict):
     format: Literal["auto", "jsonl", "parquet"] = "auto"
     text_field: str = "text"
     messages_field: str = Field("messages", description="Chat rows: list of {role, content}.")
-    eval_fraction: float = Field(0.0, ge=0.0, lt=1.0)
-    max_seq_length: int = Field(1024, gt=1)
+    eval_fraction: float = Field(0.0, ge=0.0, lt=1.0, examples=[0.05])
+    max_seq_length: int = Field(1024, ge=2, le=MAX_DIMENSION)
     packing: bool = Field(True, description="Several whole examples per row of max_seq_length.")
     group_by_length: bool = Field(
         False, description="Batch examples of similar lengths (without packing)."
@@ -272,22 +282,34 @@ class TrainConfig(_Strict):
     output_dir: str = Field("outputs", description="Used where AIP_* directories are not set.")
     run_name: str | None = None
 
+    # Each number's range is declared here, once, on its key: `_describe` words a value outside
+    # it (or inf, NaN) as "KEY: VALUE must be ... (write e.g. KEY=EXAMPLE)", the example being
+    # the key's `examples`, else its default.
     learning_rate: float = Field(5e-5, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_epsilon: float = 1e-8
+    weight_decay: float = Field(0.0, ge=0, examples=[0.01])
+    # torch's AdamW refuses betas outside [0, 1); an epsilon of 0 divides by zero where a
+    # gradient's second moment is 0 (a frozen or unused embedding row).
+    adam_beta1: float = Field(0.9, ge=0, lt=1)
+    adam_beta2: float = Field(0.999, ge=0, lt=1)
+    adam_epsilon: float = Field(1e-8, gt=0)
     max_grad_norm: float = Field(1.0, ge=0, description="0 disables clipping.")
     lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = "linear"
-    warmup_ratio: float = Field(0.0, ge=0, lt=1)
-    warmup_steps: int = Field(0, ge=0, description="Wins over warmup_ratio when > 0.")
+    warmup_ratio: float = Field(0.0, ge=0, lt=1, examples=[0.03])
+    warmup_steps: int = Field(
+        0, ge=0, examples=[100], description="Wins over warmup_ratio when > 0."
+    )
 
-    per_device_train_batch_size: int = Field(8, gt=0)
-    per_device_eval_batch_size: int = Field(8, gt=0)
-    gradient_accumulation_steps: int = Field(1, gt=0)
+    per_device_train_batch_size: int = Field(8, ge=1)
+    per_device_eval_batch_size: int = Field(8, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
     num_train_epochs: float = Field(1.0, gt=0)
-    max_steps: int = Field(-1, description="Optimizer steps; > 0 overrides num_train_epochs.")
-    seed: int = 42
+    max_steps: int | None = Field(
+        None,
+        ge=1,
+        examples=[100],
+        description="Optimizer steps; null (the default) counts them from num_train_epochs.",
+    )
+    seed: int = Field(42, ge=0, le=2**32 - 1)  # what HF's set_seed (numpy) takes
 
     bf16: bool = Field(False, description="bf16 autocast on GPU (ignored on CPU).")
     fp16: bool = False
@@ -300,16 +322,16 @@ class TrainConfig(_Strict):
         "(trainer.model.chunked_loss), never all of them; null: all at once, as transformers does.",
     )
 
-    logging_steps: int = Field(10, gt=0)
-    eval_steps: int | None = Field(None, gt=0)
-    save_steps: int | None = Field(500, gt=0)
-    save_every_minutes: float | None = Field(None, gt=0)
-    save_total_limit: int | None = Field(2, gt=0)
+    logging_steps: int = Field(10, ge=1)
+    eval_steps: int | None = Field(None, ge=1, examples=[100])
+    save_steps: int | None = Field(500, ge=1)
+    save_every_minutes: float | None = Field(None, gt=0, examples=[30])
+    save_total_limit: int | None = Field(2, ge=1)
     async_save: bool = Field(True, description="Write checkpoints in the background.")
     early_stopping_patience: int | None = Field(
-        None, gt=0, description="Evals without improvement."
+        None, ge=1, examples=[3], description="Evals without improvement."
     )
-    early_stopping_threshold: float = Field(0.0, ge=0)
+    early_stopping_threshold: float = Field(0.0, ge=0, examples=[0.01])
     report_to: list[Literal["tensorboard", "wandb"]] = Field(
         ["tensorboard"], description="Trackers: tensorboard, wandb; [] disables."
     )
@@ -554,11 +576,32 @@ class _UniqueKeyLoader(_Loader):
 
 
 def parse_config(raw: dict[str, Any], source: str = "<config>") -> TrainConfig:
+    """The validated config, or ConfigError: one line naming the key when one thing is wrong,
+    else a line per mistake."""
     try:
         return TrainConfig.model_validate(raw)
     except ValidationError as exc:
         lines = [_describe(err) for err in exc.errors()]
+        if len(lines) == 1:
+            raise ConfigError(f"{source}: {lines[0]}") from None
         raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(lines)) from None
+
+
+# pydantic's errors for a value that is not a number, not finite, or outside its key's range.
+_NUMBER_ERRORS = frozenset(
+    {
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+        "finite_number",
+        "int_from_float",
+        "int_parsing",
+        "int_type",
+        "float_parsing",
+        "float_type",
+    }
+)
 
 
 def _describe(err: Any) -> str:
@@ -566,14 +609,54 @@ def _describe(err: Any) -> str:
     error = (err.get("ctx") or {}).get("error")
     if isinstance(error, KeyedValueError):
         return f"{loc}.{error.key}: {error}" if error.key else f"{loc}: {error}"
+    parent_model = _model_at(err["loc"][:-1])
+    field = None
+    if parent_model is not None and err["loc"]:
+        field = parent_model.model_fields.get(str(err["loc"][-1]))
+    if err["type"] in _NUMBER_ERRORS and field is not None:
+        return f"{loc}: {_shown(err['input'])} {_number_rule(loc, field)}"
     if err["type"] != "extra_forbidden":
         return f"{loc}: {err['msg']}"
-    parent_model = _model_at(err["loc"][:-1])
     known = sorted(parent_model.model_fields) if parent_model else []
     hint = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
     if hint:
         return f"{loc}: unknown key; did you mean `{hint[0]}`?"
     return f"{loc}: unknown key (known here: {', '.join(known)})"
+
+
+def _number_rule(key: str, field: FieldInfo) -> str:
+    """What a numeric key takes, from its declaration: "must be a whole number >= 1 (write
+    e.g. max_steps=100)", "must be a finite number in [0, 1) (...)"."""
+    args = getattr(field.annotation, "__args__", (field.annotation,))
+    bounds = {
+        name: getattr(item, name)
+        for item in field.metadata
+        for name in _BOUNDS
+        if getattr(item, name, None) is not None
+    }
+    rule = "a whole number" if int in args else "a finite number"
+    low = [name for name in ("gt", "ge") if name in bounds]
+    high = [name for name in ("lt", "le") if name in bounds]
+    if low and high:
+        lo, hi = low[0], high[0]
+        rule += f" in {_BOUNDS[lo]}{bounds[lo]}, {bounds[hi]}{_BOUNDS[hi]}"
+    for name in low if not high else high if not low else []:
+        rule += f" {_OPERATORS[name]} {bounds[name]}"
+    if type(None) in args:
+        rule += " or null"
+    example = (field.examples or [field.default])[0]
+    if not _is_number(example):
+        return f"must be {rule}"
+    return f"must be {rule} (write e.g. {key}={example})"
+
+
+_BOUNDS = {"gt": "(", "ge": "[", "lt": ")", "le": "]"}
+_OPERATORS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it: numbers plain (-1, inf), anything else quoted."""
+    return str(value) if _is_number(value) or isinstance(value, float) else f"{value!r:.60}"
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -643,15 +726,42 @@ def _apply_override(raw: dict[str, Any], item: str, flag: str = "--set") -> None
 
 
 def _check_local_paths(cfg: TrainConfig, source: str) -> None:
-    """Files must be files and directories directories: a folder given as `data.path` would
-    otherwise end in IsADirectoryError deep inside the data reader."""
+    """Local data must be regular files: a folder would end in IsADirectoryError deep inside the
+    data reader, a device such as /dev/zero in a MemoryError, and a FIFO would block the
+    reader forever. Only `stat` is called here: opening a FIFO would block this check too."""
     for key, path in (("data.path", cfg.data.path), ("data.eval_path", cfg.data.eval_path)):
         if path is None:
             continue
-        if path.endswith("/") or ("://" not in path and Path(path).is_dir()):
+        if path.endswith("/"):
             raise ConfigError(
                 f"{source}: {key}: {path} is a folder; give one JSONL or Parquet file"
             )
+        if "://" not in path:
+            _check_regular_file(source, key, path)
     output = Path(cfg.output_dir)
     if "://" not in cfg.output_dir and output.exists() and not output.is_dir():
         raise ConfigError(f"{source}: output_dir: {cfg.output_dir} is a file; give a directory")
+
+
+def _check_regular_file(source: str, key: str, path: str) -> None:
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: {key}: {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"{source}: {key}: cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"{source}: {key}: {path} is a folder; give one JSONL or Parquet file")
+    if not stat.S_ISREG(mode):
+        raise ConfigError(
+            f"{source}: {key}: {path} is {_FILE_KINDS.get(stat.S_IFMT(mode), 'not a file')}, "
+            "not a regular file; give one JSONL or Parquet file"
+        )
+
+
+_FILE_KINDS = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+}

@@ -183,11 +183,16 @@ def _read_remote(remote: str) -> bytes:
         raise ConfigError(f"model.name_or_path: {remote} does not exist") from None
     except Exception as exc:
         raise ConfigError(
-            f"model.name_or_path: cannot read {remote} ({first_line(exc)}). Outside Google "
-            "Cloud, sign in with `gcloud auth application-default login` (the local platform "
-            "sets STORAGE_EMULATOR_HOST itself), or point model.name_or_path at a local copy "
-            "of the model's directory"
+            f"model.name_or_path: cannot read {remote} ({first_line(exc)}). {REMOTE_ADVICE}, "
+            "or point model.name_or_path at a local copy of the model's directory"
         ) from None
+
+
+REMOTE_ADVICE = (
+    "Outside Google Cloud, sign in with `gcloud auth application-default login` (the local "
+    "platform sets STORAGE_EMULATOR_HOST itself)"
+)
+"""What to do when a remote store does not answer, for every message that says so."""
 
 
 def call_remote(read: Callable[[], T], timeout_s: float | None = None) -> T:

@@ -14,6 +14,7 @@ from trainer.tracking.reporters import check_reporting
 from trainer.training.estimate import hardware, print_report, report
 from trainer.training.loop import train
 from trainer.training.preemption import StopRequest
+from trainer.training.preflight import preflight
 
 
 def main(argv: list[str] | None = None, stop: StopRequest | None = None) -> int:
@@ -53,4 +54,6 @@ def _run(cfg: TrainConfig, args: argparse.Namespace, stop: StopRequest) -> int:
     # Before the model and data are built: a missing W&B key or a tuning metric the trainer
     # never logs would otherwise fail at the first report, or never report at all.
     check_reporting(cfg, tracking, env.in_job)
+    # Then every location and size the config names, before the tokenizer, data and model load.
+    preflight(cfg, env)
     return train(cfg, env, stop, tracking)

@@ -156,7 +156,7 @@ def build_optimizer(
 def total_steps(cfg: TrainConfig, batches_per_epoch: int, world_size: int) -> int:
     """`max_steps`, else the epochs' global batches over the batches of one optimizer step:
     the same on any number of processes that keeps the global batch."""
-    if cfg.max_steps > 0:
+    if cfg.max_steps is not None:
         return cfg.max_steps
     per_step = cfg.gradient_accumulation_steps * world_size
     return max(1, math.floor(cfg.num_train_epochs * batches_per_epoch / per_step))

@@ -1,7 +1,7 @@
 """How long a config's run is, in optimizer steps, read from as little of its data as possible
 (for `--estimate`).
 
-`max_steps > 0` says it outright. Otherwise, as the loop counts
+`max_steps` says it outright. Otherwise, as the loop counts
 (`trainer.training.loop.total_steps`): steps = epochs * global batches per epoch /
 (gradient_accumulation_steps * devices), and global batches per epoch = training rows //
 per_device_train_batch_size. The rows come from the data:
@@ -69,10 +69,10 @@ def run_length(cfg: TrainConfig, devices: int) -> RunLength:
     try:
         rows, tokens_per_row, how = _training_rows(cfg)
     except CannotMeasure as exc:
-        if cfg.max_steps > 0:
+        if cfg.max_steps is not None:
             return RunLength(cfg.max_steps, None, f"max_steps (data not read: {exc})")
         return RunLength(None, None, f"unknown: {exc}; pass --set max_steps=N")
-    if cfg.max_steps > 0:
+    if cfg.max_steps is not None:
         return RunLength(cfg.max_steps, tokens_per_row, "max_steps")
     batches = rows // cfg.per_device_train_batch_size  # global batches per epoch
     if batches < devices:

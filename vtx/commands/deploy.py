@@ -9,14 +9,19 @@ then send and wait. `predict` and `endpoint` read over plain REST (no aiplatform
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from jobs.core.stack import StackOutputs
+from jobs.core.user_io import (
+    STDIN,
+    UserFileError,
+    load_json_text,
+    read_user_file,
+    shown_path,
+)
 from jobs.serving.deploy import (
     DeployOptions,
     DeployRefused,
@@ -27,7 +32,7 @@ from jobs.serving.deploy import (
     undeploy,
 )
 from jobs.serving.endpoint_access import access_of, reach_lines
-from jobs.serving.endpoint_rest import EndpointRest
+from jobs.serving.endpoint_rest import PREDICT_REQUEST_MAX_BYTES, EndpointRest
 from jobs.serving.model_rest import ModelRest
 from jobs.vertex.client import VertexError
 from vtx.confirm import Ask, confirmed, print_refused
@@ -39,9 +44,12 @@ app = typer.Typer()
 endpoint_app = typer.Typer(
     name="endpoint", help="The region's endpoints and what they serve.", no_args_is_help=True
 )
-EndpointArg = Annotated[str, typer.Argument(help="Endpoint id or full resource name.")]
+EndpointArg = Annotated[
+    str, typer.Argument(help="Endpoint id, full resource name or display name.")
+]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Stop after the plan.")]
+TOO_BIG = "one :predict request carries at most that: send the instances in several calls"
 
 
 def deploy_model(
@@ -138,15 +146,16 @@ def deploy_command(
 
 
 def read_instances(text: str, source: str) -> list[Any]:
-    """A JSON list, or JSON lines (one instance per non-blank line)."""
+    """A JSON list, or JSON lines (one instance per non-blank line); ValueError of one line for
+    text that is neither (or nests deeper than jobs.core.user_io.MAX_JSON_DEPTH)."""
     stripped = text.strip()
     if not stripped:
         raise ValueError(f"{source}: no instances")
     if stripped.startswith("["):
         try:
-            instances = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{source}: not a JSON list: {exc}") from exc
+            instances = load_json_text(stripped)
+        except ValueError as exc:
+            raise ValueError(f"{source}: not a JSON list: {exc}") from None
         if not instances:
             raise ValueError(f"{source}: the list is empty")
         return list(instances)
@@ -154,12 +163,12 @@ def read_instances(text: str, source: str) -> list[Any]:
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                found.append(json.loads(line))
-            except json.JSONDecodeError as exc:
+                found.append(load_json_text(line))
+            except ValueError as exc:
                 raise ValueError(
-                    f"{source} line {number}: not JSON ({exc.msg}); write one JSON value per "
-                    f'line, e.g. "a prompt" or {{"prompt": "..."}}'
-                ) from exc
+                    f"{source} line {number}: {exc}; write one JSON value per line, e.g. "
+                    f'"a prompt" or {{"prompt": "..."}}'
+                ) from None
     return found
 
 
@@ -179,21 +188,26 @@ def predict_command(
     stack: StackOpt = None,
     stack_file: StackFileOpt = None,
 ) -> None:
-    """Send instances to an endpoint's :predict; print its predictions as JSON."""
+    """Send instances to an endpoint's :predict (by id, full name or display name); print its
+    predictions as JSON."""
     outputs = required_stack(stack, stack_file)
-    source = "stdin" if instances == "-" else instances
+    source = "stdin" if instances == STDIN else shown_path(instances)
     try:
-        text = sys.stdin.read() if instances == "-" else Path(instances).read_text()
-        batch = read_instances(text, source)
-        params = json.loads(parameters) if parameters is not None else None
-    except OSError as exc:
-        raise fail(f"cannot read --instances {source}: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise fail(f"--parameters is not JSON: {exc}") from exc
+        data = read_user_file(instances, PREDICT_REQUEST_MAX_BYTES, stdin=True, too_big=TOO_BIG)
+        batch = read_instances(data.decode("utf-8"), source)
+    except UserFileError as exc:
+        raise fail(f"--instances {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise fail(f"--instances {source}: not UTF-8 text (byte {exc.start})") from None
     except ValueError as exc:
-        raise fail(str(exc)) from exc
+        raise fail(str(exc)) from None
+    try:
+        params = load_json_text(parameters) if parameters is not None else None
+    except ValueError as exc:
+        raise fail(f"--parameters: {exc}") from None
+    rest = EndpointRest(outputs)
     with api_errors(console(stderr=True), "no prediction"):
-        answer = EndpointRest(outputs).predict(endpoint, batch, params)
+        answer = rest.predict(rest.resolve(endpoint), batch, params)
     typer.echo(json.dumps(answer.get("predictions", []), indent=2, ensure_ascii=False))
 
 
@@ -316,8 +330,9 @@ def show_endpoint(
     """One endpoint: each deployed model, its machine, replicas, identity and traffic."""
     outputs = required_stack(stack, stack_file)
     out = console()
+    rest = EndpointRest(outputs)
     with api_errors(out):
-        record = EndpointRest(outputs).get_endpoint(endpoint)
+        record = rest.get_endpoint(rest.resolve(endpoint))
     out.print(f"[bold]{record.name}[/bold] ({record.display_name})", highlight=False)
     out.print(f"access: {access_of(record.rest)}", highlight=False)
     for line in reach_lines(outputs, record.rest):

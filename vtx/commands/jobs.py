@@ -51,6 +51,7 @@ from vtx.options import (
     load_template,
     optional_stack,
     required_stack,
+    write_output,
 )
 from vtx.views.launch import print_study_cost
 from vtx.views.output import (
@@ -236,7 +237,7 @@ def render(
     elif template.study is not None:  # the study's HyperparameterTuningJob around the job
         text = render_study(job, format_, str(file))
     if output:
-        output.write_text(text)
+        write_output(output, text)
         console(stderr=True).print(f"wrote {output}", highlight=False)
     else:
         sys.stdout.write(text)
@@ -261,7 +262,7 @@ def import_(
         raise typer.Exit(1) from exc
     text = yaml.safe_dump(imported.template, sort_keys=False)
     if output:
-        output.write_text(text)
+        write_output(output, text)
     else:
         sys.stdout.write(text)
     for note in imported.notes:

@@ -12,7 +12,6 @@ from enum import StrEnum
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from infra.config import ConfigError
 from infra.offline.program import OfflineError
@@ -27,6 +26,8 @@ from infra.review.sources import (
     from_preview_json,
     require_stack,
 )
+from vtx.options import console as options_console
+from vtx.options import write_output
 from vtx.views.output import print_error
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def review(
     output: Path | None = typer.Option(None, "--output", "-o", help="write here, not stdout"),
 ) -> None:
     """Review what a stack creates: resources, network, IAM, buckets, quotas, secrets, policies."""
-    console = Console(stderr=True)
+    console = options_console(stderr=True)  # soft wrap: an error stays one line
     try:
         text, code = render_review(stack, against, preview_json, fmt)
     except (ReviewSourceError, ConfigError, OfflineError) as exc:
@@ -90,7 +91,7 @@ def review(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.write_text(text)
+        write_output(output, text)
         console.print(f"review written to {output}")
     if code:
         console.print("[red]mandatory policy violations: see the Policies section[/red]")

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jobs.core.catalog import QUOTA_PREFIX, Catalog, Price
+from jobs.core.credentials import redact
 from jobs.core.durations import human_duration
 from jobs.core.formats import UNKNOWN, money, usd_per_h
 from jobs.core.problems import Problem
@@ -124,8 +125,9 @@ def _vertical_row(
 
 def print_error(console: Console, message: object, label: str = "error") -> None:
     """One red-labelled line on `console`; the message is escaped, because paths and API
-    messages may hold [brackets] that rich would take for markup."""
-    console.print(f"[red]{label}:[/red] {escape(str(message))}", highlight=False)
+    messages may hold [brackets] that rich would take for markup, and redacted, because an
+    error may quote what it was given (a value of a job, an API's answer about it)."""
+    console.print(f"[red]{label}:[/red] {escape(redact(str(message)))}", highlight=False)
 
 
 def print_problems(console: Console, problems: Iterable[Problem]) -> None:

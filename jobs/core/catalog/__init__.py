@@ -115,6 +115,9 @@ class Limits(_Data):
     label_value_pattern: str
     replica_restarts_max: int
     job_retries_max: int
+    machines_max: int
+    study_trials_max: int
+    parameter_id_pattern: str
 
 
 Basis = Literal["verified", "derived", "recalled"]
@@ -165,8 +168,21 @@ class Catalog(_Data):
     """Training prices, one table per region."""
     serving_price_tables: tuple[PriceTable, ...] = ()
     """Serving (online prediction) prices, one table per region."""
+    serving_machines: dict[str, Machine] = Field(default_factory=dict)
+    """The machines online prediction serves on (serving_machines.yaml), apart from
+    training's: `for_serving` checks a deployment against them."""
+    serving_unconfirmed: tuple[str, ...] = ()
+    """The serving machines Google's page was not read for (UNCONFIRMED)."""
+    purpose: Literal["training", "serving"] = "training"
+    """What ``machines`` are offered for: the rules' messages say it."""
     sources: dict[str, str]
     """Data file name -> 'source (as of date)', printed by `vtx catalog`."""
+
+    def for_serving(self) -> Catalog:
+        """This catalog with serving's machines in place of training's, so that the machine
+        rules (`jobs.training.rules.machines`) check a deployed model's node as Vertex's
+        prediction service takes it. Regions and accelerators stay the catalog's."""
+        return self.model_copy(update={"machines": self.serving_machines, "purpose": "serving"})
 
     def price_table(self, region: str | None) -> PriceTable | None:
         """The table for ``region``; None when there is none. Never another region's table:
@@ -241,6 +257,24 @@ def _price_source(table: PriceTable) -> str:
     return f"{table.source} (as of {table.as_of}; {spot}{empty})"
 
 
+def _serving_machines(serving: dict, training: dict[str, Machine]) -> dict[str, Machine]:
+    """Each listed serving machine with its figures: serving_machines.yaml's own entry, or
+    machines.yaml's. A machine described in both files, or in neither, is an error: each
+    figure has one place."""
+    own = _named(serving.get("machines") or {}, Machine)
+    listed = [*serving["confirmed"], *serving["unconfirmed"]]
+    problems = [
+        f"{n}: described in machines.yaml and serving_machines.yaml" for n in own if n in training
+    ]
+    problems += [f"{n}: described but not listed" for n in own if n not in listed]
+    problems += [
+        f"{n}: listed but described nowhere" for n in listed if n not in own and n not in training
+    ]
+    if problems:
+        raise ValueError(f"serving_machines.yaml: {'; '.join(problems)}")
+    return {name: own.get(name) or training[name] for name in listed}
+
+
 @cache
 def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
     machines = _read(directory / "machines.yaml")
@@ -260,8 +294,13 @@ def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
         ]
     }
     sources.update({f"prices/{t.name}.yaml": _price_source(t) for t in tables})
+    serving = _read(directory / "serving_machines.yaml")
+    sources["serving_machines.yaml"] = f"{serving['source']} (as of {serving['as_of']})"
+    training_machines = _named(machines["machines"], Machine)
     return Catalog(
-        machines=_named(machines["machines"], Machine),
+        machines=training_machines,
+        serving_machines=_serving_machines(serving, training_machines),
+        serving_unconfirmed=tuple(serving["unconfirmed"]),
         accelerators=_named(accelerators["accelerators"], Accelerator),
         regions=_named(regions["regions"], Region),
         limits=Limits.model_validate(limits),

@@ -22,12 +22,13 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from jobs.local.api.model_routes import render_operation
+from jobs.local.api.order_by import ENDPOINT_ORDER_FIELDS, page_in_order
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
     json_response,
     list_response,
-    page_of,
     parse_message,
+    refuse_bad_read_mask,
     render_message,
     wants_int_enums,
 )
@@ -133,14 +134,20 @@ def add_endpoint_routes(
         filter: str = "",
         pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
         pageToken: str = "",
+        readMask: str = "",
+        orderBy: str = "",
     ) -> Response:
-        found, token = page_of(
-            endpoints.list(parent_of(project, location), filter), pageSize, pageToken
+        refuse_bad_read_mask(Endpoint, readMask)
+        found, token = page_in_order(
+            endpoints.list(parent_of(project, location), filter),
+            orderBy,
+            ENDPOINT_ORDER_FIELDS,
+            pageSize,
+            pageToken,
         )
         int_enums = wants_int_enums(request)
-        return list_response(
-            "endpoints", [render_message(Endpoint, e, int_enums) for e in found], token
-        )
+        rendered = [render_message(Endpoint, e, int_enums, readMask) for e in found]
+        return list_response("endpoints", rendered, token)
 
     @app.delete(base + "/{endpoint}")
     def delete_endpoint(project: str, location: str, endpoint: str) -> Response:

@@ -20,12 +20,13 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from jobs.local.api.order_by import MODEL_ORDER_FIELDS, VERSION_ORDER_FIELDS, page_in_order
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
     json_response,
     list_response,
-    page_of,
     parse_message,
+    refuse_bad_read_mask,
     render_message,
     wants_int_enums,
 )
@@ -47,10 +48,10 @@ def parse_merge(body: bytes) -> dict:
     return parse_message(MergeVersionAliasesRequest, body)
 
 
-def render_model(model: dict, int_enums: bool) -> str:
+def render_model(model: dict, int_enums: bool, read_mask: str = "") -> str:
     from google.cloud.aiplatform_v1 import Model
 
-    return render_message(Model, model, int_enums)
+    return render_message(Model, model, int_enums, read_mask)
 
 
 def render_operation(operation: dict) -> str:
@@ -65,8 +66,14 @@ def render_operation(operation: dict) -> str:
     return json_format.MessageToJson(message, indent=None)
 
 
-def _list_body(key: str, items: list[dict], token: str | None, int_enums: bool) -> Response:
-    return list_response(key, [render_model(m, int_enums) for m in items], token)
+def _list_body(items: list[dict], token: str | None, int_enums: bool, read_mask: str) -> Response:
+    return list_response("models", [render_model(m, int_enums, read_mask) for m in items], token)
+
+
+def _check_read_mask(read_mask: str) -> None:
+    from google.cloud.aiplatform_v1 import Model
+
+    refuse_bad_read_mask(Model, read_mask)
 
 
 def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str], str]) -> None:
@@ -105,10 +112,15 @@ def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str
         filter: str = "",
         pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
         pageToken: str = "",
+        readMask: str = "",
+        orderBy: str = "",
     ) -> Response:
+        _check_read_mask(readMask)
         found = models.versions(ref(project, location, model), filter)
-        items, token = page_of(found, pageSize, pageToken, newest_first=False)
-        return _list_body("models", items, token, wants_int_enums(request))
+        items, token = page_in_order(
+            found, orderBy, VERSION_ORDER_FIELDS, pageSize, pageToken, newest_first=False
+        )
+        return _list_body(items, token, wants_int_enums(request), readMask)
 
     @app.post(base + "/{model}:mergeVersionAliases")
     async def merge_version_aliases(
@@ -150,10 +162,13 @@ def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str
         filter: str = "",
         pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
         pageToken: str = "",
+        readMask: str = "",
+        orderBy: str = "",
     ) -> Response:
+        _check_read_mask(readMask)
         found = models.list(parent_of(project, location), filter)
-        items, token = page_of(found, pageSize, pageToken, newest_first=True)
-        return _list_body("models", items, token, wants_int_enums(request))
+        items, token = page_in_order(found, orderBy, MODEL_ORDER_FIELDS, pageSize, pageToken)
+        return _list_body(items, token, wants_int_enums(request), readMask)
 
     @app.delete(base + "/{model}")
     def delete_model(project: str, location: str, model: str) -> Response:

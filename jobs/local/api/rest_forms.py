@@ -12,7 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from jobs.local.api.read_mask import apply_read_mask
+from jobs.local.api.read_mask import ReadMaskError, apply_read_mask
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_TOKEN = 2**63 - 1
@@ -54,6 +54,14 @@ def render_message(
     return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
 
 
+def refuse_bad_read_mask(message_class: Any, read_mask: str) -> None:
+    """A List call's readMask is checked once, before any resource is cut by it."""
+    try:
+        apply_read_mask(message_class, {}, read_mask)
+    except ReadMaskError as exc:
+        raise BadRequest(str(exc)) from exc
+
+
 def wants_int_enums(request: Request) -> bool:
     """What the SDK's REST transport asks with ``$alt=json;enum-encoding=int``."""
     return "enum-encoding=int" in request.query_params.get("$alt", "")
@@ -79,6 +87,25 @@ def page_of(
     start = page_start(token)
     if start is not None:
         found = [(p, r) for p, r in found if (p < start if newest_first else p > start)]
+    size = size if size > 0 else DEFAULT_PAGE_SIZE
+    page = list(found[:size])
+    return [r for _, r in page], (str(page[-1][0]) if len(found) > size else None)
+
+
+def page_after(
+    found: Sequence[tuple[int, dict]], size: int, token: str
+) -> tuple[list[dict], str | None]:
+    """One page of (position, resource) in an order the client chose (``orderBy``): the
+    resources after the one whose position the token names (the last of the previous page)."""
+    start = page_start(token)
+    if start is not None:
+        index = next((i for i, (p, _) in enumerate(found) if p == start), None)
+        if index is None:
+            raise BadRequest(
+                f"invalid pageToken {token!r}: the resource it continues after is no longer "
+                f"listed; list again without pageToken"
+            )
+        found = found[index + 1 :]
     size = size if size > 0 else DEFAULT_PAGE_SIZE
     page = list(found[:size])
     return [r for _, r in page], (str(page[-1][0]) if len(found) > size else None)

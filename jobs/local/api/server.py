@@ -46,7 +46,6 @@ from jobs.core.states import JobState
 from jobs.local.api.endpoint_routes import add_endpoint_routes
 from jobs.local.api.model_routes import add_model_routes
 from jobs.local.api.pipeline_routes import add_pipeline_routes
-from jobs.local.api.read_mask import ReadMaskError, apply_read_mask
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_TOKEN,
@@ -54,6 +53,7 @@ from jobs.local.api.rest_forms import (
     list_response,
     page_of,
     parse_message,
+    refuse_bad_read_mask,
     render_message,
     wants_int_enums,
 )
@@ -63,6 +63,7 @@ from jobs.local.platform.filters import FilterError, parse_filter
 from jobs.local.platform.guard import (
     Refusal,
     body_refusal,
+    bucket_name_problem,
     error_body,
     origin_refusal,
     peer_refusal,
@@ -78,6 +79,7 @@ from jobs.local.serving.models import Models
 from jobs.local.training.executor import Executor, ExecutorError, NotYetRunning
 from jobs.local.training.package_runner import spec_problems as package_spec_problems
 from jobs.local.training.pipelines import Pipelines
+from jobs.local.training.server_defaults import as_answered, with_disk_defaults
 from jobs.local.training.web_access import SHELL_PATH
 from jobs.local.tuning.studies import Studies
 from jobs.local.tuning.study_checks import study_problems
@@ -164,7 +166,7 @@ def parse_custom_job(body: bytes) -> dict:
 def render_custom_job(job: dict, int_enums: bool, read_mask: str = "") -> str:
     from google.cloud.aiplatform_v1 import CustomJob
 
-    return render_message(CustomJob, job, int_enums, read_mask)
+    return render_message(CustomJob, as_answered(job), int_enums, read_mask)
 
 
 def parse_study(body: bytes) -> dict:
@@ -177,17 +179,14 @@ def parse_study(body: bytes) -> dict:
 def render_study(study: dict, int_enums: bool, read_mask: str = "") -> str:
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob
 
-    return render_message(HyperparameterTuningJob, study, int_enums, read_mask)
+    return render_message(HyperparameterTuningJob, as_answered(study), int_enums, read_mask)
 
 
 def check_read_mask(message_name: str, read_mask: str) -> None:
     """A List call's readMask is checked once, before any resource is cut by it."""
     from google.cloud import aiplatform_v1
 
-    try:
-        apply_read_mask(getattr(aiplatform_v1, message_name), {}, read_mask)
-    except ReadMaskError as exc:
-        raise ApiError(400, str(exc)) from exc
+    refuse_bad_read_mask(getattr(aiplatform_v1, message_name), read_mask)
 
 
 def cancel_answer(kind: str, name: str, was: JobState | None) -> dict:
@@ -245,14 +244,31 @@ def _executor_problems(job: dict) -> list[str]:
                 f"jobSpec.workerPoolSpecs[{i}].pythonPackageSpec.{problem}"
                 for problem in package_spec_problems(pool["pythonPackageSpec"])
             ]
-        env = pool.get("containerSpec", {}).get("env", []) if pool else []
-        words = [*vertex_env.replica_command(pool), *(str(e) for e in env)] if pool else []
-        if any("\x00" in word for word in words):
+        # A NUL in an env value is the rules' (jobs/training/rules/environment.py).
+        if pool and any("\x00" in word for word in vertex_env.replica_command(pool)):
             problems.append(
-                f"jobSpec.workerPoolSpecs[{i}]: its command, args or env hold a NUL character, "
+                f"jobSpec.workerPoolSpecs[{i}]: its command or args hold a NUL character, "
                 f"which no process can be started with; remove it"
             )
-    return problems
+    return problems + _output_problems(job)
+
+
+def _output_problems(job: dict) -> list[str]:
+    """``baseOutputDirectory`` names a Cloud Storage folder: replicas get it as AIP_MODEL_DIR
+    and friends, so a local path or one climbing out of its bucket must not get that far."""
+    uri = job.get("jobSpec", {}).get("baseOutputDirectory", {}).get("outputUriPrefix")
+    if not uri:
+        return []
+    where = "jobSpec.baseOutputDirectory.outputUriPrefix"
+    if not uri.startswith("gs://"):
+        return [f"{where}: {uri!r} is not a Cloud Storage URI; write gs://BUCKET/PATH"]
+    bucket, _, path = uri.removeprefix("gs://").partition("/")
+    problem = bucket_name_problem(bucket) or (
+        "'.' and '..' are not folders of a bucket"
+        if any(part in (".", "..") for part in path.split("/"))
+        else None
+    )
+    return [f"{where}: {uri!r}: {problem}; write gs://BUCKET/PATH"] if problem else []
 
 
 def _job_problems(job: dict, location: str) -> list[str]:
@@ -422,6 +438,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         for output_only in ("state", "createTime", "startTime", "endTime", "updateTime", "error"):
             job.pop(output_only, None)
         job["name"] = f"{parent}/customJobs/{_new_job_id(store)}"
+        job["jobSpec"] = with_disk_defaults(job.get("jobSpec", {}))
         return executor.submit(job)
 
     @app.post(base)
@@ -450,7 +467,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         check_read_mask("CustomJob", readMask)
         matches = _filter(filter)
         jobs, token = page_of(
-            [(p, j) for p, j in store.list_jobs() if _in(parent, j) and matches(j)],
+            [(p, j) for p, j in store.list_jobs() if _in(parent, j) and matches(as_answered(j))],
             pageSize,
             pageToken,
         )
@@ -531,7 +548,11 @@ def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store:
         check_read_mask("HyperparameterTuningJob", readMask)
         matches = _filter(filter)
         studies, token = page_of(
-            [(p, st) for p, st in store.list_studies() if _in(parent, st) and matches(st)],
+            [
+                (p, st)
+                for p, st in store.list_studies()
+                if _in(parent, st) and matches(as_answered(st))
+            ],
             pageSize,
             pageToken,
         )

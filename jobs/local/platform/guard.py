@@ -1,6 +1,6 @@
 """Who may talk to the local platform, and what a GCS name may be there: pure checks shared by
 the control plane (an ASGI middleware in server.py) and the GCS emulator (its router in
-gcs_emulator.py).
+storage/gcs_emulator.py).
 
 The control plane runs whatever command a job names, so a request it should not serve is code
 execution on the developer's machine. The rules, each against one way in:
@@ -42,6 +42,7 @@ LOOPBACK_HEX = "0100007F"
 BUCKET_NAME_MAX = 63
 BUCKET_NAME_DOTTED_MAX = 222
 OBJECT_NAME_MAX_BYTES = 1024
+ACME_PREFIX = ".well-known/acme-challenge/"
 
 
 @dataclass(frozen=True)
@@ -183,8 +184,9 @@ def bucket_name_problem(name: str) -> str | None:
 
 
 def object_name_problem(name: str) -> str | None:
-    """GCS's object naming rules, plus what the emulator needs to keep a name inside its
-    bucket: it stores objects as files, and reads both '/' and '\\' as separators."""
+    """GCS's object naming rules (cloud.google.com/storage/docs/objects#naming), or None. Any
+    other UTF-8 of 1 to 1,024 bytes is a name: the emulator keys objects by a hash of the name,
+    so ``a\\b``, ``a/../b`` or ``x/`` are names like any other, never paths."""
     size = len(name.encode("utf-8", errors="surrogatepass"))
     if not 1 <= size <= OBJECT_NAME_MAX_BYTES:
         return f"object names must be 1 to {OBJECT_NAME_MAX_BYTES} bytes of UTF-8, not {size}"
@@ -192,6 +194,8 @@ def object_name_problem(name: str) -> str | None:
         return "object names may not contain NUL, carriage return or line feed"
     if any(0xD800 <= ord(c) <= 0xDFFF for c in name):
         return "object names must be valid UTF-8"
-    if any(part in (".", "..") for part in name.replace("\\", "/").split("/")):
-        return f"object name {name!r} has a '.' or '..' segment, which the local emulator refuses"
+    if name in (".", ".."):
+        return f"an object may not be named {name!r}"
+    if name.startswith(ACME_PREFIX):
+        return f"object names may not start with {ACME_PREFIX!r}"
     return None

@@ -1,13 +1,15 @@
 """Start, inspect, recover and stop the local platform's two background processes.
 
-The GCS emulator (gcp-storage-emulator from PyPI) and the control plane (`python -m
+The GCS emulator (`python -m jobs.local.storage.gcs_emulator`) and the control plane (`python -m
 jobs.local.api.server`) each run in their own session so that closing the terminal does not kill
 them, and so that replicas (in sessions of their own) survive a control-plane crash and can be
 re-attached: `vtx local up` after a crash starts only what is gone, on the ports recorded, and
-leaves what survived (the emulator the replicas write to, the replicas) alone. Both run with
-umask 077 in a 0700 data dir: jobs, logs, objects and the token are the user's alone. Used by
-`vtx local up|down|status`, `vtx demo` and the test fixture. Everything about how to run
-comes as one ``LocalSettings`` (jobs/local/platform/settings.py), handed whole to the control plane.
+leaves what survived (the emulator the replicas write to, the replicas) alone; after both died it
+starts both there again (a recorded port another program took since is replaced, and said).
+Both run with umask 077 in a 0700 data dir: jobs, logs, objects and the token are the user's
+alone. Used by `vtx local up|down|status`, `vtx demo` and the test fixture. Everything about
+how to run comes as one ``LocalSettings`` (jobs/local/platform/settings.py), handed whole to the
+control plane.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import psutil
 
-from jobs.local.platform.ports import port_free
+from jobs.local.platform.ports import free_port, port_free
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import (
     EXAMPLE_DATA,
@@ -169,14 +171,16 @@ def upload_examples(gcs_endpoint: str) -> None:
         )
 
 
-def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    gcs_dir = private_dir(data_dir / "gcs")
-    # gcp-storage-emulator, hardened and with objects.move (see jobs/local/storage/gcs_emulator.py).
+def gcs_command(port: int) -> list[str]:
+    """The GCS emulator's command line (jobs/local/storage/gcs_emulator.py) on ``port``; it keeps
+    objects under ./.cloudstorage/v2 of its working directory."""
     cmd = [sys.executable, "-m", "jobs.local.storage.gcs_emulator"]
     cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--project-number", LOCAL_PROJECT_NUMBER, "-q"]
-    # The emulator keeps objects under ./.cloudstorage of its working directory.
-    return _spawn(cmd, data_dir / "gcs.log", gcs_dir)
+    return [*cmd, "--project-number", LOCAL_PROJECT_NUMBER, "-q"]
+
+
+def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    return _spawn(gcs_command(port), data_dir / "gcs.log", private_dir(data_dir / "gcs"))
 
 
 def _start_server(settings: LocalSettings, token: str) -> subprocess.Popen[bytes]:
@@ -203,10 +207,12 @@ def clear_stale(data_dir: Path) -> str | None:
     )
 
 
-def start_fresh(settings: LocalSettings, gcs_endpoint: str | None = None) -> PlatformState:
+def start_fresh(
+    settings: LocalSettings, gcs_endpoint: str | None = None, token: str | None = None
+) -> PlatformState:
     """Start the emulator (unless ``gcs_endpoint`` names one already running) and the control
     plane, create the buckets with the example data, record the state, and return once both
-    answer."""
+    answer. ``token``: the platform's, when it comes back after a crash; else a new one."""
     data_dir = private_dir(settings.data_dir.resolve())
     if read_state(data_dir) is not None:
         raise PlatformError(
@@ -228,7 +234,7 @@ def start_fresh(settings: LocalSettings, gcs_endpoint: str | None = None) -> Pla
     else:
         gcs_port = int(gcs_endpoint.rsplit(":", 1)[1])
     settings = settings.replace(data_dir=data_dir, gcs_port=gcs_port)
-    token = secrets.token_urlsafe(32)
+    token = token or secrets.token_urlsafe(32)
     server = None
     try:
         if gcs_proc is not None:
@@ -293,8 +299,43 @@ def bring_up(settings: LocalSettings) -> Started:
             )
         if server_up or gcs_up:
             return _recover(state, settings, server_up)
-    note = clear_stale(data_dir)
-    return Started(start_fresh(settings.replace(data_dir=data_dir)), note)
+        return _restart(state, settings)
+    return Started(start_fresh(settings.replace(data_dir=data_dir)))
+
+
+def recorded_port(port: int, what: str) -> tuple[int, str | None]:
+    """The port ``what`` ran on, or a free one (and why) when another program took it since."""
+    if port_free(port):
+        return port, None
+    chosen = free_port()
+    return chosen, f"the {what}'s port {port} is taken by another program now: using {chosen}"
+
+
+def _restart(state: PlatformState, settings: LocalSettings) -> Started:
+    """Both processes died (kill -9, an out-of-memory kill): start them again where they ran,
+    on their recorded ports and with the platform's token, so that replicas which outlived them
+    still reach their storage and the control plane re-attaches to them (replicas that died
+    with them are restarted, as Vertex restarts a lost worker). ``settings`` gives the
+    executor's knobs."""
+    data_dir = Path(state.data_dir)
+    vertex_port, vertex_note = recorded_port(state.vertex_port, "control plane")
+    gcs_port, gcs_note = recorded_port(state.gcs_port, "GCS emulator")
+    if gcs_note:
+        gcs_note += (
+            f"; jobs still running were given http://127.0.0.1:{state.gcs_port} as their "
+            f"storage and will fail to reach it: cancel and run them again"
+        )
+    settings = settings.replace(
+        data_dir=data_dir, cwd=Path(state.cwd), port=vertex_port, gcs_port=gcs_port
+    )
+    state_path(data_dir).unlink(missing_ok=True)  # start_fresh records the new pids
+    started = start_fresh(settings, token=state.token)
+    note = (
+        f"the control plane and the GCS emulator had both stopped; started them again on "
+        f":{vertex_port} and :{gcs_port} over the same jobs and objects, and re-attached the "
+        f"running jobs" + "".join(f"; {n}" for n in (vertex_note, gcs_note) if n)
+    )
+    return Started(started, note)
 
 
 def _recover(state: PlatformState, settings: LocalSettings, server_up: bool) -> Started:

@@ -63,12 +63,12 @@ CREATE TABLE IF NOT EXISTS operations (
     resource TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS endpoints (
-    id TEXT PRIMARY KEY,
+    id TEXT PRIMARY KEY,  -- the endpoint's resource name: ids are per project and location
     resource TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS deployments (
     id TEXT PRIMARY KEY,
-    endpoint_id TEXT NOT NULL,
+    endpoint_id TEXT NOT NULL,  -- the endpoint's resource name
     record TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS log_offsets (
@@ -91,6 +91,13 @@ INSERT INTO log_entries(seq, job_id, run_id, replica, restart, ts, message)
            CASE WHEN replica = 'service' THEN NULL ELSE {OLD_LOG_COLUMN} END, ts, message
     FROM log_entries_before_restart;
 DROP TABLE log_entries_before_restart;
+"""
+
+# Data dirs written while endpoints were keyed by their bare id: keyed by their name instead.
+ENDPOINTS_BY_NAME = """
+UPDATE endpoints SET id = json_extract(resource, '$.name') WHERE id NOT LIKE 'projects/%';
+UPDATE deployments SET endpoint_id = json_extract(record, '$.endpoint')
+    WHERE endpoint_id NOT LIKE 'projects/%';
 """
 
 # A job's attempt: its place among the jobs of its run, in creation order (rowid), from 1; a job
@@ -137,6 +144,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._migrate()
         self._db.executescript(SCHEMA)
+        self._db.executescript(f"BEGIN;{ENDPOINTS_BY_NAME}COMMIT;")
         self._lock = threading.RLock()
 
     def _migrate(self) -> None:
@@ -335,19 +343,21 @@ class Store:
 
     # -- endpoints and the serving processes of their deployed models ------------------------
 
-    def put_endpoint(self, endpoint_id: str, resource: dict) -> None:
-        """Insert or update an endpoint (an upsert: its rowid, the creation order, is kept)."""
+    def put_endpoint(self, name: str, resource: dict) -> None:
+        """Insert or update the endpoint named ``name`` (``projects/N/locations/L/endpoints/ID``:
+        Vertex's endpoint ids are per project and location) as an upsert: its rowid, the
+        creation order, is kept."""
         with self._lock:
             self._db.execute(
                 "INSERT INTO endpoints(id, resource) VALUES (?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET resource = excluded.resource",
-                (endpoint_id, json.dumps(resource)),
+                (name, json.dumps(resource)),
             )
 
-    def get_endpoint(self, endpoint_id: str) -> dict | None:
+    def get_endpoint(self, name: str) -> dict | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT resource FROM endpoints WHERE id = ?", (endpoint_id,)
+                "SELECT resource FROM endpoints WHERE id = ?", (name,)
             ).fetchone()
         return json.loads(row[0]) if row else None
 
@@ -359,18 +369,19 @@ class Store:
             ).fetchall()
         return [(r[0], json.loads(r[1])) for r in rows]
 
-    def delete_endpoint(self, endpoint_id: str) -> bool:
+    def delete_endpoint(self, name: str) -> bool:
         with self._lock:
-            return self._deleted("DELETE FROM endpoints WHERE id = ?", endpoint_id)
+            return self._deleted("DELETE FROM endpoints WHERE id = ?", name)
 
-    def put_deployment(self, deployed_model_id: str, endpoint_id: str, record: dict) -> None:
-        """A deployed model's serving process: its state, pid, port, log file, operation."""
+    def put_deployment(self, deployed_model_id: str, endpoint: str, record: dict) -> None:
+        """A deployed model's serving process on the endpoint named ``endpoint``: its state,
+        pid, port, log file, operation."""
         with self._lock:
             self._db.execute(
                 "INSERT INTO deployments(id, endpoint_id, record) VALUES (?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET endpoint_id = excluded.endpoint_id, "
                 "record = excluded.record",
-                (deployed_model_id, endpoint_id, json.dumps(record)),
+                (deployed_model_id, endpoint, json.dumps(record)),
             )
 
     def get_deployment(self, deployed_model_id: str) -> dict | None:

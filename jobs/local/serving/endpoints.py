@@ -187,10 +187,11 @@ def service_attachment(endpoint_name: str) -> str:
 
 
 def machine_problems(machine_spec: dict, path: str) -> list[str]:
-    """The catalog's rules of `vtx validate` on a deployed model's machine: a known machine
-    type, an accelerator it takes, in a count it allows."""
+    """The catalog's rules of `vtx validate` on a deployed model's machine, over serving's
+    machine list (`Catalog.for_serving`, as `vtx deploy` checks it): a known machine type, an
+    accelerator it takes, in a count it allows."""
     facts = facts_from_rest_spec({"workerPoolSpecs": [{"machineSpec": machine_spec}]})
-    catalog = load_catalog()
+    catalog = load_catalog().for_serving()
     found = [*machine_type_known(facts, catalog), *accelerator_fits_machine(facts, catalog)]
     problems = []
     for problem in found:
@@ -359,8 +360,8 @@ class Endpoints:
         problems = endpoint_problems(endpoint, endpoint_id)
         if problems:
             raise invalid("; ".join(problems))
-        endpoint_id = endpoint_id or self._unused_id()
-        if self.store.get_endpoint(endpoint_id) is not None:
+        endpoint_id = endpoint_id or self._unused_id(parent)
+        if self.store.get_endpoint(f"{parent}/endpoints/{endpoint_id}") is not None:
             raise ModelError(
                 409, f"Endpoint {parent}/endpoints/{endpoint_id} already exists", "ALREADY_EXISTS"
             )
@@ -378,7 +379,7 @@ class Endpoints:
             updateTime=now,
             etag=new_id(),
         )
-        self.store.put_endpoint(endpoint_id, stored)
+        self.store.put_endpoint(stored["name"], stored)
         name = f"{stored['name']}/operations/{new_id()}"
         response = {"@type": f"{TYPE_PREFIX}Endpoint", **stored}
         self.store.put_operation(
@@ -386,14 +387,14 @@ class Endpoints:
         )
         return operation(name, "CreateEndpointOperationMetadata", now)
 
-    def _unused_id(self) -> str:
-        while self.store.get_endpoint(endpoint_id := new_id()) is not None:
+    def _unused_id(self, parent: str) -> str:
+        while self.store.get_endpoint(f"{parent}/endpoints/{(endpoint_id := new_id())}"):
             pass
         return endpoint_id
 
     def get(self, ref: EndpointRef) -> dict:
-        found = self.store.get_endpoint(ref.endpoint_id)
-        if found is None or found["name"] != ref.name:
+        found = self.store.get_endpoint(ref.name)
+        if found is None:
             raise endpoint_not_found(ref.name)
         return found
 
@@ -415,16 +416,16 @@ class Endpoints:
         it. Checked and deleted under the lock: of two deletes that race, one gets 404."""
         with self._lock:
             endpoint = self.get(ref)
-            deploying = [r["id"] for r in self._records(ref.endpoint_id)]
+            deploying = [r["id"] for r in self._records(ref.name)]
             if endpoint.get("deployedModels") or deploying:
                 ids = [d["id"] for d in endpoint.get("deployedModels", [])] or deploying
                 raise failed_precondition(
                     f"Endpoint {ref.name} has deployed models ({', '.join(ids)}): undeploy them "
                     f"before deleting the endpoint"
                 )
-            if not self.store.delete_endpoint(ref.endpoint_id):
+            if not self.store.delete_endpoint(ref.name):
                 raise endpoint_not_found(ref.name)
-        name = f"{ref.parent}/operations/{new_id()}"
+        name = f"{ref.name}/operations/{new_id()}"  # under the endpoint, as its other operations
         done = operation(name, "DeleteOperationMetadata", now_rfc3339(), {"@type": EMPTY_TYPE})
         self.store.put_operation(name, done)
         return done
@@ -444,7 +445,7 @@ class Endpoints:
         version = self._model_of(ref.parent, deployed)
         problems = resources_problems(deployed)
         existing = {d["id"] for d in endpoint.get("deployedModels", [])}
-        existing |= {r["id"] for r in self._records(ref.endpoint_id)}
+        existing |= {r["id"] for r in self._records(ref.name)}
         deployed_id = deployed.get("id") or self._unused_deployed_id()
         if deployed.get("id") and not DEPLOYED_MODEL_ID.match(deployed_id):
             problems.append(
@@ -511,9 +512,8 @@ class Endpoints:
             pass
         return deployed_id
 
-    def _records(self, endpoint_id: str) -> list[dict]:
-        suffix = f"/endpoints/{endpoint_id}"
-        return [r for r in self.store.list_deployments() if r["endpoint"].endswith(suffix)]
+    def _records(self, endpoint_name: str) -> list[dict]:
+        return [r for r in self.store.list_deployments() if r["endpoint"] == endpoint_name]
 
     def _spawn(self, record: dict) -> dict:
         """Start the record's serving process on a free port; watch it until healthy."""
@@ -549,7 +549,7 @@ class Endpoints:
         }
         with self._lock:
             self._procs[record["id"]] = process
-        self.store.put_deployment(record["id"], endpoint_id, record)
+        self.store.put_deployment(record["id"], record["endpoint"], record)
         threading.Thread(
             target=self._await_health,
             args=(record, process),
@@ -585,7 +585,7 @@ class Endpoints:
 
     def _complete_deploy(self, record: dict) -> None:
         with self._lock:
-            endpoint = self.store.get_endpoint(record["endpoint"].rsplit("/", 1)[-1])
+            endpoint = self.store.get_endpoint(record["endpoint"])
             if endpoint is None:
                 return
             deployed = record["deployedModel"]
@@ -603,10 +603,8 @@ class Endpoints:
             if split:
                 endpoint["trafficSplit"] = {k: v for k, v in split.items() if v}
             endpoint.update(updateTime=now_rfc3339(), etag=new_id())
-            self.store.put_endpoint(endpoint["name"].rsplit("/", 1)[-1], endpoint)
-            self.store.put_deployment(
-                record["id"], endpoint["name"].rsplit("/", 1)[-1], {**record, "state": DEPLOYED}
-            )
+            self.store.put_endpoint(endpoint["name"], endpoint)
+            self.store.put_deployment(record["id"], endpoint["name"], {**record, "state": DEPLOYED})
             response = {"@type": f"{TYPE_PREFIX}DeployModelResponse", "deployedModel": deployed}
             self.store.put_operation(
                 record["operation"],
@@ -672,7 +670,7 @@ class Endpoints:
             if not endpoint["deployedModels"]:
                 endpoint.pop("deployedModels")
             endpoint.update(updateTime=now_rfc3339(), etag=new_id())
-            self.store.put_endpoint(ref.endpoint_id, endpoint)
+            self.store.put_endpoint(ref.name, endpoint)
             name = f"{ref.name}/operations/{new_id()}"
             now = now_rfc3339()
             pending = operation(name, "UndeployModelOperationMetadata", now)
@@ -685,7 +683,7 @@ class Endpoints:
                 "undeploy": [name, now],
             }
             if stored is not None:  # kept until the process is gone: a crash finishes it then
-                self.store.put_deployment(deployed_id, ref.endpoint_id, record)
+                self.store.put_deployment(deployed_id, ref.name, record)
             # Off the request path: a container that ignores SIGTERM takes the whole grace.
             thread = threading.Thread(
                 target=self._finish_undeploy,
@@ -740,7 +738,7 @@ class Endpoints:
         order = [d["id"] for d in endpoint.get("deployedModels", [])]
         with self._lock:
             split = endpoint.get("trafficSplit", {})
-            key = (ref.endpoint_id, json.dumps(split, sort_keys=True))
+            key = (ref.name, json.dumps(split, sort_keys=True))
             chosen = pick_deployed(split, order, self._credits.setdefault(key, {}))
             if chosen is None:
                 raise failed_precondition(

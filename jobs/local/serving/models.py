@@ -20,7 +20,7 @@ is returned, as ``gcloud ai models describe`` shows it.
 An upload answers an operation named under the new model (``.../models/ID/operations/OP``, as
 Vertex names it) that is not done yet; the model is registered at once, and the operation is
 done from its first read on, so a client's poll (the SDK's ``lro.result()``) is served and
-always ends at once. Deletes answer operations under the location, already done.
+always ends at once. Deletes answer operations under the model too, already done.
 
 ``Models.register`` is the one way in: the upload route calls it, and so can the platform's
 own services (a training pipeline that uploads its model at the end).
@@ -37,7 +37,7 @@ from typing import Any
 
 from jobs.core.catalog import vertex_limits
 from jobs.core.formats import now_rfc3339
-from jobs.local.platform.operations import EMPTY_TYPE
+from jobs.local.platform.operations import TYPE_PREFIX, delete_operation
 from jobs.local.platform.store import Store
 from jobs.local.serving.model_filters import (
     MODEL_FIELDS,
@@ -75,7 +75,6 @@ OUTPUT_ONLY = (
     "satisfiesPzi",
 )
 """Fields a client may send but Vertex sets itself: dropped from an upload's model."""
-TYPE_PREFIX = "type.googleapis.com/google.cloud.aiplatform.v1."
 
 
 class ModelError(Exception):
@@ -200,19 +199,6 @@ def upload_operation(model_name: str, version_id: str, created: str, done: bool)
             "modelVersionId": version_id,
         }
     return operation
-
-
-def delete_operation(name: str, created: str) -> dict:
-    """A delete's operation: done at once, with Empty as its response."""
-    return {
-        "name": name,
-        "metadata": {
-            "@type": f"{TYPE_PREFIX}DeleteOperationMetadata",
-            "genericMetadata": {"createTime": created, "updateTime": created},
-        },
-        "done": True,
-        "response": {"@type": EMPTY_TYPE},
-    }
 
 
 # -- the service -------------------------------------------------------------------------------
@@ -391,7 +377,7 @@ class Models:
         self._refuse_while_deployed(ref.name)
         if not self.store.delete_model_versions(ref.model_id):
             raise not_found(ref.name)  # a delete that raced this one removed it first
-        return self._done_operation(ref.parent)
+        return self._done_operation(ref.name)
 
     def merge_aliases(self, ref: ModelRef, changes: list[str]) -> dict:
         """MergeVersionAliases: ``ALIAS`` adds (taken from the version holding it), ``-ALIAS``
@@ -452,10 +438,12 @@ class Models:
         self._refuse_while_deployed(ref.name, version["versionId"])
         if not self.store.delete_model_versions(ref.model_id, version["versionId"]):
             raise not_found(f"{ref.name}@{version['versionId']}")  # raced by another delete
-        return self._done_operation(ref.parent)
+        return self._done_operation(ref.name)
 
-    def _done_operation(self, parent: str) -> dict:
-        name = f"{parent}/operations/{secrets.randbelow(9 * 10**18) + 10**18}"
+    def _done_operation(self, model_name: str) -> dict:
+        """A delete's operation, named under the model as Vertex names a model's operations
+        (and kept: a client may read it after the model is gone)."""
+        name = f"{model_name}/operations/{secrets.randbelow(9 * 10**18) + 10**18}"
         operation = delete_operation(name, now_rfc3339())
         self.store.put_operation(name, operation)
         return operation

@@ -1,29 +1,32 @@
-"""The local platform's GCS: gcp-storage-emulator (PyPI), hardened, plus the one JSON API call
-it lacks.
+"""The local platform's GCS: the JSON API that google-cloud-storage, gcsfs and `vtx` speak,
+over objects kept by jobs/local/storage/object_store.py.
 
-`python -m jobs.local.storage.gcs_emulator --host 127.0.0.1 --port N [--in-memory] [-q]`, objects
-kept
-under ``./.cloudstorage`` of the working directory.
+`python -m jobs.local.storage.gcs_emulator --host 127.0.0.1 --port N [--in-memory] [-q]`;
+objects kept under ``./.cloudstorage/v2`` of the working directory (``--in-memory``: in a
+temporary directory there, removed on exit).
 
-What is added to the emulator, and why:
-- The checks of jobs/local/platform/guard.py before any route: the user who started it only (Linux),
-  loopback ``Host`` only, no browser requests. The emulator serves that user's SDKs and gcsfs,
-  never a web page.
-- GCS's naming rules for buckets and objects (a 400, as GCS answers). The emulator maps names
-  to files: a bucket named ``.`` or an object named ``a/../b`` would otherwise read or
-  overwrite objects of another bucket, and a NUL or an over-long name dropped the connection.
-- No ``/wipe``: the emulator's reset endpoint deletes every object on a plain GET.
-- An unexpected error is a 500 in Google's error shape instead of a dropped connection.
-- ``objects.move``: gcsfs implements ``mv`` with GCS's ``objects.move``
-  (``POST /storage/v1/b/{bucket}/o/{object}/moveTo/o/{destination}``). The emulator answers it
-  with 501, which gcsfs treats as retriable: six retries with exponential backoff, about 31 s,
-  before it falls back to copy + delete. torch.distributed.checkpoint's fsspec writer renames
-  its metadata file on every save, so each checkpoint would stall half a minute against the
-  emulator and never against GCS. The handler below builds it from the emulator's own copy and
-  delete.
-Written against gcp-storage-emulator 2026.7: its route table is module data, its request
-handler creates a ``Router`` per request, and its ``Storage`` is the one place names become
-paths; each is extended here by subclassing or by a new route table, not by editing the package.
+Served: buckets insert/get/list/patch/delete (a bucket with objects or unfinished resumable
+uploads is a 409, as in GCS); objects get/list/patch/update/delete, copyTo, rewriteTo,
+compose and moveTo (gcsfs's ``mv``, which torch.distributed.checkpoint calls on every save;
+without it gcsfs retries for about 31 s before falling back to copy + delete); downloads
+with ``Range``, ``X-Goog-Hash`` for the client's checksum check; uploads of every type the
+clients send: ``media``, ``multipart`` (``\\r\\n`` or gcsfs's bare ``\\n`` line breaks) and
+``resumable`` (chunks by PUT or gcsfs's POST, ``Content-Range`` status queries, cancel). Not
+served: the XML API, batch requests (gcsfs sends none to an emulator), object versioning
+(``versions=true`` lists the live objects; ``softDeleted=true`` lists none), ACLs, HMAC keys,
+notifications.
+
+Why it is written here rather than taken from PyPI: gcp-storage-emulator (used until now) maps
+object names to file paths, so distinct names landed on one file, and it served one
+connection at a time; fake-gcs-server (a Go binary) listens on a TCP port of its own that no
+check of ours can stand in front of. The comparison, case by case, is in
+jobs/local/README.md ("The GCS emulator").
+
+Each connection has a thread; every read from a client has a deadline (``READ_TIMEOUT_S``), so a
+client that stops mid-request, or never starts one, holds only its own thread. Before anything
+is read, the connection's owner is checked (jobs/local/platform/guard.py): a program of
+another user gets a 403 at once, without a request. Every request then passes the same
+checks as the control plane's (loopback ``Host``, no browser headers) and GCS's naming rules.
 """
 
 from __future__ import annotations
@@ -31,19 +34,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import re
-from functools import partial
+import shutil
+import signal
+import socket
+import tempfile
+import time
 from http import HTTPStatus
-from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
-
-from gcp_storage_emulator import server, settings
-from gcp_storage_emulator.exceptions import Conflict, NotFound
-from gcp_storage_emulator.handlers import objects
-from gcp_storage_emulator.storage import Storage
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from jobs.local.platform.guard import (
+    MAX_BODY_BYTES,
     Refusal,
     bucket_name_problem,
     error_body,
@@ -51,191 +55,711 @@ from jobs.local.platform.guard import (
     origin_refusal,
     peer_refusal,
 )
+from jobs.local.storage import json_api
+from jobs.local.storage.json_api import bad_request, object_resource
+from jobs.local.storage.object_store import (
+    COPY_CHUNK,
+    OBJECT_FIELDS,
+    ObjectStore,
+    Preconditions,
+    Session,
+    StoreError,
+)
 
 log = logging.getLogger(__name__)
 
-BUCKET_PARAMS = ("bucket_name", "dest_bucket_name")
-OBJECT_PARAMS = ("object_id", "dest_object_id")
-RESET_ROUTES = (r"^/wipe$",)
+STORE_DIR = Path(".cloudstorage") / "v2"
+DEFAULT_PROJECT_NUMBER = "123456789"
+READ_TIMEOUT_S = 60.0
+"""Longest wait for the next bytes of a request (or for the next request on a kept-alive
+connection) before the connection is closed."""
+REFUSAL_DRAIN_S = 1.0
+"""How long a refused connection is read from after its 403, so that closing it does not reset
+the connection before the client has read the answer."""
+MAX_COMPOSE_SOURCES = 32
+MAX_QUERY_FIELDS = 64
 
 
-class InvalidName(ValueError):
-    """A bucket or object name GCS would refuse (or the emulator cannot hold safely)."""
+class ClientGone(Exception):
+    """The client closed the connection, or went quiet, before its request body was complete."""
 
 
-def move(request: Any, response: Any, storage: Any, *args: Any, **kwargs: Any) -> None:
-    """objects.move: same-bucket rename; answers the destination object, as GCS does."""
-    bucket = request.params["bucket_name"]
+def _name_from_path(raw: str, what: str) -> str:
     try:
-        moved = objects._copy(
-            request.base_url,
-            storage,
-            bucket,
-            request.params["object_id"],
-            bucket,
-            request.params["dest_object_id"],
-        )
-    except NotFound:
-        response.status = HTTPStatus.NOT_FOUND
-        return
-    except Conflict as err:
-        objects._handle_conflict(response, err)
-        return
-    objects._delete(storage, bucket, request.params["object_id"])
-    response.json(moved)
+        return unquote(raw, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise bad_request(f"{what} {raw!r} is not valid UTF-8 once percent-decoded") from exc
 
 
-def _move_routes() -> tuple[tuple[str, dict[str, Any]], ...]:
-    return tuple(
-        (
-            rf"^{prefix}/b/(?P<bucket_name>[-.\w]+)/o/(?P<object_id>.*[^/]+)/moveTo/o/"
-            rf"(?P<dest_object_id>.*[^/]+)$",
-            {server.POST: move},
-        )
-        for prefix in (settings.API_ENDPOINT, "")
-    )
+def checked_bucket(raw: str) -> str:
+    name = _name_from_path(raw, "bucket name")
+    problem = bucket_name_problem(name)
+    if problem:
+        raise bad_request(problem)
+    return name
 
 
-def routes() -> tuple[tuple[str, dict[str, Any]], ...]:
-    """The emulator's routes with move first (the generic object route would match it) and
-    without the reset endpoint."""
-    kept = tuple(route for route in server.HANDLERS if route[0] not in RESET_ROUTES)
-    return (*_move_routes(), *kept)
+def checked_object(name: str) -> str:
+    problem = object_name_problem(name)
+    if problem:
+        raise bad_request(problem)
+    return name
 
 
-def install_routes() -> None:
-    if not any(move in handlers.values() for _, handlers in server.HANDLERS):
-        server.HANDLERS = routes()
+BUCKET = r"(?P<bucket>[^/]+)"
+OBJECT_ROUTES = (
+    ("copy", re.compile(r"(?P<object>.+?)/copyTo/b/(?P<dest_bucket>[^/]+)/o/(?P<dest>.+)")),
+    ("rewrite", re.compile(r"(?P<object>.+?)/rewriteTo/b/(?P<dest_bucket>[^/]+)/o/(?P<dest>.+)")),
+    ("move", re.compile(r"(?P<object>.+?)/moveTo/o/(?P<dest>.+)")),
+    ("compose", re.compile(r"(?P<object>.+)/compose")),
+)
 
 
-# -- names ---------------------------------------------------------------------------------------
+class GcsServer(ThreadingHTTPServer):
+    """One thread per connection (daemon threads: a stuck client never delays shutdown)."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], store: ObjectStore) -> None:
+        self.store = store
+        super().__init__(address, GcsHandler)
 
 
-def _require(problem: str | None) -> None:
-    if problem is not None:
-        raise InvalidName(problem)
+class GcsHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = READ_TIMEOUT_S  # StreamRequestHandler sets it on the socket: every read's deadline
+    server: GcsServer
 
+    # -- the connection -------------------------------------------------------------------------
 
-class CheckedStorage(Storage):
-    """The emulator's storage, refusing names GCS refuses where names arrive in bodies (bucket
-    inserts, upload metadata); names in paths are checked before routing."""
-
-    def create_bucket(self, bucket_name: str, bucket_obj: Any) -> Any:
-        _require(bucket_name_problem(bucket_name))
-        return super().create_bucket(bucket_name, bucket_obj)
-
-    def create_file(self, bucket_name: str, file_name: str, *args: Any, **kwargs: Any) -> Any:
-        _require(object_name_problem(file_name))
-        return super().create_file(bucket_name, file_name, *args, **kwargs)
-
-    def create_resumable_upload(self, bucket_name: str, file_name: str, file_obj: Any) -> Any:
-        _require(object_name_problem(file_name))
-        return super().create_resumable_upload(bucket_name, file_name, file_obj)
-
-
-def path_name_problem(raw_path: str) -> str | None:
-    """The bucket and object names a request names in its path (and ``?name=``), checked."""
-    parts = urlsplit(raw_path)
-    names: list[tuple[str, str]] = []
-    for regex, _handlers in server.HANDLERS:
-        match = re.fullmatch(regex, parts.path)
-        if match:
-            names += [(k, v) for k, v in match.groupdict().items() if v is not None]
-            break
-    names += [("object_id", v) for v in parse_qs(parts.query).get("name", [])]
-    for key, raw in names:
-        try:
-            name = unquote(raw, errors="strict")
-        except UnicodeDecodeError:
-            return f"{key} {raw!r} is not valid UTF-8 once percent-decoded"
-        check = bucket_name_problem if key in BUCKET_PARAMS else object_name_problem
-        problem = check(name) if key in BUCKET_PARAMS + OBJECT_PARAMS else None
-        if problem:
-            return problem
-    return None
-
-
-# -- the request path ----------------------------------------------------------------------------
-
-
-class GuardedRequestHandler(server.RequestHandler):
-    """The emulator's handler, with guard.py's checks and the name checks before routing."""
-
-    def setup(self) -> None:
-        super().setup()
-        # Whose connection this is, once per connection (one handler serves all its keep-alive
-        # requests): reading the kernel's socket table costs milliseconds, and gcsfs sends
-        # hundreds of requests per checkpoint over a few connections.
-        self.peer_refusal = peer_refusal(self.client_address[1], self.server.server_address[1])
-
-    def _route(self, method: str) -> None:
-        port = self.server.server_address[1]
-        refusal = self.peer_refusal or origin_refusal(self.headers, port)  # type: ignore[arg-type]
-        if refusal is None:
-            problem = path_name_problem(self.path)
-            if problem:
-                refusal = Refusal(400, "INVALID_ARGUMENT", problem)
+    def handle(self) -> None:
+        refusal = peer_refusal(self.client_address[1], self.server.server_address[1])
         if refusal is not None:
-            self._answer(refusal)
+            self._refuse_connection(refusal)
             return
-        try:
-            server.Router(self).handle(method)
-        except InvalidName as exc:
-            self._answer(Refusal(400, "INVALID_ARGUMENT", str(exc)))
-        except Exception as exc:  # the emulator's own failure: say so instead of hanging up
-            log.exception("GCS emulator error on %s %s", method, self.path)
-            self._answer(Refusal(500, "INTERNAL", f"GCS emulator error: {exc!r}"))
+        super().handle()
 
-    def _answer(self, refusal: Refusal) -> None:
+    def _refuse_connection(self, refusal: Refusal) -> None:
+        """A 403 before any request is read; then what the client sent is read and dropped
+        for at most REFUSAL_DRAIN_S, so that closing does not reset the connection under the
+        answer."""
         body = json.dumps(error_body(refusal.http_code, refusal.message, refusal.status)).encode()
-        self.close_connection = True  # an unread request body must not be read as a request
-        self.send_response(refusal.http_code)
-        self.send_header("Content-Type", "application/json")
+        reason = HTTPStatus(refusal.http_code).phrase
+        head = (
+            f"HTTP/1.1 {refusal.http_code} {reason}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        sock = self.connection
+        deadline = time.monotonic() + REFUSAL_DRAIN_S
+        try:
+            sock.settimeout(REFUSAL_DRAIN_S)
+            sock.sendall(head.encode() + body)
+            sock.shutdown(socket.SHUT_WR)
+            while (left := deadline - time.monotonic()) > 0:
+                sock.settimeout(left)
+                if not sock.recv(1 << 16):
+                    break
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.info("%s %s", self.address_string(), format % args)
+
+    # -- one request ----------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        self._responded = False
+        self._body_read = False
+        try:
+            refusal = origin_refusal(self.headers, self.server.server_address[1])  # type: ignore[arg-type]
+            if refusal is not None:
+                raise StoreError(refusal.http_code, refusal.status, refusal.message)
+            self._route(method)
+        except ClientGone:
+            self.close_connection = True
+        except StoreError as err:
+            self._send_error(err)
+        except Exception as exc:  # our own failure: say so instead of hanging up
+            log.exception("local GCS error on %s %s", method, self.path)
+            self._send_error(StoreError(500, "INTERNAL", f"local GCS error: {exc!r}"))
+        finally:
+            if not self._body_read:
+                self.close_connection = True  # an unread body must not be read as a request
+
+    def _send_error(self, err: StoreError) -> None:
+        if self._responded:  # mid-download: nothing can be said any more
+            self.close_connection = True
+            return
+        self._send_json(err.http_code, json_api.error_document(err))
+
+    def _send(self, status: int, body: bytes, content_type: str, **headers: str) -> None:
+        self._responded = True
+        reason = "Client Closed Request" if status == 499 else None
+        self.send_response(status, reason)
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
+        for name, value in headers.items():
+            self.send_header(name.replace("_", "-"), value)
+        if not self._body_read:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:
-        self._route(server.GET)
+    def _send_json(self, status: int, document: Any, **headers: str) -> None:
+        self._send(
+            status, json.dumps(document).encode(), "application/json; charset=UTF-8", **headers
+        )
 
-    def do_POST(self) -> None:
-        self._route(server.POST)
+    def _send_empty(self, status: int, **headers: str) -> None:
+        self._send(status, b"", "text/plain", **headers)
 
-    def do_PUT(self) -> None:
-        self._route(server.PUT)
+    @property
+    def base_url(self) -> str:
+        # origin_refusal has checked Host: the loopback address and this server's port.
+        return f"http://{self.headers['host']}"
 
-    def do_DELETE(self) -> None:
-        self._route(server.DELETE)
+    # -- request bodies -------------------------------------------------------------------------
 
-    def do_PATCH(self) -> None:
-        self._route(server.PATCH)
+    def _body_length(self) -> int | None:
+        """The declared body length; None for a chunked body."""
+        encoding = self.headers.get("transfer-encoding")
+        if encoding is not None:
+            if encoding.strip().lower() != "chunked":
+                raise StoreError(501, "UNIMPLEMENTED", f"Transfer-Encoding {encoding!r}")
+            return None
+        length = self.headers.get("content-length", "0")
+        if not length.isdigit() or not length.isascii():
+            raise bad_request(f"Content-Length {length!r} is not a number")
+        return int(length)
+
+    def _read_exact(self, count: int) -> bytes:
+        try:
+            data = self.rfile.read(count)
+        except OSError as exc:
+            raise ClientGone() from exc
+        if len(data) < count:
+            raise ClientGone()
+        return data
+
+    def _chunks(self, length: int | None) -> Any:
+        """The body in pieces of at most COPY_CHUNK bytes, ``length`` long or chunked."""
+        if length is not None:
+            while length > 0:
+                piece = self._read_exact(min(length, COPY_CHUNK))
+                length -= len(piece)
+                yield piece
+        else:
+            while True:
+                line = self._read_line()
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError as exc:
+                    raise bad_request(f"chunked body: bad chunk size {line[:20]!r}") from exc
+                if size == 0:
+                    while self._read_line().strip():  # trailers
+                        pass
+                    break
+                while size > 0:
+                    piece = self._read_exact(min(size, COPY_CHUNK))
+                    size -= len(piece)
+                    yield piece
+                self._read_exact(2)
+        self._body_read = True
+
+    def _read_line(self) -> bytes:
+        try:
+            line = self.rfile.readline(1024)
+        except OSError as exc:
+            raise ClientGone() from exc
+        if not line.endswith(b"\n"):
+            raise ClientGone()
+        return line
+
+    def _body_to(self, out: IO[bytes]) -> int:
+        written = 0
+        for piece in self._chunks(self._body_length()):
+            out.write(piece)
+            written += len(piece)
+        return written
+
+    def _body_to_temp(self) -> tuple[Path, int]:
+        path = self.server.store.temp_file()
+        try:
+            with path.open("wb") as out:
+                return path, self._body_to(out)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+
+    def _json_body(self) -> dict[str, Any]:
+        length = self._body_length()
+        if length is not None and length > MAX_BODY_BYTES:
+            raise StoreError(
+                413, "INVALID_ARGUMENT", f"a JSON body of {length} bytes is over {MAX_BODY_BYTES}"
+            )
+        data = b""
+        for piece in self._chunks(length):
+            data += piece
+            if len(data) > MAX_BODY_BYTES:
+                raise StoreError(
+                    413, "INVALID_ARGUMENT", f"a JSON body over {MAX_BODY_BYTES} bytes"
+                )
+        if not data.strip():
+            return {}
+        try:
+            document = json.loads(data)
+        except ValueError as exc:
+            raise bad_request(f"the request body is not JSON ({exc})") from exc
+        if not isinstance(document, dict):
+            raise bad_request("the request body must be a JSON object")
+        return document
+
+    def _discard_body(self) -> None:
+        for _ in self._chunks(self._body_length()):
+            pass
+
+    # -- routing --------------------------------------------------------------------------------
+
+    def _query(self, raw: str) -> dict[str, str]:
+        try:
+            pairs = parse_qsl(
+                raw, keep_blank_values=True, errors="strict", max_num_fields=MAX_QUERY_FIELDS
+            )
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise bad_request(
+                f"the query string is not valid UTF-8 key=value pairs ({exc})"
+            ) from exc
+        return dict(pairs)
+
+    def _route(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        path, query = parts.path, self._query(parts.query)
+        for prefix in ("/storage/v1", "/upload/storage/v1", "/download/storage/v1"):
+            if path == prefix or path.startswith(prefix + "/"):
+                rest = path[len(prefix) :]
+                break
+        else:
+            if path.startswith("/batch/"):
+                raise StoreError(501, "UNIMPLEMENTED", "the local GCS serves no batch requests")
+            raise not_served(method, path)
+        if prefix == "/upload/storage/v1":
+            match = re.fullmatch(rf"/b/{BUCKET}/o", rest)
+            if match is None:
+                raise not_served(method, path)
+            self._upload(method, checked_bucket(match["bucket"]), query)
+            return
+        if prefix == "/download/storage/v1":
+            match = re.fullmatch(rf"/b/{BUCKET}/o/(?P<object>.+)", rest)
+            if match is None or method != "GET":
+                raise not_served(method, path)
+            bucket = checked_bucket(match["bucket"])
+            self._download(
+                bucket, checked_object(_name_from_path(match["object"], "object")), query
+            )
+            return
+        self._json_api(method, rest, query)
+
+    def _json_api(self, method: str, rest: str, query: dict[str, str]) -> None:
+        if rest == "/b":
+            if method == "GET":
+                self._list_buckets(query)
+            elif method == "POST":
+                self._insert_bucket()
+            else:
+                raise not_served(method, rest)
+            return
+        match = re.fullmatch(rf"/b/{BUCKET}(?P<tail>/o(?P<object>/.*)?)?", rest)
+        if match is None:
+            raise not_served(method, rest)
+        bucket = checked_bucket(match["bucket"])
+        if match["tail"] is None:
+            self._bucket(method, bucket)
+        elif match["object"] is None:
+            if method != "GET":
+                raise not_served(method, rest)
+            self._list_objects(bucket, query)
+        else:
+            self._object(method, bucket, match["object"][1:], query)
+
+    # -- buckets --------------------------------------------------------------------------------
+
+    def _list_buckets(self, query: dict[str, str]) -> None:
+        json_api.max_results(query)
+        self._discard_body()
+        items = self.server.store.list_buckets(query.get("prefix", ""))
+        document: dict[str, Any] = {"kind": "storage#buckets"}
+        if items:
+            document["items"] = [json_api.bucket_resource(b, self.base_url) for b in items]
+        self._send_json(200, document)
+
+    def _insert_bucket(self) -> None:
+        fields = self._json_body()
+        name = fields.get("name")
+        if not isinstance(name, str):
+            raise bad_request('a new bucket needs {"name": "..."} in the request body')
+        problem = bucket_name_problem(name)
+        if problem:
+            raise bad_request(problem)
+        created = self.server.store.create_bucket(name, fields)
+        self._send_json(200, json_api.bucket_resource(created, self.base_url))
+
+    def _bucket(self, method: str, bucket: str) -> None:
+        store = self.server.store
+        if method == "GET":
+            self._discard_body()
+            self._send_json(200, json_api.bucket_resource(store.get_bucket(bucket), self.base_url))
+        elif method == "DELETE":
+            self._discard_body()
+            store.delete_bucket(bucket)
+            self._send_empty(204)
+        elif method in ("PATCH", "PUT"):
+            patched = store.patch_bucket(bucket, self._json_body())
+            self._send_json(200, json_api.bucket_resource(patched, self.base_url))
+        else:
+            raise not_served(method, f"/b/{bucket}")
+
+    # -- objects --------------------------------------------------------------------------------
+
+    def _list_objects(self, bucket: str, query: dict[str, str]) -> None:
+        self._discard_body()
+        list_query = json_api.list_query(query)
+        document: dict[str, Any] = {"kind": "storage#objects"}
+        if query.get("softDeleted") == "true":  # nothing is kept once deleted
+            self.server.store.get_bucket(bucket)
+            self._send_json(200, document)
+            return
+        page = self.server.store.list(bucket, list_query)
+        if page.items:
+            document["items"] = [object_resource(m, self.base_url) for m in page.items]
+        if page.prefixes:
+            document["prefixes"] = page.prefixes
+        if page.next_start is not None:
+            document["nextPageToken"] = json_api.encode_page_token(page.next_start)
+        self._send_json(200, document)
+
+    def _object(self, method: str, bucket: str, raw: str, query: dict[str, str]) -> None:
+        if method == "POST":
+            for action, pattern in OBJECT_ROUTES:
+                match = pattern.fullmatch(raw)
+                if match is not None:
+                    self._object_action(action, bucket, match.groupdict(), query)
+                    return
+            raise not_served(method, raw)
+        name = checked_object(_name_from_path(raw, "object name"))
+        store = self.server.store
+        generation = json_api.int_param(query, "generation")
+        if method == "GET":
+            if query.get("alt") == "media":
+                self._download(bucket, name, query)
+                return
+            self._discard_body()
+            meta = store.get(bucket, name, generation)
+            json_api.preconditions(query).check(meta)
+            self._send_json(200, object_resource(meta, self.base_url))
+        elif method in ("PATCH", "PUT"):
+            fields = self._json_body()
+            meta = store.patch(bucket, name, fields, json_api.preconditions(query), method == "PUT")
+            self._send_json(200, object_resource(meta, self.base_url))
+        elif method == "DELETE":
+            self._discard_body()
+            store.delete(bucket, name, generation, json_api.preconditions(query))
+            self._send_empty(204)
+        else:
+            raise not_served(method, raw)
+
+    def _object_action(
+        self, action: str, bucket: str, names: dict[str, str], query: dict[str, str]
+    ) -> None:
+        store = self.server.store
+        source = checked_object(_name_from_path(names["object"], "object name"))
+        body = self._json_body()
+        conditions = json_api.preconditions(query)
+        if action == "compose":
+            self._compose(bucket, source, body, conditions)
+            return
+        dest_bucket = checked_bucket(names["dest_bucket"]) if names.get("dest_bucket") else bucket
+        dest = checked_object(_name_from_path(names["dest"], "destination object name"))
+        if action == "move" and dest == source:
+            raise bad_request("objects.move: the destination is the source; name another object")
+        source_generation = json_api.int_param(query, "sourceGeneration")
+        source_meta = store.get(bucket, source, source_generation)
+        fields = {k: v for k, v in source_meta.items() if k in OBJECT_FIELDS} | {
+            k: v for k, v in body.items() if k in OBJECT_FIELDS
+        }
+        data = store.copy_data(bucket, source, source_meta["generation"])
+        copied = store.put(dest_bucket, dest, data, fields, conditions)
+        if action == "move":
+            moved_from = Preconditions(if_generation_match=source_meta["generation"])
+            store.delete(bucket, source, preconditions=moved_from)
+        resource = object_resource(copied, self.base_url)
+        if action == "rewrite":
+            size = resource["size"]
+            resource = {
+                "kind": "storage#rewriteResponse",
+                "totalBytesRewritten": size,
+                "objectSize": size,
+                "done": True,
+                "resource": resource,
+            }
+        self._send_json(200, resource)
+
+    def _compose(
+        self, bucket: str, dest: str, body: dict[str, Any], conditions: Preconditions
+    ) -> None:
+        sources = body.get("sourceObjects")
+        if not isinstance(sources, list) or not 1 <= len(sources) <= MAX_COMPOSE_SOURCES:
+            raise bad_request(
+                f'compose takes 1 to {MAX_COMPOSE_SOURCES} sourceObjects, each {{"name": ...}}'
+            )
+        parsed: list[tuple[str, int | None]] = []
+        for source in sources:
+            if not isinstance(source, dict) or not isinstance(source.get("name"), str):
+                raise bad_request('each of compose\'s sourceObjects needs {"name": "..."}')
+            generation = source.get("generation")
+            parsed.append((checked_object(source["name"]), int(generation) if generation else None))
+        destination = body.get("destination") or {}
+        fields = {k: v for k, v in destination.items() if k in OBJECT_FIELDS}
+        data = self.server.store.compose(bucket, parsed)
+        meta = self.server.store.put(bucket, dest, data, fields, conditions)
+        self._send_json(200, object_resource(meta, self.base_url))
+
+    # -- downloads ------------------------------------------------------------------------------
+
+    def _download(self, bucket: str, name: str, query: dict[str, str]) -> None:
+        self._discard_body()
+        generation = json_api.int_param(query, "generation")
+        with self.server.store.open(bucket, name, generation) as (meta, data):
+            json_api.preconditions(query).check(meta)
+            size = meta["size"]
+            span = json_api.download_range(self.headers.get("range"), size)
+            start, end = span or (0, size)
+            headers = {
+                "Accept-Ranges": "bytes",
+                "ETag": json_api.etag(meta),
+                "X-Goog-Generation": str(meta["generation"]),
+                "X-Goog-Metageneration": str(meta["metageneration"]),
+                "X-Goog-Hash": f"crc32c={meta['crc32c']},md5={meta['md5Hash']}",
+                "X-Goog-Stored-Content-Length": str(size),
+                "X-Goog-Stored-Content-Encoding": meta.get("contentEncoding") or "identity",
+            }
+            for field, header in (
+                ("contentEncoding", "Content-Encoding"),
+                ("contentDisposition", "Content-Disposition"),
+                ("cacheControl", "Cache-Control"),
+                ("contentLanguage", "Content-Language"),
+            ):
+                if meta.get(field):
+                    headers[header] = meta[field]
+            if span is not None:
+                headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+            self._responded = True
+            self.send_response(206 if span else 200)
+            self.send_header("Content-Type", meta["contentType"])
+            self.send_header("Content-Length", str(end - start))
+            for header, value in headers.items():
+                self.send_header(header, value)
+            self.end_headers()
+            data.seek(start)
+            left = end - start
+            while left > 0:
+                piece = data.read(min(left, COPY_CHUNK))
+                if not piece:
+                    raise RuntimeError(f"gs://{bucket}/{name}: data file shorter than its size")
+                self.wfile.write(piece)
+                left -= len(piece)
+
+    # -- uploads --------------------------------------------------------------------------------
+
+    def _upload(self, method: str, bucket: str, query: dict[str, str]) -> None:
+        if "upload_id" in query:
+            session = self.server.store.session(query["upload_id"])
+            if session.bucket != bucket:
+                raise json_api.bad_request("upload_id belongs to another bucket")
+            if method in ("PUT", "POST"):
+                self._upload_chunk(session)
+            elif method == "DELETE":
+                self._discard_body()
+                with session.lock:  # not under a chunk being written
+                    self.server.store.cancel_session(session)
+                self._send_empty(499)
+            else:
+                raise not_served(method, "a resumable upload")
+            return
+        if method != "POST":
+            raise not_served(method, f"/upload/storage/v1/b/{bucket}/o")
+        upload_type = query.get("uploadType", "")
+        content_type = self.headers.get("content-type", "")
+        if upload_type == "resumable":
+            self._start_resumable(bucket, query)
+        elif upload_type == "multipart" or (
+            not upload_type and content_type.lower().startswith("multipart/")
+        ):
+            self._upload_multipart(bucket, query, content_type)
+        elif upload_type in ("media", ""):
+            self._upload_media(bucket, query, content_type)
+        else:
+            raise bad_request(
+                f"uploadType={upload_type!r}: the local GCS takes media, multipart or resumable"
+            )
+
+    def _name_param(self, query: dict[str, str], metadata: dict[str, Any]) -> str:
+        name = metadata.get("name") or query.get("name")
+        if not isinstance(name, str) or not name:
+            raise bad_request("an upload needs the object's name (?name=... or in its metadata)")
+        return checked_object(name)
+
+    def _upload_media(self, bucket: str, query: dict[str, str], content_type: str) -> None:
+        name = self._name_param(query, {})
+        self.server.store.get_bucket(bucket)
+        data, _ = self._body_to_temp()
+        fields = {"contentType": content_type} if content_type else {}
+        meta = self.server.store.put(bucket, name, data, fields, json_api.preconditions(query))
+        self._send_json(200, object_resource(meta, self.base_url))
+
+    def _upload_multipart(self, bucket: str, query: dict[str, str], content_type: str) -> None:
+        boundary = json_api.boundary_of(content_type)
+        store = self.server.store
+        store.get_bucket(bucket)
+        body, size = self._body_to_temp()
+        try:
+            parsed = json_api.parse_multipart(body, size, boundary)
+            name = self._name_param(query, parsed.metadata)
+            data = store.temp_file()
+            with body.open("rb") as src, data.open("wb") as out:
+                src.seek(parsed.start)
+                left = parsed.end - parsed.start
+                while left > 0:
+                    piece = src.read(min(left, COPY_CHUNK))
+                    out.write(piece)
+                    left -= len(piece)
+        finally:
+            body.unlink(missing_ok=True)
+        fields = dict(parsed.metadata)
+        if parsed.content_type and not fields.get("contentType"):
+            fields["contentType"] = parsed.content_type
+        meta = store.put(bucket, name, data, fields, json_api.preconditions(query))
+        self._send_json(200, object_resource(meta, self.base_url))
+
+    def _start_resumable(self, bucket: str, query: dict[str, str]) -> None:
+        fields = self._json_body()
+        name = self._name_param(query, fields)
+        content_type = self.headers.get("x-upload-content-type")
+        if content_type and not fields.get("contentType"):
+            fields["contentType"] = content_type
+        session = self.server.store.start_session(
+            bucket, name, fields, json_api.preconditions(query)
+        )
+        location = (
+            f"{self.base_url}/upload/storage/v1/b/{bucket}/o?uploadType=resumable"
+            f"&name={quote(name, safe='')}&upload_id={session.id}"
+        )
+        self._send_empty(200, Location=location)
+
+    def _upload_chunk(self, session: Session) -> None:
+        length = self._body_length()
+        if length is None:
+            raise bad_request("a resumable upload chunk needs a Content-Length")
+        chunk = json_api.chunk_range(self.headers.get("content-range"), length)
+        with session.lock:
+            if session.result is not None:
+                self._discard_body()
+                self._send_json(200, object_resource(session.result, self.base_url))
+                return
+            if chunk.first is not None:
+                self._append(session, chunk.first, length)
+            else:
+                self._discard_body()
+            total = chunk.total
+            if total is not None and session.received > total:
+                raise bad_request(
+                    f"Content-Range total {total} is less than the {session.received} bytes "
+                    f"already uploaded"
+                )
+            if total is not None and session.received == total:
+                meta = self.server.store.finish_session(session)
+                self._send_json(200, object_resource(meta, self.base_url))
+                return
+        headers = {"Range": f"bytes=0-{session.received - 1}"} if session.received else {}
+        self._send_empty(308, **headers)
+
+    def _append(self, session: Session, first: int, length: int) -> None:
+        """Add a chunk's bytes to the session; bytes it already has are skipped (a client
+        resending after a lost answer). A chunk cut short adds nothing."""
+        if first > session.received:
+            raise bad_request(
+                f"the chunk starts at byte {first}, but {session.received} bytes have arrived; "
+                f"send from byte {session.received} (ask with Content-Range: bytes */*)"
+            )
+        skip = session.received - first
+        with session.path.open("r+b") as out:
+            out.seek(session.received)
+            try:
+                for piece in self._chunks(length):
+                    if skip >= len(piece):
+                        skip -= len(piece)
+                        continue
+                    out.write(piece[skip:])
+                    skip = 0
+            except BaseException:
+                out.truncate(session.received)
+                raise
+            session.received = out.tell()
 
 
-def serve(host: str, port: int, in_memory: bool, project_number: str) -> None:
-    install_routes()
-    storage = CheckedStorage(
-        use_memory_fs=in_memory, data_dir=os.getcwd(), project_number=project_number
-    )
-    # The emulator's own server class (http.server.HTTPServer: one request at a time, which
-    # its storage relies on; SO_REUSEADDR on).
-    httpd = server.server.HTTPServer((host, port), partial(GuardedRequestHandler, storage))
+def not_served(method: str, path: str) -> StoreError:
+    return StoreError(404, "NOT_FOUND", f"the local GCS serves no {method} {path}")
+
+
+def serve(host: str, port: int, root: Path, project_number: str) -> None:
+    httpd = GcsServer((host, port), ObjectStore(root, project_number))
     try:
         httpd.serve_forever()
     finally:
         httpd.server_close()
 
 
+def _stop(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="vtx local GCS emulator")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--in-memory", action="store_true", help="keep objects in memory only")
-    parser.add_argument("--project-number", default=settings.DEFAULT_PROJECT_NUMBER)
+    parser.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="keep nothing after exit (objects in a temporary directory, removed on exit)",
+    )
+    parser.add_argument("--project-number", default=DEFAULT_PROJECT_NUMBER)
     parser.add_argument("-q", "--quiet", action="store_true", help="log errors only")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO)
-    serve(args.host, args.port, args.in_memory, args.project_number)
+    signal.signal(signal.SIGTERM, _stop)
+    root = Path(tempfile.mkdtemp(prefix=".cloudstorage-", dir=".")) if args.in_memory else STORE_DIR
+    try:
+        serve(args.host, args.port, root.resolve(), args.project_number)
+    finally:
+        if args.in_memory:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -137,8 +137,8 @@ def create_bucket(endpoint: str, bucket: str) -> None:
 
 
 def upload_one(endpoint: str, item: Upload) -> None:
-    """A simple media upload: the emulator keeps objects whole in memory anyway, so a
-    resumable upload would buy nothing here."""
+    """A simple media upload: on loopback one request per file is all a resumable upload
+    would do, minus its round trips."""
     query = urllib.parse.urlencode({"uploadType": "media", "name": item.target.name})
     _request(
         f"{endpoint}/upload/storage/v1/b/{item.target.bucket}/o?{query}",

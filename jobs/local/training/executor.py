@@ -207,6 +207,18 @@ class Executor:
         """Accept a new job (already validated and named): QUEUED until replicas are free.
         ``env``: variables every replica gets beside Vertex's (a trial's)."""
         self.check_fits(resource)
+        counts = vertex_env.replica_counts(resource)
+        if counts[:1] != [1]:
+            # Nothing would run, or the primary would not be the one replica whose exit ends
+            # the job: accepted, it would stay RUNNING forever (Vertex refuses it too).
+            count = counts[0] if counts else 0
+            raise ExecutorError(
+                400,
+                "INVALID_ARGUMENT",
+                f"jobSpec.workerPoolSpecs[0].replicaCount: the primary pool runs exactly 1 "
+                f"replica, not {count}; write replicaCount: 1 (and put more replicas in "
+                f"workerPoolSpecs[1])",
+            )
         view = JobView.of(resource)
         slots = view.slots
         rt = Runtime(
@@ -387,6 +399,8 @@ class Executor:
         if job.state is JobState.QUEUED:
             if self._fits(job):
                 self._start_job(job)
+            else:
+                self._say_queued(job)
             return
         if job.state is JobState.PENDING and job.rt.stopping is None:
             if job.rt.started_at is None and not self._admitted(job):
@@ -409,6 +423,16 @@ class Executor:
         queue = [(other.state, len(other.rt.replicas)) for other in self._jobs.values()]
         position = list(self._jobs).index(job.id)
         return lifecycle.admits(queue, position, self.settings.max_replicas)
+
+    def _say_queued(self, job: ActiveJob) -> None:
+        """Say in the job's service log why it waits and where it stands, whenever its place
+        changes: one user's many jobs must not hold everyone else's without a word."""
+        queue = [(other.state, len(other.rt.replicas)) for other in self._jobs.values()]
+        wait = lifecycle.queue_wait(queue, list(self._jobs).index(job.id))
+        if wait.position != job.rt.queue_position:
+            job.rt.queue_position = wait.position
+            self._service_log(job, wait.note(self.settings.max_replicas))
+            self._persist(job)
 
     @staticmethod
     def _holds_capacity(job: ActiveJob) -> bool:
@@ -449,6 +473,10 @@ class Executor:
             self._set_state(job, JobState.PENDING)
             if not self._admitted(job):
                 return
+        if not job.rt.replicas:  # recorded before submit refused such jobs: it cannot run
+            message = "The job has no replica to run: workerPoolSpecs[0].replicaCount must be 1."
+            self._set_state(job, JobState.FAILED, JobError(Code.INVALID_ARGUMENT, message))
+            return
         if not job.rt.ports:  # chosen once the job may start: a wait can be long
             job.rt.ports = self._ports(job.rt)
         for replica in job.rt.replicas:

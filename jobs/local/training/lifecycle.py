@@ -407,6 +407,34 @@ def admits(queue: Sequence[tuple[JobState, int]], position: int, max_replicas: i
     return False
 
 
+@dataclass(frozen=True)
+class QueueWait:
+    """Why a queued job waits: its place among the queued jobs and what the running hold."""
+
+    position: int
+    """1 for the next job to start."""
+    queued: int
+    in_use: int
+    """Replicas the jobs already admitted hold."""
+    needs: int
+
+    def note(self, max_replicas: int) -> str:
+        """The service log's line: CustomJob has no field for why a job waits."""
+        return (
+            f"waiting in the queue: position {self.position} of {self.queued}; the local "
+            f"platform runs at most {max_replicas} replicas at once (--max-replicas), "
+            f"{self.in_use} are in use and this job needs {self.needs}; it stays "
+            f"JOB_STATE_QUEUED until they are free, first in first out"
+        )
+
+
+def queue_wait(queue: Sequence[tuple[JobState, int]], position: int) -> QueueWait:
+    """Where the queued job at ``position`` of the active jobs (see ``admits``) stands."""
+    queued = [i for i, (state, _) in enumerate(queue) if state is JobState.QUEUED]
+    in_use = sum(replicas for state, replicas in queue if state is not JobState.QUEUED)
+    return QueueWait(queued.index(position) + 1, len(queued), in_use, queue[position][1])
+
+
 # -- chaos ----------------------------------------------------------------------------------------
 
 

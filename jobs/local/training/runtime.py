@@ -56,6 +56,8 @@ class Runtime(BaseModel):
     waiting_since: float | None = None
     """When the job began to wait PENDING for accelerators (epoch seconds); FLEX_START's
     maxWaitDuration counts from it. None: not waiting."""
+    queue_position: int | None = None
+    """The queue position last said in the job's service log while it waits QUEUED."""
     stopping: StopReason | None = None
     final_error: dict | None = None
     """CustomJob.error to set once every replica is down (REST form)."""

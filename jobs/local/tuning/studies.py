@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from jobs.core.formats import now_rfc3339
 from jobs.core.states import JobState
+from jobs.local.platform import vertex_env
 from jobs.local.platform.rpc_status import Code, JobError
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.store import Store
@@ -151,6 +152,11 @@ class Studies:
         for resource, raw in self.store.active_studies((*states, JobState.CANCELLING.value)):
             study = ActiveStudy(resource, StudyRuntime.model_validate(raw))
             self._studies[study.id] = study
+            if study.rt.stopping is not None:
+                # A stop the last control plane began may not have reached every trial's job
+                # before it died: ask again, so the study ends as it was told to.
+                self._stop_trials(study)
+                self._persist(study)
         self._thread.start()
 
     def shutdown(self) -> None:
@@ -267,15 +273,27 @@ class Studies:
             failed=states.count(TrialState.INFEASIBLE),
             first_failed=bool(states) and states[0] is TrialState.INFEASIBLE,
             exhausted=study.rt.exhausted,
+            runnable=self._runnable(r),
         )
+
+    def _runnable(self, resource: dict) -> int:
+        """Trials the platform can run at once: its replicas over one trial's."""
+        per_trial = sum(vertex_env.replica_counts({"jobSpec": resource["trialJobSpec"]}))
+        return max(1, self.settings.max_replicas // max(1, per_trial))
 
     def _final_error(self, study: ActiveStudy) -> JobError | None:
         error = study.rt.final_error
         return JobError(Code(error["code"]), error["message"]) if error else None
 
     def _stop(self, study: ActiveStudy, end: JobState, error: JobError) -> None:
-        """End the study once its running trials' jobs, cancelled now, are down."""
+        """End the study once its running trials' jobs, cancelled now, are down; no trial
+        starts after this."""
         study.rt.stopping, study.rt.final_error = end, error.rest()
+        self._stop_trials(study)
+
+    def _stop_trials(self, study: ActiveStudy) -> None:
+        """Cancel the job of every trial not yet done (cancelling one already cancelled or
+        ended does nothing)."""
         for record in study.rt.trials:
             trial = study.trial(record.id)
             if TrialState(trial["state"]).done:

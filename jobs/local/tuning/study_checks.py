@@ -3,13 +3,15 @@ INVALID_ARGUMENT otherwise), as the v1 proto's field docs state them: a display 
 one metric and one parameter with unique ids without whitespace, one value spec per parameter,
 bounds in order (and strictly positive under a log scale), DISCRETE values increasing,
 conditional parameters under DISCRETE, INTEGER or CATEGORICAL parents with conditions among the
-parent's feasible values, trial counts, and only INTEGER, DISCRETE and CATEGORICAL parameters
+parent's feasible values, trial counts (at most Vizier's trials per study, limits.yaml), ids
+that are flag names (a trial gets --ID=VALUE), and only INTEGER, DISCRETE and CATEGORICAL parameters
 for GRID_SEARCH. The trial's CustomJobSpec is checked by the server with the customJobs rules.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 
 from jobs.core.catalog import vertex_limits
@@ -17,6 +19,8 @@ from jobs.local.tuning.suggest import GRID_KINDS, PARENT_CONDITIONS, Algorithm, 
 
 LOG_SCALES = (Scale.LOG.value, Scale.REVERSE_LOG.value)
 DISPLAY_NAME_MAX = vertex_limits().display_name_max_chars
+TRIALS_MAX = vertex_limits().study_trials_max
+PARAMETER_ID = re.compile(vertex_limits().parameter_id_pattern)
 
 
 def study_problems(job: Mapping) -> list[str]:
@@ -54,6 +58,12 @@ def _count_problems(job: Mapping) -> list[str]:
         problems.append("maxTrialCount: required and positive; how many trials to run")
     if parallel <= 0:
         problems.append("parallelTrialCount: required and positive; how many trials at once")
+    for field, count in (("maxTrialCount", max_trials), ("parallelTrialCount", parallel)):
+        if count > TRIALS_MAX:
+            problems.append(
+                f"{field}: {count} is more than a study runs ({TRIALS_MAX} trials, Vizier's "
+                f"limit); write {TRIALS_MAX} or fewer"
+            )
     if max_failed < 0:
         problems.append("maxFailedTrialCount: negative; 0 lets Vertex decide, or a count")
     elif max_trials > 0 and max_failed > max_trials:
@@ -89,6 +99,13 @@ def _metric_problems(metrics: Sequence[Mapping]) -> list[str]:
 def _param_problems(param: Mapping, where: str, seen: set[str]) -> list[str]:
     param_id = param.get("parameterId", "")
     problems = _check_id(param_id, f"{where}.parameterId")
+    if not problems and not PARAMETER_ID.fullmatch(param_id):
+        # Each trial gets --ID=VALUE: an id that is not a flag name becomes other arguments.
+        problems.append(
+            f"{where}.parameterId: {param_id!r} is not a flag name (each trial gets "
+            f"--{param_id}=VALUE); write letters, digits, '_', '.' or '-', starting with a "
+            f"letter or '_'"
+        )
     if param_id in seen:
         problems.append(f"{where}.parameterId: {param_id!r} is repeated")
     seen.add(param_id)

@@ -10,11 +10,13 @@
   MEASUREMENT_SELECTION_TYPE_UNSPECIFIED, which the proto says is treated as LAST) or the best
   of the first metric for its goal (BEST_MEASUREMENT, the SDK's default).
 - The study runs ``parallelTrialCount`` trials at once until ``maxTrialCount`` were suggested
-  (or a grid is done), then succeeds once they end. It fails once ``maxFailedTrialCount`` trials
-  failed; with 0 (unset), Vertex "decides how many Trials must fail": its hyperparameter tuning
-  overview says a failure of the first trial ends the job at once, and that later failures may
-  end it when there are too many ("subject to change"). Here: trial 1 failing fails the study,
-  and so does a study whose every trial failed.
+  (or a grid is done), then succeeds once they end. Locally no more at once than the platform
+  can run (``--max-replicas`` over a trial's replicas): a trial is created when it can start,
+  so a study never fills the queue ahead of other users' jobs. It fails once
+  ``maxFailedTrialCount`` trials failed; with 0 (unset), Vertex "decides how many Trials must
+  fail": its hyperparameter tuning overview says a failure of the first trial ends the job at
+  once, and that later failures may end it when there are too many ("subject to change").
+  Here: trial 1 failing fails the study, and so does a study whose every trial failed.
 """
 
 from __future__ import annotations
@@ -163,6 +165,8 @@ class StudyCounts:
     """Trial 1 ended INFEASIBLE."""
     exhausted: bool = False
     """The algorithm has nothing left to suggest (a grid is done)."""
+    runnable: int | None = None
+    """Trials the platform can run at once (its replicas over a trial's); None: no bound."""
 
 
 class Verdict(StrEnum):
@@ -207,6 +211,10 @@ def decide(counts: StudyCounts) -> StudyDecision:
     if done_suggesting:
         return StudyDecision(Verdict.CONTINUE)
     room = min(c.parallel - c.active, c.max_trials - c.suggested)
+    if c.runnable is not None:
+        # No more trials at once than can run: the rest would wait as queued jobs ahead of
+        # everyone else's, all created at once (parallelTrialCount may be 1,000).
+        room = min(room, c.runnable - c.active)
     return StudyDecision(Verdict.CONTINUE, start=max(room, 0))
 
 

@@ -3,15 +3,21 @@ which are named in Secret Manager and never written in plain text."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterator
 
 from jobs.core.catalog import Catalog
 from jobs.core.contract import VTX_SECRETS_ENV
-from jobs.core.credentials import looks_like_credential_name, looks_like_key
+from jobs.core.credentials import (
+    COMMIT_HINT,
+    WANDB_KEY,
+    looks_like_credential_name,
+    looks_like_key,
+    shape_of,
+)
 from jobs.core.problems import Problem
+from jobs.core.user_io import load_json_text
 from jobs.training.facts import JobFacts
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -85,6 +91,9 @@ def env_not_reserved(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
 
 
 def no_plaintext_secrets(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    """Env entries that hold a credential: by name (HF_TOKEN) or by the shape of the value,
+    judged with the variable's name (a GIT_COMMIT of 40 hex digits is a commit). Every other
+    string of the job is judged by `secret_values.no_secret_shaped_values`."""
     for pool in job.pools:
         for name, value, path in pool.env:
             if name == VTX_SECRETS_ENV or not value:
@@ -100,15 +109,12 @@ def no_plaintext_secrets(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
                 yield Problem(
                     path, f"{name} looks like a credential in plain text", _secrets_hint(name)
                 )
-            elif looks_like_key(value):
-                yield Problem(path, f"the value of {name} looks like a key", _secrets_hint(name))
-        for value, path in pool.args:
-            if looks_like_key(value):
+            elif shape := shape_of(value, name):
+                hint = _secrets_hint(name)
                 yield Problem(
                     path,
-                    "this argument looks like a key in plain text",
-                    "put the key in Secret Manager, name it under `secrets:` and read the env "
-                    "variable in the trainer",
+                    f"the value of {name} has the shape of {shape.name}",
+                    f"{hint}; {COMMIT_HINT}" if shape is WANDB_KEY else hint,
                 )
 
 
@@ -147,8 +153,8 @@ def _vtx_secrets_problems(raw: str, path: str) -> Iterator[Problem]:
     entries: list[tuple[int, object, object]] = []
     if raw.startswith("{"):
         try:
-            refs = json.loads(raw)
-        except json.JSONDecodeError:
+            refs = load_json_text(raw)
+        except ValueError:  # not JSON, or nested past the parser
             refs = None
         if not isinstance(refs, dict):
             yield Problem(path, f"{VTX_SECRETS_ENV} is not a JSON object", _VTX_SECRETS_HINT)
@@ -200,3 +206,17 @@ def secret_names_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             if name == VTX_SECRETS_ENV and path not in seen:
                 seen.add(path)
                 yield from _vtx_secrets_problems(value, path)
+
+
+def env_values_startable(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    """A NUL character cannot be in a process's environment: the replica would never start.
+    The value is not echoed (it may be a secret's)."""
+    for pool in job.pools:
+        for name, value, path in pool.env:
+            if "\x00" in value:
+                yield Problem(
+                    f"{path}.value" if job.rest else path,
+                    f"the value of {name or 'this variable'} holds a NUL character, which no "
+                    f"process environment can carry",
+                    "remove it",
+                )

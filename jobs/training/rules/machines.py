@@ -42,7 +42,8 @@ def machine_offered_in_region(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             where = [r.name for r in cat.regions.values() if machine.family in r.families]
             yield Problem(
                 pool.path("machine"),
-                f"{machine.name} ({machine.family}) is not offered for training in {region.name}",
+                f"{machine.name} ({machine.family}) is not offered for {cat.purpose} in "
+                f"{region.name}",
                 f"use a region that has it ({', '.join(where)}) or another machine family",
             )
 
@@ -126,7 +127,7 @@ def accelerator_offered_in_region(job: JobFacts, cat: Catalog) -> Iterator[Probl
             where = [r.name for r in cat.regions.values() if acc in r.accelerators]
             yield Problem(
                 pool.path("accelerator"),
-                f"{acc} is not offered for training in {region.name}",
+                f"{acc} is not offered for {cat.purpose} in {region.name}",
                 f"regions with {acc}: {', '.join(where) or 'none in the catalog'}",
             )
 
@@ -163,6 +164,24 @@ def replicas_positive(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
                 f"the {pool.role} pool needs a replica count of at least 1",
                 f"{job.key('replicas')}: N (N >= 1), or remove the pool",
             )
+
+
+def machines_within_limit(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    """All pools' replicas together within the catalog's ``machines_max``: a count no quota
+    covers is a typo, refused before it is priced, rendered or sent."""
+    limit = cat.limits.machines_max
+    counted = [(pool, pool.replicas) for pool in job.pools if (pool.replicas or 0) > 0]
+    total = sum(count for _, count in counted)
+    if total <= limit:
+        return
+    largest = max(counted, key=lambda item: item[1])[0]
+    pools = ", ".join(f"{pool.role} {count:,}" for pool, count in counted)
+    yield Problem(
+        largest.path("replicas"),
+        f"the job asks for {total:,} machines at once ({pools}); vtx takes at most {limit:,} "
+        "in one job: each is a VM on the region's quota (limits.yaml machines_max)",
+        f"{job.key('replicas')}: the machines this pool needs, e.g. 2",
+    )
 
 
 def image_present(job: JobFacts, cat: Catalog) -> Iterator[Problem]:

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 from jobs.core.catalog import Catalog, vertex_limits
+from jobs.core.credentials import looks_like_key
 from jobs.core.problems import Problem
 from jobs.training.facts import JobFacts
 
@@ -33,6 +34,8 @@ def labels_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
     if len(job.labels) > limits.labels_max:
         yield Problem(job.path("labels"), f"more than {limits.labels_max} labels", "drop some")
     for key, value in job.labels.items():
+        if looks_like_key(key) or looks_like_key(value, key):
+            continue  # never quoted, nor its lower-cased "fix": no_secret_shaped_values says why
         path = f"{job.path('labels')}.{key}"
         if not LABEL_KEY.match(key) or len(key) > limits.label_max_chars:
             fixed = re.sub(r"[^a-z0-9_-]", "-", key.lower())[: limits.label_max_chars]

@@ -17,6 +17,7 @@ from jobs.training.rules.environment import (
     env_names_unique,
     env_names_valid,
     env_not_reserved,
+    env_values_startable,
     no_plaintext_secrets,
     secret_names_valid,
 )
@@ -29,6 +30,7 @@ from jobs.training.rules.machines import (
     image_present,
     machine_offered_in_region,
     machine_type_known,
+    machines_within_limit,
     no_persistent_disk_paths,
     reduction_server_rules,
     region_known,
@@ -46,6 +48,7 @@ from jobs.training.rules.scheduling import (
     strategy_known,
     timeout_bounds,
 )
+from jobs.training.rules.secret_values import no_secret_shaped_values
 
 Rule = Callable[[JobFacts, Catalog], Iterator[Problem]]
 
@@ -63,6 +66,7 @@ RULES: dict[str, Rule] = {
         accelerator_offered_in_region,
         chief_single_replica,
         replicas_positive,
+        machines_within_limit,
         image_present,
         reduction_server_rules,
         tpu_rules,
@@ -80,7 +84,9 @@ RULES: dict[str, Rule] = {
         env_names_valid,
         env_names_unique,
         env_not_reserved,
+        env_values_startable,
         no_plaintext_secrets,
+        no_secret_shaped_values,
         secret_names_valid,
     )
 }

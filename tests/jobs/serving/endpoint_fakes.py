@@ -39,8 +39,13 @@ ENDPOINT = {
 }
 
 
+TWINS = [{"name": f"{PARENT}/endpoints/{i}", "displayName": "twin"} for i in (8, 9)]
+"""Two endpoints sharing a display name."""
+
+
 class Vertex(BaseHTTPRequestHandler):
-    """Endpoint 7 answers; a prompt "bad" gets the container's 400, "busy" a 503."""
+    """Endpoint 7 answers; a prompt "bad" gets the container's 400, "busy" a 503. The list
+    ignores its filter (the client filters again)."""
 
     seen: list[dict] = []
 
@@ -59,7 +64,7 @@ class Vertex(BaseHTTPRequestHandler):
         if self.path == f"/v1/{PARENT}/endpoints/7":
             self._answer(200, ENDPOINT)
         elif self.path.startswith(f"/v1/{PARENT}/endpoints?"):
-            self._answer(200, {"endpoints": [ENDPOINT]})
+            self._answer(200, {"endpoints": [ENDPOINT, *TWINS]})
         else:
             self._answer(404, {"error": {"code": 404, "message": "Endpoint not found."}})
 

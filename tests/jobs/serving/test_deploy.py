@@ -95,7 +95,7 @@ def test_what_vertex_would_refuse_is_refused_before_sending(
 def test_an_accelerator_the_region_lacks_is_refused() -> None:
     stack = make_stack().model_copy(update={"region": "europe-west1"})
     problems = refusals(DeployOptions(machine="a3-highgpu-8g"), stack)
-    assert "not offered for training in europe-west1" in problems
+    assert "not offered for serving in europe-west1" in problems
 
 
 def test_a_stack_without_a_serving_account_is_refused_with_what_to_do() -> None:
@@ -244,3 +244,15 @@ def test_a_refused_deploy_is_explained_in_a_deployments_words() -> None:
 
     with pytest.raises(VertexError, match=f"roles/iam.serviceAccountUser on {SERVING_SA}"):
         deploy(stack, plan, rest, client=Refusing(), backoff=NO_WAIT)
+
+
+@pytest.mark.parametrize("machine", ["n1-standard-2", "e2-standard-2", "e2-highcpu-8"])
+def test_serving_machines_training_lacks_are_deployed_on(machine: str) -> None:
+    assert plan_for(DeployOptions(machine=machine)).machine == {"machineType": machine}
+
+
+def test_a_training_only_machine_is_refused_for_serving() -> None:
+    # n1-standard-64 trains, but Google's prediction page lists N1 up to 32 vCPUs.
+    assert "unknown machine type 'n1-standard-64'" in refusals(
+        DeployOptions(machine="n1-standard-64")
+    )

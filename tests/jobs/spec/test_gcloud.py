@@ -204,6 +204,7 @@ def test_an_env_entry_without_a_name_is_a_problem_not_a_crash(tmp_path: Path) ->
                 "workerPoolSpecs": [
                     {
                         "machineSpec": {"machineType": "n1-standard-4"},
+                        "replicaCount": 1,
                         "containerSpec": {"imageUri": "img", "env": [{"value": "1"}]},
                     }
                 ]
@@ -245,3 +246,20 @@ def test_import_turns_plaintext_credentials_into_secret_names(tmp_path: Path) ->
     assert token not in yaml.safe_dump(imported.template) + "\n".join(imported.notes)
     assert any("gcloud secrets create hf-token" in note for note in imported.notes)
     assert validate_template_doc(imported.template) == []
+
+
+def test_import_drops_a_vtx_secrets_nested_past_the_parser_with_a_note() -> None:
+    deep = '{"HF_TOKEN": ' + "[" * 100_000 + "]" * 100_000 + "}"  # RecursionError before
+    pool = {
+        "machineSpec": {"machineType": "n1-standard-4"},
+        "replicaCount": 1,
+        "containerSpec": {
+            "imageUri": "us-docker.pkg.dev/p/r/img:v1",
+            "env": [{"name": "VTX_SECRETS", "value": deep}],
+        },
+    }
+    imported = import_document({"workerPoolSpecs": [pool]}, CUSTOM_JOB_SPEC, "spec.yaml")
+    assert "secrets" not in imported.template
+    assert "VTX_SECRETS was dropped: JSON nested more than 64 levels deep: flatten it" in (
+        imported.notes
+    )

@@ -115,6 +115,10 @@ CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     ("chief_pool_present", _set(["jobSpec", "workerPoolSpecs"], [{}, _pool(valid_job(), 0)]), "jobSpec.workerPoolSpecs", "chief"),
     ("chief_single_replica", _set(["jobSpec", "workerPoolSpecs", 0, "replicaCount"], 3), f"{POOL0}.replicaCount", "replicaCount: 2"),
     ("replicas_positive", _chain(_add_workers, _set(["jobSpec", "workerPoolSpecs", 1, "replicaCount"], 0)), f"{POOL1}.replicaCount", "at least 1"),
+    ("machines_within_limit", _chain(_add_workers, _set(["jobSpec", "workerPoolSpecs", 1, "replicaCount"], str(2**31))), f"{POOL1}.replicaCount", "2,147,483,649 machines at once (chief 1, workers 2,147,483,648); vtx takes at most 10,000"),
+    ("chief_single_replica", _set(["jobSpec", "workerPoolSpecs", 0, "replicaCount"], 0), f"{POOL0}.replicaCount", "not 0"),
+    # The API's JSON leaves a 0 out: an absent count is proto3's 0, never a default of 1.
+    ("chief_single_replica", lambda j: j["jobSpec"]["workerPoolSpecs"][0].pop("replicaCount"), f"{POOL0}.replicaCount", "not 0"),
     ("image_present", _set(["jobSpec", "workerPoolSpecs", 0, "containerSpec"], {}), f"{POOL0}.containerSpec.imageUri", "image"),
     ("reduction_server_rules", _chain(lambda j: _pool(j, 0) and j["jobSpec"]["workerPoolSpecs"].append({}), _add_rs), f"{POOL2}", "add workerPoolSpecs[1]"),
     ("reduction_server_rules", _chain(_add_workers, _add_rs, _set(["jobSpec", "workerPoolSpecs", 2, "containerSpec", "imageUri"], "trainer")), f"{POOL2}.containerSpec.imageUri", "reductionserver"),
@@ -146,9 +150,13 @@ CASES: list[tuple[str, Callable[[dict], None], str, str]] = [
     ("env_names_valid", _set(ENV0, [{"name": "", "value": "1"}]), f"{POOL0}.containerSpec.env[0]", "without a name"),
     ("env_names_valid", _set(ENV0, [{"value": "1"}]), f"{POOL0}.containerSpec.env[0]", "without a name"),
     ("env_names_unique", _set(ENV0, [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]), f"{POOL0}.containerSpec.env[1]", "twice"),
+    ("env_values_startable", _set(ENV0, [{"name": "A", "value": "x\x00y"}]), f"{POOL0}.containerSpec.env[0].value", "NUL"),
     ("env_not_reserved", _set(ENV0, [{"name": "AIP_CHECKPOINT_DIR", "value": "gs://b/x"}]), f"{POOL0}.containerSpec.env[0]", "set by Vertex"),
     ("no_plaintext_secrets", _set(ENV0, [{"name": "WANDB_API_KEY", "value": "abc123"}]), f"{POOL0}.containerSpec.env[0]", "secrets:"),
-    ("no_plaintext_secrets", _set(ENV0, [{"name": "HUB_LOGIN", "value": "hf_" + "a1B2c3D4" * 5}]), f"{POOL0}.containerSpec.env[0]", "looks like a key"),
+    ("no_plaintext_secrets", _set(ENV0, [{"name": "HUB_LOGIN", "value": "hf_" + "a1B2c3D4" * 5}]), f"{POOL0}.containerSpec.env[0]", "has the shape of a Hugging Face token"),
+    ("no_plaintext_secrets", _set(ENV0, [{"name": "MY_SETTING", "value": "0a1b2c3d4e" * 4}]), f"{POOL0}.containerSpec.env[0]", "has the shape of a W&B API key"),
+    ("no_secret_shaped_values", _set(["labels", "team"], "0a1b2c3d4e" * 4), "labels.team", "has the shape of a W&B API key"),
+    ("no_secret_shaped_values", _set(["jobSpec", "workerPoolSpecs", 0, "containerSpec", "args"], ["--hub", "hf_" + "a1B2c3D4" * 5]), f"{POOL0}.containerSpec.args[1]", "secrets: {HF_TOKEN: hf-token}"),
     ("secret_names_valid", _set(ENV0, [{"name": "VTX_SECRETS", "value": json.dumps({"HF_TOKEN": "hf_" + "a1B2c3D4" * 5})}]), f"{POOL0}.containerSpec.env[0]", "VTX_SECRETS HF_TOKEN: this looks like the secret's value"),
     ("secret_names_valid", _set(ENV0, [{"name": "VTX_SECRETS", "value": "HF_TOKEN=hf-token,hf-token"}]), f"{POOL0}.containerSpec.env[0]", "entry 2 is not ENV_NAME=SECRET"),
 ]  # fmt: skip
@@ -210,6 +218,7 @@ MALFORMED_VTX_SECRETS = {
     "JSON with an object for a name": json.dumps({"HF_TOKEN": {"value": KEY}}),
     "JSON cut short": json.dumps({"HF_TOKEN": KEY})[:-1],
     "a value as the variable": json.dumps({KEY: "hf-token"}),
+    "JSON nested past the parser": '{"HF_TOKEN": ' + "[" * 100_000 + "]" * 100_000 + "}",
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from jobs.core.catalog import vertex_limits
 from jobs.core.safe_yaml import read_yaml_file
 from jobs.launch.checks import validate_template_doc
 from jobs.spec.template import JobTemplate
@@ -125,6 +126,24 @@ CASES = [
         {"parallel_trials": 5},
         "study.parallel_trials",
         "parallel_trials: 4 or fewer",
+    ),
+    (
+        "more trials than Vizier runs in a study",
+        {"max_trials": 2**31 - 1, "parallel_trials": 2**31 - 1},
+        "study.max_trials",
+        "max_trials: 1000 or fewer",
+    ),
+    (
+        "more parallel trials than a study may run",
+        {"max_trials": 1001, "parallel_trials": 1001},
+        "study.parallel_trials",
+        "parallel_trials: 1000 or fewer",
+    ),
+    (
+        "an id that would become another argument",
+        {"parameters": [{**LR, "id": "--evil=1"}]},
+        "study.parameters[0].id",
+        "not a flag name",
     ),
     (
         "more failures allowed than trials",
@@ -260,3 +279,18 @@ def test_grid_size_counts_integer_discrete_and_categorical_points() -> None:
     study = JobTemplate.model_validate(copy.deepcopy(doc)).study
     assert study is not None and grid_size(study) == 12
     assert validate_template_doc(doc) == []
+
+
+def test_trials_at_once_hold_no_more_machines_than_one_job_may() -> None:
+    limit = vertex_limits().machines_max
+    trials = vertex_limits().study_trials_max
+    per_trial = limit // trials  # machines a trial may hold when the most trials run at once
+    at_limit = with_study(max_trials=trials, parallel_trials=trials)
+    at_limit["pools"]["workers"] = {"machine": "n1-standard-4", "replicas": per_trial - 1}
+    assert validate_template_doc(at_limit) == []
+    past = copy.deepcopy(at_limit)
+    past["pools"]["workers"]["replicas"] = per_trial
+    found = problems_at(past)["study.parallel_trials"]
+    assert f"{per_trial + 1} machines each" in found
+    assert f"vtx takes at most {limit:,} at once" in found
+    assert f"parallel_trials: {limit // (per_trial + 1):,} or fewer" in found

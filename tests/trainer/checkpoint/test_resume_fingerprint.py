@@ -35,6 +35,14 @@ def test_the_record_leaves_out_what_only_says_where_or_how_often(tmp_path: Path)
     assert differences({**record, "new_setting": 1}, record) == []
 
 
+def test_an_earlier_trainers_max_steps_minus_one_reads_as_null(tmp_path: Path) -> None:
+    """Trainers before `max_steps: null` recorded an epoch-based run's max_steps as -1."""
+    epochs = trajectory(parse_config(tiny_config("data.jsonl", str(tmp_path), max_steps=None)), 1)
+    assert differences({**epochs, "max_steps": -1}, epochs) == []
+    fixed = trajectory(parse_config(tiny_config("data.jsonl", str(tmp_path), max_steps=8)), 1)
+    assert differences({**fixed, "max_steps": -1}, fixed) == ["max_steps: None -> 8"]
+
+
 def test_resume_stops_on_changed_settings_names_them_and_resumes_when_allowed(
     tmp_path: Path, small_dataset: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,7 @@ def test_set_overrides_parse_yaml_values_and_keep_urls(monkeypatch, tmp_path):
     )
     assert cfg.data.path == "gs://vtx-local-data/examples/tiny.jsonl"
     assert cfg.max_steps == 7 and cfg.data.packing is False
+    (tmp_path / "mine.jsonl").write_text("")
     relative = load_config(EXAMPLES / "tiny.yaml", ["data.path=mine.jsonl"])
     assert relative.data.path == str(tmp_path / "mine.jsonl")
 
@@ -66,7 +68,7 @@ def test_unknown_key_names_its_path_and_suggests_the_known_one(tmp_path):
 
 
 def test_wrong_type_names_the_key_path():
-    with pytest.raises(ConfigError, match=r"data\.max_seq_length: Input should be a valid integer"):
+    with pytest.raises(ConfigError, match=r"data\.max_seq_length: 'long' must be a whole number"):
         parse_config(
             {"model": {"name_or_path": "/m"}, "data": {"path": "x", "max_seq_length": "long"}}
         )
@@ -258,3 +260,103 @@ def test_rope_table_matches_transformers_and_its_minimal_settings_build(rope_typ
     check_model_config({**TINY_LLAMA, "rope_scaling": rope})
     with torch.device("meta"):
         AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_LLAMA, rope_scaling=rope))
+
+
+# ---- numbers: finite and in their key's range, refused in one line naming the key ----------
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        (
+            "learning_rate=1.0e+400",
+            "learning_rate: inf must be a finite number > 0 (write e.g. learning_rate=5e-05)",
+        ),
+        ("learning_rate=.nan", "learning_rate: nan must be a finite number > 0"),
+        (
+            "max_steps=-1",
+            "max_steps: -1 must be a whole number >= 1 or null (write e.g. max_steps=100)",
+        ),
+        ("max_steps=0", "max_steps: 0 must be a whole number >= 1 or null"),
+        ("max_steps=2.5", "max_steps: 2.5 must be a whole number >= 1 or null"),
+        ("num_train_epochs=.inf", "num_train_epochs: inf must be a finite number > 0"),
+        (
+            "adam_beta1=1",
+            "adam_beta1: 1 must be a finite number in [0, 1) (write e.g. adam_beta1=0.9)",
+        ),
+        ("adam_beta2=-0.1", "adam_beta2: -0.1 must be a finite number in [0, 1)"),
+        ("adam_epsilon=0", "adam_epsilon: 0 must be a finite number > 0"),
+        (
+            "warmup_steps=-5",
+            "warmup_steps: -5 must be a whole number >= 0 (write e.g. warmup_steps=100)",
+        ),
+        ("gradient_accumulation_steps=0", "gradient_accumulation_steps: 0 must be a whole number"),
+        ("seed=-1", "seed: -1 must be a whole number in [0, 4294967295] (write e.g. seed=42)"),
+        ("save_every_minutes=.inf", "save_every_minutes: inf must be a finite number > 0 or null"),
+        ("eval_steps=0", "eval_steps: 0 must be a whole number >= 1 or null"),
+        ("loss_chunk_mb=-.inf", "loss_chunk_mb: -inf must be a finite number > 0 or null"),
+        (
+            "model.lora.dropout=1.0",
+            "model.lora.dropout: 1.0 must be a finite number in [0.0, "
+            "1.0) (write e.g. model.lora.dropout=0.05)",
+        ),
+        (
+            "model.lora.r=0",
+            "model.lora.r: 0 must be a whole number >= 1 (write e.g. model.lora.r=8)",
+        ),
+        ("data.max_seq_length=1", "data.max_seq_length: 1 must be a whole number in [2, 16777216]"),
+        (
+            "data.eval_fraction=.nan",
+            "data.eval_fraction: nan must be a finite number in [0.0, 1.0)",
+        ),
+        (
+            "model.config.rms_norm_eps=.inf",
+            "model.config.rms_norm_eps: inf must be a finite number",
+        ),
+    ],
+)
+def test_numbers_out_of_range_or_not_finite_are_refused_naming_the_key(
+    override: str, says: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(EXAMPLES / "tiny-lora.yaml", [override])
+    message = str(info.value)
+    assert message.startswith(f"{EXAMPLES / 'tiny-lora.yaml'}: {says}") and "\n" not in message
+
+
+@pytest.mark.parametrize("override", ["max_steps=-1", "max_steps=0", "learning_rate=1.0e+400"])
+def test_a_number_out_of_range_exits_2_in_one_line_before_training(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, override: str
+) -> None:
+    code, err = trainer_error(
+        ["--config", str(EXAMPLES / "tiny.yaml"), "--set", f"output_dir={tmp_path}", "--set",
+         override],
+        capsys,
+    )  # fmt: skip
+    assert code == 2 and err.count("\n") == 1 and override.split("=")[0] in err, err
+    assert not list(tmp_path.iterdir()), "nothing may be written before the config is accepted"
+
+
+def test_max_steps_left_out_counts_the_steps_from_the_epochs() -> None:
+    assert load_config(EXAMPLES / "tiny.yaml", ["max_steps=null"]).max_steps is None
+
+
+# ---- data paths: regular files only --------------------------------------------------------
+
+
+def test_a_device_as_data_path_is_refused_without_reading_it() -> None:
+    with pytest.raises(ConfigError, match=r"data\.path: /dev/zero is a character device, not a "):
+        load_config(EXAMPLES / "tiny.yaml", ["data.path=/dev/zero"])
+
+
+def test_a_fifo_as_eval_path_is_refused_without_opening_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "eval.jsonl"
+    os.mkfifo(fifo)  # opening it to read would block until a writer came
+    with pytest.raises(ConfigError, match=r"data\.eval_path: .*eval\.jsonl is a FIFO"):
+        load_config(EXAMPLES / "tiny.yaml", [f"data.eval_path={fifo}"])
+
+
+def test_a_missing_data_file_is_refused_when_the_config_is_read(tmp_path: Path) -> None:
+    missing = tmp_path / "nothing.jsonl"
+    with pytest.raises(ConfigError, match=rf"data\.path: {missing} does not exist"):
+        load_config(EXAMPLES / "tiny.yaml", [f"data.path={missing}"])

@@ -55,9 +55,9 @@ def test_trial_arguments_set_config_keys_as_set_does(capsys: pytest.CaptureFixtu
     [
         (["--learnin_rate=0.1"], "learnin_rate: unknown key; did you mean `learning_rate`?"),
         (["--model.lora.rank=8"], "model.lora.rank: unknown key (known here: alpha, dropout"),
-        (["--learning_rate=fast"], "learning_rate: Input should be a valid number"),
-        (["--model.lora.r=2.5"], "model.lora.r: Input should be a valid integer"),
-        (["--warmup_ratio", "-0.5"], "warmup_ratio: Input should be greater than or equal to 0"),
+        (["--learning_rate=fast"], "learning_rate: 'fast' must be a finite number > 0"),
+        (["--model.lora.r=2.5"], "model.lora.r: 2.5 must be a whole number >= 1"),
+        (["--warmup_ratio", "-0.5"], "warmup_ratio: -0.5 must be a finite number in [0, 1)"),
         (["--seed"], "--seed: no value; write --seed=VALUE"),
         (["8"], "unexpected argument '8'"),
         (["--est=1"], "est: unknown key"),  # never taken for --estimate by its prefix

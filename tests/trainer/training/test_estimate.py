@@ -27,7 +27,7 @@ L4 = Hardware("NVIDIA_L4", 1, 1, 24, ACCELERATORS["NVIDIA_L4"].peak_flops_per_s)
 
 
 def _epochs_config(tmp_path: Path, data: str | Path = DATASET, **overrides: Any) -> TrainConfig:
-    options = {"max_steps": -1, "num_train_epochs": 2, "data.eval_fraction": 0.05, **overrides}
+    options = {"max_steps": None, "num_train_epochs": 2, "data.eval_fraction": 0.05, **overrides}
     return parse_config(tiny_config(str(data), str(tmp_path), **options))
 
 
@@ -207,6 +207,8 @@ def test_the_text_estimate_shows_time_cost_and_the_assumption(
         (["--estimate", "--mfu", "0"], "--mfu: 0 is not in (0, 1]"),
         (["--estimate", "--accelerator", "H100"], "invalid choice: 'H100'"),
         (["--estimate", "--nodes", "x"], "--nodes: 'x' is not a number"),
+        (["--estimate", "--usd-per-hour", "inf"], "--usd-per-hour: 'inf' is not a finite"),
+        (["--estimate", "--mfu", "nan"], "--mfu: 'nan' is not a finite number"),
         (["--json"], "--json goes with --estimate"),
     ],
 )

@@ -255,7 +255,7 @@ def test_unreadable_stack_file_is_an_error_message_not_a_traceback(
     )
     assert result.exit_code == 2, result.output
     assert isinstance(result.exception, SystemExit)
-    assert f"cannot read stack file {stack_file}" in " ".join(result.output.split())
+    assert f"stack file {stack_file}" in " ".join(result.output.split())
 
 
 def test_commands_that_load_the_sdk_print_no_python_version_notice() -> None:
@@ -361,6 +361,16 @@ HOSTILE_JOBS = {
         _text_with_workers_replicas(str(2**63)),
         "pools.workers.replicas",
     ),
+    "replicas 2147483648, past the machines a job may hold": (
+        _text_with_workers_replicas(str(2**31)),
+        "pools.workers.replicas",
+    ),
+    "a gcloud replicaCount of 2147483648": (
+        yaml.safe_dump(
+            {"workerPoolSpecs": [GCLOUD_POOL, {**GCLOUD_POOL, "replicaCount": str(2**31)}]}
+        ).encode(),
+        "workerPoolSpecs[1].replicaCount",
+    ),
     "a quoted integer beyond int64": (
         _text_with_workers_replicas('"99999999999999999999999"'),
         "pools.workers.replicas",
@@ -404,14 +414,19 @@ def test_hostile_job_files_exit_1_naming_the_place_on_every_command(
     assert "Traceback" not in result.output
 
 
-def test_what_validate_accepts_at_the_int64_edge_render_renders(tmp_path: Path) -> None:
+def test_what_validate_accepts_at_the_machines_limit_render_renders(tmp_path: Path) -> None:
+    limit = load_catalog().limits.machines_max  # the chief is one of them
     path = tmp_path / "job.yaml"
-    path.write_bytes(_text_with_workers_replicas(str(2**63 - 1)))
+    path.write_bytes(_text_with_workers_replicas(str(limit - 1)))
     code, out = vtx("validate", str(path), "--stack-file", str(STACK))
     assert code == 0, out
     code, out = vtx("render", str(path), "--stack-file", str(STACK), "--format", "json")
     assert code == 0, out
-    assert f'"replicaCount": "{2**63 - 1}"' in out
+    assert f'"replicaCount": "{limit - 1}"' in out
+    path.write_bytes(_text_with_workers_replicas(str(limit)))
+    code, out = vtx("validate", str(path))
+    assert code == 1, out
+    assert f"asks for {limit + 1:,} machines at once (chief 1, workers {limit:,})" in out
 
 
 def test_a_file_name_that_is_not_utf8_is_named_not_a_crash(tmp_path: Path) -> None:

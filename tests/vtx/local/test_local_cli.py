@@ -72,23 +72,23 @@ def test_port_in_use_is_named(vtx) -> None:
     assert f"port {port} on 127.0.0.1 is already in use" in _flat(result.output)
 
 
-def _write_stale_state(data_dir: Path) -> None:
+def _write_stale_state(data_dir: Path) -> PlatformState:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     data_dir.mkdir(exist_ok=True)
-    write_state(
-        PlatformState(
-            data_dir=str(data_dir),
-            cwd=str(data_dir),
-            vertex_port=free_port(),
-            gcs_port=free_port(),
-            server_pid=dead.pid,
-            server_create_time=0.0,
-            gcs_pid=dead.pid,
-            gcs_create_time=0.0,
-            token="unused",
-        )
+    state = PlatformState(
+        data_dir=str(data_dir),
+        cwd=str(data_dir),
+        vertex_port=free_port(),
+        gcs_port=free_port(),
+        server_pid=dead.pid,
+        server_create_time=0.0,
+        gcs_pid=dead.pid,
+        gcs_create_time=0.0,
+        token="unused",
     )
+    write_state(state)
+    return state
 
 
 def test_stale_state_file_is_reported_and_cleared(vtx, tmp_path: Path) -> None:
@@ -103,11 +103,13 @@ def test_stale_state_file_is_reported_and_cleared(vtx, tmp_path: Path) -> None:
     assert not (data_dir / "state.json").exists()
 
 
-def test_up_over_a_stale_state_file_says_so_and_starts(vtx, tmp_path: Path) -> None:
-    _write_stale_state(tmp_path / "local")
+def test_up_over_a_dead_platform_starts_it_again_on_its_recorded_ports(vtx, tmp_path: Path) -> None:
+    """Both processes died (a crash): replicas that outlived them know those ports."""
+    dead = _write_stale_state(tmp_path / "local")
     result = vtx("up", "--port", str(free_port()), "--gcs-port", str(free_port()))
     assert result.exit_code == 0, result.output
-    assert "stale state file" in _flat(result.output)
+    said = _flat(result.output)
+    assert f"both stopped; started them again on :{dead.vertex_port} and :{dead.gcs_port}" in said
     assert "local platform up" in result.output
 
 

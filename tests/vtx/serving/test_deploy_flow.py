@@ -6,6 +6,7 @@ import pytest
 
 from jobs.serving.deploy import (
     DeployOptions,
+    DeployRefused,
     deploy,
     plan_deploy,
     plan_undeploy,
@@ -101,3 +102,15 @@ def test_undeploy_sends_each_step_with_its_split_after_confirmation() -> None:
     assert "1 42@1 2 (42@1) 100%" in out
     assert client.calls == [("undeploy_model", ("1", {"2": 100}))]
     assert undeploy(stack, plan_undeploy(rest, "7", None), rest, client) == ["1", "2"]
+
+
+def test_undeploy_finds_the_endpoint_by_its_display_name() -> None:
+    # `vtx deploy --endpoint chat` created it by that name: undeploy finds it the same way.
+    stack = make_stack()
+    rest = FakeEndpoints(stack, **{"7": endpoint_json("7", {"1": 30, "2": 70})})
+    assert plan_undeploy(rest, "chat", "1").endpoint.name.endswith("/endpoints/7")
+    rest.endpoints["8"] = endpoint_json("8", {"3": 100})
+    with pytest.raises(DeployRefused, match=r"2 endpoints have that display name \(7, 8\)"):
+        plan_undeploy(rest, "chat", "1")
+    with pytest.raises(DeployRefused, match="no endpoint has that display name or id"):
+        plan_undeploy(rest, "nobody", "1")

@@ -26,7 +26,7 @@ def test_job_runs_to_success_through_the_rest_client(local_platform: StackOutput
         parent=PARENT, custom_job=custom_job("ok", pool("print('hello from the primary')"))
     )
     assert created.name.startswith("projects/424242424242/locations/us-central1/customJobs/")
-    assert created.state == 1  # QUEUED
+    assert created.state == 2  # PENDING, as Vertex answers a create
     done = wait_terminal(jobs, created.name)
     assert done.state == 4, done.error
     assert done.start_time and done.end_time
@@ -170,7 +170,7 @@ def test_invalid_spec_gets_the_message_of_our_validation(local_platform: StackOu
     assert "cannot be attached to a2-highgpu-1g" in message
 
 
-def test_job_waits_queued_while_the_replica_cap_is_taken(local_platform: StackOutputs) -> None:
+def test_job_waits_pending_while_the_replica_cap_is_taken(local_platform: StackOutputs) -> None:
     jobs = client(local_platform.vertex_endpoint)
     big = jobs.create_custom_job(
         parent=PARENT,
@@ -182,7 +182,13 @@ def test_job_waits_queued_while_the_replica_cap_is_taken(local_platform: StackOu
     small = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("small", pool("pass")))
     # The executor ticks several times per second: a job that could start would have.
     wait_for(lambda: len(replica_output(local_platform, big.name, "service")) >= 9)
-    assert jobs.get_custom_job(name=small.name).state == 1  # QUEUED: all 8 replicas are busy
+    # Waiting for resources (all 8 replicas are busy): PENDING as Vertex shows it, in answers
+    # and filters alike.
+    assert jobs.get_custom_job(name=small.name).state == 2
+    waiting = jobs.list_custom_jobs(
+        request={"parent": PARENT, "filter": 'state="JOB_STATE_PENDING"'}
+    )
+    assert small.name in {j.name for j in waiting}
     jobs.cancel_custom_job(name=big.name)
     assert wait_terminal(jobs, small.name).state == 4
 

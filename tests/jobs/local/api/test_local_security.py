@@ -26,7 +26,7 @@ from jobs.local.platform.ports import port_free
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, PlatformState
 from jobs.local.platform.store import Store
-from jobs.local.training.executor import Executor
+from jobs.local.training.executor import Executor, ExecutorError
 from jobs.local.training.lifecycle import JobState
 from tests.jobs.local.local_helpers import PARENT, client, custom_job, pool, wait_terminal
 
@@ -63,13 +63,17 @@ def host_of(endpoint: str) -> str:
     return urlsplit(endpoint).netloc
 
 
-def job_body(**pool_fields: Any) -> bytes:
+def job_body(job_spec: dict[str, Any] | None = None, **pool_fields: Any) -> bytes:
     spec = {
         "machineSpec": {"machineType": "n1-standard-4"},
         "replicaCount": "1",
         "containerSpec": {"imageUri": "local/test:1", "command": ["python", "-c", "pass"]},
     } | pool_fields
-    return json.dumps({"displayName": "x", "jobSpec": {"workerPoolSpecs": [spec]}}).encode()
+    body = {"displayName": "x", "jobSpec": {"workerPoolSpecs": [spec], **(job_spec or {})}}
+    return json.dumps(body).encode()
+
+
+COMMAND = ["python", "-c", "pass"]
 
 
 def assert_google_error(answer: dict[str, Any] | None, code: int) -> str:
@@ -180,6 +184,36 @@ def test_bad_vtx_requests_are_4xx_never_500(
             400,
             "NUL",
         ),
+        # 0 is proto3's default, so the API's JSON leaves it out: both are no replica at all.
+        (job_body(replicaCount="0"), 400, "jobSpec.workerPoolSpecs[0].replicaCount"),
+        (
+            job_body(
+                containerSpec={
+                    "imageUri": "i",
+                    "command": COMMAND,
+                    "env": [{"name": "A", "value": "x\u0000y"}],
+                }
+            ),
+            400,
+            "jobSpec.workerPoolSpecs[0].containerSpec.env[0].value",
+        ),
+        (
+            job_body({"baseOutputDirectory": {"outputUriPrefix": "file:///etc"}}),
+            400,
+            "jobSpec.baseOutputDirectory.outputUriPrefix: 'file:///etc' is not a Cloud Storage",
+        ),
+        (
+            job_body({"baseOutputDirectory": {"outputUriPrefix": "gs://../.."}}),
+            400,
+            "jobSpec.baseOutputDirectory.outputUriPrefix: 'gs://../..'",
+        ),
+        (
+            job_body(
+                {"baseOutputDirectory": {"outputUriPrefix": "gs://vtx-local-models/a/../../b"}}
+            ),
+            400,
+            "'.' and '..' are not folders",
+        ),
     ],
 )
 def test_bad_job_bodies_are_answered_at_once(
@@ -260,7 +294,7 @@ def test_a_dot_bucket_cannot_reach_another_bucket(local_platform: StackOutputs) 
 
 @pytest.mark.parametrize(
     "name",
-    ["../escape.txt", "a/../../b", "a\\..\\b", "nul\x00byte", "cr\rlf", "x" * 1025, "é" * 513],
+    [".", "..", ".well-known/acme-challenge/x", "nul\x00byte", "cr\rlf", "x" * 1025, "é" * 513],
 )
 def test_invalid_object_names_are_400_not_a_dropped_connection(
     local_platform: StackOutputs, name: str
@@ -353,6 +387,18 @@ def test_a_replica_that_cannot_start_fails_the_job_at_once(tmp_path: Path) -> No
     assert job["state"] == "JOB_STATE_FAILED"
     assert "workerpool0-0 could not be started" in job["error"]["message"]
     assert "removed-checkout" in job["error"]["message"]
+
+
+def test_the_executor_refuses_a_job_without_its_one_primary_replica(tmp_path: Path) -> None:
+    """Before: accepted, then RUNNING with no replica forever (callers that skip the server's
+    checks, as a study's trials and a pipeline's job do, reach submit directly)."""
+    executor = _executor(tmp_path, cwd=tmp_path)
+    job = _rest_job("3")
+    del job["jobSpec"]["workerPoolSpecs"][0]["replicaCount"]
+    with pytest.raises(ExecutorError, match=r"workerPoolSpecs\[0\].replicaCount") as info:
+        executor.submit(job)
+    assert info.value.http_code == 400
+    assert executor.store.get_job("3") is None
 
 
 def test_cancel_ends_a_pending_job(tmp_path: Path) -> None:

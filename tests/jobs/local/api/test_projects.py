@@ -82,3 +82,38 @@ def test_an_invalid_project_is_a_404(local_platform: StackOutputs) -> None:
         urllib.request.urlopen(url)
     assert caught.value.code == 404
     assert json.load(caught.value)["error"]["status"] == "NOT_FOUND"
+
+
+def test_endpoint_ids_are_per_project_and_location(local_platform: StackOutputs) -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    endpoints = aiplatform_v1.EndpointServiceClient(
+        transport="rest",
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": local_platform.vertex_endpoint},
+    )
+    parents = [
+        PARENT,
+        f"projects/{USER_PROJECT}/locations/us-central1",
+        "projects/vtx-local/locations/europe-west4",
+    ]
+    created = [
+        endpoints.create_endpoint(
+            parent=parent, endpoint={"display_name": f"shared-{i}"}, endpoint_id="shared-id"
+        ).result()
+        for i, parent in enumerate(parents)
+    ]
+    assert len({e.name for e in created}) == 3
+    assert all(e.name.endswith("/endpoints/shared-id") for e in created)
+    with pytest.raises(exceptions.Conflict):
+        endpoints.create_endpoint(
+            parent=PARENT, endpoint={"display_name": "again"}, endpoint_id="shared-id"
+        ).result()
+    endpoints.delete_endpoint(name=created[0].name).result()
+    for i, endpoint in enumerate(created[1:], start=1):
+        assert endpoints.get_endpoint(name=endpoint.name).display_name == f"shared-{i}"
+    listed = endpoints.list_endpoints(parent=parents[1])
+    assert "shared-1" in {e.display_name for e in listed}
+    with pytest.raises(exceptions.NotFound):
+        endpoints.get_endpoint(name=created[0].name)

@@ -103,3 +103,20 @@ def test_commits_do_not_wait_for_the_disk_and_deletes_say_whether_they_found_a_r
     ]
     assert [delete() for delete in deletes] == [True] * 7
     assert [delete() for delete in deletes] == [False] * 7
+
+
+def test_endpoints_stored_by_bare_id_are_found_by_their_name(tmp_path: Path) -> None:
+    name = "projects/424242424242/locations/us-central1/endpoints/e1"
+    path = tmp_path / "jobs.sqlite"
+    with sqlite3.connect(path) as db:  # as a data dir written while ids were global has it
+        db.execute("CREATE TABLE endpoints (id TEXT PRIMARY KEY, resource TEXT NOT NULL)")
+        db.execute(
+            "CREATE TABLE deployments "
+            "(id TEXT PRIMARY KEY, endpoint_id TEXT NOT NULL, record TEXT NOT NULL)"
+        )
+        db.execute("INSERT INTO endpoints VALUES ('e1', ?)", (f'{{"name": "{name}"}}',))
+        db.execute("INSERT INTO deployments VALUES ('7', 'e1', ?)", (f'{{"endpoint": "{name}"}}',))
+    store = Store(path)
+    assert store.get_endpoint(name) == {"name": name}
+    assert [p for p, _ in store.list_endpoints()] == [1]  # its creation order is kept
+    store.close()

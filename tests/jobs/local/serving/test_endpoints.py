@@ -77,6 +77,13 @@ def test_machines_are_checked_by_the_catalogs_rules() -> None:
     assert "unknown machine type 'n9-huge'" in unknown
 
 
+@pytest.mark.parametrize("machine", ["n1-standard-2", "e2-standard-2", "e2-highcpu-4"])
+def test_serving_machines_are_predictions_own_list(machine: str) -> None:
+    # n1-standard-2 is the SDK's default for Model.deploy; neither it nor the E2 ones below
+    # n1-standard-4 are training machines.
+    assert machine_problems({"machineType": machine}, "d") == []
+
+
 def test_the_serving_command_is_the_containers_or_vtxs_own_entry_point() -> None:
     env = {"AIP_HTTP_PORT": "9000"}
     assert serving_argv(MODEL["containerSpec"], env) == [sys.executable, "-m", "trainer.serve"]

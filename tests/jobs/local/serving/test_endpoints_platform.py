@@ -322,6 +322,15 @@ def test_deploys_are_checked_against_the_catalog(sdk, machine: dict, named: str)
     endpoint.delete()
 
 
+def test_a_deploy_without_a_machine_type_gets_the_sdks_serving_default(sdk) -> None:
+    endpoint = sdk.Endpoint.create(display_name="default-machine")
+    echo_model(sdk).deploy(endpoint=endpoint)  # the SDK sends n1-standard-2
+    (deployed,) = endpoint.list_models()
+    assert deployed.dedicated_resources.machine_spec.machine_type == "n1-standard-2"
+    endpoint.undeploy_all()
+    endpoint.delete()
+
+
 def test_a_peering_private_endpoint_serves_one_model_at_its_private_predict_uri(
     sdk, platform: StackOutputs
 ) -> None:

@@ -31,6 +31,7 @@ from jobs.local.training.lifecycle import (
     on_cancel,
     on_exit,
     on_shutdown,
+    queue_wait,
     replica_preemptable,
     unrecorded_exit,
     window_after_loss,
@@ -421,3 +422,17 @@ Q, R = JobState.QUEUED, JobState.RUNNING
 )
 def test_fifo_admission(queue: list[tuple[JobState, int]], position: int, expected: bool) -> None:
     assert admits(queue, position, max_replicas=8) is expected
+
+
+def test_a_queued_job_says_its_place_and_what_holds_the_replicas() -> None:
+    queue = [
+        (JobState.RUNNING, 6),
+        (JobState.QUEUED, 4),
+        (JobState.PENDING, 2),
+        (JobState.QUEUED, 1),
+    ]
+    wait = queue_wait(queue, 3)
+    assert (wait.position, wait.queued, wait.in_use, wait.needs) == (2, 2, 8, 1)
+    note = wait.note(max_replicas=8)
+    assert "position 2 of 2" in note
+    assert "8 are in use and this job needs 1" in note

@@ -109,3 +109,58 @@ def test_down_stops_running_replicas_and_fails_their_jobs(
     assert "vtx local down" in record["error"]["message"]
     mentions = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
     assert [line for line in mentions if str(data_dir) in line] == []
+
+
+# Waits for $GO, then lists the data bucket through the emulator its environment names.
+WAIT_THEN_LIST = """
+import json, os, pathlib, time, urllib.request
+print("waiting", flush=True)
+while not pathlib.Path(os.environ["GO"]).exists():
+    time.sleep(0.05)
+url = os.environ["STORAGE_EMULATOR_HOST"] + "/storage/v1/b/vtx-local-data/o"
+with urllib.request.urlopen(url, timeout=10) as resp:
+    print(*[item["name"] for item in json.load(resp)["items"]], flush=True)
+"""
+
+
+def test_both_servers_killed_come_back_on_their_ports_and_a_running_job_keeps_its_storage(
+    tmp_path: Path,
+) -> None:
+    """kill -9 of the control plane and the emulator while a job runs: `vtx local up` (which
+    passes its own default or free ports) starts both on the recorded ports, and the job, whose
+    replicas outlived them, goes on and reaches its storage."""
+    data_dir = tmp_path / "platform"
+    settings = LocalSettings(
+        data_dir=data_dir, cwd=REPO, port=free_port(), gcs_port=free_port(), grace_s=5.0
+    )
+    state = start_fresh(settings)
+    try:
+        jobs = client(state.vertex_endpoint)
+        go = tmp_path / "go"
+        job = jobs.create_custom_job(
+            parent=PARENT,
+            custom_job=custom_job("outlives", pool(WAIT_THEN_LIST, env={"GO": str(go)})),
+        )
+        platform = stack_outputs_for(state)
+        wait_for(lambda: replica_output(platform, job.name, "workerpool0-0"))
+        for pid in (state.server_pid, state.gcs_pid):
+            process = psutil.Process(pid)
+            process.kill()  # kill -9, as a crash
+            process.wait(timeout=10)
+
+        started = bring_up(settings.replace(port=free_port(), gcs_port=free_port()))
+        assert started.note and "both stopped" in started.note
+        assert (started.state.vertex_port, started.state.gcs_port) == (
+            state.vertex_port,
+            state.gcs_port,
+        )
+        assert started.state.token == state.token
+        assert jobs.get_custom_job(name=job.name).state == 3  # still RUNNING, re-attached
+        go.write_text("go")
+        assert wait_terminal(jobs, job.name).state == 4
+        assert replica_output(platform, job.name, "workerpool0-0") == [
+            "waiting",
+            "examples/tiny.jsonl",
+        ]
+    finally:
+        stop_platform(data_dir)

@@ -81,3 +81,37 @@ def test_a_study_survives_a_crash_and_down_fails_it(gcs_emulator: str, tmp_path:
     assert record["state"] == "JOB_STATE_FAILED"
     assert "vtx local down" in record["error"]["message"]
     assert {t["state"] for t in record["trials"]} == {"INFEASIBLE"}
+
+
+def test_a_cancel_cut_short_by_a_crash_is_finished_by_the_restart(
+    gcs_emulator: str, tmp_path: Path
+) -> None:
+    """The control plane records a study's cancel and dies before its trials' jobs are
+    cancelled: the next one cancels them, and the study ends CANCELLED."""
+    settings = _settings(tmp_path)
+    state = start_fresh(settings, gcs_endpoint=gcs_emulator)
+    try:
+        jobs = client(state.vertex_endpoint)
+        created = jobs.create_hyperparameter_tuning_job(
+            parent=PARENT,
+            hyperparameter_tuning_job=tuning_job("cut-short", "import time; time.sleep(600)"),
+        )
+        wait_for(lambda: jobs.get_hyperparameter_tuning_job(name=created.name).state == 3)
+        server = psutil.Process(state.server_pid)
+        server.kill()  # kill -9, right after it recorded the cancel (below)
+        server.wait(timeout=10)
+        store = Store(settings.data_dir / "jobs.sqlite")
+        study_id = created.name.rsplit("/", 1)[1]
+        [(resource, runtime)] = store.active_studies(("JOB_STATE_RUNNING",))
+        resource["state"] = "JOB_STATE_CANCELLING"
+        runtime |= {"stopping": "JOB_STATE_CANCELLED", "final_error": {"code": 1, "message": "x"}}
+        store.put_study(study_id, resource, runtime)
+        store.close()
+        bring_up(settings)
+
+        done = wait_study(jobs, created.name)
+        assert done.state == 7  # CANCELLED
+        for trial in done.trials:
+            assert jobs.get_custom_job(name=trial.custom_job).state == 7
+    finally:
+        stop_platform(settings.data_dir)

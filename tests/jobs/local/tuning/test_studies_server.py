@@ -11,7 +11,17 @@ import pytest
 from google.api_core import exceptions
 
 from jobs.core.stack import StackOutputs
-from tests.jobs.local.local_helpers import PARENT, client, tuning_job, wait_study
+from tests.jobs.local.local_helpers import (
+    PARENT,
+    client,
+    custom_job,
+    pool,
+    replica_output,
+    tuning_job,
+    wait_for,
+    wait_study,
+    wait_terminal,
+)
 
 # Reports --rank as the loss, through the file the platform names.
 REPORT = """
@@ -32,7 +42,7 @@ def test_grid_study_ends_when_its_grid_is_done(local_platform: StackOutputs) -> 
     assert created.name.startswith(
         "projects/424242424242/locations/us-central1/hyperparameterTuningJobs/"
     )
-    assert created.state == 1  # QUEUED
+    assert created.state == 2  # PENDING, as Vertex answers a create
     done = wait_study(jobs, created.name)
     assert done.state == 4, done.error
     assert [t.parameters[0].value for t in done.trials] == [1.0, 2.0]  # grid order, once each
@@ -159,3 +169,43 @@ def test_unknown_field_is_refused_in_googles_error_shape(local_platform: StackOu
     assert info.value.code == 400
     error = json.load(info.value)["error"]
     assert error["status"] == "INVALID_ARGUMENT" and "maxTrials" in error["message"]
+
+
+def test_a_runaway_study_creates_only_what_runs_and_cancel_stops_it(
+    local_platform: StackOutputs,
+) -> None:
+    """parallelTrialCount as high as Vertex takes: the study creates no more trial jobs than
+    the platform runs at once (8 replicas here), another user's job says why it waits and
+    where, and cancel ends every trial and creates none after."""
+    jobs = client(local_platform.vertex_endpoint)
+    runaway = tuning_job(
+        "runaway",
+        "import time; time.sleep(600)",
+        max_trials=1000,
+        parallel=1000,
+        algorithm="RANDOM_SEARCH",
+    )
+    created = jobs.create_hyperparameter_tuning_job(
+        parent=PARENT, hyperparameter_tuning_job=runaway
+    )
+
+    def running_trials() -> list:
+        trials = jobs.get_hyperparameter_tuning_job(name=created.name).trials
+        states = [jobs.get_custom_job(name=t.custom_job).state for t in trials]
+        return trials if states.count(3) == 8 else []  # JOB_STATE_RUNNING
+
+    assert len(wait_for(running_trials)) == 8
+    other = jobs.create_custom_job(
+        parent=PARENT, custom_job=custom_job("other-user", pool("print('mine')"))
+    )
+    said = wait_for(lambda: replica_output(local_platform, other.name, "service")[1:])
+    assert "waiting in the queue: position 1 of 1" in said[0]
+    assert "8 are in use and this job needs 1" in said[0]
+
+    jobs.cancel_hyperparameter_tuning_job(name=created.name)
+    done = wait_study(jobs, created.name)
+    assert done.state == 7  # CANCELLED
+    assert len(done.trials) == 8
+    for trial in done.trials:
+        assert jobs.get_custom_job(name=trial.custom_job).state == 7
+    assert wait_terminal(jobs, other.name).state == 4

@@ -133,6 +133,18 @@ def _counts(**kw) -> StudyCounts:
             1,
         ),
         (_counts(max_failed=5, suggested=4, failed=4, first_failed=True), Verdict.FAIL, 0),
+        # No more trials at once than the platform runs, whatever parallelTrialCount says.
+        (_counts(max_trials=1000, parallel=1000, runnable=8), Verdict.CONTINUE, 8),
+        (
+            _counts(max_trials=1000, parallel=1000, suggested=8, active=8, runnable=8),
+            Verdict.CONTINUE,
+            0,
+        ),
+        (
+            _counts(max_trials=1000, parallel=1000, suggested=9, active=7, succeeded=2, runnable=8),
+            Verdict.CONTINUE,
+            1,
+        ),
     ],
 )
 def test_study_decisions(counts: StudyCounts, verdict: Verdict, start: int) -> None:
@@ -177,6 +189,22 @@ def test_a_well_formed_study_passes() -> None:
         (_study(maxTrialCount=0), "maxTrialCount: required and positive"),
         (_study(parallelTrialCount=0), "parallelTrialCount: required and positive"),
         (_study(maxFailedTrialCount=5), "maxFailedTrialCount: 5 is more than maxTrialCount 4"),
+        (
+            _study(maxTrialCount=2**31 - 1),
+            "maxTrialCount: 2147483647 is more than a study runs (1000 trials",
+        ),
+        (
+            _study(parallelTrialCount=2**31 - 1),
+            "parallelTrialCount: 2147483647 is more than a study runs (1000 trials",
+        ),
+        (
+            _study(
+                studySpec=_spec(
+                    parameters=[{"parameterId": "--evil=1", "discreteValueSpec": {"values": [1]}}]
+                )
+            ),
+            "parameterId: '--evil=1' is not a flag name",
+        ),
         (_study(trialJobSpec={}), "trialJobSpec: required"),
         (_study(studySpec=_spec(metrics=[])), "studySpec.metrics: at least one metric"),
         (
