@@ -63,7 +63,6 @@ from jobs.local.platform.filters import FilterError, parse_filter
 from jobs.local.platform.guard import (
     Refusal,
     body_refusal,
-    bucket_name_problem,
     error_body,
     origin_refusal,
     peer_refusal,
@@ -250,25 +249,7 @@ def _executor_problems(job: dict) -> list[str]:
                 f"jobSpec.workerPoolSpecs[{i}]: its command or args hold a NUL character, "
                 f"which no process can be started with; remove it"
             )
-    return problems + _output_problems(job)
-
-
-def _output_problems(job: dict) -> list[str]:
-    """``baseOutputDirectory`` names a Cloud Storage folder: replicas get it as AIP_MODEL_DIR
-    and friends, so a local path or one climbing out of its bucket must not get that far."""
-    uri = job.get("jobSpec", {}).get("baseOutputDirectory", {}).get("outputUriPrefix")
-    if not uri:
-        return []
-    where = "jobSpec.baseOutputDirectory.outputUriPrefix"
-    if not uri.startswith("gs://"):
-        return [f"{where}: {uri!r} is not a Cloud Storage URI; write gs://BUCKET/PATH"]
-    bucket, _, path = uri.removeprefix("gs://").partition("/")
-    problem = bucket_name_problem(bucket) or (
-        "'.' and '..' are not folders of a bucket"
-        if any(part in (".", "..") for part in path.split("/"))
-        else None
-    )
-    return [f"{where}: {uri!r}: {problem}; write gs://BUCKET/PATH"] if problem else []
+    return problems
 
 
 def _job_problems(job: dict, location: str) -> list[str]:
