@@ -102,6 +102,17 @@ def project_number(project: str) -> str | None:
     return str(10**11 + digest % (9 * 10**11))
 
 
+def numbered_name(name: str) -> str:
+    """``name`` with its project written as the project's number, as the platform names
+    resources (``projects/acme-ml-dev/locations/L/models/M`` -> ``projects/NUMBER/...``): a
+    resource a request names in its body (a ``parentModel``, a deployed ``model``) is the same
+    whichever the client wrote, as the routes' own paths are. A name that does not start with a
+    project the platform serves is returned as it is."""
+    head, sep, rest = name.removeprefix("projects/").partition("/")
+    number = project_number(head) if name.startswith("projects/") else None
+    return f"projects/{number}{sep}{rest}" if number is not None else name
+
+
 def state_path(data_dir: Path) -> Path:
     return data_dir / STATE_FILE
 

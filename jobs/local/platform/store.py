@@ -7,6 +7,9 @@ runtime record (pids, restarts, timers; a study's trials), so a restarted contro
 re-attach to running replicas. Log lines are copied from per-replica files into one table
 whose row id is the cursor `vtx logs` pages with. A data dir written before studies existed
 gets their table at the next start (CREATE TABLE IF NOT EXISTS): nothing else changes.
+Endpoints and models are keyed by their resource names (their ids are unique within a project
+and location only), deployments by their endpoint's name and their id (unique within it only);
+a data dir written while those ids were keys on their own is re-keyed when it is opened.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ CREATE TABLE IF NOT EXISTS pipelines (
     resource TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS models (
-    id TEXT NOT NULL,
+    id TEXT NOT NULL,  -- the model's resource name: ids are per project and location
     version TEXT NOT NULL,
     resource TEXT NOT NULL,
     PRIMARY KEY (id, version)
@@ -67,9 +70,10 @@ CREATE TABLE IF NOT EXISTS endpoints (
     resource TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS deployments (
-    id TEXT PRIMARY KEY,
+    id TEXT NOT NULL,  -- the deployed model's id: unique within its endpoint only
     endpoint_id TEXT NOT NULL,  -- the endpoint's resource name
-    record TEXT NOT NULL
+    record TEXT NOT NULL,
+    PRIMARY KEY (endpoint_id, id)
 );
 CREATE TABLE IF NOT EXISTS log_offsets (
     path TEXT PRIMARY KEY,
@@ -93,11 +97,24 @@ INSERT INTO log_entries(seq, job_id, run_id, replica, restart, ts, message)
 DROP TABLE log_entries_before_restart;
 """
 
-# Data dirs written while endpoints were keyed by their bare id: keyed by their name instead.
-ENDPOINTS_BY_NAME = """
+# Data dirs written while endpoints and models were keyed by their bare id: keyed by their
+# name instead (a model's rows all carry its name, without @VERSION).
+IDS_TO_NAMES = """
 UPDATE endpoints SET id = json_extract(resource, '$.name') WHERE id NOT LIKE 'projects/%';
-UPDATE deployments SET endpoint_id = json_extract(record, '$.endpoint')
-    WHERE endpoint_id NOT LIKE 'projects/%';
+UPDATE models SET id = json_extract(resource, '$.name') WHERE id NOT LIKE 'projects/%';
+"""
+
+# Data dirs written while a deployed model's id was its whole key: the table is rebuilt once,
+# keyed by (endpoint, id), with each row's endpoint named (it was a bare id before endpoints
+# were keyed by name). Row ids, the deployments' order, are kept.
+DEPLOYMENTS_BY_ENDPOINT = f"""
+ALTER TABLE deployments RENAME TO deployments_by_id;
+{SCHEMA}
+INSERT INTO deployments(rowid, id, endpoint_id, record)
+    SELECT rowid, id, CASE WHEN endpoint_id LIKE 'projects/%' THEN endpoint_id
+                           ELSE json_extract(record, '$.endpoint') END, record
+    FROM deployments_by_id;
+DROP TABLE deployments_by_id;
 """
 
 # A job's attempt: its place among the jobs of its run, in creation order (rowid), from 1; a job
@@ -144,13 +161,17 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._migrate()
         self._db.executescript(SCHEMA)
-        self._db.executescript(f"BEGIN;{ENDPOINTS_BY_NAME}COMMIT;")
+        self._db.executescript(f"BEGIN;{IDS_TO_NAMES}COMMIT;")
         self._lock = threading.RLock()
 
     def _migrate(self) -> None:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(log_entries)")}
         if OLD_LOG_COLUMN in columns:
             self._db.executescript(f"BEGIN;{MIGRATE_LOGS}COMMIT;")
+        # PRAGMA table_info's pk: the column's place in the primary key, 0 when not in it.
+        keyed = {row[1]: row[5] for row in self._db.execute("PRAGMA table_info(deployments)")}
+        if keyed and not keyed.get("endpoint_id"):
+            self._db.executescript(f"BEGIN;{DEPLOYMENTS_BY_ENDPOINT}COMMIT;")
 
     def _deleted(self, sql: str, *params: str) -> bool:
         """Run a DELETE; whether it removed a row. Callers hold the lock."""
@@ -295,20 +316,22 @@ class Store:
 
     # -- models (one row per version) and long-running operations ----------------------------
 
-    def put_model_version(self, model_id: str, version_id: str, resource: dict) -> None:
-        """Insert or update one version (an upsert: its rowid, the creation order, is kept)."""
+    def put_model_version(self, model: str, version_id: str, resource: dict) -> None:
+        """Insert or update one version of the model named ``model``
+        (``projects/N/locations/L/models/ID``: Vertex's model ids are per project and location)
+        as an upsert: its rowid, the creation order, is kept."""
         with self._lock:
             self._db.execute(
                 "INSERT INTO models(id, version, resource) VALUES (?, ?, ?) "
                 "ON CONFLICT(id, version) DO UPDATE SET resource = excluded.resource",
-                (model_id, version_id, json.dumps(resource)),
+                (model, version_id, json.dumps(resource)),
             )
 
-    def model_versions(self, model_id: str) -> list[tuple[int, dict]]:
-        """(position, version) of one model, oldest first."""
+    def model_versions(self, model: str) -> list[tuple[int, dict]]:
+        """(position, version) of the model named ``model``, oldest first."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT rowid, resource FROM models WHERE id = ? ORDER BY rowid", (model_id,)
+                "SELECT rowid, resource FROM models WHERE id = ? ORDER BY rowid", (model,)
             ).fetchall()
         return [(r[0], json.loads(r[1])) for r in rows]
 
@@ -318,13 +341,13 @@ class Store:
             rows = self._db.execute("SELECT rowid, resource FROM models ORDER BY rowid").fetchall()
         return [(r[0], json.loads(r[1])) for r in rows]
 
-    def delete_model_versions(self, model_id: str, version_id: str | None = None) -> bool:
-        """One version, or every version of the model (``version_id`` None)."""
+    def delete_model_versions(self, model: str, version_id: str | None = None) -> bool:
+        """One version, or every version of the model named ``model`` (``version_id`` None)."""
         with self._lock:
             if version_id is None:
-                return self._deleted("DELETE FROM models WHERE id = ?", model_id)
+                return self._deleted("DELETE FROM models WHERE id = ?", model)
             return self._deleted(
-                "DELETE FROM models WHERE id = ? AND version = ?", model_id, version_id
+                "DELETE FROM models WHERE id = ? AND version = ?", model, version_id
             )
 
     def put_operation(self, name: str, resource: dict) -> None:
@@ -373,21 +396,22 @@ class Store:
         with self._lock:
             return self._deleted("DELETE FROM endpoints WHERE id = ?", name)
 
-    def put_deployment(self, deployed_model_id: str, endpoint: str, record: dict) -> None:
+    def put_deployment(self, endpoint: str, deployed_model_id: str, record: dict) -> None:
         """A deployed model's serving process on the endpoint named ``endpoint``: its state,
-        pid, port, log file, operation."""
+        pid, port, log file, operation. A DeployedModel's id is unique within its endpoint only
+        (endpoint.proto), so the two together are the key."""
         with self._lock:
             self._db.execute(
-                "INSERT INTO deployments(id, endpoint_id, record) VALUES (?, ?, ?) "
-                "ON CONFLICT(id) DO UPDATE SET endpoint_id = excluded.endpoint_id, "
-                "record = excluded.record",
-                (deployed_model_id, endpoint, json.dumps(record)),
+                "INSERT INTO deployments(endpoint_id, id, record) VALUES (?, ?, ?) "
+                "ON CONFLICT(endpoint_id, id) DO UPDATE SET record = excluded.record",
+                (endpoint, deployed_model_id, json.dumps(record)),
             )
 
-    def get_deployment(self, deployed_model_id: str) -> dict | None:
+    def get_deployment(self, endpoint: str, deployed_model_id: str) -> dict | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT record FROM deployments WHERE id = ?", (deployed_model_id,)
+                "SELECT record FROM deployments WHERE endpoint_id = ? AND id = ?",
+                (endpoint, deployed_model_id),
             ).fetchone()
         return json.loads(row[0]) if row else None
 
@@ -397,9 +421,13 @@ class Store:
             rows = self._db.execute("SELECT record FROM deployments ORDER BY rowid").fetchall()
         return [json.loads(r[0]) for r in rows]
 
-    def delete_deployment(self, deployed_model_id: str) -> bool:
+    def delete_deployment(self, endpoint: str, deployed_model_id: str) -> bool:
         with self._lock:
-            return self._deleted("DELETE FROM deployments WHERE id = ?", deployed_model_id)
+            return self._deleted(
+                "DELETE FROM deployments WHERE endpoint_id = ? AND id = ?",
+                endpoint,
+                deployed_model_id,
+            )
 
     # -- logs -------------------------------------------------------------------------------
 

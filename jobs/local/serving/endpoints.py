@@ -42,6 +42,7 @@ from jobs.core.formats import now_rfc3339
 from jobs.local.platform.operations import EMPTY_TYPE
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import numbered_name
 from jobs.local.platform.store import Store
 from jobs.local.serving.model_filters import ModelFilterError, parse_model_filter
 from jobs.local.serving.models import (
@@ -298,7 +299,9 @@ class Endpoints:
     ) -> None:
         self.store, self.models, self.settings = store, models, settings
         self.deploy_timeout_s = deploy_timeout_s
-        self._procs: dict[str, ServingProcess] = {}
+        self._procs: dict[tuple[str, str], ServingProcess] = {}
+        """The serving process of each (endpoint name, deployed model id): a DeployedModel's id
+        is unique within its endpoint only."""
         self._credits: dict[tuple[str, str], dict[str, int]] = {}
         """Round-robin credit per (endpoint, its split): a new split starts afresh."""
         self._lock = threading.RLock()
@@ -446,7 +449,7 @@ class Endpoints:
         problems = resources_problems(deployed)
         existing = {d["id"] for d in endpoint.get("deployedModels", [])}
         existing |= {r["id"] for r in self._records(ref.name)}
-        deployed_id = deployed.get("id") or self._unused_deployed_id()
+        deployed_id = deployed.get("id") or self._unused_deployed_id(ref.name)
         if deployed.get("id") and not DEPLOYED_MODEL_ID.match(deployed_id):
             problems.append(
                 f"deployedModel.id: {deployed_id!r}: up to 10 digits, or a letter "
@@ -500,15 +503,16 @@ class Endpoints:
 
     def _model_of(self, parent: str, deployed: dict) -> dict:
         name = str(deployed.get("model", ""))
+        named = numbered_name(name)  # by the project's id or its number: the same model
         prefix = f"{parent}/models/"
-        if not name.startswith(prefix):
+        if not named.startswith(prefix):
             raise invalid(
                 f"deployedModel.model: {name!r} must be a model of {parent} ({prefix}ID[@VERSION])"
             )
-        return self.models.get(ModelRef.parse(parent, name.removeprefix(prefix)))
+        return self.models.get(ModelRef.parse(parent, named.removeprefix(prefix)))
 
-    def _unused_deployed_id(self) -> str:
-        while self.store.get_deployment(deployed_id := new_id()) is not None:
+    def _unused_deployed_id(self, endpoint: str) -> str:
+        while self.store.get_deployment(endpoint, deployed_id := new_id()) is not None:
             pass
         return deployed_id
 
@@ -517,7 +521,7 @@ class Endpoints:
 
     def _spawn(self, record: dict) -> dict:
         """Start the record's serving process on a free port; watch it until healthy."""
-        endpoint_id = record["endpoint"].rsplit("/", 1)[-1]
+        _, project_number, _, location, _, endpoint_id = record["endpoint"].split("/")
         model, deployed = record["model"], record["deployedModel"]
         port = free_port()
         machine = deployed.get("dedicatedResources", {}).get("machineSpec", {})
@@ -525,7 +529,7 @@ class Endpoints:
             model,
             endpoint_id=endpoint_id,
             deployed_model_id=record["id"],
-            project_number=record["endpoint"].split("/")[1],
+            project_number=project_number,
             port=port,
             machine_spec=machine,
             gcs_endpoint=self.settings.gcs_endpoint,
@@ -533,7 +537,9 @@ class Endpoints:
         container = model.get("containerSpec", {})
         argv = serving_argv(container, env)
         routes = routes_of(container, endpoint_id, record["id"])
-        log_path = self.settings.data_dir / "endpoints" / endpoint_id / f"{record['id']}.log"
+        # Under the endpoint's project and location: endpoint ids are unique there only.
+        folder = self.settings.data_dir / "endpoints" / project_number / location / endpoint_id
+        log_path = folder / f"{record['id']}.log"
         process = ServingProcess.start(argv, env, port, routes, log_path, self.settings.cwd)
         note = accelerator_note(record["id"], machine)
         if note:
@@ -548,8 +554,8 @@ class Endpoints:
             "routes": [routes.health, routes.predict],
         }
         with self._lock:
-            self._procs[record["id"]] = process
-        self.store.put_deployment(record["id"], record["endpoint"], record)
+            self._procs[record["endpoint"], record["id"]] = process
+        self.store.put_deployment(record["endpoint"], record["id"], record)
         threading.Thread(
             target=self._await_health,
             args=(record, process),
@@ -604,7 +610,7 @@ class Endpoints:
                 endpoint["trafficSplit"] = {k: v for k, v in split.items() if v}
             endpoint.update(updateTime=now_rfc3339(), etag=new_id())
             self.store.put_endpoint(endpoint["name"], endpoint)
-            self.store.put_deployment(record["id"], endpoint["name"], {**record, "state": DEPLOYED})
+            self.store.put_deployment(endpoint["name"], record["id"], {**record, "state": DEPLOYED})
             response = {"@type": f"{TYPE_PREFIX}DeployModelResponse", "deployedModel": deployed}
             self.store.put_operation(
                 record["operation"],
@@ -625,8 +631,8 @@ class Endpoints:
         if lines:
             message += "; last lines:\n" + "\n".join(lines)
         with self._lock:
-            self._procs.pop(record["id"], None)
-            self.store.delete_deployment(record["id"])
+            self._procs.pop((record["endpoint"], record["id"]), None)
+            self.store.delete_deployment(record["endpoint"], record["id"])
             error = {"code": 9, "message": message}  # FAILED_PRECONDITION
             self.store.put_operation(
                 record["operation"],
@@ -675,15 +681,15 @@ class Endpoints:
             now = now_rfc3339()
             pending = operation(name, "UndeployModelOperationMetadata", now)
             self.store.put_operation(name, pending)
-            process = self._procs.pop(deployed_id, None)
-            stored = self.store.get_deployment(deployed_id)
+            process = self._procs.pop((ref.name, deployed_id), None)
+            stored = self.store.get_deployment(ref.name, deployed_id)
             record = {
-                **(stored or {"id": deployed_id}),
+                **(stored or {"id": deployed_id, "endpoint": ref.name}),
                 "state": UNDEPLOYING,
                 "undeploy": [name, now],
             }
             if stored is not None:  # kept until the process is gone: a crash finishes it then
-                self.store.put_deployment(deployed_id, ref.name, record)
+                self.store.put_deployment(ref.name, deployed_id, record)
             # Off the request path: a container that ignores SIGTERM takes the whole grace.
             thread = threading.Thread(
                 target=self._finish_undeploy,
@@ -704,7 +710,7 @@ class Endpoints:
         name, created = record["undeploy"]
         response = {"@type": f"{TYPE_PREFIX}UndeployModelResponse"}
         with self._lock:
-            self.store.delete_deployment(record["id"])
+            self.store.delete_deployment(record["endpoint"], record["id"])
             self.store.put_operation(
                 name, operation(name, "UndeployModelOperationMetadata", created, response)
             )
@@ -720,7 +726,7 @@ class Endpoints:
         timeout is a 504 DEADLINE_EXCEEDED, as Vertex's own deadline is."""
         deployed, process, timeout_s = self._route(ref)
         if process is None or process.exit_code() is not None:
-            raise self._unavailable(deployed, process, "its serving process is not running")
+            raise self._unavailable(ref, deployed, process, "its serving process is not running")
         body = {k: integral(request[k]) for k in ("instances", "parameters") if k in request}
         try:
             async with asyncio.timeout(timeout_s):
@@ -728,7 +734,7 @@ class Endpoints:
         except TimeoutError as exc:  # before httpx's errors: the deadline is ours
             raise deadline_exceeded(deployed, timeout_s) from exc
         except httpx.TransportError as exc:
-            raise self._unavailable(deployed, process, f"it did not answer ({exc!r})") from exc
+            raise self._unavailable(ref, deployed, process, f"it did not answer ({exc!r})") from exc
         return prediction_response(deployed, status, answer)
 
     def _route(self, ref: EndpointRef) -> tuple[dict, ServingProcess | None, float]:
@@ -746,13 +752,13 @@ class Endpoints:
                     f"it (or give one traffic) first"
                 )
             deployed = next(d for d in endpoint["deployedModels"] if d["id"] == chosen)
-            return deployed, self._procs.get(chosen), inference_timeout_s(endpoint)
+            return deployed, self._procs.get((ref.name, chosen)), inference_timeout_s(endpoint)
 
     def _unavailable(
-        self, deployed: dict, process: ServingProcess | None, detail: str
+        self, ref: EndpointRef, deployed: dict, process: ServingProcess | None, detail: str
     ) -> ModelError:
         """Vertex's answer when a deployed model cannot serve: 503 UNAVAILABLE."""
-        record = self.store.get_deployment(deployed["id"]) or {}
+        record = self.store.get_deployment(ref.name, deployed["id"]) or {}
         code = process.exit_code() if process is not None else None
         why = f"its serving process exited with code {code}" if code is not None else detail
         return ModelError(

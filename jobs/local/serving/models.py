@@ -38,6 +38,7 @@ from typing import Any
 from jobs.core.catalog import vertex_limits
 from jobs.core.formats import now_rfc3339
 from jobs.local.platform.operations import TYPE_PREFIX, delete_operation
+from jobs.local.platform.state import numbered_name
 from jobs.local.platform.store import Store
 from jobs.local.serving.model_filters import (
     MODEL_FIELDS,
@@ -237,17 +238,17 @@ class Models:
         aliases = list(version.get("versionAliases", []))
         if parent_model:
             ref = self._parent_ref(parent, parent_model, model_id)
-            versions = [v for _, v in self.store.model_versions(ref.model_id)]
+            versions = [v for _, v in self.store.model_versions(ref.name)]
             if not versions:
                 raise not_found(ref.name)
             model_id, created = ref.model_id, versions[0]["createTime"]
             number = 1 + max(int(v["versionId"]) for v in versions)
             for changed in with_aliases_taken(versions, set(aliases)):
-                self._touch(model_id, changed, now)
+                self._touch(changed, now)
         else:
             if model_id is None:
-                model_id = self._unused_id()
-            elif self.store.model_versions(model_id):
+                model_id = self._unused_id(parent)
+            elif self.store.model_versions(f"{parent}/models/{model_id}"):
                 raise ModelError(
                     409,
                     f"Model {parent}/models/{model_id} already exists: pass it as parentModel "
@@ -272,23 +273,24 @@ class Models:
         if training_pipeline:
             version["trainingPipeline"] = training_pipeline
         version["etag"] = etag_of(version)
-        self.store.put_model_version(model_id, str(number), version)
+        self.store.put_model_version(version["name"], str(number), version)
         return version
 
-    def _unused_id(self) -> str:
-        """A 19-digit numeric id, like Vertex's, that no model has."""
-        while self.store.model_versions(model_id := self.store.unused_id()):
+    def _unused_id(self, parent: str) -> str:
+        """A 19-digit numeric id, like Vertex's, that no model of ``parent`` has."""
+        while self.store.model_versions(f"{parent}/models/{(model_id := self.store.unused_id())}"):
             pass
         return model_id
 
     def _parent_ref(self, parent: str, parent_model: str, model_id: str | None) -> ModelRef:
         prefix = f"{parent}/models/"
-        if not parent_model.startswith(prefix) or "@" in parent_model:
+        named = numbered_name(parent_model)  # the SDK names it by the project's id
+        if not named.startswith(prefix) or "@" in named:
             raise invalid(
                 f"parentModel {parent_model!r}: must be a model of {parent} "
                 f"({prefix}ID, without @VERSION)"
             )
-        ref = ModelRef.parse(parent, parent_model.removeprefix(prefix))
+        ref = ModelRef.parse(parent, named.removeprefix(prefix))
         if model_id is not None and model_id != ref.model_id:
             raise invalid(f"modelId {model_id!r} differs from parentModel {parent_model!r}")
         return ref
@@ -306,8 +308,8 @@ class Models:
         return {"name": name, **upload_operation(model_name, version_id, created, done=False)}
 
     def get(self, ref: ModelRef) -> dict:
-        version = pick_version([v for _, v in self.store.model_versions(ref.model_id)], ref.version)
-        if version is None or not version["name"].startswith(ref.parent + "/"):
+        version = pick_version([v for _, v in self.store.model_versions(ref.name)], ref.version)
+        if version is None:
             raise not_found(ref.name + (f"@{ref.version}" if ref.version else ""))
         return self._with_deployments(version)
 
@@ -345,10 +347,9 @@ class Models:
         for pos, version in self.store.list_model_versions():
             if not version["name"].startswith(parent + "/"):
                 continue
-            model_id = version["name"].rsplit("/", 1)[-1]
-            first.setdefault(model_id, pos)
+            first.setdefault(version["name"], pos)
             if DEFAULT_ALIAS in version.get("versionAliases", []):
-                chosen[model_id] = version
+                chosen[version["name"]] = version
         found = [(first[m], self._with_deployments(v)) for m, v in chosen.items() if matches(v)]
         return sorted(found, key=lambda item: item[0], reverse=True)
 
@@ -357,8 +358,8 @@ class Models:
         if ref.version:
             raise invalid(f"{ref.name}@{ref.version}: list the versions of a model, not of one")
         matches = self._filter(filter, VERSION_FIELDS)
-        versions = self.store.model_versions(ref.model_id)
-        if not versions or not versions[0][1]["name"].startswith(ref.parent + "/"):
+        versions = self.store.model_versions(ref.name)
+        if not versions:
             raise not_found(ref.name)
         return [(pos, v) for pos, v in versions if matches(v)]
 
@@ -375,7 +376,7 @@ class Models:
             raise invalid(f"{ref.name}@{ref.version}: delete a version with :deleteVersion")
         self.get(ref)
         self._refuse_while_deployed(ref.name)
-        if not self.store.delete_model_versions(ref.model_id):
+        if not self.store.delete_model_versions(ref.name):
             raise not_found(ref.name)  # a delete that raced this one removed it first
         return self._done_operation(ref.name)
 
@@ -401,19 +402,19 @@ class Models:
         both = set(added) & set(removed)
         taken = set(added) - both
         now = now_rfc3339()
-        versions = [v for _, v in self.store.model_versions(ref.model_id)]
+        versions = [v for _, v in self.store.model_versions(ref.name)]
         others = [v for v in versions if v["versionId"] != version["versionId"]]
         for changed in with_aliases_taken(others, taken):
-            self._touch(ref.model_id, changed, now)
+            self._touch(changed, now)
         kept = [a for a in version.get("versionAliases", []) if a not in set(removed) - both]
         version["versionAliases"] = kept + sorted(taken - set(kept))
-        return self._touch(ref.model_id, version, now)
+        return self._touch(version, now)
 
-    def _touch(self, model_id: str, version: dict, now: str) -> dict:
+    def _touch(self, version: dict, now: str) -> dict:
         version.pop("deployedModels", None)  # read from the deployments, never stored
         version["versionUpdateTime"] = version["updateTime"] = now
         version["etag"] = etag_of(version)
-        self.store.put_model_version(model_id, version["versionId"], version)
+        self.store.put_model_version(version["name"], version["versionId"], version)
         return self._with_deployments(version)
 
     def delete_version(self, ref: ModelRef) -> dict:
@@ -422,7 +423,7 @@ class Models:
         if not ref.version:
             raise invalid(f"{ref.name}: name the version to delete, as {ref.name}@VERSION_ID")
         version = self.get(ref)
-        if len(self.store.model_versions(ref.model_id)) == 1:
+        if len(self.store.model_versions(ref.name)) == 1:
             raise ModelError(
                 400,
                 f"{ref.name}@{version['versionId']} is the model's only version: delete the model",
@@ -436,7 +437,7 @@ class Models:
                 "FAILED_PRECONDITION",
             )
         self._refuse_while_deployed(ref.name, version["versionId"])
-        if not self.store.delete_model_versions(ref.model_id, version["versionId"]):
+        if not self.store.delete_model_versions(ref.name, version["versionId"]):
             raise not_found(f"{ref.name}@{version['versionId']}")  # raced by another delete
         return self._done_operation(ref.name)
 

@@ -15,7 +15,8 @@ What the process gets:
 - the other ``AIP_*`` variables Vertex sets (mode, ids, project number, machine), then the
   Model's ``containerSpec.env``.
 
-Its stdout and stderr go to one log file (``DATA_DIR/endpoints/ENDPOINT/DEPLOYED_MODEL.log``).
+Its stdout and stderr go to one log file,
+``DATA_DIR/endpoints/PROJECT_NUMBER/LOCATION/ENDPOINT/DEPLOYED_MODEL.log``.
 """
 
 from __future__ import annotations

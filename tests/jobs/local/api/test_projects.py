@@ -117,3 +117,53 @@ def test_endpoint_ids_are_per_project_and_location(local_platform: StackOutputs)
     assert "shared-1" in {e.display_name for e in listed}
     with pytest.raises(exceptions.NotFound):
         endpoints.get_endpoint(name=created[0].name)
+
+
+def test_model_ids_are_per_project_and_location(local_platform: StackOutputs) -> None:
+    """UploadModelRequest.model_id is unique within its project and location, as Vertex's
+    model ids are; the SDK names a parent model by the project's id, which is the same project
+    as its number."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    aiplatform.init(
+        project=local_platform.project,
+        api_endpoint=local_platform.vertex_endpoint,
+        api_transport="rest",
+        credentials=AnonymousCredentials(),
+    )
+    pairs = [
+        (local_platform.project, "us-central1"),
+        (USER_PROJECT, "us-central1"),
+        (local_platform.project, "europe-west4"),
+    ]
+
+    def upload(project: str, location: str, display_name: str, **extra: str):
+        return aiplatform.Model.upload(
+            display_name=display_name,
+            artifact_uri="gs://vtx-local-models/shared/",
+            serving_container_image_uri="us-docker.pkg.dev/acme/vtx/serve:latest",
+            project=project,
+            location=location,
+            **extra,
+        )
+
+    created = [
+        upload(project, location, f"shared-{i}", model_id="shared-model")
+        for i, (project, location) in enumerate(pairs)
+    ]
+    assert len({m.resource_name for m in created}) == 3
+    assert all(m.resource_name.endswith("/models/shared-model") for m in created)
+    assert created[1].resource_name.startswith(f"projects/{project_number(USER_PROJECT)}/")
+    with pytest.raises(exceptions.Conflict, match="already exists"):
+        upload(*pairs[0], "again", model_id="shared-model")
+    second = upload(*pairs[1], "shared-1", parent_model="shared-model")
+    assert (second.resource_name, second.version_id) == (created[1].resource_name, "2")
+
+    created[0].delete()
+    for i, model in enumerate(created[1:], start=1):
+        assert aiplatform.Model(model.resource_name).display_name == f"shared-{i}"
+    listed = [m.resource_name for m in aiplatform.Model.list(project=USER_PROJECT)]
+    assert listed.count(created[1].resource_name) == 1  # its two versions: one model
+    with pytest.raises(exceptions.NotFound):
+        aiplatform.Model(created[0].resource_name)

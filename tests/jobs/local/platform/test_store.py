@@ -4,6 +4,7 @@ before that, whose log table is rebuilt without losing a line or moving a cursor
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -89,7 +90,7 @@ def test_commits_do_not_wait_for_the_disk_and_deletes_say_whether_they_found_a_r
     store.put_study("8", job(None), {})
     store.put_pipeline("9", job(None))
     store.put_endpoint("e", {})
-    store.put_deployment("d", "e", {})
+    store.put_deployment("e", "d", {})
     store.put_model_version("m", "1", {})
     store.put_model_version("m", "2", {})
     deletes = [
@@ -97,7 +98,7 @@ def test_commits_do_not_wait_for_the_disk_and_deletes_say_whether_they_found_a_r
         lambda: store.delete_study("8"),
         lambda: store.delete_pipeline("9"),
         lambda: store.delete_endpoint("e"),
-        lambda: store.delete_deployment("d"),
+        lambda: store.delete_deployment("e", "d"),
         lambda: store.delete_model_versions("m", "2"),
         lambda: store.delete_model_versions("m"),
     ]
@@ -119,4 +120,42 @@ def test_endpoints_stored_by_bare_id_are_found_by_their_name(tmp_path: Path) -> 
     store = Store(path)
     assert store.get_endpoint(name) == {"name": name}
     assert [p for p, _ in store.list_endpoints()] == [1]  # its creation order is kept
+    store.close()
+
+
+def test_models_and_deployments_stored_by_bare_id_are_found_by_their_names(
+    tmp_path: Path,
+) -> None:
+    """A model id is unique within its project and location, a DeployedModel id within its
+    endpoint: a data dir written while both were global is keyed by names once opened, its
+    rows in their order, and opening it again changes nothing."""
+    location = "projects/424242424242/locations/us-central1"
+    model, first, second = f"{location}/models/m1", f"{location}/endpoints/e1", "e2"
+    path = tmp_path / "jobs.sqlite"
+    with sqlite3.connect(path) as db:  # as a data dir written while these ids were global has it
+        db.execute(
+            "CREATE TABLE models (id TEXT NOT NULL, version TEXT NOT NULL, "
+            "resource TEXT NOT NULL, PRIMARY KEY (id, version))"
+        )
+        db.execute(
+            "CREATE TABLE deployments "
+            "(id TEXT PRIMARY KEY, endpoint_id TEXT NOT NULL, record TEXT NOT NULL)"
+        )
+        for version in ("1", "2"):
+            resource = json.dumps({"name": model, "versionId": version})
+            db.execute("INSERT INTO models VALUES ('m1', ?, ?)", (version, resource))
+        named = json.dumps({"id": "7", "endpoint": first})
+        bare = json.dumps({"id": "8", "endpoint": f"{location}/endpoints/{second}"})
+        db.execute("INSERT INTO deployments VALUES ('7', ?, ?)", (first, named))
+        db.execute("INSERT INTO deployments VALUES ('8', ?, ?)", (second, bare))
+    Store(path).close()
+    store = Store(path)
+    assert [(p, v["versionId"]) for p, v in store.model_versions(model)] == [(1, "1"), (2, "2")]
+    assert store.model_versions("m1") == []
+    assert store.get_deployment(first, "7") == json.loads(named)
+    assert store.get_deployment(f"{location}/endpoints/{second}", "8") == json.loads(bare)
+    store.put_deployment(f"{location}/endpoints/{second}", "7", {"id": "7", "again": True})
+    assert store.get_deployment(first, "7") == json.loads(named)  # another endpoint's 7
+    assert [r["id"] for r in store.list_deployments()] == ["7", "8", "7"]
+    assert store.delete_model_versions(model) and store.model_versions(model) == []
     store.close()

@@ -133,8 +133,8 @@ def post(platform: StackOutputs, name: str, body: dict) -> tuple[int, dict]:
         return exc.code, json.load(exc)
 
 
-def record(settings: LocalSettings, deployed_id: str) -> dict | None:
-    return Store(settings.data_dir / "jobs.sqlite").get_deployment(deployed_id)
+def record(settings: LocalSettings, endpoint: str, deployed_id: str) -> dict | None:
+    return Store(settings.data_dir / "jobs.sqlite").get_deployment(endpoint, deployed_id)
 
 
 def running(pid: int) -> bool:
@@ -179,7 +179,7 @@ def test_the_trainers_model_is_deployed_and_predicts_its_greedy_text(
     assert prediction.model_resource_name == model.resource_name
     assert prediction.model_version_id == "1"
 
-    found = record(settings, deployed.id)
+    found = record(settings, endpoint.resource_name, deployed.id)
     assert found is not None and running(found["pid"])
     listening = {
         c.laddr.ip
@@ -192,7 +192,9 @@ def test_the_trainers_model_is_deployed_and_predicts_its_greedy_text(
 
     endpoint.undeploy(deployed.id)
     assert not endpoint.list_models() and not endpoint.traffic_split
-    assert not running(found["pid"]) and record(settings, deployed.id) is None
+    assert (
+        not running(found["pid"]) and record(settings, endpoint.resource_name, deployed.id) is None
+    )
     endpoint.delete()
     assert endpoint.resource_name not in [e.resource_name for e in sdk.Endpoint.list()]
 
@@ -297,6 +299,67 @@ def test_a_command_that_cannot_start_is_refused(sdk) -> None:
         missing.deploy(endpoint=endpoint, machine_type="n1-standard-4")
     assert not endpoint.list_models()
     endpoint.delete()
+
+
+def deploy_as(platform: StackOutputs, endpoint: str, model: str, deployed_id: str) -> None:
+    """DeployModel with a deployedModel.id of the client's choosing, through the SDK's GAPIC
+    client (``Endpoint.deploy`` has no argument for it)."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    client = aiplatform_v1.EndpointServiceClient(
+        transport="rest",
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": platform.vertex_endpoint},
+    )
+    resources = {"machine_spec": {"machine_type": "n1-standard-4"}, "min_replica_count": 1}
+    client.deploy_model(
+        endpoint=endpoint,
+        deployed_model={"id": deployed_id, "model": model, "dedicated_resources": resources},
+        traffic_split={"0": 100},
+    ).result()
+
+
+def test_a_deployed_model_id_is_unique_within_its_endpoint_only(
+    sdk, settings: LocalSettings, platform: StackOutputs
+) -> None:
+    """endpoint.proto: a DeployedModel's id is unique within its endpoint. The same id on two
+    endpoints (of one endpoint id, in two projects) is two serving processes, two records, two
+    logs; undeploying one leaves the other serving."""
+    projects = ("acme-ml-dev", "vtx-local")
+    endpoints, models = [], []
+    for project in projects:
+        endpoints.append(
+            sdk.Endpoint.create(display_name="twin", endpoint_id="twin", project=project)
+        )
+        models.append(echo_model(sdk, "twin", project=project))
+    for project, endpoint, model in zip(projects, endpoints, models, strict=True):
+        # The model named by its project's id, as a client may write it: the same model.
+        by_id = f"projects/{project}/{model.resource_name.split('/', 2)[2]}"
+        deploy_as(platform, endpoint.resource_name, by_id, "shared")
+    served = [endpoint.predict(instances=[1]) for endpoint in endpoints]
+    assert [p.deployed_model_id for p in served] == ["shared", "shared"]
+    pids = [int(p.predictions[0]["pid"]) for p in served]
+    assert pids[0] != pids[1]
+    records = [record(settings, e.resource_name, "shared") for e in endpoints]
+    assert [r["pid"] for r in records if r] == pids
+    assert len({r["logPath"] for r in records if r}) == 2
+    for endpoint, model in zip(endpoints, models, strict=True):
+        listed = sdk.Model(model.resource_name).gca_resource.deployed_models
+        assert [(d.endpoint, d.deployed_model_id) for d in listed] == [
+            (endpoint.resource_name, "shared")
+        ]
+
+    endpoints[0].undeploy("shared")
+    assert not running(pids[0]) and record(settings, endpoints[0].resource_name, "shared") is None
+    again = endpoints[1].predict(instances=[2])
+    assert again.deployed_model_id == "shared" and int(again.predictions[0]["pid"]) == pids[1]
+    kept = record(settings, endpoints[1].resource_name, "shared")
+    assert kept is not None and kept["pid"] == pids[1] and running(pids[1])
+    endpoints[1].undeploy("shared")
+    for endpoint, model in zip(endpoints, models, strict=True):
+        endpoint.delete()
+        model.delete()
 
 
 @pytest.mark.parametrize(
