@@ -11,7 +11,7 @@ import pytest
 from google.api_core import exceptions
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, project_number
+from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, numbered_name, project_number
 from tests.jobs.local.local_helpers import (
     PARENT,
     client,
@@ -31,6 +31,15 @@ def test_a_project_id_gets_a_stable_twelve_digit_number() -> None:
     assert project_number("acme-ml-prod") != number
     assert project_number("vtx-local") == LOCAL_PROJECT_NUMBER
     assert project_number(number) == number  # a number is its own project
+
+
+def test_a_name_in_a_body_is_written_with_its_projects_number() -> None:
+    number = project_number(USER_PROJECT)
+    model = "locations/us-central1/models/m@2"
+    assert numbered_name(f"projects/{USER_PROJECT}/{model}") == f"projects/{number}/{model}"
+    assert numbered_name(f"projects/{number}/{model}") == f"projects/{number}/{model}"
+    for kept in ("projects/Not_A_Project/x", "m1", "", "projects", "gs://b/projects/acme-ml-dev"):
+        assert numbered_name(kept) == kept
 
 
 @pytest.mark.parametrize("bad", ["Acme", "acme_ml", "abc", "acme-", "9acme-ml", "0123"])
