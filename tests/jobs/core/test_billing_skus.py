@@ -142,3 +142,13 @@ def test_tables_name_each_figures_sku_and_the_newest_table_wins(
     assert serving is not None and serving.machines["n1-standard-4"].sku == "A001-0000-0014"
     # A region the refresh wrote nothing for keeps its shipped table.
     assert cat.price_table("asia-southeast1").name.startswith("vertex-training-")  # type: ignore[union-attr]
+
+
+def test_a_broken_refreshed_table_is_named_in_one_line(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    (tmp_path / "billing-training-us-central1-2026-11-27.yaml").write_text("name: x\nregion: [\n")
+    with pytest.raises(
+        ValueError, match=r"billing-training-us-central1-2026-11-27.yaml: not a price table"
+    ) as caught:
+        load_catalog()
+    assert "\n" not in str(caught.value) and "vtx prices refresh" in str(caught.value)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+import yaml
 
 from jobs.training.prices import VERTEX_SERVICE, BillingCatalogReader, PricesUnavailable
 from tests.conftest import TEST_DATA, stack_outputs
@@ -78,3 +80,36 @@ def test_a_server_that_does_not_answer_is_named() -> None:
     reader = BillingCatalogReader(stack_outputs(vertex_endpoint=url))
     with pytest.raises(PricesUnavailable, match=f"cannot reach {url}"):
         reader.skus(VERTEX_SERVICE)
+
+
+def test_refresh_writes_a_dated_table_only_where_a_figure_matched(server: str, tmp_path) -> None:
+    import requests
+
+    from jobs.core.catalog import load_catalog
+    from jobs.training.prices import refresh
+
+    reader = BillingCatalogReader(stack_outputs(), session=requests.Session(), endpoint=server)
+    now = datetime(2026, 11, 27, 3, 0, 5, 123, tzinfo=UTC)
+    done = refresh(reader, load_catalog(), ["us-central1", "asia-southeast1"], now, tmp_path)
+    assert sorted(p.name for p in done.written) == [
+        "billing-serving-us-central1-2026-11-27.yaml",
+        "billing-training-us-central1-2026-11-27.yaml",
+    ]  # asia-southeast1: nothing matched, so its shipped table stays in use
+    written = yaml.safe_load(
+        (tmp_path / "billing-training-us-central1-2026-11-27.yaml").read_text()
+    )
+    assert (
+        written["source"] == "https://cloudbilling.googleapis.com/v1/services/C7E2-9256-1C43/skus"
+    )
+    assert written["accelerators"]["NVIDIA_TESLA_T4"] == {
+        "usd_per_h": 0.4025,
+        "basis": "catalog",
+        "spot_usd_per_h": 0.161,
+        "spot_basis": "catalog",
+        "sku": "A001-0000-0001",
+        "sku_description": "Custom Training Nvidia Tesla T4 GPU running in Americas",
+        "spot_sku": "A001-0000-0002",
+        "spot_sku_description": "Spot Preemptible Custom Training Nvidia Tesla T4 GPU running in "
+        "Americas",
+        "fetched_at": "2026-11-27T03:00:05Z",
+    }

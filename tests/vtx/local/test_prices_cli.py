@@ -28,6 +28,8 @@ def test_refresh_then_cost_names_the_sku_and_date(
     before = _flat(runner.invoke(app, ["cost", template, "--region", "europe-west4"]).output)
     assert "This job (Spot price in europe-west4): unknown" in before
 
+    mars = runner.invoke(app, ["prices", "refresh", "--stack", "local", "--region", "mars-east1"])
+    assert mars.exit_code == 2 and "--region mars-east1: not a catalog region" in _flat(mars.output)
     refreshed = runner.invoke(app, ["prices", "refresh", "--stack", "local"])
     assert refreshed.exit_code == 0, refreshed.output
     out = _flat(refreshed.output)
