@@ -36,6 +36,8 @@ API_KEY_ENV = "VTX_BILLING_API_KEY"
 """An API key for the catalog (Google's how-to uses one); never a command-line option: any
 user of the machine can read a command line."""
 CURRENCY = "USD"
+LOCAL_PREFIX = "billing-local"
+"""The tables written from the local platform's stand-in are named apart."""
 PAGE_SIZE = 5000
 TIMEOUT_S = (5.0, 60.0)
 
@@ -144,7 +146,7 @@ def refresh(
         as_of=at.date().isoformat(),
         fetched_at=at.isoformat().replace("+00:00", "Z"),
         source=source,
-        name_prefix="billing-local" if local else "billing",
+        name_prefix=LOCAL_PREFIX if local else "billing",
     )
     # A table without a figure would only hide the shipped one: it is not written.
     found = [t for t in found if t.machines or t.accelerators]

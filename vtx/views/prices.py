@@ -8,7 +8,7 @@ from collections import defaultdict
 from rich.console import Console
 
 from jobs.core.user_io import shown_path
-from jobs.training.prices import Refresh
+from jobs.training.prices import LOCAL_PREFIX, Refresh
 from vtx.views.output import FitTable
 
 
@@ -37,6 +37,13 @@ def print_refresh(console: Console, done: Refresh) -> None:
     console.print(f"{done.matched.ignored} SKUs price nothing a table holds", highlight=False)
     for path in done.written:
         console.print(f"wrote {shown_path(path)}", highlight=False)
+    if done.written and done.tables[0].name.startswith(LOCAL_PREFIX):
+        console.print(
+            "These are the local stand-in's made-up figures, not Google's: `vtx cost` uses them "
+            "for every stack on this machine until a newer refresh or until you delete them.",
+            style="yellow",
+            highlight=False,
+        )
     if not done.written:
         console.print(
             "no table written: no figure matched (the shipped tables stay in use)",

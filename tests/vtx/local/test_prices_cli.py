@@ -34,6 +34,7 @@ def test_refresh_then_cost_names_the_sku_and_date(
     assert refreshed.exit_code == 0, refreshed.output
     out = _flat(refreshed.output)
     assert "unknown in us-central1 (training): TPU_V5_LITEPOD on-demand, TPU_V5_LITEPOD spot" in out
+    assert "made-up figures, not Google's" in out
     today = datetime.now(UTC).date().isoformat()
     assert f"billing-local-training-europe-west4-{today}.yaml" in out
 
