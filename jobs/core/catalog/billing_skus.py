@@ -11,27 +11,33 @@ comes only from a SKU whose ``serviceRegions`` lists that region, a Spot figure 
 
 What the descriptions look like, and what of it is confirmed, is in docs/vertex-facts.md
 ("Billing catalog"). The matcher reads words, not a fixed sentence: the kind ("Training" or
-"Prediction"), one catalog machine name (``n1-standard-4``) or one GPU named as Compute Engine's
-SKUs name it ("Nvidia Tesla T4 GPU"), and nothing that marks another price (a commitment, a
-sole-tenant node, a workstation licence, a reservation)."""
+"Prediction"), one catalog machine name (``n1-standard-4``), one GPU named as Compute Engine's
+SKUs name it ("Nvidia Tesla T4 GPU") or one machine family's vCPU or RAM ("N1 Predefined
+Instance Core"/"Ram", added up per machine), and nothing that marks another price (a
+commitment, a sole-tenant node, a workstation licence, a reservation)."""
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from jobs.core.catalog import Catalog, Price, PriceTable
 
 Kind = Literal["training", "serving"]
 Item = Literal["machine", "accelerator"]
+Part = Literal["machine", "accelerator", "vcpu", "ram"]
+"""What a SKU prices: a whole machine or GPU hour, or (Compute Engine's form) a vCPU hour or a
+GiB-of-memory hour of a machine family, which add up to a machine's price."""
 Usage = Literal["on-demand", "spot"]
 USAGE_TYPES: dict[str, Usage] = {"OnDemand": "on-demand", "Preemptible": "spot"}
 """``category.usageType`` -> the figure it prices; others (Commit1Yr, Commit3Yr, ...) price
 commitments, which no table holds."""
 HOURLY_UNIT = "h"
+UNITS: dict[str, str] = {"machine": "h", "accelerator": "h", "vcpu": "h", "ram": "GiBy.h"}
+"""The ``usageUnit`` each part is priced in."""
 GPU_WORDS: dict[str, str] = {
     "NVIDIA_TESLA_T4": "tesla t4",
     "NVIDIA_TESLA_V100": "tesla v100",
@@ -56,6 +62,9 @@ OTHER_PRICES = (
     "dws",
     "flex start",
     "calendar mode",
+    "custom instance",
+    "extended memory",
+    "premium",
 )
 """Words that mark a SKU priced for something else than an on-demand or Spot VM hour."""
 _WORD = re.compile(r"[a-z0-9][a-z0-9.-]*")
@@ -83,8 +92,9 @@ class Figure:
 @dataclass(frozen=True)
 class _Claim:
     kind: Kind
-    item: Item
+    item: Part
     name: str
+    """The machine or GPU; for a vCPU or RAM SKU, the machine family (n1, g2, ...)."""
     usage: Usage
 
 
@@ -139,16 +149,26 @@ def classify(sku: dict, catalog: Catalog) -> _Claim | str:
     gpu = _gpu(words)
     if gpu is False:
         return "a GPU this catalog does not name (or words it otherwise)"
+    if not named and gpu is None and "instance" in words:
+        return _per_unit(words, kind, {m.family for m in machines.values()}, usage)
     if len(named) + (gpu is not None) != 1:
-        if {"core", "ram"} & set(words):
-            return "priced per vCPU or per GiB of RAM: only per-machine SKUs are read"
         return "names no single machine or accelerator of the catalog"
     if gpu is not None:
         return _Claim(kind, "accelerator", gpu, usage)
     return _Claim(kind, "machine", named[0], usage)
 
 
-def hourly_rate(sku: dict, currency: str) -> float | str:
+def _per_unit(words: list[str], kind: Kind, families: set[str], usage: Usage) -> _Claim | str:
+    """A vCPU ("Core") or memory ("Ram") SKU of one machine family: "N1 Predefined Instance
+    Core", "G2 Instance Ram"."""
+    named = [w for w in words if w in families]
+    parts = [p for p, w in (("vcpu", "core"), ("ram", "ram")) if w in words]
+    if len(named) != 1 or len(parts) != 1:
+        return "an instance SKU of no single machine family, or neither Core nor Ram"
+    return _Claim(kind, parts[0], named[0], usage)  # type: ignore[arg-type]
+
+
+def hourly_rate(sku: dict, currency: str, unit_wanted: str = HOURLY_UNIT) -> float | str:
     """The SKU's current rate per hour in ``currency``, or why there is none: another
     currency is refused (never converted: a rate of exchange would be another source),
     another unit or several tiers are not an hourly list price."""
@@ -158,8 +178,8 @@ def hourly_rate(sku: dict, currency: str) -> float | str:
     info = max(infos, key=lambda i: str(i.get("effectiveTime", "")))
     expression = info.get("pricingExpression") or {}
     unit = expression.get("usageUnit")
-    if unit != HOURLY_UNIT:
-        return f"usageUnit {unit!r}, not per hour ({HOURLY_UNIT!r})"
+    if unit != unit_wanted:
+        return f"usageUnit {unit!r}, not {unit_wanted!r}"
     rates = [r for r in expression.get("tieredRates") or [] if isinstance(r, dict)]
     if len(rates) != 1:
         return f"{len(rates)} tiered rates: not one list price"
@@ -194,34 +214,76 @@ def expected(catalog: Catalog, regions: Iterable[str]) -> list[Key]:
 
 
 def match(skus: Iterable[dict], catalog: Catalog, regions: list[str], currency: str) -> Matched:
-    """Each expected figure of ``regions`` from the SKUs (see the module's docstring)."""
-    claims: dict[Key, list[tuple[dict, float | str]]] = defaultdict(list)
+    """Each expected figure of ``regions`` from the SKUs (see the module's docstring). A
+    machine with no SKU of its own is priced from its family's vCPU and RAM SKUs (vCPUs x the
+    Core rate + GiB x the Ram rate) when each is one readable SKU; a machine with both forms is
+    ambiguous."""
+    claims: dict[tuple, list[tuple[dict, float | str]]] = defaultdict(list)
     result = Matched()
     for sku in skus:
         claim = classify(sku, catalog)
         if isinstance(claim, str):
             result.ignored += 1
             continue
-        rate = hourly_rate(sku, currency)
+        rate = hourly_rate(sku, currency, UNITS[claim.item])
         for region in sku.get("serviceRegions") or []:
-            key = Key(region, claim.kind, claim.item, claim.name, claim.usage)
-            claims[key].append((sku, rate))
+            claims[(region, claim.kind, claim.item, claim.name, claim.usage)].append((sku, rate))
     for key in expected(catalog, regions):
-        found = claims.get(key, [])
-        if not found and key.item == "accelerator" and key.name not in GPU_WORDS:
-            result.unknown[key] = "no SKU description form is known for it (TPUs)"
-        elif not found:
-            result.unknown[key] = "no SKU lists this region for it"
-        elif len(found) > 1:
-            named = ", ".join(f"{s.get('skuId')} ({s.get('description')})" for s, _ in found)
-            result.unknown[key] = f"ambiguous: {named}"
-        elif isinstance(found[0][1], str):
-            result.unknown[key] = f"SKU {found[0][0].get('skuId')}: {found[0][1]}"
+        found = claims.get((key.region, key.kind, key.item, key.name, key.usage), [])
+        composed = _composed(key, claims, catalog) if key.item == "machine" else None
+        if found and composed is not None:
+            result.unknown[key] = "ambiguous: its own SKU and its family's vCPU and RAM SKUs"
+        elif composed is not None:
+            _record(result, key, composed)
         else:
-            sku, rate = found[0]
-            description = str(sku.get("description", ""))
-            result.figures[key] = Figure(float(rate), str(sku.get("skuId")), description)
+            _record(result, key, _one(key, found))
     return result
+
+
+def _record(result: Matched, key: Key, outcome: Figure | str) -> None:
+    if isinstance(outcome, Figure):
+        result.figures[key] = outcome
+    else:
+        result.unknown[key] = outcome
+
+
+def _one(key: Key, found: list[tuple[dict, float | str]]) -> Figure | str:
+    """The figure of exactly one readable SKU, or why there is none."""
+    if not found and key.item == "accelerator" and key.name not in GPU_WORDS:
+        return "no SKU description form is known for it (TPUs)"
+    if not found:
+        return "no SKU lists this region for it"
+    if len(found) > 1:
+        named = ", ".join(f"{s.get('skuId')} ({s.get('description')})" for s, _ in found)
+        return f"ambiguous: {named}"
+    sku, rate = found[0]
+    if isinstance(rate, str):
+        return f"SKU {sku.get('skuId')}: {rate}"
+    return Figure(float(rate), str(sku.get("skuId")), str(sku.get("description", "")))
+
+
+def _composed(key: Key, claims: dict, catalog: Catalog) -> Figure | str | None:
+    """A machine's price from its family's vCPU and RAM SKUs; None when the family has
+    neither in this region (for this kind and usage)."""
+    machines = catalog.machines if key.kind == "training" else catalog.serving_machines
+    machine = machines[key.name]
+    parts = {
+        part: claims.get((key.region, key.kind, part, machine.family, key.usage), [])
+        for part in ("vcpu", "ram")
+    }
+    if not parts["vcpu"] and not parts["ram"]:
+        return None
+    vcpu = _one(replace(key, item="machine"), parts["vcpu"])
+    ram = _one(replace(key, item="machine"), parts["ram"])
+    for name, outcome in (("vCPU", vcpu), ("RAM", ram)):
+        if isinstance(outcome, str):
+            return f"{machine.family} {name} SKU: {outcome}"
+    assert isinstance(vcpu, Figure) and isinstance(ram, Figure)
+    usd = machine.vcpus * vcpu.usd_per_h + machine.memory_gb * ram.usd_per_h
+    description = (
+        f"{machine.vcpus} x {vcpu.description} + {machine.memory_gb:g} GiB x {ram.description}"
+    )
+    return Figure(usd, f"{vcpu.sku}+{ram.sku}", description)
 
 
 def tables(

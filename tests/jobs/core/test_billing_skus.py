@@ -16,7 +16,7 @@ from jobs.training.prices import write_tables
 from tests.conftest import TEST_DATA
 
 SKUS = json.loads((TEST_DATA / "billing-skus-vertex.json").read_text())["skus"]
-REGIONS = ["us-central1", "us-east4", "europe-west4", "europe-west1"]
+REGIONS = ["us-central1", "us-east4", "us-west1", "europe-west4", "europe-west1"]
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,22 @@ def test_a_region_or_kind_the_sku_does_not_list_stays_unknown(matched) -> None:
     )
 
 
+def test_a_machine_without_its_own_sku_adds_up_its_familys_vcpu_and_ram(matched) -> None:
+    n1 = matched.figures[Key("us-west1", "training", "machine", "n1-standard-4", "on-demand")]
+    assert n1.usd_per_h == pytest.approx(4 * 0.036 + 15 * 0.005)
+    assert n1.sku == "A001-0000-0011+A001-0000-0012"
+    assert n1.description.startswith("4 x Custom Training N1 Predefined Instance Core")
+    # No Spot Core/Ram SKU: the Spot figure is not derived from the on-demand one.
+    spot = Key("us-west1", "training", "machine", "n1-standard-4", "spot")
+    assert matched.unknown[spot] == "no SKU lists this region for it"
+    # A Core SKU without its Ram SKU prices nothing.
+    g2 = Key("us-west1", "training", "machine", "g2-standard-8", "on-demand")
+    assert matched.unknown[g2] == "g2 RAM SKU: no SKU lists this region for it"
+    # A machine priced both ways is ambiguous.
+    both = Key("europe-west4", "training", "machine", "n1-standard-4", "on-demand")
+    assert matched.unknown[both] == "ambiguous: its own SKU and its family's vCPU and RAM SKUs"
+
+
 def test_two_skus_for_one_figure_leave_it_unknown_naming_both(matched) -> None:
     key = Key("europe-west4", "training", "machine", "g2-standard-8", "on-demand")
     assert key not in matched.figures
@@ -102,8 +118,7 @@ def test_the_80gb_a100_is_not_the_40gb_one(matched) -> None:
     ("sku_id", "reason"),
     [
         ("A001-0000-0010", "a commitment SKU"),
-        ("A001-0000-0011", "priced per vCPU or per GiB of RAM"),
-        ("A001-0000-0012", "priced per vCPU or per GiB of RAM"),
+        ("A001-0000-0020", "an instance SKU of no single machine family"),
         ("A001-0000-0013", "names neither training nor prediction"),
         ("A001-0000-0015", "says Spot/Preemptible but usageType is OnDemand"),
         ("A001-0000-0016", "a GPU this catalog does not name"),
