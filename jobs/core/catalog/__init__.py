@@ -342,7 +342,9 @@ def _load_catalog(directory: Path, refreshed: tuple[tuple[str, int], ...]) -> Ca
             ("limits.yaml", limits),
         ]
     }
-    sources.update({f"prices/{t.name}.yaml": _price_source(t) for t in tables})
+    # Refreshed tables are named by their path: they are the user's files, not the repository's.
+    names = [f"prices/{p.name}" for p in shipped] + [f for f, _ in refreshed]
+    sources.update({name: _price_source(t) for name, t in zip(names, tables, strict=True)})
     serving = _read(directory / "serving_machines.yaml")
     sources["serving_machines.yaml"] = f"{serving['source']} (as of {serving['as_of']})"
     training_machines = _named(machines["machines"], Machine)

@@ -155,6 +155,8 @@ def test_tables_name_each_figures_sku_and_the_newest_table_wins(
     )
     serving = cat.serving_price_table("us-central1")
     assert serving is not None and serving.machines["n1-standard-4"].sku == "A001-0000-0014"
+    refreshed = str(tmp_path / "billing-training-us-central1-2026-11-27.yaml")
+    assert cat.sources[refreshed].startswith("https://cloudbilling.googleapis.com/")
     # A region the refresh wrote nothing for keeps its shipped table.
     assert cat.price_table("asia-southeast1").name.startswith("vertex-training-")  # type: ignore[union-attr]
 
