@@ -147,6 +147,7 @@ def refresh(
         fetched_at=at.isoformat().replace("+00:00", "Z"),
         source=source,
         name_prefix=LOCAL_PREFIX if local else "billing",
+        stand_in=local,
     )
     # A table without a figure would only hide the shipped one: it is not written.
     found = [t for t in found if t.machines or t.accelerators]

@@ -39,8 +39,8 @@ def print_refresh(console: Console, done: Refresh) -> None:
         console.print(f"wrote {shown_path(path)}", highlight=False)
     if done.written and done.tables[0].name.startswith(LOCAL_PREFIX):
         console.print(
-            "These are the local stand-in's made-up figures, not Google's: `vtx cost` uses them "
-            "for every stack on this machine until a newer refresh or until you delete them.",
+            "These are the local stand-in's made-up figures, not Google's: they price the local "
+            "stack's jobs only (`--stack local`), never a real stack's.",
             style="yellow",
             highlight=False,
         )

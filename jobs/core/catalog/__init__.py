@@ -16,6 +16,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from jobs.core.stack import StackOutputs
+
 CATALOG_DIR = Path(__file__).parent
 QUOTA_PREFIX = "aiplatform.googleapis.com/"
 DEFAULT_CPU_QUOTA_METRIC = f"{QUOTA_PREFIX}custom_model_training_cpus"
@@ -168,6 +170,9 @@ class PriceTable(_Data):
     """Where the Spot figures come from; None when the table has none."""
     machines: dict[str, Price] = Field(default_factory=dict)
     accelerators: dict[str, Price] = Field(default_factory=dict)
+    stand_in: bool = False
+    """Read from the local platform's billing catalog stand-in: figures for rehearsing on the
+    local platform, never Google's. Only a catalog `for_stack` of a local stack prices with it."""
 
 
 class Catalog(_Data):
@@ -188,6 +193,14 @@ class Catalog(_Data):
     """What ``machines`` are offered for: the rules' messages say it."""
     sources: dict[str, str]
     """Data file name -> 'source (as of date)', printed by `vtx catalog`."""
+    stand_in_prices: bool = False
+    """Whether the local stand-in's tables may price (a local stack's catalog only)."""
+
+    def for_stack(self, stack: StackOutputs | None) -> Catalog:
+        """This catalog as it prices jobs of ``stack``: the local platform's stand-in tables
+        price a local stack's jobs, and never a real stack's (their figures are not Google's)."""
+        local = stack is not None and stack.is_local
+        return self.model_copy(update={"stand_in_prices": local}) if local else self
 
     def for_serving(self) -> Catalog:
         """This catalog with serving's machines in place of training's, so that the machine
@@ -199,12 +212,17 @@ class Catalog(_Data):
         """The newest table for ``region`` (a refreshed one over the shipped one when it is
         newer); None when there is none. Never another region's table: prices differ per
         region, and a wrong figure is worse than an unknown one."""
-        return _newest(t for t in self.price_tables if t.region == region)
+        return _newest(t for t in self.price_tables if t.region == region and self._may_use(t))
 
     def serving_price_table(self, region: str | None) -> PriceTable | None:
         """The newest serving (online prediction) table for ``region``; None when there is
         none. Never a training table nor another region's: Vertex prices the two apart."""
-        return _newest(t for t in self.serving_price_tables if t.region == region)
+        return _newest(
+            t for t in self.serving_price_tables if t.region == region and self._may_use(t)
+        )
+
+    def _may_use(self, table: PriceTable) -> bool:
+        return self.stand_in_prices or not table.stand_in
 
     def machines_for(self, accelerator: str) -> list[Machine]:
         return [m for m in self.machines.values() if accelerator in m.accelerators]

@@ -295,6 +295,7 @@ def tables(
     fetched_at: str,
     source: str,
     name_prefix: str,
+    stand_in: bool = False,
 ) -> list[PriceTable]:
     """One PriceTable per region and kind, each figure with its SKU and fetch time (a figure
     with neither price is left out: unknown, as in a shipped table)."""
@@ -321,6 +322,7 @@ def tables(
                     spot_source=source if has_spot else None,
                     machines=entries["machine"],
                     accelerators=entries["accelerator"],
+                    stand_in=stand_in,
                 )
             )
     return found

@@ -13,7 +13,7 @@ import pytest
 from jobs.core.catalog import load_catalog, refreshed_prices_dir
 from jobs.core.catalog.billing_skus import Key, classify, match, tables
 from jobs.training.prices import write_tables
-from tests.conftest import TEST_DATA
+from tests.conftest import TEST_DATA, stack_outputs
 
 SKUS = json.loads((TEST_DATA / "billing-skus-vertex.json").read_text())["skus"]
 REGIONS = ["us-central1", "us-east4", "us-west1", "europe-west4", "europe-west1"]
@@ -159,6 +159,30 @@ def test_tables_name_each_figures_sku_and_the_newest_table_wins(
     assert cat.sources[refreshed].startswith("https://cloudbilling.googleapis.com/")
     # A region the refresh wrote nothing for keeps its shipped table.
     assert cat.price_table("asia-southeast1").name.startswith("vertex-training-")  # type: ignore[union-attr]
+
+
+def test_the_local_stand_ins_tables_price_the_local_stack_only(
+    matched, monkeypatch, tmp_path
+) -> None:
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    found = tables(
+        matched,
+        REGIONS,
+        currency="USD",
+        as_of="2026-11-27",
+        fetched_at="2026-11-27T03:00:00Z",
+        source="the local platform's billing catalog stand-in (not Google's prices)",
+        name_prefix="billing-local",
+        stand_in=True,
+    )
+    write_tables([t for t in found if t.machines or t.accelerators], refreshed_prices_dir())
+    cat = load_catalog()
+    shipped = "vertex-training-us-central1-"
+    assert cat.price_table("us-central1").name.startswith(shipped)  # type: ignore[union-attr]
+    assert cat.for_stack(stack_outputs()).price_table("us-central1").name.startswith(shipped)  # type: ignore[union-attr]
+    local_stack = stack_outputs().model_copy(update={"vertex_endpoint": "http://127.0.0.1:1"})
+    table = cat.for_stack(local_stack).price_table("us-central1")
+    assert table is not None and table.name == "billing-local-training-us-central1-2026-11-27"
 
 
 def test_a_broken_refreshed_table_is_named_in_one_line(monkeypatch, tmp_path) -> None:

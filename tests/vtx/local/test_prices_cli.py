@@ -38,7 +38,11 @@ def test_refresh_then_cost_names_the_sku_and_date(
     today = datetime.now(UTC).date().isoformat()
     assert f"billing-local-training-europe-west4-{today}.yaml" in out
 
-    cost = runner.invoke(app, ["cost", template, "--region", "europe-west4"])
+    # Made-up figures never price a job that is not the local stack's.
+    elsewhere = runner.invoke(app, ["cost", template, "--region", "europe-west4"])
+    assert "This job (Spot price in europe-west4): unknown" in _flat(elsewhere.output)
+    local = ["--stack", "local", "--region", "europe-west4"]
+    cost = runner.invoke(app, ["cost", template, *local])
     assert cost.exit_code == 0, cost.output
     text = _flat(cost.output)
     assert re.search(r"This job \(Spot price in europe-west4\): \$\d+\.\d+/h", text), text
