@@ -93,6 +93,21 @@ def _session_tempdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         tempfile.tempdir = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_refreshed_prices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The catalog loader reads refreshed price tables from the user's prices folder: the tests
+    read an empty one of their own (a test that refreshes sets its own), never the user's."""
+    previous = os.environ.get("VTX_PRICES_DIR")
+    os.environ["VTX_PRICES_DIR"] = str(tmp_path_factory.mktemp("vtx-prices"))
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("VTX_PRICES_DIR", None)
+        else:
+            os.environ["VTX_PRICES_DIR"] = previous
+
+
 def wait_for_port(port: int, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

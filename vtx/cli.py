@@ -10,7 +10,7 @@ import warnings
 
 import typer
 
-from vtx.commands import deploy, jobs, logs, quota, runs
+from vtx.commands import deploy, jobs, logs, prices, quota, runs
 from vtx.commands.local import demo_app, local_app
 from vtx.commands.models import model_app
 from vtx.commands.review import review_app
@@ -28,6 +28,7 @@ app.add_typer(jobs.app)
 app.add_typer(runs.app)
 app.add_typer(logs.app)
 app.add_typer(quota.app)
+app.add_typer(prices.app, name="prices")
 app.add_typer(model_app)
 app.add_typer(deploy.app)
 app.add_typer(deploy.endpoint_app)

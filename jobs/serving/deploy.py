@@ -358,7 +358,7 @@ def plan_deploy(
 ) -> DeployPlan:
     """Every check before a deploy; raises DeployRefused with all problems found. Machines are
     serving's (`Catalog.for_serving`), not training's."""
-    cat = (catalog or load_catalog()).for_serving()
+    cat = (catalog or load_catalog()).for_stack(stack).for_serving()
     problems: list[str] = []
     if stack.serving_service_account is None:
         problems.append(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jobs.core.catalog import load_catalog
 from jobs.training.compile import CompiledJob
 from jobs.training.cost import CostEstimate, estimate
 
@@ -22,4 +23,5 @@ class Plan:
 
 def plan_job(job: CompiledJob) -> Plan:
     """Price a compiled job in its stack's region (a template's own region wins)."""
-    return Plan(job, estimate(job.facts, job.template.region or job.stack.region))
+    region = job.template.region or job.stack.region
+    return Plan(job, estimate(job.facts, region, load_catalog().for_stack(job.stack)))

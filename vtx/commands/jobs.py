@@ -143,7 +143,7 @@ def cost(
     region = region or (outputs.region if outputs else None)
     template = load_template(file, set_ or [], region)
     facts = template_facts(template)
-    priced = estimate(facts, region)
+    priced = estimate(facts, region, load_catalog().for_stack(outputs))
     out = console()
     live = None
     if outputs is not None:  # the same live table as the launch plan's

@@ -13,7 +13,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from jobs.core.catalog import QUOTA_PREFIX, Catalog, Price
+from jobs.core.catalog import QUOTA_PREFIX, Catalog, Price, PriceTable
 from jobs.core.credentials import redact
 from jobs.core.durations import human_duration
 from jobs.core.formats import UNKNOWN, money, usd_per_h
@@ -36,6 +36,7 @@ BASIS_NOTE = {
     "verified": "verified",
     "derived": "derived from verified figures",
     "recalled": "recalled, not re-checked: confirm on the pricing page",
+    "catalog": "read from the billing catalog (SKUs below)",
 }
 
 
@@ -362,6 +363,8 @@ def print_price_source(console: Console, estimate: CostEstimate) -> None:
         style="dim",
         highlight=False,
     )  # fmt: skip
+    for line in _sku_lines(estimate, table):
+        console.print(line, style="dim", highlight=False)
     if estimate.unpriced:
         kind = estimate.price_kind
         console.print(
@@ -370,6 +373,25 @@ def print_price_source(console: Console, estimate: CostEstimate) -> None:
             style="yellow",
             highlight=False,
         )
+
+
+def _sku_lines(estimate: CostEstimate, table: PriceTable) -> list[str]:
+    """The SKU behind each figure the job's price uses (refreshed tables name one)."""
+    spot = estimate.price_kind == "Spot"
+    lines = []
+    for pool in estimate.pools:
+        for name, prices in (
+            (pool.machine, table.machines),
+            (pool.accelerator, table.accelerators),
+        ):
+            price = prices.get(name or "")
+            sku = price and (price.spot_sku if spot else price.sku)
+            if price is None or sku is None:
+                continue
+            description = price.spot_sku_description if spot else price.sku_description
+            line = f'  {name} ({"Spot" if spot else "on-demand"}): SKU {sku} "{description}"'
+            lines.append(f"{line}, fetched {price.fetched_at}")
+    return list(dict.fromkeys(lines))
 
 
 def _price_cell(price: Price | None, spot: bool) -> str:

@@ -7,6 +7,7 @@ them, so a new machine type or a new price is a data change, not a code change. 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from functools import cache
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from jobs.core.stack import StackOutputs
 
 CATALOG_DIR = Path(__file__).parent
 QUOTA_PREFIX = "aiplatform.googleapis.com/"
@@ -120,9 +123,11 @@ class Limits(_Data):
     parameter_id_pattern: str
 
 
-Basis = Literal["verified", "derived", "recalled"]
-"""How far to trust a figure: read from Google's page, computed from such a figure, or recalled
-from an earlier reading and not re-checked (each price file's header says more)."""
+Basis = Literal["verified", "derived", "recalled", "catalog"]
+"""How far to trust a figure: read from Google's page, computed from such a figure, recalled
+from an earlier reading and not re-checked (each price file's header says more), or read from a
+billing catalog's SKU by `vtx prices refresh` (the figure names its SKU and fetch time)."""
+PRICES_DIR_ENV = "VTX_PRICES_DIR"
 
 
 class Price(_Data):
@@ -134,6 +139,14 @@ class Price(_Data):
     on-demand price: Spot discounts differ per SKU and region."""
     spot_basis: Basis | None = None
     note: str | None = None
+    sku: str | None = None
+    """The billing catalog SKU id behind ``usd_per_h`` (refreshed tables only)."""
+    sku_description: str | None = None
+    spot_sku: str | None = None
+    """The billing catalog SKU id behind ``spot_usd_per_h`` (refreshed tables only)."""
+    spot_sku_description: str | None = None
+    fetched_at: str | None = None
+    """When the SKUs were read (UTC, ISO 8601): refreshed tables only."""
 
     @model_validator(mode="after")
     def _figures_have_a_basis(self) -> Price:
@@ -157,6 +170,9 @@ class PriceTable(_Data):
     """Where the Spot figures come from; None when the table has none."""
     machines: dict[str, Price] = Field(default_factory=dict)
     accelerators: dict[str, Price] = Field(default_factory=dict)
+    stand_in: bool = False
+    """Read from the local platform's billing catalog stand-in: figures for rehearsing on the
+    local platform, never Google's. Only a catalog `for_stack` of a local stack prices with it."""
 
 
 class Catalog(_Data):
@@ -177,6 +193,14 @@ class Catalog(_Data):
     """What ``machines`` are offered for: the rules' messages say it."""
     sources: dict[str, str]
     """Data file name -> 'source (as of date)', printed by `vtx catalog`."""
+    stand_in_prices: bool = False
+    """Whether the local stand-in's tables may price (a local stack's catalog only)."""
+
+    def for_stack(self, stack: StackOutputs | None) -> Catalog:
+        """This catalog as it prices jobs of ``stack``: the local platform's stand-in tables
+        price a local stack's jobs, and never a real stack's (their figures are not Google's)."""
+        local = stack is not None and stack.is_local
+        return self.model_copy(update={"stand_in_prices": local}) if local else self
 
     def for_serving(self) -> Catalog:
         """This catalog with serving's machines in place of training's, so that the machine
@@ -185,14 +209,20 @@ class Catalog(_Data):
         return self.model_copy(update={"machines": self.serving_machines, "purpose": "serving"})
 
     def price_table(self, region: str | None) -> PriceTable | None:
-        """The table for ``region``; None when there is none. Never another region's table:
-        prices differ per region, and a wrong figure is worse than an unknown one."""
-        return next((t for t in self.price_tables if t.region == region), None)
+        """The newest table for ``region`` (a refreshed one over the shipped one when it is
+        newer); None when there is none. Never another region's table: prices differ per
+        region, and a wrong figure is worse than an unknown one."""
+        return _newest(t for t in self.price_tables if t.region == region and self._may_use(t))
 
     def serving_price_table(self, region: str | None) -> PriceTable | None:
-        """The serving (online prediction) table for ``region``; None when there is none. Never
-        a training table nor another region's: Vertex prices the two apart, per region."""
-        return next((t for t in self.serving_price_tables if t.region == region), None)
+        """The newest serving (online prediction) table for ``region``; None when there is
+        none. Never a training table nor another region's: Vertex prices the two apart."""
+        return _newest(
+            t for t in self.serving_price_tables if t.region == region and self._may_use(t)
+        )
+
+    def _may_use(self, table: PriceTable) -> bool:
+        return self.stand_in_prices or not table.stand_in
 
     def machines_for(self, accelerator: str) -> list[Machine]:
         return [m for m in self.machines.values() if accelerator in m.accelerators]
@@ -218,6 +248,24 @@ class Catalog(_Data):
         prefix = (region or "us").split("-")[0]
         prefix = prefix if prefix in ("us", "europe", "asia") else "us"
         return f"{prefix}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+
+
+def _newest(tables: object) -> PriceTable | None:
+    """The table with the latest ``as_of`` (ISO dates compare as strings; a refreshed table's
+    date has the day, so it wins over a shipped table of the same month)."""
+    found = sorted(tables, key=lambda t: t.as_of)  # type: ignore[attr-defined]
+    return found[-1] if found else None
+
+
+def refreshed_prices_dir() -> Path:
+    """Where `vtx prices refresh` writes its tables: ``$VTX_PRICES_DIR``, else
+    ``$XDG_DATA_HOME/vtx/prices`` (``~/.local/share/vtx/prices``): the user's data, never the
+    repository's."""
+    env = os.environ.get(PRICES_DIR_ENV)
+    if env:
+        return Path(env)
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "vtx" / "prices"
 
 
 def closest(name: str, choices: object) -> str | None:
@@ -275,15 +323,34 @@ def _serving_machines(serving: dict, training: dict[str, Machine]) -> dict[str, 
     return {name: own.get(name) or training[name] for name in listed}
 
 
-@cache
 def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
+    """The shipped catalog in ``directory`` with the refreshed price tables of
+    `refreshed_prices_dir()` beside its own (cached until a refreshed table changes)."""
+    refreshed = refreshed_prices_dir()
+    files = sorted(refreshed.glob("*.yaml")) if refreshed.is_dir() else []
+    stamp = tuple((str(p), p.stat().st_mtime_ns) for p in files)
+    return _load_catalog(directory, stamp)
+
+
+def _refreshed_table(path: Path) -> PriceTable:
+    try:
+        return PriceTable.model_validate(_read(path))
+    except (ValueError, AttributeError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0]
+        raise ValueError(
+            f"{path}: not a price table ({first}); run `vtx prices refresh` again or delete it"
+        ) from None
+
+
+@cache
+def _load_catalog(directory: Path, refreshed: tuple[tuple[str, int], ...]) -> Catalog:
     machines = _read(directory / "machines.yaml")
     accelerators = _read(directory / "accelerators.yaml")
     regions = _read(directory / "regions.yaml")
     limits = _read(directory / "limits.yaml")
-    tables = [
-        PriceTable.model_validate(_read(p)) for p in sorted((directory / "prices").glob("*.yaml"))
-    ]
+    shipped = sorted((directory / "prices").glob("*.yaml"))
+    tables = [PriceTable.model_validate(_read(p)) for p in shipped]
+    tables += [_refreshed_table(Path(f)) for f, _ in refreshed]
     sources = {
         name: f"{doc['source']} (as of {doc['as_of']})"
         for name, doc in [
@@ -293,7 +360,9 @@ def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
             ("limits.yaml", limits),
         ]
     }
-    sources.update({f"prices/{t.name}.yaml": _price_source(t) for t in tables})
+    # Refreshed tables are named by their path: they are the user's files, not the repository's.
+    names = [f"prices/{p.name}" for p in shipped] + [f for f, _ in refreshed]
+    sources.update({name: _price_source(t) for name, t in zip(names, tables, strict=True)})
     serving = _read(directory / "serving_machines.yaml")
     sources["serving_machines.yaml"] = f"{serving['source']} (as of {serving['as_of']})"
     training_machines = _named(machines["machines"], Machine)

@@ -43,6 +43,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from jobs.core.catalog import load_catalog
 from jobs.core.problems import field_path
 from jobs.core.states import JobState
+from jobs.local.api.billing_routes import add_billing_routes
 from jobs.local.api.endpoint_routes import add_endpoint_routes
 from jobs.local.api.model_routes import add_model_routes
 from jobs.local.api.pipeline_routes import add_pipeline_routes
@@ -305,6 +306,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     _add_job_routes(app, executor, store)
     _add_study_routes(app, studies, executor, store)
     _add_quota_routes(app, executor)
+    add_billing_routes(app)  # the billing catalog stand-in: jobs/local/api/billing_routes.py
     _add_vtx_routes(app, executor, store)
     add_pipeline_routes(app, pipelines, _parent, _job_problems)  # jobs/local/api/pipeline_routes.py
     add_model_routes(app, Models(store), _parent)  # ModelService: jobs/local/api/model_routes.py

@@ -1,0 +1,171 @@
+"""`vtx prices refresh`: the Cloud Billing Catalog API's SKUs of Vertex AI, matched to the
+catalog's figures (`jobs.core.catalog.billing_skus`) and written as dated price tables into the
+user's prices folder (`jobs.core.catalog.refreshed_prices_dir`), where the catalog loader
+prefers them over the shipped tables when newer.
+
+The API: ``GET https://cloudbilling.googleapis.com/v1/services/{SERVICE_ID}/skus`` with
+``currencyCode``, ``pageSize`` and ``pageToken`` (answers ``skus`` and ``nextPageToken``, at most
+5,000 SKUs a page; https://cloud.google.com/billing/v1/how-tos/catalog-api). It takes an API key
+(``key=``) or OAuth credentials; without ``$VTX_BILLING_API_KEY`` the call goes through the same
+session as `vtx quota` (application-default credentials; the local platform's own session for a
+local stack, whose control plane serves the same path). Plain REST, as the quota reader, for
+the same reasons (jobs/training/quotas.py)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jobs.core.catalog import Catalog, PriceTable, refreshed_prices_dir
+from jobs.core.catalog.billing_skus import Matched, match, tables
+from jobs.core.stack import StackOutputs
+from jobs.vertex.google_session import NotAuthenticated, rest_session
+
+CLOUD_BILLING = "https://cloudbilling.googleapis.com"
+VERTEX_SERVICE = "C7E2-9256-1C43"
+"""Vertex AI's service id in the billing catalog."""
+COMPUTE_SERVICE = "6F81-5844-456A"
+"""Compute Engine's: the price of VMs a reservation serves (not read yet: reservations stay
+unknown)."""
+API_KEY_ENV = "VTX_BILLING_API_KEY"
+"""An API key for the catalog (Google's how-to uses one); never a command-line option: any
+user of the machine can read a command line."""
+CURRENCY = "USD"
+LOCAL_PREFIX = "billing-local"
+"""The tables written from the local platform's stand-in are named apart."""
+PAGE_SIZE = 5000
+TIMEOUT_S = (5.0, 60.0)
+
+
+class PricesUnavailable(Exception):
+    """The catalog could not be read: the message says why and what to do."""
+
+
+class BillingCatalogReader:
+    """One service's SKUs, every page, over plain REST (one try per page)."""
+
+    def __init__(
+        self, stack: StackOutputs, session: Any = None, endpoint: str | None = None
+    ) -> None:
+        """``endpoint``: a server with the API's paths (tests); by default the local platform's
+        for a local stack, else Google's."""
+        self.stack = stack
+        self.base = (endpoint or stack.vertex_endpoint or CLOUD_BILLING).rstrip("/")
+        self.api_key = None if stack.is_local else os.environ.get(API_KEY_ENV) or None
+        self._session = session
+
+    @property
+    def session(self) -> Any:
+        if self._session is None:
+            if self.api_key:
+                import requests
+
+                self._session = requests.Session()
+            else:
+                try:
+                    self._session = rest_session(self.stack)
+                except NotAuthenticated as exc:
+                    raise PricesUnavailable(f"{exc}, or set {API_KEY_ENV}") from exc
+        return self._session
+
+    def skus(
+        self, service: str, currency: str = CURRENCY, page_size: int = PAGE_SIZE
+    ) -> list[dict]:
+        import requests
+        from google.auth.exceptions import GoogleAuthError
+
+        url = f"{self.base}/v1/services/{service}/skus"
+        params: dict[str, Any] = {"currencyCode": currency, "pageSize": page_size}
+        if self.api_key:
+            params["key"] = self.api_key
+        found: list[dict] = []
+        while True:
+            try:
+                response = self.session.get(url, params=params, timeout=TIMEOUT_S)
+            except requests.RequestException as exc:
+                raise PricesUnavailable(f"cannot reach {self.base}: {type(exc).__name__}") from exc
+            except GoogleAuthError as exc:
+                raise PricesUnavailable(f"not authenticated: {exc}") from exc
+            page = _page(response, url)
+            found += [s for s in page.get("skus") or [] if isinstance(s, dict)]
+            token = page.get("nextPageToken")
+            if not token:
+                return found
+            params = {**params, "pageToken": token}
+
+
+def _page(response: Any, url: str) -> dict:
+    if not response.ok:
+        try:
+            said = str(response.json()["error"]["message"])
+        except (ValueError, KeyError, TypeError):
+            said = response.reason or ""
+        raise PricesUnavailable(f"HTTP {response.status_code} {said} from {url}".strip())
+    try:
+        page = response.json()
+    except ValueError:
+        page = None
+    if not isinstance(page, dict):
+        raise PricesUnavailable(f"{url} did not answer with a JSON object")
+    return page
+
+
+@dataclass(frozen=True)
+class Refresh:
+    matched: Matched
+    tables: list[PriceTable]
+    written: list[Path]
+
+
+def refresh(
+    reader: BillingCatalogReader,
+    catalog: Catalog,
+    regions: list[str],
+    now: datetime | None = None,
+    directory: Path | None = None,
+) -> Refresh:
+    """Read Vertex AI's SKUs, match them and write one table per region and kind."""
+    at = (now or datetime.now(UTC)).replace(microsecond=0)
+    skus = reader.skus(VERTEX_SERVICE)
+    matched = match(skus, catalog, regions, CURRENCY)
+    local = reader.stack.is_local
+    source = (
+        f"the local platform's billing catalog stand-in at {reader.base} (not Google's prices)"
+        if local
+        else f"{CLOUD_BILLING}/v1/services/{VERTEX_SERVICE}/skus"
+    )
+    found = tables(
+        matched,
+        regions,
+        currency=CURRENCY,
+        as_of=at.date().isoformat(),
+        fetched_at=at.isoformat().replace("+00:00", "Z"),
+        source=source,
+        name_prefix=LOCAL_PREFIX if local else "billing",
+        stand_in=local,
+    )
+    # A table without a figure would only hide the shipped one: it is not written.
+    found = [t for t in found if t.machines or t.accelerators]
+    return Refresh(matched, found, write_tables(found, directory or refreshed_prices_dir()))
+
+
+def write_tables(found: list[PriceTable], directory: Path) -> list[Path]:
+    """Each table as ``<name>.yaml``; a table of the same name (same day) is replaced."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        written = []
+        for table in found:
+            path = directory / f"{table.name}.yaml"
+            document = table.model_dump(mode="json", exclude_none=True)
+            path.write_text(yaml.safe_dump(document, sort_keys=False))
+            written.append(path)
+        return written
+    except OSError as exc:
+        raise PricesUnavailable(
+            f"cannot write the tables into {directory}: {exc.strerror}"
+        ) from exc

@@ -1,0 +1,87 @@
+"""The local platform's billing catalog stand-in through its real route: the Cloud Billing
+Catalog API's paging, currency and Sku shape, a SKU for every region, machine and GPU the
+catalog knows (training and prediction, on-demand and Spot), each marked as the stand-in's."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+
+import pytest
+
+from jobs.core.catalog import load_catalog
+from jobs.core.catalog.billing_skus import GPU_WORDS, match
+from jobs.core.stack import StackOutputs
+
+SKUS_PATH = "/v1/services/C7E2-9256-1C43/skus"
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url) as resp:
+        return json.load(resp)
+
+
+def _all_pages(base: str, page_size: int) -> tuple[list[dict], int]:
+    skus, token, pages = [], "", 0
+    while True:
+        page = _get(f"{base}{SKUS_PATH}?currencyCode=USD&pageSize={page_size}&pageToken={token}")
+        skus += page["skus"]
+        pages += 1
+        token = page["nextPageToken"]
+        if not token:
+            return skus, pages
+
+
+def test_pages_hold_every_sku_in_the_apis_shape(local_platform: StackOutputs) -> None:
+    base = local_platform.vertex_endpoint
+    skus, pages = _all_pages(base, 500)
+    assert len(skus) == len(_get(f"{base}{SKUS_PATH}")["skus"])  # the default page holds all
+    assert pages == -(-len(skus) // 500)
+    assert len({s["skuId"] for s in skus}) == len(skus)
+    regions = load_catalog().regions
+    for sku in skus:
+        assert re.fullmatch(r"[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}", sku["skuId"])
+        assert sku["name"] == f"services/C7E2-9256-1C43/skus/{sku['skuId']}"
+        assert sku["description"].endswith("(vtx local stand-in, not a Google price)")
+        assert sku["category"]["usageType"] in ("OnDemand", "Preemptible")
+        assert [r for r in sku["serviceRegions"] if r in regions] == sku["serviceRegions"]
+        (info,) = sku["pricingInfo"]
+        assert info["pricingExpression"]["usageUnit"] == "h"
+        (rate,) = info["pricingExpression"]["tieredRates"]
+        price = rate["unitPrice"]
+        assert price["currencyCode"] == "USD" and isinstance(price["units"], str)
+        assert isinstance(price["nanos"], int) and 0 <= price["nanos"] < 10**9
+
+
+def test_every_catalog_figure_but_the_tpus_has_exactly_one_sku(
+    local_platform: StackOutputs,
+) -> None:
+    skus, _ = _all_pages(local_platform.vertex_endpoint, 5000)
+    cat = load_catalog()
+    matched = match(skus, cat, list(cat.regions), "USD")
+    assert matched.figures and matched.ignored == 0
+    assert {k.name for k in matched.unknown} <= {a for a in cat.accelerators if a not in GPU_WORDS}
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "said"),
+    [
+        ("currencyCode=EUR", 400, "prices in USD only"),
+        ("pageToken=oops", 400, "invalid pageToken"),
+    ],
+)
+def test_what_the_stand_in_cannot_answer_is_an_api_error(
+    local_platform: StackOutputs, query: str, code: int, said: str
+) -> None:
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(f"{local_platform.vertex_endpoint}{SKUS_PATH}?{query}")
+    assert caught.value.code == code
+    assert said in json.load(caught.value)["error"]["message"]
+
+
+def test_another_service_is_a_404(local_platform: StackOutputs) -> None:
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(f"{local_platform.vertex_endpoint}/v1/services/6F81-5844-456A/skus")
+    assert caught.value.code == 404

@@ -1,0 +1,115 @@
+"""The billing catalog reader against a server on 127.0.0.1 that pages as the Cloud Billing
+Catalog API does (``pageSize``, ``pageToken`` -> ``nextPageToken``, "" on the last page), with
+``currencyCode`` on every page; its errors say where and why in one line."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import yaml
+
+from jobs.training.prices import VERTEX_SERVICE, BillingCatalogReader, PricesUnavailable
+from tests.conftest import TEST_DATA, stack_outputs
+
+SKUS = json.loads((TEST_DATA / "billing-skus-vertex.json").read_text())["skus"]
+
+
+class _Catalog(BaseHTTPRequestHandler):
+    requests: list[dict] = []
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        type(self).requests.append({"path": url.path, **query})
+        if url.path != f"/v1/services/{VERTEX_SERVICE}/skus":
+            return self._answer(404, {"error": {"code": 404, "message": "no such service"}})
+        size, start = int(query["pageSize"]), int(query.get("pageToken") or 0)
+        end = start + size
+        self._answer(
+            200, {"skus": SKUS[start:end], "nextPageToken": str(end) if end < len(SKUS) else ""}
+        )
+
+    def _answer(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    _Catalog.requests = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Catalog)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_every_page_is_read_with_the_currency(server: str) -> None:
+    reader = BillingCatalogReader(stack_outputs(vertex_endpoint=server))
+    found = reader.skus(VERTEX_SERVICE, page_size=5)
+    assert [s["skuId"] for s in found] == [s["skuId"] for s in SKUS]
+    assert [r.get("pageToken") for r in _Catalog.requests] == [None, "5", "10", "15"]
+    assert {(r["currencyCode"], r["pageSize"]) for r in _Catalog.requests} == {("USD", "5")}
+
+
+def test_an_error_answer_is_one_line_naming_the_url(server: str) -> None:
+    reader = BillingCatalogReader(stack_outputs(vertex_endpoint=server))
+    with pytest.raises(PricesUnavailable, match=r"^HTTP 404 no such service from http://127"):
+        reader.skus("6F81-5844-456A")
+
+
+def test_a_server_that_does_not_answer_is_named() -> None:
+    with ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as closed:
+        url = f"http://127.0.0.1:{closed.server_address[1]}"
+    reader = BillingCatalogReader(stack_outputs(vertex_endpoint=url))
+    with pytest.raises(PricesUnavailable, match=f"cannot reach {url}"):
+        reader.skus(VERTEX_SERVICE)
+
+
+def test_refresh_writes_a_dated_table_only_where_a_figure_matched(server: str, tmp_path) -> None:
+    import requests
+
+    from jobs.core.catalog import load_catalog
+    from jobs.training.prices import refresh
+
+    reader = BillingCatalogReader(stack_outputs(), session=requests.Session(), endpoint=server)
+    now = datetime(2026, 11, 27, 3, 0, 5, 123, tzinfo=UTC)
+    done = refresh(reader, load_catalog(), ["us-central1", "asia-southeast1"], now, tmp_path)
+    assert sorted(p.name for p in done.written) == [
+        "billing-serving-us-central1-2026-11-27.yaml",
+        "billing-training-us-central1-2026-11-27.yaml",
+    ]  # asia-southeast1: nothing matched, so its shipped table stays in use
+    written = yaml.safe_load(
+        (tmp_path / "billing-training-us-central1-2026-11-27.yaml").read_text()
+    )
+    assert (
+        written["source"] == "https://cloudbilling.googleapis.com/v1/services/C7E2-9256-1C43/skus"
+    )
+    assert written["accelerators"]["NVIDIA_TESLA_T4"] == {
+        "usd_per_h": 0.4025,
+        "basis": "catalog",
+        "spot_usd_per_h": 0.161,
+        "spot_basis": "catalog",
+        "sku": "A001-0000-0001",
+        "sku_description": "Custom Training Nvidia Tesla T4 GPU running in Americas",
+        "spot_sku": "A001-0000-0002",
+        "spot_sku_description": "Spot Preemptible Custom Training Nvidia Tesla T4 GPU running in "
+        "Americas",
+        "fetched_at": "2026-11-27T03:00:05Z",
+    }

@@ -1,0 +1,54 @@
+"""`vtx prices refresh --stack local` against the running local platform, then `vtx cost` on a
+Spot template in europe-west4: a dollar figure with the table, its date and the SKU behind it."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from jobs.core.stack import StackOutputs
+from tests.conftest import TEMPLATES
+from vtx.cli import app
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.replace("│", " ").split())
+
+
+def test_refresh_then_cost_names_the_sku_and_date(
+    local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    runner = CliRunner()
+    template = str(TEMPLATES / "l4-spot-lora.yaml")
+    before = _flat(runner.invoke(app, ["cost", template, "--region", "europe-west4"]).output)
+    assert "This job (Spot price in europe-west4): unknown" in before
+
+    mars = runner.invoke(app, ["prices", "refresh", "--stack", "local", "--region", "mars-east1"])
+    assert mars.exit_code == 2 and "--region mars-east1: not a catalog region" in _flat(mars.output)
+    refreshed = runner.invoke(app, ["prices", "refresh", "--stack", "local"])
+    assert refreshed.exit_code == 0, refreshed.output
+    out = _flat(refreshed.output)
+    assert "unknown in us-central1 (training): TPU_V5_LITEPOD on-demand, TPU_V5_LITEPOD spot" in out
+    assert "made-up figures, not Google's" in out
+    today = datetime.now(UTC).date().isoformat()
+    assert f"billing-local-training-europe-west4-{today}.yaml" in out
+
+    # Made-up figures never price a job that is not the local stack's.
+    elsewhere = runner.invoke(app, ["cost", template, "--region", "europe-west4"])
+    assert "This job (Spot price in europe-west4): unknown" in _flat(elsewhere.output)
+    local = ["--stack", "local", "--region", "europe-west4"]
+    cost = runner.invoke(app, ["cost", template, *local])
+    assert cost.exit_code == 0, cost.output
+    text = _flat(cost.output)
+    assert re.search(r"This job \(Spot price in europe-west4\): \$\d+\.\d+/h", text), text
+    assert f"table billing-local-training-europe-west4-{today}" in text
+    assert "not Google's prices" in text
+    sku = re.search(r"g2-standard-8 \(Spot\): SKU ([0-9A-F-]{14})", text)
+    assert sku is not None, text
+    assert "Spot Preemptible Custom Training g2-standard-8 running in europe-west4" in text
+    assert f"fetched {today}T" in text

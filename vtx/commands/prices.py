@@ -1,0 +1,46 @@
+"""`vtx prices refresh`: list prices from Google's Cloud Billing Catalog API (or the local
+platform's stand-in for `--stack local`), matched SKU by SKU to the catalog and written as dated
+tables into the user's prices folder; `vtx cost` and the launch plan then use the newest table
+of each region and name the SKU behind each figure (jobs/training/prices.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from jobs.core.catalog import load_catalog
+from jobs.training.prices import BillingCatalogReader, PricesUnavailable, refresh
+from vtx.options import StackFileOpt, StackOpt, console, fail, required_stack
+from vtx.views.prices import print_refresh
+
+app = typer.Typer(help="List prices from the billing catalog: vtx prices refresh.")
+
+RegionsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--region", help="A region to refresh (default: every catalog region). Repeatable."
+    ),
+]
+
+
+@app.command("refresh")
+def refresh_prices(
+    stack: StackOpt = None,
+    stack_file: StackFileOpt = None,
+    region: RegionsOpt = None,
+) -> None:
+    """Read Vertex AI's SKUs and write dated price tables (each figure with its SKU)."""
+    outputs = required_stack(stack, stack_file)
+    catalog = load_catalog()
+    regions = list(dict.fromkeys(region or catalog.regions))
+    unknown = [r for r in regions if r not in catalog.regions]
+    if unknown:
+        raise fail(
+            f"--region {unknown[0]}: not a catalog region; one of {', '.join(catalog.regions)}"
+        )
+    try:
+        done = refresh(BillingCatalogReader(outputs), catalog, regions)
+    except PricesUnavailable as exc:
+        raise fail(f"cannot read the billing catalog: {exc}", code=1) from exc
+    print_refresh(console(), done)

@@ -1,0 +1,52 @@
+"""How `vtx prices refresh` prints: the tables written, what each region matched, and every
+figure that stays unknown with the reason."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import Console
+
+from jobs.core.user_io import shown_path
+from jobs.training.prices import LOCAL_PREFIX, Refresh
+from vtx.views.output import FitTable
+
+
+def print_refresh(console: Console, done: Refresh) -> None:
+    matched, unknown = done.matched.figures, done.matched.unknown
+    table = FitTable(title="Billing catalog: figures per region", title_justify="left")
+    for column in ("region", "kind", "matched", "unknown"):
+        table.add_column(column, justify="right" if column in ("matched", "unknown") else "left")
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for key in matched:
+        counts[(key.region, key.kind)][0] += 1
+    for key in unknown:
+        counts[(key.region, key.kind)][1] += 1
+    for (region, kind), (known, missing) in sorted(counts.items()):
+        table.add_row(region, kind, str(known), str(missing))
+    console.print(table)
+    why: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for key, reason in sorted(unknown.items(), key=lambda kv: str(kv[0])):
+        why[(key.region, key.kind, reason)].append(f"{key.name} {key.usage}")
+    for (region, kind, reason), names in why.items():
+        console.print(
+            f"unknown in {region} ({kind}): {', '.join(names)}: {reason}",
+            style="yellow",
+            highlight=False,
+        )
+    console.print(f"{done.matched.ignored} SKUs price nothing a table holds", highlight=False)
+    for path in done.written:
+        console.print(f"wrote {shown_path(path)}", highlight=False)
+    if done.written and done.tables[0].name.startswith(LOCAL_PREFIX):
+        console.print(
+            "These are the local stand-in's made-up figures, not Google's: they price the local "
+            "stack's jobs only (`--stack local`), never a real stack's.",
+            style="yellow",
+            highlight=False,
+        )
+    if not done.written:
+        console.print(
+            "no table written: no figure matched (the shipped tables stay in use)",
+            style="yellow",
+            highlight=False,
+        )
