@@ -82,6 +82,9 @@ class JobFacts:
     labels: dict[str, str] = field(default_factory=dict)
     secret_env: dict[str, str] = field(default_factory=dict)
     """Template ``secrets:`` (env name -> secret name): names only, never values."""
+    output_dir: str | None = None
+    """``baseOutputDirectory.outputUriPrefix`` where a document sets it (vtx launch sets the
+    stack's)."""
     strings: list[DocString] = field(default_factory=list)
     """Every string in the document (env, args, labels, study values, any field, mapping keys)
     with its path: what the credential-shape rule reads."""
@@ -252,8 +255,10 @@ def facts_from_rest_spec(spec: dict, prefix: str = "", display_name: Any = None)
             # The region of a REST job is the endpoint's location, not a field.
             "region": "(region)",
             "secrets": "(secrets)",
+            "output_dir": f"{dot}baseOutputDirectory.outputUriPrefix",
         },
         display_name=_str(display_name),
+        output_dir=_str(_dict(spec.get("baseOutputDirectory")).get("outputUriPrefix")),
         strategy=_str(scheduling.get("strategy")),
         timeout_s=_rest_duration_s(scheduling.get("timeout")),
         max_wait_s=_rest_duration_s(scheduling.get("maxWaitDuration")),

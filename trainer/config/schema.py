@@ -409,7 +409,11 @@ _INT_TAG = "tag:yaml.org,2002:int"
 def read_yaml(path: Path) -> Any:
     """The document in `path`, or ConfigError naming the file and the place."""
     try:
-        if path.stat().st_size > MAX_BYTES:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # opening a FIFO with no writer would block
+            kind = _FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            raise ConfigError(f"{path}: is {kind}; --config takes a regular YAML file")
+        if info.st_size > MAX_BYTES:
             raise ConfigError(f"{path}: larger than {MAX_BYTES:,} bytes; a config is a few KB")
         with path.open("rb") as stream:
             data = stream.read(MAX_BYTES + 1)

@@ -63,7 +63,10 @@ def add_endpoint_routes(
         request: Request, project: str, location: str, endpointId: str | None = None
     ) -> Response:
         body = parse_message(Endpoint, await request.body())
-        operation = endpoints.create(parent_of(project, location), body, endpointId)
+        # The store's lock and writes: in a worker thread, never on the event loop.
+        operation = await run_in_threadpool(
+            endpoints.create, parent_of(project, location), body, endpointId
+        )
         return json_response(render_operation(operation))
 
     # Before `{endpoint}` routes: `{endpoint}` would also match `ID:deployModel`.
@@ -75,7 +78,9 @@ def add_endpoint_routes(
         deployed = body.get("deployedModel")
         if not deployed:
             raise invalid("deployedModel: required")
-        operation = endpoints.deploy(ref(project, location, endpoint), deployed, _split(body))
+        operation = await run_in_threadpool(
+            endpoints.deploy, ref(project, location, endpoint), deployed, _split(body)
+        )
         return json_response(render_operation(operation))
 
     @app.post(base + "/{endpoint}:undeployModel")
@@ -85,8 +90,12 @@ def add_endpoint_routes(
         body = parse_message(UndeployModelRequest, await request.body())
         if not body.get("deployedModelId"):
             raise invalid("deployedModelId: required")
-        operation = endpoints.undeploy(
-            ref(project, location, endpoint), body["deployedModelId"], _split(body)
+        # Answered at once; the process is stopped in the background (the operation says when).
+        operation = await run_in_threadpool(
+            endpoints.undeploy,
+            ref(project, location, endpoint),
+            body["deployedModelId"],
+            _split(body),
         )
         return json_response(render_operation(operation))
 
@@ -95,8 +104,9 @@ def add_endpoint_routes(
         body = parse_message(PredictRequest, await request.body())
         if not body.get("instances"):
             raise invalid("instances: at least one instance is required")
-        # The model generates for seconds: off the event loop, so other calls are answered.
-        answer = await run_in_threadpool(endpoints.predict, ref(project, location, endpoint), body)
+        # Awaited, not run in a worker thread: a model that hangs must not hold one of the
+        # threads the other routes need (endpoints.py proxies it with a deadline).
+        answer = await endpoints.predict(ref(project, location, endpoint), body)
         return json_response(render_message(PredictResponse, answer))
 
     @app.get(base + "/{endpoint}/operations/{operation}")

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from jobs.local.api.order_by import MODEL_ORDER_FIELDS, VERSION_ORDER_FIELDS, page_in_order
 from jobs.local.api.rest_forms import (
@@ -92,8 +93,12 @@ def add_model_routes(app: FastAPI, models: Models, parent_of: Callable[[str, str
     async def upload_model(request: Request, project: str, location: str) -> Response:
         parent = parent_of(project, location)
         body = parse_upload(await request.body())
-        operation = models.upload(
-            parent, body.get("model", {}), body.get("parentModel"), body.get("modelId")
+        operation = await run_in_threadpool(  # the store's writes: off the event loop
+            models.upload,
+            parent,
+            body.get("model", {}),
+            body.get("parentModel"),
+            body.get("modelId"),
         )
         return json_response(render_operation(operation))
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from jobs.local.api.read_mask import ReadMaskError, apply_read_mask
 from jobs.local.api.rest_forms import (
@@ -51,6 +52,10 @@ JobChecks = Callable[[dict, str], list[str]]
 
 def invalid(message: str) -> PipelineError:
     return PipelineError(400, "INVALID_ARGUMENT", message)
+
+
+def not_found(name: str) -> PipelineError:
+    return PipelineError(404, "NOT_FOUND", f"TrainingPipeline {name} does not exist")
 
 
 def parse_pipeline(body: bytes) -> dict:
@@ -103,11 +108,7 @@ def add_pipeline_routes(
         parent = parent_of(project, location)
         pipeline = pipelines.store.get_pipeline(pipeline_id)
         if pipeline is None or not pipeline["name"].startswith(parent + "/"):
-            raise PipelineError(
-                404,
-                "NOT_FOUND",
-                f"TrainingPipeline {parent}/trainingPipelines/{pipeline_id} does not exist",
-            )
+            raise not_found(f"{parent}/trainingPipelines/{pipeline_id}")
         return pipeline
 
     def respond(request: Request, pipeline: dict) -> Response:
@@ -123,7 +124,8 @@ def add_pipeline_routes(
         for field in OUTPUT_ONLY:
             pipeline.pop(field, None)
         pipeline["name"] = f"{parent}/trainingPipelines/{pipelines.store.unused_id()}"
-        return respond(request, pipelines.create(pipeline))
+        # The pipelines' lock is held by their thread: wait for it off the event loop.
+        return respond(request, await run_in_threadpool(pipelines.create, pipeline))
 
     @app.get(base + "/{pipeline_id}")
     def get_training_pipeline(
@@ -156,17 +158,21 @@ def add_pipeline_routes(
         rendered = [render_pipeline(p, wants_int_enums(request), readMask) for p in found]
         return list_response("trainingPipelines", rendered, token)
 
+    # get_or_404 checks the parent; a delete racing these can still win: the service's answer,
+    # read under its lock, says so.
     @app.post(base + "/{pipeline_id}:cancel")
     def cancel_training_pipeline(project: str, location: str, pipeline_id: str) -> dict:
-        get_or_404(project, location, pipeline_id)
-        pipelines.cancel(pipeline_id)
+        name = get_or_404(project, location, pipeline_id)["name"]
+        if pipelines.cancel(pipeline_id) is None:
+            raise not_found(name)
         return {}
 
     @app.delete(base + "/{pipeline_id}")
     def delete_training_pipeline(project: str, location: str, pipeline_id: str) -> dict:
-        pipeline = get_or_404(project, location, pipeline_id)
-        pipelines.delete(pipeline_id)
-        return deleted(pipeline["name"])
+        name = get_or_404(project, location, pipeline_id)["name"]
+        if not pipelines.delete(pipeline_id):
+            raise not_found(name)
+        return deleted(name)
 
 
 def apply_read_mask_check(read_mask: str) -> None:

@@ -36,6 +36,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -62,7 +63,6 @@ from jobs.local.platform.filters import FilterError, parse_filter
 from jobs.local.platform.guard import (
     Refusal,
     body_refusal,
-    bucket_name_problem,
     error_body,
     origin_refusal,
     peer_refusal,
@@ -188,17 +188,28 @@ def check_read_mask(message_name: str, read_mask: str) -> None:
     refuse_bad_read_mask(getattr(aiplatform_v1, message_name), read_mask)
 
 
-def refuse_cancel_of_ended(kind: str, resource: dict) -> None:
-    """Cancelling what already ended is a 400 FAILED_PRECONDITION: AIP-216's rule for a state
-    change a resource's state does not allow (the wording is ours)."""
-    state = resource.get("state", "")
-    if state and JobState(state).final:
+def cancel_answer(kind: str, name: str, was: JobState | None) -> dict:
+    """A cancel's answer from the state the resource was in when the cancel was acted on (the
+    executor's or the studies' answer, under their lock): None, it was deleted meanwhile (404);
+    a final state, it already ended, a 400 FAILED_PRECONDITION (AIP-216's rule for a state
+    change a resource's state does not allow; the wording is ours); else ``{}``."""
+    if was is None:
+        raise ApiError(404, f"{kind} {name} does not exist")
+    if was.final:
         raise ApiError(
             400,
-            f"{kind} {resource['name']} is in state {state}: it already ended and cannot be "
-            f"cancelled",
+            f"{kind} {name} is in state {was.value}: it already ended and cannot be cancelled",
             "FAILED_PRECONDITION",
         )
+    return {}
+
+
+def delete_answer(kind: str, name: str, found: bool) -> dict:
+    """A delete's answer: the done operation, or 404 when a delete that raced this one removed
+    the resource first."""
+    if not found:
+        raise ApiError(404, f"{kind} {name} does not exist")
+    return deleted(name)
 
 
 # -- validation ----------------------------------------------------------------------------------
@@ -238,25 +249,7 @@ def _executor_problems(job: dict) -> list[str]:
                 f"jobSpec.workerPoolSpecs[{i}]: its command or args hold a NUL character, "
                 f"which no process can be started with; remove it"
             )
-    return problems + _output_problems(job)
-
-
-def _output_problems(job: dict) -> list[str]:
-    """``baseOutputDirectory`` names a Cloud Storage folder: replicas get it as AIP_MODEL_DIR
-    and friends, so a local path or one climbing out of its bucket must not get that far."""
-    uri = job.get("jobSpec", {}).get("baseOutputDirectory", {}).get("outputUriPrefix")
-    if not uri:
-        return []
-    where = "jobSpec.baseOutputDirectory.outputUriPrefix"
-    if not uri.startswith("gs://"):
-        return [f"{where}: {uri!r} is not a Cloud Storage URI; write gs://BUCKET/PATH"]
-    bucket, _, path = uri.removeprefix("gs://").partition("/")
-    problem = bucket_name_problem(bucket) or (
-        "'.' and '..' are not folders of a bucket"
-        if any(part in (".", "..") for part in path.split("/"))
-        else None
-    )
-    return [f"{where}: {uri!r}: {problem}; write gs://BUCKET/PATH"] if problem else []
+    return problems
 
 
 def _job_problems(job: dict, location: str) -> list[str]:
@@ -290,6 +283,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
         endpoints.start()  # deployed models' serving processes start again
         yield
         endpoints.shutdown()  # stops every serving process
+        await endpoints.aclose()
         pipelines.shutdown()  # these two first: their jobs are then stopped by the executor's
         studies.shutdown()
         executor.shutdown()
@@ -417,10 +411,7 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
             render_custom_job(job, wants_int_enums(request)), media_type="application/json"
         )
 
-    @app.post(base)
-    async def create_custom_job(request: Request, project: str, location: str) -> Response:
-        parent = _parent(project, location)
-        job = parse_custom_job(await request.body())
+    def create(parent: str, location: str, job: dict) -> dict:
         executor.check_fits(job)
         problems = _executor_problems(job) + _validation_problems(job, location)
         if problems:
@@ -429,7 +420,15 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
             job.pop(output_only, None)
         job["name"] = f"{parent}/customJobs/{_new_job_id(store)}"
         job["jobSpec"] = with_disk_defaults(job.get("jobSpec", {}))
-        return job_response(request, executor.submit(job))
+        return executor.submit(job)
+
+    @app.post(base)
+    async def create_custom_job(request: Request, project: str, location: str) -> Response:
+        parent = _parent(project, location)
+        job = parse_custom_job(await request.body())
+        # submit waits for the executor's lock, which its tick holds: in a worker thread, so
+        # that a create never stops the event loop (and every other request) while it waits.
+        return job_response(request, await run_in_threadpool(create, parent, location, job))
 
     @app.get(base + "/{job_id}")
     def get_custom_job(request: Request, project: str, location: str, job_id: str) -> Response:
@@ -459,15 +458,13 @@ def _add_job_routes(app: FastAPI, executor: Executor, store: Store) -> None:
 
     @app.post(base + "/{job_id}:cancel")
     def cancel_custom_job(project: str, location: str, job_id: str) -> dict:
-        refuse_cancel_of_ended("CustomJob", get_or_404(project, location, job_id))
-        executor.cancel(job_id)
-        return {}
+        name = get_or_404(project, location, job_id)["name"]
+        return cancel_answer("CustomJob", name, executor.cancel(job_id))
 
     @app.delete(base + "/{job_id}")
     def delete_custom_job(project: str, location: str, job_id: str) -> dict:
-        job = get_or_404(project, location, job_id)
-        executor.delete(job_id)
-        return deleted(job["name"])
+        name = get_or_404(project, location, job_id)["name"]
+        return delete_answer("CustomJob", name, executor.delete(job_id))
 
 
 STUDY_OUTPUT_ONLY = ("state", "createTime", "startTime", "endTime", "updateTime", "error", "trials")
@@ -493,10 +490,7 @@ def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store:
             render_study(study, wants_int_enums(request)), media_type="application/json"
         )
 
-    @app.post(base)
-    async def create_study(request: Request, project: str, location: str) -> Response:
-        parent = _parent(project, location)
-        study = parse_study(await request.body())
+    def create(parent: str, location: str, study: dict) -> dict:
         if study.get("trialJobSpec"):
             executor.check_fits({"jobSpec": study["trialJobSpec"]})
         problems = study_problems(study)
@@ -507,7 +501,15 @@ def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store:
         for output_only in STUDY_OUTPUT_ONLY:
             study.pop(output_only, None)
         study["name"] = f"{parent}/hyperparameterTuningJobs/{store.unused_id()}"
-        return study_response(request, studies.create(study))
+        return studies.create(study)
+
+    @app.post(base)
+    async def create_study(request: Request, project: str, location: str) -> Response:
+        parent = _parent(project, location)
+        study = parse_study(await request.body())
+        # The studies' lock is held by their tick: wait for it in a worker thread, as creates
+        # of custom jobs do.
+        return study_response(request, await run_in_threadpool(create, parent, location, study))
 
     @app.get(base + "/{study_id}")
     def get_study(request: Request, project: str, location: str, study_id: str) -> Response:
@@ -541,15 +543,13 @@ def _add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store:
 
     @app.post(base + "/{study_id}:cancel")
     def cancel_study(project: str, location: str, study_id: str) -> dict:
-        refuse_cancel_of_ended("HyperparameterTuningJob", get_or_404(project, location, study_id))
-        studies.cancel(study_id)
-        return {}
+        name = get_or_404(project, location, study_id)["name"]
+        return cancel_answer("HyperparameterTuningJob", name, studies.cancel(study_id))
 
     @app.delete(base + "/{study_id}")
     def delete_study(project: str, location: str, study_id: str) -> dict:
-        study = get_or_404(project, location, study_id)
-        studies.delete(study_id)
-        return deleted(study["name"])
+        name = get_or_404(project, location, study_id)["name"]
+        return delete_answer("HyperparameterTuningJob", name, studies.delete(study_id))
 
 
 def _add_quota_routes(app: FastAPI, executor: Executor) -> None:
@@ -666,8 +666,8 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
             new = Capacity.model_validate_json(await request.body() or b"{}")
         except ValidationError as exc:
             raise ApiError(400, f"invalid capacity: {describe_errors(exc)}") from exc
-        executor.set_capacity(new)
-        return get_capacity()
+        await run_in_threadpool(executor.set_capacity, new)  # the executor's lock: not here
+        return await run_in_threadpool(get_capacity)
 
     @app.post("/vtx/jobs/{job_id}:preempt")
     async def preempt(request: Request, job_id: str) -> dict:
@@ -678,7 +678,7 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
         deadline = time.monotonic() + body.wait_s
         while True:
             try:
-                replica = executor.preempt(job_id, body.replica)
+                replica = await run_in_threadpool(executor.preempt, job_id, body.replica)
             except KeyError as exc:
                 raise ApiError(404, f"no job {job_id}") from exc
             except NotYetRunning:

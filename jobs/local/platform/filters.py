@@ -58,9 +58,32 @@ def _has(actual: str | None, value: str) -> bool:
     if value == "*":
         return actual is not None
     if "*" in value:
-        pattern = re.escape(value).replace(r"\*", ".*")
-        return re.fullmatch(pattern, actual or "", re.DOTALL) is not None
+        return glob_match(value, actual or "")
     return value in (actual or "")
+
+
+def glob_match(pattern: str, text: str) -> bool:
+    """Whether ``text`` is ``pattern`` with each ``*`` standing for any run of characters.
+
+    Not fnmatch or re: both turn each ``*`` into a backtracking ``.*``, and a client's
+    ``"*a*a*a*a*a*a*a*a*a*a*a*a*b"`` against a long name of ``a``s then tries every way to
+    place a dozen stars (time exponential in their number). Stars only ever stand for "any
+    run", so the pieces between them can be matched greedily: the first piece must start the
+    text, the last must end it, each one between is taken at its leftmost place after the one
+    before (leftmost leaves the most room to the rest, so no other place can succeed where it
+    fails). One pass from left to right: each piece is searched for once, never again."""
+    if "*" not in pattern:
+        return text == pattern
+    first, *middle, last = pattern.split("*")
+    if len(text) < len(first) + len(last) or not text.startswith(first):
+        return False
+    position, end = len(first), len(text) - len(last)
+    for piece in middle:
+        found = text.find(piece, position, end)
+        if found < 0:
+            return False
+        position = found + len(piece)
+    return text.endswith(last)
 
 
 def _time(text: str) -> datetime:

@@ -124,12 +124,24 @@ class LogEntry:
 
 class Store:
     """One connection shared by the executor thread and the request handlers, under a lock:
-    SQLite serialises writers anyway, and the traffic is a few writes per second."""
+    SQLite serialises writers anyway, and the traffic is a few writes per second.
+
+    Every statement commits on its own, so its cost is what a commit costs: in WAL mode with
+    ``synchronous=NORMAL`` a commit writes the log without waiting for the disk to flush it
+    (https://www.sqlite.org/pragma.html#pragma_synchronous: "WAL mode is always consistent with
+    synchronous=NORMAL"; a crash of the control plane loses nothing, only a power loss may roll
+    the last commits back). With the default
+    FULL every commit waits for an fsync, milliseconds each, and the executor's tick, which
+    commits several times per job under its lock, made concurrent creates queue for seconds.
+
+    The ``delete_*`` methods say whether there was something to delete: two deletes of one
+    resource that race get one True between them (the other caller answers 404)."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._migrate()
         self._db.executescript(SCHEMA)
         self._db.executescript(f"BEGIN;{ENDPOINTS_BY_NAME}COMMIT;")
@@ -139,6 +151,10 @@ class Store:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(log_entries)")}
         if OLD_LOG_COLUMN in columns:
             self._db.executescript(f"BEGIN;{MIGRATE_LOGS}COMMIT;")
+
+    def _deleted(self, sql: str, *params: str) -> bool:
+        """Run a DELETE; whether it removed a row. Callers hold the lock."""
+        return self._db.execute(sql, params).rowcount > 0
 
     def close(self) -> None:
         with self._lock:
@@ -185,9 +201,9 @@ class Store:
             ).fetchall()
         return [(json.loads(a), json.loads(b)) for a, b in rows]
 
-    def delete_job(self, job_id: str) -> None:
+    def delete_job(self, job_id: str) -> bool:
         with self._lock:
-            self._db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+            return self._deleted("DELETE FROM jobs WHERE id = ?", job_id)
 
     def unused_id(self) -> str:
         """A 19-digit numeric id, like Vertex's, that no job or study has."""
@@ -234,9 +250,9 @@ class Store:
             ).fetchall()
         return [(json.loads(a), json.loads(b)) for a, b in rows]
 
-    def delete_study(self, study_id: str) -> None:
+    def delete_study(self, study_id: str) -> bool:
         with self._lock:
-            self._db.execute("DELETE FROM studies WHERE id = ?", (study_id,))
+            return self._deleted("DELETE FROM studies WHERE id = ?", study_id)
 
     # -- training pipelines (their backing CustomJobs are jobs like any other) ----------------
 
@@ -273,9 +289,9 @@ class Store:
             ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
-    def delete_pipeline(self, pipeline_id: str) -> None:
+    def delete_pipeline(self, pipeline_id: str) -> bool:
         with self._lock:
-            self._db.execute("DELETE FROM pipelines WHERE id = ?", (pipeline_id,))
+            return self._deleted("DELETE FROM pipelines WHERE id = ?", pipeline_id)
 
     # -- models (one row per version) and long-running operations ----------------------------
 
@@ -302,15 +318,14 @@ class Store:
             rows = self._db.execute("SELECT rowid, resource FROM models ORDER BY rowid").fetchall()
         return [(r[0], json.loads(r[1])) for r in rows]
 
-    def delete_model_versions(self, model_id: str, version_id: str | None = None) -> None:
+    def delete_model_versions(self, model_id: str, version_id: str | None = None) -> bool:
         """One version, or every version of the model (``version_id`` None)."""
         with self._lock:
             if version_id is None:
-                self._db.execute("DELETE FROM models WHERE id = ?", (model_id,))
-            else:
-                self._db.execute(
-                    "DELETE FROM models WHERE id = ? AND version = ?", (model_id, version_id)
-                )
+                return self._deleted("DELETE FROM models WHERE id = ?", model_id)
+            return self._deleted(
+                "DELETE FROM models WHERE id = ? AND version = ?", model_id, version_id
+            )
 
     def put_operation(self, name: str, resource: dict) -> None:
         with self._lock:
@@ -354,9 +369,9 @@ class Store:
             ).fetchall()
         return [(r[0], json.loads(r[1])) for r in rows]
 
-    def delete_endpoint(self, name: str) -> None:
+    def delete_endpoint(self, name: str) -> bool:
         with self._lock:
-            self._db.execute("DELETE FROM endpoints WHERE id = ?", (name,))
+            return self._deleted("DELETE FROM endpoints WHERE id = ?", name)
 
     def put_deployment(self, deployed_model_id: str, endpoint: str, record: dict) -> None:
         """A deployed model's serving process on the endpoint named ``endpoint``: its state,
@@ -382,9 +397,9 @@ class Store:
             rows = self._db.execute("SELECT record FROM deployments ORDER BY rowid").fetchall()
         return [json.loads(r[0]) for r in rows]
 
-    def delete_deployment(self, deployed_model_id: str) -> None:
+    def delete_deployment(self, deployed_model_id: str) -> bool:
         with self._lock:
-            self._db.execute("DELETE FROM deployments WHERE id = ?", (deployed_model_id,))
+            return self._deleted("DELETE FROM deployments WHERE id = ?", deployed_model_id)
 
     # -- logs -------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ processes again (a process left by a crash is stopped first); `vtx local down` s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -33,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from jobs.core.catalog import load_catalog
 from jobs.core.formats import now_rfc3339
@@ -75,8 +78,12 @@ DEPLOYED_OUTPUT_ONLY = ("createTime", "modelVersionId", "privateEndpoints", "sta
 DEPLOY_TIMEOUT_S = 600.0
 """How long a deployed model's process may take to answer health 200."""
 HEALTH_POLL_S = 0.2
-PREDICT_TIMEOUT_S = 600.0
-DEPLOYING, DEPLOYED = "DEPLOYING", "DEPLOYED"
+PREDICT_TIMEOUT_S = 60.0
+"""A prediction's deadline: a shared public endpoint's inference timeout (docs/vertex-facts.md,
+"Local endpoints and serving processes"); an endpoint's clientConnectionConfig.inferenceTimeout
+replaces it, up to MAX_INFERENCE_TIMEOUT_S."""
+MAX_INFERENCE_TIMEOUT_S = 3600.0
+DEPLOYING, DEPLOYED, UNDEPLOYING = "DEPLOYING", "DEPLOYED", "UNDEPLOYING"
 
 
 def new_id() -> str:
@@ -90,6 +97,30 @@ def endpoint_not_found(name: str) -> ModelError:
 
 def failed_precondition(message: str) -> ModelError:
     return ModelError(400, message, "FAILED_PRECONDITION")
+
+
+def inference_timeout_s(endpoint: dict) -> float:
+    """How long a prediction on ``endpoint`` may take: its clientConnectionConfig's
+    inferenceTimeout (a JSON Duration, ``"120s"``), capped at Vertex's maximum, else
+    PREDICT_TIMEOUT_S."""
+    text = str((endpoint.get("clientConnectionConfig") or {}).get("inferenceTimeout") or "")
+    try:
+        seconds = float(text.removesuffix("s")) if text.endswith("s") else 0.0
+    except ValueError:
+        seconds = 0.0
+    return min(seconds, MAX_INFERENCE_TIMEOUT_S) if seconds > 0 else PREDICT_TIMEOUT_S
+
+
+def deadline_exceeded(deployed: dict, timeout_s: float) -> ModelError:
+    """A prediction the model did not answer in time: google.rpc's DEADLINE_EXCEEDED, HTTP 504
+    (the SDK raises GatewayTimeout)."""
+    return ModelError(
+        504,
+        f"Deployed model {deployed['id']} ({deployed['model']}) did not answer the prediction "
+        f"within {timeout_s:g} s, the endpoint's inference timeout: make the prediction smaller "
+        f"or faster, or raise the endpoint's clientConnectionConfig.inferenceTimeout",
+        "DEADLINE_EXCEEDED",
+    )
 
 
 # -- pure checks and choices ---------------------------------------------------------------------
@@ -272,6 +303,14 @@ class Endpoints:
         """Round-robin credit per (endpoint, its split): a new split starts afresh."""
         self._lock = threading.RLock()
         self._stopping = threading.Event()
+        self._undeploys: list[threading.Thread] = []
+        # Predictions are proxied on the server's event loop, never in a worker thread: a model
+        # that hangs holds a connection, not one of the few threads every other route needs.
+        # trust_env=False: no HTTP(S)_PROXY may route 127.0.0.1 elsewhere; no pool limit: each
+        # waiting prediction has its connection, as each has its deadline.
+        self._http = httpx.AsyncClient(
+            trust_env=False, timeout=None, limits=httpx.Limits(max_connections=None)
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -281,6 +320,9 @@ class Endpoints:
         for record in self.store.list_deployments():
             if pid_runs(record.get("pid"), record.get("argv", [])):
                 self._process_of(record).stop(self.settings.grace_s)
+            if record["state"] == UNDEPLOYING:
+                self._finish_undeploy(record, None)  # its process was just stopped
+                continue
             if record["state"] == DEPLOYING:
                 self._fail_deploy(record, "the control plane stopped before it was healthy")
                 continue
@@ -298,14 +340,19 @@ class Endpoints:
         self._stopping.set()
         with self._lock:
             procs = list(self._procs.items())
+            undeploys = list(self._undeploys)
         threads = [threading.Thread(target=p.stop, args=(self.settings.grace_s,)) for _, p in procs]
         for thread in threads:
             thread.start()
-        for thread in threads:
+        for thread in threads + undeploys:  # an undeploy under way stops its process itself
             thread.join()
         for record in self.store.list_deployments():
             if record["state"] == DEPLOYING:
                 self._fail_deploy(record, "the local platform was stopped (vtx local down)")
+
+    async def aclose(self) -> None:
+        """Close the predictions' HTTP client (the server's lifespan, on its event loop)."""
+        await self._http.aclose()
 
     # -- endpoints ---------------------------------------------------------------------------
 
@@ -365,16 +412,19 @@ class Endpoints:
         return found[::-1]
 
     def delete(self, ref: EndpointRef) -> dict:
-        """Refused while models are deployed (or deploying), as Vertex refuses it."""
-        endpoint = self.get(ref)
-        deploying = [r["id"] for r in self._records(ref.name)]
-        if endpoint.get("deployedModels") or deploying:
-            ids = [d["id"] for d in endpoint.get("deployedModels", [])] or deploying
-            raise failed_precondition(
-                f"Endpoint {ref.name} has deployed models ({', '.join(ids)}): undeploy them "
-                f"before deleting the endpoint"
-            )
-        self.store.delete_endpoint(ref.name)
+        """Refused while models are deployed (or deploying, or undeploying), as Vertex refuses
+        it. Checked and deleted under the lock: of two deletes that race, one gets 404."""
+        with self._lock:
+            endpoint = self.get(ref)
+            deploying = [r["id"] for r in self._records(ref.name)]
+            if endpoint.get("deployedModels") or deploying:
+                ids = [d["id"] for d in endpoint.get("deployedModels", [])] or deploying
+                raise failed_precondition(
+                    f"Endpoint {ref.name} has deployed models ({', '.join(ids)}): undeploy them "
+                    f"before deleting the endpoint"
+                )
+            if not self.store.delete_endpoint(ref.name):
+                raise endpoint_not_found(ref.name)
         name = f"{ref.name}/operations/{new_id()}"  # under the endpoint, as its other operations
         done = operation(name, "DeleteOperationMetadata", now_rfc3339(), {"@type": EMPTY_TYPE})
         self.store.put_operation(name, done)
@@ -589,32 +639,27 @@ class Endpoints:
             )
 
     def undeploy(self, ref: EndpointRef, deployed_id: str, split: dict[str, int]) -> dict:
-        """UndeployModel: stop its process, drop it and its traffic; the operation is done."""
-        endpoint = self.get(ref)
-        ids = [d["id"] for d in endpoint.get("deployedModels", [])]
-        if deployed_id not in ids:
-            raise ModelError(
-                404, f"Deployed model {deployed_id} is not deployed to {ref.name}", "NOT_FOUND"
-            )
-        others = set(ids) - {deployed_id}
-        problems = split_problems(split, others)
-        current = endpoint.get("trafficSplit", {})
-        if not split and others and int(current.get(deployed_id, 0)):
-            problems.append(
-                f"trafficSplit: deployed model {deployed_id} has {current[deployed_id]}% of the "
-                f"traffic: give it to the others in this call's trafficSplit"
-            )
-        if problems:
-            raise invalid("; ".join(problems))
-        with self._lock:
-            process = self._procs.pop(deployed_id, None)
-        record = self.store.get_deployment(deployed_id)
-        if process is None and record is not None and pid_runs(record["pid"], record["argv"]):
-            process = self._process_of(record)
-        if process is not None:
-            process.stop(self.settings.grace_s)
+        """UndeployModel: the model leaves the endpoint and its traffic at once; its process is
+        stopped in the background (SIGTERM, then SIGKILL after the grace period), and the
+        operation answered now is done once it is. Checked and changed under the lock: of two
+        undeploys that race, the second gets 404."""
         with self._lock:
             endpoint = self.get(ref)
+            ids = [d["id"] for d in endpoint.get("deployedModels", [])]
+            if deployed_id not in ids:
+                raise ModelError(
+                    404, f"Deployed model {deployed_id} is not deployed to {ref.name}", "NOT_FOUND"
+                )
+            others = set(ids) - {deployed_id}
+            problems = split_problems(split, others)
+            current = endpoint.get("trafficSplit", {})
+            if not split and others and int(current.get(deployed_id, 0)):
+                problems.append(
+                    f"trafficSplit: deployed model {deployed_id} has {current[deployed_id]}% of "
+                    f"the traffic: give it to the others in this call's trafficSplit"
+                )
+            if problems:
+                raise invalid("; ".join(problems))
             endpoint["deployedModels"] = [
                 d for d in endpoint.get("deployedModels", []) if d["id"] != deployed_id
             ]
@@ -626,55 +671,69 @@ class Endpoints:
                 endpoint.pop("deployedModels")
             endpoint.update(updateTime=now_rfc3339(), etag=new_id())
             self.store.put_endpoint(ref.name, endpoint)
-            self.store.delete_deployment(deployed_id)
-        name = f"{ref.name}/operations/{new_id()}"
-        now = now_rfc3339()
+            name = f"{ref.name}/operations/{new_id()}"
+            now = now_rfc3339()
+            pending = operation(name, "UndeployModelOperationMetadata", now)
+            self.store.put_operation(name, pending)
+            process = self._procs.pop(deployed_id, None)
+            stored = self.store.get_deployment(deployed_id)
+            record = {
+                **(stored or {"id": deployed_id}),
+                "state": UNDEPLOYING,
+                "undeploy": [name, now],
+            }
+            if stored is not None:  # kept until the process is gone: a crash finishes it then
+                self.store.put_deployment(deployed_id, ref.name, record)
+            # Off the request path: a container that ignores SIGTERM takes the whole grace.
+            thread = threading.Thread(
+                target=self._finish_undeploy,
+                args=(record, process),
+                daemon=True,
+                name=f"vtx-undeploy-{deployed_id}",
+            )
+            self._undeploys.append(thread)
+            thread.start()
+        return pending
+
+    def _finish_undeploy(self, record: dict, process: ServingProcess | None) -> None:
+        """Stop an undeployed model's process, forget it, complete its operation."""
+        if process is None and pid_runs(record.get("pid"), record.get("argv", [])):
+            process = self._process_of(record)
+        if process is not None:
+            process.stop(self.settings.grace_s)
+        name, created = record["undeploy"]
         response = {"@type": f"{TYPE_PREFIX}UndeployModelResponse"}
-        self.store.put_operation(
-            name, operation(name, "UndeployModelOperationMetadata", now, response)
-        )
-        return operation(name, "UndeployModelOperationMetadata", now)
+        with self._lock:
+            self.store.delete_deployment(record["id"])
+            self.store.put_operation(
+                name, operation(name, "UndeployModelOperationMetadata", created, response)
+            )
+            current = threading.current_thread()
+            self._undeploys = [t for t in self._undeploys if t is not current]
 
     # -- predict -----------------------------------------------------------------------------
 
-    def predict(self, ref: EndpointRef, request: dict) -> dict:
+    async def predict(self, ref: EndpointRef, request: dict) -> dict:
         """PredictionService.Predict: the body goes to the chosen deployed model's predict
-        route; its ``predictions`` come back with the deployed model Vertex names."""
-        deployed, process = self._route(ref)
+        route; its ``predictions`` come back with the deployed model Vertex names. Awaited on
+        the server's event loop; a model that does not answer within the endpoint's inference
+        timeout is a 504 DEADLINE_EXCEEDED, as Vertex's own deadline is."""
+        deployed, process, timeout_s = self._route(ref)
         if process is None or process.exit_code() is not None:
             raise self._unavailable(deployed, process, "its serving process is not running")
         body = {k: integral(request[k]) for k in ("instances", "parameters") if k in request}
         try:
-            status, answer = process.predict(json.dumps(body).encode(), PREDICT_TIMEOUT_S)
-        except OSError as exc:
-            raise self._unavailable(deployed, process, f"it did not answer ({exc})") from exc
-        try:
-            parsed = json.loads(answer)
-        except ValueError:
-            parsed = None
-        if status != 200:
-            raise container_error(status, parsed, answer)
-        if not isinstance(parsed, dict) or not isinstance(parsed.get("predictions"), list):
-            raise ModelError(
-                500,
-                f"Deployed model {deployed['id']} answered without a predictions list: "
-                f"{answer[:200]!r}",
-                "INTERNAL",
-            )
-        response = {
-            "predictions": parsed["predictions"],
-            "deployedModelId": deployed["id"],
-            "model": deployed["model"],
-            "modelVersionId": deployed["modelVersionId"],
-            "modelDisplayName": deployed.get("displayName", ""),
-        }
-        if "metadata" in parsed:
-            response["metadata"] = parsed["metadata"]
-        return response
+            async with asyncio.timeout(timeout_s):
+                status, answer = await process.predict(self._http, json.dumps(body).encode())
+        except TimeoutError as exc:  # before httpx's errors: the deadline is ours
+            raise deadline_exceeded(deployed, timeout_s) from exc
+        except httpx.TransportError as exc:
+            raise self._unavailable(deployed, process, f"it did not answer ({exc!r})") from exc
+        return prediction_response(deployed, status, answer)
 
-    def _route(self, ref: EndpointRef) -> tuple[dict, ServingProcess | None]:
-        """The deployed model that serves the next prediction, and its process (None when it
-        has none running)."""
+    def _route(self, ref: EndpointRef) -> tuple[dict, ServingProcess | None, float]:
+        """The deployed model that serves the next prediction, its process (None when it has
+        none running) and the endpoint's inference timeout."""
         endpoint = self.get(ref)
         order = [d["id"] for d in endpoint.get("deployedModels", [])]
         with self._lock:
@@ -687,7 +746,7 @@ class Endpoints:
                     f"it (or give one traffic) first"
                 )
             deployed = next(d for d in endpoint["deployedModels"] if d["id"] == chosen)
-            return deployed, self._procs.get(chosen)
+            return deployed, self._procs.get(chosen), inference_timeout_s(endpoint)
 
     def _unavailable(
         self, deployed: dict, process: ServingProcess | None, detail: str
@@ -702,6 +761,33 @@ class Endpoints:
             f"Its log: {record.get('logPath')}; undeploy and deploy it again",
             "UNAVAILABLE",
         )
+
+
+def prediction_response(deployed: dict, status: int, answer: bytes) -> dict:
+    """The PredictResponse of a container's answer, or the error it stands for."""
+    try:
+        parsed = json.loads(answer)
+    except ValueError:
+        parsed = None
+    if status != 200:
+        raise container_error(status, parsed, answer)
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("predictions"), list):
+        raise ModelError(
+            500,
+            f"Deployed model {deployed['id']} answered without a predictions list: "
+            f"{answer[:200]!r}",
+            "INTERNAL",
+        )
+    response = {
+        "predictions": parsed["predictions"],
+        "deployedModelId": deployed["id"],
+        "model": deployed["model"],
+        "modelVersionId": deployed["modelVersionId"],
+        "modelDisplayName": deployed.get("displayName", ""),
+    }
+    if "metadata" in parsed:
+        response["metadata"] = parsed["metadata"]
+    return response
 
 
 def accelerator_note(deployed_id: str, machine: dict) -> str | None:

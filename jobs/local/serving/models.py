@@ -375,7 +375,8 @@ class Models:
             raise invalid(f"{ref.name}@{ref.version}: delete a version with :deleteVersion")
         self.get(ref)
         self._refuse_while_deployed(ref.name)
-        self.store.delete_model_versions(ref.model_id)
+        if not self.store.delete_model_versions(ref.model_id):
+            raise not_found(ref.name)  # a delete that raced this one removed it first
         return self._done_operation(ref.name)
 
     def merge_aliases(self, ref: ModelRef, changes: list[str]) -> dict:
@@ -435,7 +436,8 @@ class Models:
                 "FAILED_PRECONDITION",
             )
         self._refuse_while_deployed(ref.name, version["versionId"])
-        self.store.delete_model_versions(ref.model_id, version["versionId"])
+        if not self.store.delete_model_versions(ref.model_id, version["versionId"]):
+            raise not_found(f"{ref.name}@{version['versionId']}")  # raced by another delete
         return self._done_operation(ref.name)
 
     def _done_operation(self, model_name: str) -> dict:

@@ -33,6 +33,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from jobs.local.platform.vertex_env import PYTHON_NAMES, VERTEX_VARS
 from jobs.serving.model_facts import SERVING_IMAGE
 
@@ -228,20 +230,15 @@ class ServingProcess:
         except (urllib.error.URLError, OSError, ValueError):
             return False
 
-    def predict(self, body: bytes, timeout_s: float) -> tuple[int, bytes]:
-        """POST the prediction body to the predict route: (status, body). Raises OSError when
-        nothing answers."""
-        request = urllib.request.Request(
+    async def predict(self, client: httpx.AsyncClient, body: bytes) -> tuple[int, bytes]:
+        """POST the prediction body to the predict route: (status, body). Raises httpx's
+        TransportError when nothing answers; the caller sets the deadline."""
+        response = await client.post(
             f"http://127.0.0.1:{self.port}{self.routes.predict}",
-            data=body,
+            content=body,
             headers={"Content-Type": "application/json"},
-            method="POST",
         )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
+        return response.status_code, response.content
 
     def stop(self, grace_s: float) -> None:
         """SIGTERM its session, then SIGKILL after ``grace_s`` (Vertex gives a container 30 s)."""

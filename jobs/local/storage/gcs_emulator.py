@@ -46,12 +46,11 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from jobs.core.gcs_names import bucket_name_problem, object_name_problem
 from jobs.local.platform.guard import (
     MAX_BODY_BYTES,
     Refusal,
-    bucket_name_problem,
     error_body,
-    object_name_problem,
     origin_refusal,
     peer_refusal,
 )

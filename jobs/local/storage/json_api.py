@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from jobs.local.platform.guard import object_name_problem
+from jobs.core.gcs_names import object_name_problem
 from jobs.local.storage.glob_match import GlobError, compile_glob
 from jobs.local.storage.object_store import LIST_MAX_RESULTS, ListQuery, Preconditions, StoreError
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.local.platform.guard import bucket_name_problem, object_name_problem
+from jobs.core.gcs_names import bucket_name_problem, object_name_problem
 from jobs.local.platform.state import LOCAL_BUCKETS, LOCAL_PROJECT
 
 TIMEOUT_S = 60.0

@@ -287,14 +287,17 @@ class Executor:
             for region in regions
         }
 
-    def cancel(self, job_id: str) -> dict:
+    def cancel(self, job_id: str) -> JobState | None:
+        """Cancel an active job; the state it was in when asked, read and acted on under the
+        lock (a final state: it had ended and nothing was done; None: no such job), so a
+        caller racing a delete or the job's end answers from what happened, not from an
+        earlier read."""
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None:
                 resource = self.store.get_job(job_id)
-                if resource is None:
-                    raise KeyError(job_id)
-                return resource  # already terminal: cancelling is a no-op, as on Vertex
+                return JobState(resource["state"]) if resource is not None else None
+            was = job.state
             action = lifecycle.on_cancel(job.state, job.rt.stopping)
             if action is CancelAction.CANCEL_NOW:
                 self._set_state(job, JobState.CANCELLED, CANCELED)
@@ -303,7 +306,7 @@ class Executor:
             elif action is CancelAction.STOP:
                 self._stop_all(job, StopReason.CANCEL, CANCELED)
                 self._set_state(job, JobState.CANCELLING)
-            return job.resource
+            return was
 
     def preempt(self, job_id: str, replica: str | None) -> str:
         """Deliver what a Spot VM gets: SIGTERM now, SIGKILL after the grace period. Without a
@@ -369,7 +372,8 @@ class Executor:
                 counts[job.state.value] = counts.get(job.state.value, 0) + 1
             return counts
 
-    def delete(self, job_id: str) -> None:
+    def delete(self, job_id: str) -> bool:
+        """Delete an ended job; False when there was none (deleted meanwhile)."""
         with self._lock:
             if job_id in self._jobs:
                 raise ExecutorError(
@@ -377,9 +381,7 @@ class Executor:
                     "FAILED_PRECONDITION",
                     f"job {job_id} is still {self._jobs[job_id].state}; cancel it first",
                 )
-            if self.store.get_job(job_id) is None:
-                raise KeyError(job_id)
-            self.store.delete_job(job_id)
+            return self.store.delete_job(job_id)
 
     # -- the tick ------------------------------------------------------------------------------
 

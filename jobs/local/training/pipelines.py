@@ -18,7 +18,6 @@ of a pipeline is in the store, so a restarted control plane goes on where it sto
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 
@@ -155,11 +154,14 @@ class Pipelines:
             self.store.put_pipeline(_id(pipeline), pipeline)
         return pipeline
 
-    def cancel(self, pipeline_id: str) -> dict:
+    def cancel(self, pipeline_id: str) -> dict | None:
         """Cancel an active pipeline: its CustomJob is cancelled, the pipeline is CANCELLING
-        until the job ends (CANCELLED at once when it had none yet)."""
+        until the job ends (CANCELLED at once when it had none yet). None: no such pipeline
+        (deleted meanwhile: read under the lock that the change is made under)."""
         with self._lock:
-            pipeline = self._get(pipeline_id)
+            pipeline = self.store.get_pipeline(pipeline_id)
+            if pipeline is None:
+                return None
             state = pipeline["state"]
             if state in TERMINAL:
                 raise PipelineError(
@@ -173,15 +175,17 @@ class Pipelines:
                 self._end(pipeline, CANCELLED, rpc_error("CANCELLED", "CANCELED"))
             elif state != CANCELLING:
                 # A job deleted meanwhile: the next tick fails the pipeline.
-                with contextlib.suppress(KeyError):
-                    self.executor.cancel(job_name.rsplit("/", 1)[-1])
+                self.executor.cancel(job_name.rsplit("/", 1)[-1])
                 self._set(pipeline, CANCELLING)
             return pipeline
 
-    def delete(self, pipeline_id: str) -> None:
-        """Delete an ended pipeline (its CustomJob stays); an active one is a 400."""
+    def delete(self, pipeline_id: str) -> bool:
+        """Delete an ended pipeline (its CustomJob stays); an active one is a 400. False: no
+        such pipeline (deleted meanwhile)."""
         with self._lock:
-            pipeline = self._get(pipeline_id)
+            pipeline = self.store.get_pipeline(pipeline_id)
+            if pipeline is None:
+                return False
             if pipeline["state"] not in TERMINAL:
                 raise PipelineError(
                     400,
@@ -189,13 +193,7 @@ class Pipelines:
                     f"TrainingPipeline {pipeline['name']} is still {pipeline['state']}; "
                     f"cancel it first",
                 )
-            self.store.delete_pipeline(pipeline_id)
-
-    def _get(self, pipeline_id: str) -> dict:
-        pipeline = self.store.get_pipeline(pipeline_id)
-        if pipeline is None:
-            raise KeyError(pipeline_id)
-        return pipeline
+            return self.store.delete_pipeline(pipeline_id)
 
     # -- the thread ---------------------------------------------------------------------------
 

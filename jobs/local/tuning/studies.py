@@ -201,22 +201,23 @@ class Studies:
             self._persist(study)
             return resource
 
-    def cancel(self, study_id: str) -> dict:
+    def cancel(self, study_id: str) -> JobState | None:
         """Cancel a study: its running trials' CustomJobs are cancelled, then it is CANCELLED.
-        A study already ended is left as it is, as on Vertex."""
+        A study already ended is left as it is. Returns the state it was in when asked (None:
+        no such study), read and acted on under the lock, as Executor.cancel does."""
         with self._lock:
             study = self._studies.get(study_id)
             if study is None:
                 resource = self.store.get_study(study_id)
-                if resource is None:
-                    raise KeyError(study_id)
-                return resource
+                return JobState(resource["state"]) if resource is not None else None
+            was = study.state
             if study.rt.stopping is None:
                 self._stop(study, JobState.CANCELLED, CANCELED)
                 self._set_state(study, JobState.CANCELLING)
-            return study.resource
+            return was
 
-    def delete(self, study_id: str) -> None:
+    def delete(self, study_id: str) -> bool:
+        """Delete an ended study; False when there was none (deleted meanwhile)."""
         with self._lock:
             if study_id in self._studies:
                 raise ExecutorError(
@@ -225,9 +226,7 @@ class Studies:
                     f"HyperparameterTuningJob {study_id} is still "
                     f"{self._studies[study_id].state}; cancel it first",
                 )
-            if self.store.get_study(study_id) is None:
-                raise KeyError(study_id)
-            self.store.delete_study(study_id)
+            return self.store.delete_study(study_id)
 
     # -- the tick ------------------------------------------------------------------------------
 
@@ -300,10 +299,7 @@ class Studies:
             if TrialState(trial["state"]).done:
                 continue
             trial["state"] = TrialState.STOPPING.value
-            try:
-                self.executor.cancel(record.job_id)
-            except KeyError:  # its job was deleted: the next poll ends the trial
-                continue
+            self.executor.cancel(record.job_id)  # a job deleted meanwhile: the next poll ends it
 
     # -- trials --------------------------------------------------------------------------------
 

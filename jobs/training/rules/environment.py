@@ -16,6 +16,7 @@ from jobs.core.credentials import (
     looks_like_key,
     shape_of,
 )
+from jobs.core.gcs_names import gcs_folder_problem
 from jobs.core.problems import Problem
 from jobs.core.user_io import load_json_text
 from jobs.training.facts import JobFacts
@@ -220,3 +221,15 @@ def env_values_startable(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
                     f"process environment can carry",
                     "remove it",
                 )
+
+
+def output_dir_is_a_gcs_folder(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
+    """Replicas get baseOutputDirectory as AIP_MODEL_DIR and friends: checkpoints and the model
+    must outlive the VM, in a folder of a real bucket (the local platform answers the same)."""
+    problem = gcs_folder_problem(job.output_dir) if job.output_dir else None
+    if problem:
+        yield Problem(
+            job.path("output_dir"),
+            problem,
+            "leave it out: vtx launch sets gs://<checkpoints bucket>/runs/<run-id>/",
+        )

@@ -19,6 +19,7 @@ from jobs.training.rules.environment import (
     env_not_reserved,
     env_values_startable,
     no_plaintext_secrets,
+    output_dir_is_a_gcs_folder,
     secret_names_valid,
 )
 from jobs.training.rules.machines import (
@@ -88,6 +89,7 @@ RULES: dict[str, Rule] = {
         no_plaintext_secrets,
         no_secret_shaped_values,
         secret_names_valid,
+        output_dir_is_a_gcs_folder,
     )
 }
 

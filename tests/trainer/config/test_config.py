@@ -356,6 +356,16 @@ def test_a_fifo_as_eval_path_is_refused_without_opening_it(tmp_path: Path) -> No
         load_config(EXAMPLES / "tiny.yaml", [f"data.eval_path={fifo}"])
 
 
+@pytest.mark.timeout(60)  # open() of a FIFO with no writer blocked before the regular-file check
+def test_a_fifo_or_a_device_as_the_config_is_refused_without_opening_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"config\.yaml: is a FIFO \(named pipe\); --config "):
+        load_config(fifo)
+    with pytest.raises(ConfigError, match=r"/dev/zero: is a character device"):
+        load_config("/dev/zero")
+
+
 def test_a_missing_data_file_is_refused_when_the_config_is_read(tmp_path: Path) -> None:
     missing = tmp_path / "nothing.jsonl"
     with pytest.raises(ConfigError, match=rf"data\.path: {missing} does not exist"):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import fnmatch
 
-from jobs.local.platform.filters import FilterError, parse_filter
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jobs.local.platform.filters import FilterError, glob_match, parse_filter
 from jobs.local.training.job import scheduling_of
 from jobs.local.training.lifecycle import ChaosLabelError, chaos_schedule
 
@@ -36,6 +40,18 @@ def test_filter_matches_like_vertex(text: str, expected: bool) -> None:
 def test_unsupported_filters_are_rejected(text: str) -> None:
     with pytest.raises(FilterError):
         parse_filter(text)
+
+
+@given(st.text("ab*", max_size=8), st.text("ab", max_size=10))
+def test_wildcards_match_as_a_shell_glob_of_stars_does(pattern: str, text: str) -> None:
+    assert glob_match(pattern, text) is fnmatch.fnmatchcase(text, pattern)
+
+
+def test_wildcards_match_the_documented_example_and_whole_names_only() -> None:
+    job = {**JOB, "displayName": "my_job_7"}
+    assert parse_filter('display_name:"my_job_*"')(job)
+    assert not parse_filter('display_name:"job_*"')(job)  # a wildcard matches the whole name
+    assert parse_filter('display_name:"*_job_*"')(job)
 
 
 def _schedule(job: dict, rate: float, replicas: int = 2) -> list[tuple[float, int]]:

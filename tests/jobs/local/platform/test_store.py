@@ -77,6 +77,34 @@ def test_a_data_dir_from_before_restarts_keeps_its_lines_and_cursors(tmp_path: P
     ]
 
 
+def test_commits_do_not_wait_for_the_disk_and_deletes_say_whether_they_found_a_row(
+    tmp_path: Path,
+) -> None:
+    """WAL with synchronous=NORMAL (a crash of the control plane loses nothing; an fsync per
+    commit made the executor's tick slow enough to queue creates). A delete's answer lets two
+    racing deletes tell which of them removed the row."""
+    store = Store(tmp_path / "db.sqlite")
+    assert store._db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+    store.put_job("7", job(None), {})
+    store.put_study("8", job(None), {})
+    store.put_pipeline("9", job(None))
+    store.put_endpoint("e", {})
+    store.put_deployment("d", "e", {})
+    store.put_model_version("m", "1", {})
+    store.put_model_version("m", "2", {})
+    deletes = [
+        lambda: store.delete_job("7"),
+        lambda: store.delete_study("8"),
+        lambda: store.delete_pipeline("9"),
+        lambda: store.delete_endpoint("e"),
+        lambda: store.delete_deployment("d"),
+        lambda: store.delete_model_versions("m", "2"),
+        lambda: store.delete_model_versions("m"),
+    ]
+    assert [delete() for delete in deletes] == [True] * 7
+    assert [delete() for delete in deletes] == [False] * 7
+
+
 def test_endpoints_stored_by_bare_id_are_found_by_their_name(tmp_path: Path) -> None:
     name = "projects/424242424242/locations/us-central1/endpoints/e1"
     path = tmp_path / "jobs.sqlite"
