@@ -714,8 +714,14 @@ def half_sent_text(half_sent: list[HalfSent], seconds: float) -> str:
 
 def losses_text(losses: Losses) -> str:
     states = ", ".join(f"{s.removeprefix('JOB_STATE_')} {n}" for s, n in losses.job_states.items())
+    if losses.lost:
+        verdict = "NO"
+    elif losses.check_errors:
+        verdict = "not shown (the end checks could not finish)"
+    else:
+        verdict = "yes"
     text = (
-        f"Nothing lost: **{'yes' if losses.lost == 0 and not losses.check_errors else 'NO'}**. "
+        f"Nothing lost: **{verdict}**. "
         f"Jobs created: {losses.jobs_created}, not listed at the end: "
         f"{len(losses.jobs_missing)}; their states at the end: {states or 'none'}; succeeded "
         f"jobs whose marker line is missing from their logs: {len(losses.markers_missing)}. "
