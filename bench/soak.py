@@ -6,7 +6,8 @@ starts them) in a temporary directory on free ports gets, for a bounded time:
 - `clients` threads, each looping over a weighted mix (`MIX`) through the real clients: create
   a CustomJob whose one replica prints a marker line (`python -c`), get and list jobs (with the
   filters Vertex documents), read a job's logs (`/vtx/logs`, with the platform's token), upload
-  (0 bytes to 256 KiB in one request, 1 MiB resumable), download and list objects with
+  (0 bytes to 256 KiB in one request; 512 KiB resumable, in three chunks), download and list
+  objects with
   google-cloud-storage, predict against a healthy deployed model, and `/vtx/health`;
 - a few of those threads (`hung_clients`) predict only against a second deployed model whose
   container answers its health route and never answers a prediction: each call gives up after
@@ -17,7 +18,9 @@ starts them) in a temporary directory on free ports gets, for a bounded time:
 Every call is timed per route family; a call that fails counts with its time and its status.
 At the end, nothing may be lost: every job a create answered for is listed and known (ended,
 or still queued or running), every job that succeeded logged its marker, and every object an
-upload answered for reads back byte-identical. The aim: every route's p99 under 2 s.
+upload answered for reads back byte-identical. The aim: every route's p99 under 2 s. Beside the
+latencies: the CPU each server used, and the size and read cost of the socket table the control
+plane reads for every request (a large share of its CPU under this load).
 
     python -m bench.soak [--seconds N] [--clients N] [--seed S]
 """
@@ -33,6 +36,7 @@ import math
 import os
 import random
 import socket
+import statistics
 import tempfile
 import threading
 import time
@@ -45,10 +49,11 @@ from typing import Any
 
 import psutil
 
-from bench.common import REPO, Section, table
+from bench.common import REPO, Section, cpu_time_s, table
 from jobs.core.states import is_final
 from jobs.local.platform.client import LocalApiError, read_logs
 from jobs.local.platform.client import health as health_check
+from jobs.local.platform.guard import SOCKET_TABLE
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
@@ -67,6 +72,7 @@ slow rather than cut short, short enough that a server that stopped answering sh
 HUNG_TIMEOUT_S = 5.0
 END_WAIT_S = 60.0
 """How long the end checks wait for the jobs still queued or running to end."""
+TABLE_SAMPLE_S = 2.0
 MIX = {
     "jobs.create": 1,
     "jobs.get": 3,
@@ -603,6 +609,39 @@ def check_objects(state: PlatformState, ledger: Ledger, losses: Losses) -> None:
 
 
 @dataclass
+class Usage:
+    """CPU seconds each side used during the run, and the socket table the control plane reads
+    for every request (jobs/local/platform/guard.py: whose program the connection is)."""
+
+    control_plane_cpu_s: float = 0.0
+    gcs_cpu_s: float = 0.0
+    clients_cpu_s: float = 0.0
+    table_lines: list[int] = field(default_factory=list)
+    table_time_wait: list[int] = field(default_factory=list)
+    table_read_cpu_ms: list[float] = field(default_factory=list)
+
+    def sample_table(self, stop: threading.Event) -> None:
+        """Every few seconds: how many connections the table lists, and a read's CPU cost."""
+        while not stop.wait(TABLE_SAMPLE_S):
+            start = time.thread_time()
+            try:
+                rows = SOCKET_TABLE.read_text().splitlines()[1:]
+            except OSError:  # no such table (not Linux): the platform does not read it either
+                return
+            self.table_read_cpu_ms.append((time.thread_time() - start) * 1000)
+            self.table_lines.append(len(rows))
+            # The 4th field is the connection's state; 06 is TIME_WAIT (closed, kept a while).
+            self.table_time_wait.append(sum(row.split()[3] == "06" for row in rows))
+
+
+def process_cpu_s(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+@dataclass
 class Outcome:
     seconds: float
     clients: int
@@ -610,59 +649,85 @@ class Outcome:
     recorder: Recorder
     losses: Losses
     half_sent: list[HalfSent]
-    calls_per_s: float
+    usage: Usage
+
+    @property
+    def control_plane_calls_per_s(self) -> float:
+        routes = [r for r in self.recorder.seconds if r != HUNG and not r.startswith("gcs.")]
+        return sum(len(self.recorder.seconds[r]) for r in routes) / self.seconds
+
+    @property
+    def calls_per_s(self) -> float:
+        calls = sum(len(v) for r, v in self.recorder.seconds.items() if r != HUNG)
+        return calls / self.seconds
+
+
+def drive(state: PlatformState, clients: int, seconds: float, seed: int, outcome: Outcome) -> None:
+    """Run the clients, the hung model's clients, the half-sent requests and the sampler for
+    ``seconds``; record into ``outcome``."""
+    deployed = deploy_models(state)
+    ledger = Ledger()
+    mixed = [
+        MixedClient(i, state, deployed, outcome.recorder, ledger, seed)
+        for i in range(clients - outcome.hung_clients)
+    ]
+    stop = threading.Event()
+    hung_args = (state, deployed, outcome.recorder, stop)
+    targets: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
+        *((h.run, (stop,)) for h in outcome.half_sent),
+        *((c.run, (stop,)) for c in mixed),
+        *((hung_client, hung_args) for _ in range(outcome.hung_clients)),
+        (outcome.usage.sample_table, (stop,)),
+    ]
+    threads = [threading.Thread(target=t, args=a, daemon=True) for t, a in targets]
+    cpu = [process_cpu_s(state.server_pid), process_cpu_s(state.gcs_pid), cpu_time_s()]
+    try:
+        for thread in threads:
+            thread.start()
+        started = time.monotonic()
+        stop.wait(seconds)
+        outcome.seconds = time.monotonic() - started
+    finally:
+        stop.set()
+        # Every call gives up after CALL_TIMEOUT_S: a thread not back by then is left (a
+        # daemon), and its call counts only if it returns before the report.
+        deadline = time.monotonic() + CALL_TIMEOUT_S + 5
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    usage = outcome.usage
+    usage.control_plane_cpu_s = process_cpu_s(state.server_pid) - cpu[0]
+    usage.gcs_cpu_s = process_cpu_s(state.gcs_pid) - cpu[1]
+    usage.clients_cpu_s = cpu_time_s() - cpu[2]
+    for check in (check_jobs, check_objects):
+        try:
+            check(state, ledger, outcome.losses)
+        except Exception as exc:  # a platform that stopped answering is the finding
+            problem = f"{check.__name__}: {failure_kind(exc)}: {exc}"
+            outcome.losses.check_errors.append(problem[:300])
+    try:
+        undeploy_all(state, deployed)
+    except Exception as exc:  # stop_platform stops the serving processes anyway
+        outcome.losses.check_errors.append(f"undeploy: {failure_kind(exc)}")
 
 
 def soak(seconds: float, clients: int, seed: int) -> Outcome:
     """Start a platform, run the clients for ``seconds``, check for losses, stop it."""
-    hung_count = max(1, clients // 8)
-    recorder, ledger, losses = Recorder(), Ledger(), Losses()
     with fresh_platform() as state:
         gcs_bucket(state.gcs_endpoint).client.create_bucket(BUCKET)
-        deployed = deploy_models(state)
-        half_sent = [
-            HalfSent("control plane", state.vertex_port, "/vtx/health"),
-            HalfSent("GCS emulator", state.gcs_port, f"/storage/v1/b?project={LOCAL_PROJECT}"),
-        ]
-        mixed = [
-            MixedClient(i, state, deployed, recorder, ledger, seed)
-            for i in range(clients - hung_count)
-        ]
-        stop = threading.Event()
-        threads = [threading.Thread(target=h.run, args=(stop,), daemon=True) for h in half_sent]
-        threads += [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in mixed]
-        threads += [
-            threading.Thread(
-                target=hung_client, args=(state, deployed, recorder, stop), daemon=True
-            )
-            for _ in range(hung_count)
-        ]
-        try:
-            for thread in threads:
-                thread.start()
-            started = time.monotonic()
-            stop.wait(seconds)
-            elapsed = time.monotonic() - started
-        finally:
-            stop.set()
-            # Every call gives up after CALL_TIMEOUT_S: a thread not back by then is left (a
-            # daemon), and its call counts only if it returns before the report.
-            deadline = time.monotonic() + CALL_TIMEOUT_S + 5
-            for thread in threads:
-                thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        for check in (check_jobs, check_objects):
-            try:
-                check(state, ledger, losses)
-            except Exception as exc:  # a platform that stopped answering is the finding
-                losses.check_errors.append(f"{check.__name__}: {failure_kind(exc)}: {exc}"[:300])
-        try:
-            undeploy_all(state, deployed)
-        except Exception as exc:  # stop_platform stops the serving processes anyway
-            losses.check_errors.append(f"undeploy: {failure_kind(exc)}")
-    calls = sum(len(v) for k, v in recorder.seconds.items() if k != HUNG)
-    return Outcome(
-        seconds, clients, hung_count, recorder, losses, half_sent, calls / max(elapsed, 1e-9)
-    )
+        outcome = Outcome(
+            seconds=seconds,
+            clients=clients,
+            hung_clients=max(1, clients // 8),
+            recorder=Recorder(),
+            losses=Losses(),
+            half_sent=[
+                HalfSent("control plane", state.vertex_port, "/vtx/health"),
+                HalfSent("GCS emulator", state.gcs_port, f"/storage/v1/b?project={LOCAL_PROJECT}"),
+            ],
+            usage=Usage(),
+        )
+        drive(state, clients, seconds, seed, outcome)
+    return outcome
 
 
 # -- the report ----------------------------------------------------------------------------------
@@ -755,6 +820,29 @@ def meaning(outcome: Outcome, missed: list[str]) -> str:
     )
 
 
+def usage_text(outcome: Outcome) -> str:
+    usage, seconds = outcome.usage, outcome.seconds
+    text = (
+        f"CPU over the run, in cores busy on average: control plane "
+        f"{usage.control_plane_cpu_s / seconds:.2f}, GCS emulator {usage.gcs_cpu_s / seconds:.2f}, "
+        f"the clients (this process) {usage.clients_cpu_s / seconds:.2f}; the jobs' replicas and "
+        f"the two models had the rest of the machine's {os.cpu_count()} cores."
+    )
+    if usage.table_lines:
+        lines = statistics.median(usage.table_lines)
+        read_ms = statistics.median(usage.table_read_cpu_ms)
+        share = read_ms / 1000 * outcome.control_plane_calls_per_s
+        text += (
+            f" The socket table the control plane reads for every request, to check whose "
+            f"program the connection is (jobs/local/platform/guard.py), listed a median "
+            f"{lines:.0f} connections ({statistics.median(usage.table_time_wait):.0f} of them "
+            f"closed ones in TIME_WAIT); a read cost {read_ms:.1f} ms of CPU, so at the control "
+            f"plane's {outcome.control_plane_calls_per_s:.0f} calls/s about {share:.2f} of a core "
+            f"went to that check, on the server's event loop."
+        )
+    return text
+
+
 def render(outcome: Outcome, command: str) -> Section:
     rows, missed = route_rows(outcome.recorder)
     mixed = outcome.clients - outcome.hung_clients
@@ -772,6 +860,7 @@ def render(outcome: Outcome, command: str) -> Section:
                 rows,
             ),
             losses_text(outcome.losses),
+            usage_text(outcome),
             meaning(outcome, missed),
         ]
     )
@@ -782,6 +871,7 @@ def render(outcome: Outcome, command: str) -> Section:
         "lost": outcome.losses.lost,
         "losses": outcome.losses,
         "half_sent_closed_after_s": {h.server: h.closed_after_s for h in outcome.half_sent},
+        "usage": outcome.usage,
     }
     return Section("Soak: the local platform under many clients", command, body, raw=raw)
 
