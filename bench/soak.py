@@ -182,8 +182,22 @@ def failure_kind(exc: BaseException) -> str:
     if isinstance(exc, requests.exceptions.Timeout | TimeoutError | socket.timeout):
         return "timeout"
     if isinstance(exc, requests.exceptions.ConnectionError | ConnectionError):
-        return "connection"
+        return f"connection: {connection_failure(str(exc))}"
     return type(exc).__name__
+
+
+CONNECTION_FAILURES = {
+    "RemoteDisconnected": "closed by the server without an answer",
+    "Connection reset": "reset",
+    "Connection refused": "refused",
+    "Connection aborted": "aborted",
+}
+
+
+def connection_failure(text: str) -> str:
+    """What happened to a connection, from the error's text (urllib3 and requests wrap the
+    socket's error in theirs)."""
+    return next((why for key, why in CONNECTION_FAILURES.items() if key in text), "other")
 
 
 def percentile(values: list[float], q: float) -> float:
