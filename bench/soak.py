@@ -845,12 +845,13 @@ def usage_text(outcome: Outcome) -> str:
     if usage.table_lines:
         lines = statistics.median(usage.table_lines)
         read_ms = statistics.median(usage.table_read_cpu_ms)
+        waiting = statistics.median(usage.table_time_wait)
         share = read_ms / 1000 * outcome.control_plane_calls_per_s
         text += (
-            f" The socket table the control plane reads for every request, to check whose "
-            f"program the connection is (jobs/local/platform/guard.py), listed a median "
-            f"{lines:.0f} connections ({statistics.median(usage.table_time_wait):.0f} of them "
-            f"closed ones in TIME_WAIT); a read cost {read_ms:.1f} ms of CPU, so at the control "
+            " The socket table the control plane reads for every request, to check whose "
+            "program the connection is (jobs/local/platform/guard.py; the whole machine's), "
+            f"listed a median {lines:.0f} connections ({waiting:.0f} of them closed ones in "
+            f"TIME_WAIT); a read cost {read_ms:.1f} ms of CPU, so at the control "
             f"plane's {outcome.control_plane_calls_per_s:.0f} calls/s about {share:.2f} of a core "
             f"went to that check, on the server's event loop."
         )
