@@ -31,6 +31,7 @@ from bench import (
     results_file,
     scaling,
     serving,
+    soak,
     trainer_vs_hf,
 )
 from bench.common import REPO, Section, load_average, machine
@@ -73,6 +74,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     "attention": (
         lambda: attention.run(reps=8, steps=8),
         lambda: attention.run(reps=2, steps=3, large=False),
+    ),
+    "soak": (
+        lambda: soak.run(seconds=120, clients=16),
+        lambda: soak.run(seconds=20, clients=16),
     ),
 }
 
