@@ -444,8 +444,9 @@ def stop_platform(data_dir: Path) -> PlatformState:
     stopped here."""
     data_dir = data_dir.resolve()
     state = read_state(data_dir)
-    both_dead = state is not None and not server_alive(state) and not gcs_alive(state)
-    # Both dead: stopped here, as bringing both back to stop them would restart those that died.
+    # Both dead: their replicas are stopped here, as bringing both back to stop them would first
+    # restart those that died with them.
+    both_dead = state is not None and not (server_alive(state) or gcs_alive(state))
     if state is not None and both_dead and stop_recorded_replicas(data_dir):
         state_path(data_dir).unlink(missing_ok=True)
         return state
