@@ -73,7 +73,7 @@ from jobs.local.platform.operations import deleted
 from jobs.local.platform.quota_infos import quota_infos
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV, project_number
-from jobs.local.platform.store import Store
+from jobs.local.platform.store import STORE_FILE, Store
 from jobs.local.serving.endpoints import Endpoints
 from jobs.local.serving.models import Models
 from jobs.local.training.executor import Executor, ExecutorError, NotYetRunning
@@ -270,7 +270,7 @@ def _trial_job_problems(study: dict, location: str) -> list[str]:
 
 def create_app(settings: LocalSettings, token: str) -> FastAPI:
     """The app, wrapped in LocalClientsOnly: nothing reaches a route without passing it."""
-    store = Store(settings.data_dir / "jobs.sqlite")
+    store = Store(settings.data_dir / STORE_FILE)
     executor = Executor(store, settings)
     studies = Studies(store, executor, settings)
     pipelines = Pipelines(store, executor)

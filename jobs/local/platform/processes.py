@@ -7,9 +7,11 @@ re-attached: `vtx local up` after a crash starts only what is gone, on the ports
 leaves what survived (the emulator the replicas write to, the replicas) alone; after both died it
 starts both there again (a recorded port another program took since is replaced, and said).
 Both run with umask 077 in a 0700 data dir: jobs, logs, objects and the token are the user's
-alone. Used by `vtx local up|down|status`, `vtx demo` and the test fixture. Everything about
-how to run comes as one ``LocalSettings`` (jobs/local/platform/settings.py), handed whole to the
-control plane.
+alone. `vtx local down` stops the replicas the store records that still run itself once no
+control plane is left to (both processes died, or it was killed for not stopping in time).
+Used by `vtx local up|down|status`, `vtx demo` and the test fixture. Everything about how to run
+comes as one ``LocalSettings`` (jobs/local/platform/settings.py), handed whole to the control
+plane.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import psutil
 
+from jobs.core.states import JobState
 from jobs.local.platform.ports import free_port, port_free
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import (
@@ -43,17 +46,21 @@ from jobs.local.platform.state import (
     TOKEN_ENV,
     PlatformState,
     gcs_alive,
+    process_alive,
     read_state,
     server_alive,
     state_path,
     write_state,
 )
+from jobs.local.platform.store import STORE_FILE, Store
 
 log = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_S = 30.0
 # The control plane stops running replicas on shutdown (SIGTERM, grace, SIGKILL): wait for that.
 SHUTDOWN_TIMEOUT_S = 60.0
+REPLICA_STOP_S = 10.0
+"""How long the replicas `down` stops itself get between SIGTERM and SIGKILL."""
 
 
 class PlatformError(Exception):
@@ -388,10 +395,61 @@ def _terminate(pid: int, timeout_s: float = 10.0) -> None:
         return
 
 
+def _recorded_runners(data_dir: Path) -> list[psutil.Process]:
+    """The runners of the active jobs' replicas, as the store records them, that still run:
+    each leads its replica's process group."""
+    path = data_dir / STORE_FILE
+    if not path.exists():
+        return []
+    store = Store(path)
+    try:
+        jobs = store.active_jobs(tuple(s.value for s in JobState if not s.final))
+    finally:
+        store.close()
+    runners = []
+    for _resource, runtime in jobs:
+        for replica in runtime.get("replicas", []):
+            if process_alive(replica.get("pid"), replica.get("create_time")):
+                try:
+                    runners.append(psutil.Process(replica["pid"]))
+                except psutil.NoSuchProcess:
+                    continue
+    return runners
+
+
+def _signal_groups(runners: list[psutil.Process], sig: signal.Signals) -> None:
+    for runner in runners:
+        try:
+            os.killpg(runner.pid, sig)
+        except ProcessLookupError:
+            continue
+
+
+def stop_recorded_replicas(data_dir: Path, grace_s: float = REPLICA_STOP_S) -> int:
+    """Stop the replicas the store records that still run, as the control plane would have
+    (SIGTERM to each process group, SIGKILL after ``grace_s``): once it is gone nothing else
+    would. Their jobs are settled by the control plane's next start. Returns how many."""
+    runners = _recorded_runners(data_dir)
+    _signal_groups(runners, signal.SIGTERM)
+    _gone, alive = psutil.wait_procs(runners, timeout=grace_s)
+    _signal_groups(alive, signal.SIGKILL)
+    psutil.wait_procs(alive, timeout=5)
+    return len(runners)
+
+
 def stop_platform(data_dir: Path) -> PlatformState:
     """Stop a running platform (its control plane stops running replicas first). A control
-    plane that crashed is brought back first, so that it stops the replicas it left."""
+    plane that crashed is brought back first, so that it stops the replicas it left; when the
+    emulator died too, or the control plane had to be killed, the replicas still running are
+    stopped here."""
     data_dir = data_dir.resolve()
+    state = read_state(data_dir)
+    # Both dead: their replicas are stopped here, as bringing both back to stop them would first
+    # restart those that died with them.
+    both_dead = state is not None and not (server_alive(state) or gcs_alive(state))
+    if state is not None and both_dead and stop_recorded_replicas(data_dir):
+        state_path(data_dir).unlink(missing_ok=True)
+        return state
     stale = clear_stale(data_dir)
     state = read_state(data_dir)
     if state is None:
@@ -402,5 +460,6 @@ def stop_platform(data_dir: Path) -> PlatformState:
     _terminate(state.server_pid, SHUTDOWN_TIMEOUT_S)
     if state.gcs_pid is not None:
         _terminate(state.gcs_pid)
+    stop_recorded_replicas(data_dir)  # those a control plane killed for its slowness left
     state_path(data_dir).unlink(missing_ok=True)
     return state

@@ -142,7 +142,9 @@ def write_state(state: PlatformState) -> None:
     tmp.replace(path)
 
 
-def _alive(pid: int | None, create_time: float | None) -> bool:
+def process_alive(pid: int | None, create_time: float | None) -> bool:
+    """Whether ``pid`` runs and is the process started at ``create_time`` (psutil's), not a
+    later one that reused the pid."""
     if pid is None:
         return False
     try:
@@ -155,12 +157,12 @@ def _alive(pid: int | None, create_time: float | None) -> bool:
 
 
 def server_alive(state: PlatformState) -> bool:
-    return _alive(state.server_pid, state.server_create_time)
+    return process_alive(state.server_pid, state.server_create_time)
 
 
 def gcs_alive(state: PlatformState) -> bool:
     # An emulator we did not start (gcs_pid None) is someone else's to keep alive.
-    return state.gcs_pid is None or _alive(state.gcs_pid, state.gcs_create_time)
+    return state.gcs_pid is None or process_alive(state.gcs_pid, state.gcs_create_time)
 
 
 def running_state(data_dir: Path) -> PlatformState | None:

@@ -82,6 +82,9 @@ CREATE TABLE IF NOT EXISTS log_offsets (
 """
 
 
+STORE_FILE = "jobs.sqlite"
+"""The store's file in the platform's data dir."""
+
 # Data dirs written before log_entries.restart: the column was `attempt` (NOT NULL, the service
 # lines numbered too). The table is rebuilt once; its row ids, the cursors, are kept.
 OLD_LOG_COLUMN = "attempt"

@@ -1,14 +1,16 @@
 """The process executor: runs CustomJob replicas as local process groups.
 
-One thread ticks every ``TICK_S`` over the active jobs: admits QUEUED jobs when replicas are
-free, polls replicas, enforces grace periods, delivers preemptions (asked for or seeded chaos)
-and has log lines copied into the store (jobs/local/training/log_copier.py). What an exit, a
-preemption, a timeout or a cancel means for the job is decided by the pure functions of
-jobs/local/training/lifecycle.py; this module only starts, signals and reaps processes and records
-what
-was decided. Everything it must remember across a control-plane crash lives in the job's
-runtime record (jobs/local/training/runtime.py) in SQLite; replicas run in sessions of their own and
-write their exit code to a file, so a restarted executor re-attaches to them.
+One thread ticks every ``TICK_S`` over the active jobs, under the lock requests take: admits
+QUEUED jobs when replicas are free, polls replicas, enforces grace periods and delivers
+preemptions (asked for or seeded chaos). Between ticks, outside that lock, it has a bounded part
+of each replica's new log lines copied into the store (jobs/local/training/log_copier.py), and
+ticks again at once while some replica's lines wait; a job ends once its replicas' lines are
+all copied. What an exit, a preemption, a timeout or a cancel means for the job is decided by
+the pure functions of jobs/local/training/lifecycle.py; this module only starts, signals and
+reaps processes and records what was decided. Everything it must remember across a
+control-plane crash lives in the job's runtime record (jobs/local/training/runtime.py) in
+SQLite; replicas run in sessions of their own and write their exit code to a file, so a
+restarted executor re-attaches to them.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from jobs.local.training.lifecycle import (
     ShutdownAction,
     StopReason,
 )
-from jobs.local.training.log_copier import LogCopier
+from jobs.local.training.log_copier import LogCopier, Source
 from jobs.local.training.runtime import Replica, Runtime
 from jobs.local.training.web_access import web_access_uris
 
@@ -164,6 +166,7 @@ class Executor:
         for resource, raw in self.store.active_jobs(ACTIVE_STATES):
             job = ActiveJob(resource, JobView.of(resource), Runtime.model_validate(raw))
             self._jobs[job.id] = job
+            self._follow_logs(job)
             live = sum(1 for r in job.rt.replicas if r.running)
             if job.state is not JobState.QUEUED:
                 self._service_log(job, f"control plane restarted; re-attached to {live} replicas")
@@ -171,12 +174,15 @@ class Executor:
 
     def _loop(self) -> None:
         while not self._halt.is_set():
+            behind = False
             try:
                 with self._lock:
                     self._tick()
+                behind = self._logs.copy_round()  # outside the lock: requests answer meanwhile
             except Exception:  # keep supervising the other jobs; the failure is in the log
                 log.exception("executor tick failed")
-            self._halt.wait(TICK_S)
+            if not behind:
+                self._halt.wait(TICK_S)
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -408,9 +414,6 @@ class Executor:
             self._start_job(job)
         for replica in job.rt.replicas:
             if replica.running:
-                self._copy_logs(job, replica)
-        for replica in job.rt.replicas:
-            if replica.running:
                 self._poll(job, replica)
         self._timers(job)
         if job.rt.stopping and not any(r.running for r in job.rt.replicas):
@@ -513,12 +516,18 @@ class Executor:
         ports = free_ports(len(rt.replicas))
         return {replica.name: port for replica, port in zip(rt.replicas, ports, strict=True)}
 
+    def _job_dir(self, job_id: str) -> Path:
+        return self.settings.data_dir / "jobs" / job_id
+
+    def _replica_file(self, job_id: str, replica: Replica, restart: int, suffix: str) -> str:
+        """The log or exit file of the replica's ``restart``."""
+        return str(self._job_dir(job_id) / f"{replica.name}.{restart}.{suffix}")
+
     def _spawn(self, job: ActiveJob, replica: Replica) -> None:
-        job_dir = self.settings.data_dir / "jobs" / job.id
+        job_dir = self._job_dir(job.id)
         job_dir.mkdir(parents=True, exist_ok=True)
-        stem = f"{replica.name}.{replica.restart}"
-        replica.log_path = str(job_dir / f"{stem}.log")
-        replica.exit_path = str(job_dir / f"{stem}.exit")
+        replica.log_path = self._replica_file(job.id, replica, replica.restart, "log")
+        replica.exit_path = self._replica_file(job.id, replica, replica.restart, "exit")
         Path(replica.exit_path).unlink(missing_ok=True)
         slot = vertex_env.ReplicaSlot(replica.pool, replica.index)
         env = vertex_env.replica_env(
@@ -540,6 +549,7 @@ class Executor:
             start_new_session=True,
         )
         self._procs[(job.id, replica.name, replica.restart)] = proc
+        self._logs.follow(self._log_source(job, replica, replica.restart))
         replica.pid = proc.pid
         try:
             replica.create_time = psutil.Process(proc.pid).create_time()
@@ -562,9 +572,10 @@ class Executor:
             self._procs.pop(key)
         elif self._alive(replica):
             return
+        if self._logs.end(replica.log_path):
+            return  # its exit is logged at the next tick, after a copy round took its last lines
         code = self._read_exit(replica)
         replica.status, replica.exit_code = ReplicaStatus.EXITED, code
-        self._copy_logs(job, replica)
         how = "was lost (no exit recorded)" if code is None else f"exited with code {code}"
         self._service_log(job, f"{replica.name} {how}")
         self._on_exit(job, replica, code)
@@ -691,7 +702,8 @@ class Executor:
         rt, now = job.rt, time.time()
         for replica in rt.replicas:
             overdue = lifecycle.grace_over(replica.term_at, now, self.settings.grace_s)
-            if replica.running and overdue and not replica.killed:
+            # Alive asked too: an exit seen waits a tick before it is logged (_poll).
+            if replica.running and overdue and not replica.killed and self._alive(replica):
                 self._service_log(job, f"{replica.name} still running after grace: SIGKILL")
                 self._signal(replica, signal.SIGKILL)
                 self._persist(job)
@@ -709,6 +721,9 @@ class Executor:
             self._persist(job)
 
     def _finish_stop(self, job: ActiveJob, reason: StopReason) -> None:
+        state = lifecycle.final_state(reason)
+        if state is not None and self._logs.pending(job.id):
+            return  # it ends once its lines are all copied: `vtx logs` after its end has them all
         rt = job.rt
         error = (
             JobError(Code(rt.final_error["code"]), rt.final_error["message"])
@@ -716,7 +731,6 @@ class Executor:
             else None
         )
         rt.stopping, rt.final_error = None, None
-        state = lifecycle.final_state(reason)
         if state is None:
             self._start_all_again(job)
             return
@@ -743,11 +757,20 @@ class Executor:
 
     # -- logs and state --------------------------------------------------------------------
 
-    def _copy_logs(self, job: ActiveJob, replica: Replica) -> None:
-        if replica.log_path is not None:
-            self._logs.copy(
-                replica.log_path, job.id, job.view.run_id, replica.name, replica.restart
-            )
+    def _log_source(self, job: ActiveJob, replica: Replica, restart: int) -> Source:
+        path = self._replica_file(job.id, replica, restart, "log")
+        return Source(path, job.id, job.view.run_id, replica.name, restart)
+
+    def _follow_logs(self, job: ActiveJob) -> None:
+        """After a restart of the control plane, copy what is left of every log file of the
+        job's replicas (the ended ones' files too: a crash may have come before their ends were
+        copied)."""
+        for replica in job.rt.replicas:
+            for restart in range(replica.restart + 1):
+                source = self._log_source(job, replica, restart)
+                if Path(source.path).exists():
+                    source.ended = not (replica.running and restart == replica.restart)
+                    self._logs.follow(source)
 
     def _service_log(self, job: ActiveJob, message: str) -> None:
         self._logs.service(job.id, job.view.run_id, message)

@@ -14,7 +14,7 @@ import psutil
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.processes import bring_up, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
-from jobs.local.platform.state import stack_outputs_for
+from jobs.local.platform.state import read_state, stack_outputs_for
 from jobs.local.platform.store import Store
 from tests.conftest import REPO
 from tests.jobs.local.local_helpers import (
@@ -26,6 +26,12 @@ from tests.jobs.local.local_helpers import (
     replica_output,
     wait_for,
     wait_terminal,
+)
+from tests.jobs.local.training.executor_helpers import (
+    SLEEP,
+    kill_leftovers,
+    replica_processes,
+    still_running,
 )
 
 WAIT_FOR_FILE = """
@@ -164,3 +170,31 @@ def test_both_servers_killed_come_back_on_their_ports_and_a_running_job_keeps_it
         ]
     finally:
         stop_platform(data_dir)
+
+
+def test_down_after_both_servers_were_killed_stops_the_replicas_they_left(tmp_path: Path) -> None:
+    """kill -9 of the control plane and the emulator, then `vtx local down`: no control plane is
+    left to stop the replicas that outlived them, so `down` stops them itself (the process
+    groups the store records) rather than saying there is nothing to stop."""
+    data_dir = tmp_path / "platform"
+    settings = LocalSettings(
+        data_dir=data_dir, cwd=REPO, port=free_port(), gcs_port=free_port(), grace_s=5.0
+    )
+    state = start_fresh(settings)
+    processes: list[psutil.Process] = []
+    try:
+        jobs = client(state.vertex_endpoint)
+        job = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("left", pool(SLEEP)))
+        wait_for(lambda: replica_output(stack_outputs_for(state), job.name, "workerpool0-0"))
+        processes = replica_processes(data_dir, job.name)
+        assert len(processes) == 2  # the runner and its command
+        for pid in (state.server_pid, state.gcs_pid):
+            process = psutil.Process(pid)
+            process.kill()  # kill -9, as a crash
+            process.wait(timeout=10)
+
+        assert stop_platform(data_dir).data_dir == state.data_dir
+        assert still_running(processes) == []
+        assert read_state(data_dir) is None
+    finally:
+        kill_leftovers(processes)
