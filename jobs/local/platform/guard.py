@@ -23,8 +23,11 @@ execution on the developer's machine. The rules, each against one way in:
 
 from __future__ import annotations
 
+import errno
 import hmac
 import os
+import socket
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +41,19 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 SOCKET_TABLE = Path("/proc/net/tcp")
 LOOPBACK_HEX = "0100007F"
 """127.0.0.1 as the socket table writes it (little-endian hex)."""
+# sock_diag (linux/netlink.h, linux/sock_diag.h, linux/inet_diag.h): an exact lookup of one
+# socket by its addresses and ports in an inet_diag_req_v2; the answer is an inet_diag_msg.
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST = 1
+_NLMSG_ERROR = 2
+_ALL_TCP_STATES = 0xFFFFFFFF
+_INET_DIAG_NOCOOKIE = 0xFFFFFFFF
+_LOOPBACK_ID = socket.inet_aton("127.0.0.1") + bytes(12)
+"""An address in inet_diag_sockid: 16 bytes, IPv4 in the first 4."""
+_UID_OFFSET = 16 + 4 + 48 + 12
+"""nlmsghdr, then inet_diag_msg: family/state/timer/retrans, the 48-byte sockid, expires,
+rqueue and wqueue, then idiag_uid."""
 
 
 @dataclass(frozen=True)
@@ -107,12 +123,46 @@ def body_refusal(method: str, headers: Mapping[str, str]) -> Refusal | None:
 
 def socket_owner(client_port: int, server_port: int, table: Path = SOCKET_TABLE) -> int | None:
     """The uid owning the client's end of the loopback connection 127.0.0.1:client_port ->
-    127.0.0.1:server_port, from Linux's socket table; -1 if the table has no such connection;
-    None where there is no table (not Linux). The kernel walks its whole connection hash to
-    write the table: milliseconds per read (measured: bench/RESULTS.md, "Figures from code
-    comments", Local platform and CLI), so callers ask once per connection where they can (the
-    emulator) and per request only where requests are few (the control plane: SDK calls and
-    polls). Never cached by port: a closed connection's port soon belongs to another."""
+    127.0.0.1:server_port; -1 if the kernel knows no such connection; None where it cannot say
+    (not Linux). Asked of the kernel for that one connection (`_sock_diag_owner`), else read
+    from its socket table, which it writes by walking every connection: about 7 ms with the
+    ~1,200 a soak leaves in TIME_WAIT (bench/RESULTS.md, "Soak"), against ~10 us for the
+    lookup. Never cached by port: a closed connection's port soon belongs to another."""
+    if table == SOCKET_TABLE:
+        owner = _sock_diag_owner(client_port, server_port)
+        if owner is not None:
+            return owner
+    return _table_owner(client_port, server_port, table)
+
+
+def _sock_diag_owner(client_port: int, server_port: int) -> int | None:
+    """The uid from Linux's sock_diag netlink interface (what `ss` uses): an exact lookup of
+    the connection's socket, a request and an answer of a hundred bytes. None where netlink
+    is not there (not Linux, or a sandbox without it): the table is read instead. Written here
+    because no maintained library wraps the one call (pyroute2 is a large dependency for it)."""
+    sock_id = struct.pack("!HH", client_port, server_port) + _LOOPBACK_ID + _LOOPBACK_ID
+    request = struct.pack("=BBBxI", socket.AF_INET, socket.IPPROTO_TCP, 0, _ALL_TCP_STATES)
+    request += sock_id + struct.pack("=III", 0, _INET_DIAG_NOCOOKIE, _INET_DIAG_NOCOOKIE)
+    header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0)
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as link:
+            link.settimeout(1.0)
+            link.sendto(header + request, (0, 0))
+            answer = link.recv(8192)
+    except (OSError, AttributeError):  # AttributeError: no AF_NETLINK on this platform
+        return None
+    if len(answer) < 16:
+        return None
+    kind = struct.unpack_from("=H", answer, 4)[0]
+    if kind == _NLMSG_ERROR:
+        code = -struct.unpack_from("=i", answer, 16)[0]
+        return -1 if code == errno.ENOENT else None
+    if kind != _SOCK_DIAG_BY_FAMILY or len(answer) < _UID_OFFSET + 4:
+        return None
+    return struct.unpack_from("=I", answer, _UID_OFFSET)[0]
+
+
+def _table_owner(client_port: int, server_port: int, table: Path) -> int | None:
     try:
         lines = table.read_text().splitlines()[1:]
     except OSError:

@@ -21,7 +21,13 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.guard import MAX_BODY_BYTES, socket_owner
+from jobs.local.platform.guard import (
+    MAX_BODY_BYTES,
+    SOCKET_TABLE,
+    _sock_diag_owner,
+    _table_owner,
+    socket_owner,
+)
 from jobs.local.platform.ports import port_free
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, PlatformState
@@ -449,6 +455,23 @@ def test_socket_owner_reads_the_kernel_table(tmp_path: Path) -> None:
     assert socket_owner(0xD9AF, 0x20D6, table) == 1001
     assert socket_owner(0xD9AF, 0x20D7, table) == -1
     assert socket_owner(1, 2, tmp_path / "absent") is None
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's socket table")
+def test_the_kernels_lookup_of_one_connection_agrees_with_its_table() -> None:
+    """socket_owner asks the kernel for the one connection (sock_diag) instead of reading the
+    whole table (milliseconds per request with many closed connections): both must agree."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            with accepted:
+                client_port = client.getsockname()[1]
+                assert _sock_diag_owner(client_port, port) == os.getuid()
+                assert _table_owner(client_port, port, SOCKET_TABLE) == os.getuid()
+                assert socket_owner(client_port, port) == os.getuid()
+                assert _sock_diag_owner(client_port, port + 1) == -1  # no such connection
+                assert socket_owner(client_port, port + 1) == -1
 
 
 # The probe runs as nobody: the venv's interpreter may live where nobody can read (/root).
