@@ -12,8 +12,9 @@ execution on the developer's machine. The rules, each against one way in:
   server was started on is served;
 - a body a browser can send without a preflight (``text/plain``, forms): the control plane
   takes JSON bodies only, at most ``MAX_BODY_BYTES``;
-- another user of the machine: on Linux the kernel's socket table says which user owns the
-  client's end of a loopback connection, and only the user who started the platform is served.
+- another user of the machine: on Linux the kernel says which user owns the client's end of
+  a loopback connection (asked for that one socket over sock_diag netlink, as `ss` does; its
+  socket table as a fallback), and only the user who started the platform is served.
   This guards every route, the JobService's too, without asking anything of the client: the
   real SDK, gcsfs and the user's own code work unchanged. (Elsewhere there is no such table.)
 - another program of the same user: the vtx-only endpoints (logs, preemption) also want the
