@@ -7,6 +7,7 @@ ambiguous pairs and other currencies left unknown with the reason."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -129,20 +130,28 @@ def test_skus_that_price_no_table_figure_say_why(sku_id: str, reason: str) -> No
     assert isinstance(said, str) and reason in said
 
 
-def test_tables_name_each_figures_sku_and_the_newest_table_wins(
-    matched, monkeypatch, tmp_path
-) -> None:
-    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+def write_refreshed(matched, **table: Any) -> None:
+    """The tables a refresh on 2026-11-27 would write, into the prices folder."""
     found = tables(
         matched,
         REGIONS,
         currency="USD",
         as_of="2026-11-27",
         fetched_at="2026-11-27T03:00:00Z",
+        **table,
+    )
+    write_tables([t for t in found if t.machines or t.accelerators], refreshed_prices_dir())
+
+
+def test_tables_name_each_figures_sku_and_the_newest_table_wins(
+    matched, monkeypatch, tmp_path
+) -> None:
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    write_refreshed(
+        matched,
         source="https://cloudbilling.googleapis.com/v1/services/C7E2-9256-1C43/skus",
         name_prefix="billing",
     )
-    write_tables([t for t in found if t.machines or t.accelerators], refreshed_prices_dir())
     cat = load_catalog()
     table = cat.price_table("us-central1")
     assert table is not None and table.name == "billing-training-us-central1-2026-11-27"
@@ -165,17 +174,12 @@ def test_the_local_stand_ins_tables_price_the_local_stack_only(
     matched, monkeypatch, tmp_path
 ) -> None:
     monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
-    found = tables(
+    write_refreshed(
         matched,
-        REGIONS,
-        currency="USD",
-        as_of="2026-11-27",
-        fetched_at="2026-11-27T03:00:00Z",
         source="the local platform's billing catalog stand-in (not Google's prices)",
         name_prefix="billing-local",
         stand_in=True,
     )
-    write_tables([t for t in found if t.machines or t.accelerators], refreshed_prices_dir())
     cat = load_catalog()
     shipped = "vertex-training-us-central1-"
     assert cat.price_table("us-central1").name.startswith(shipped)  # type: ignore[union-attr]

@@ -36,6 +36,24 @@ def client(endpoint: str):
     )
 
 
+def init_sdk(platform: StackOutputs, project: str | None = None, **more: Any):
+    """The high-level SDK initialised as a local user would: REST, anonymous, the platform's
+    endpoint, their project (the platform's own unless ``project``); ``more`` for
+    ``aiplatform.init``'s other arguments (a staging bucket)."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    aiplatform.init(
+        project=project or platform.project,
+        location=platform.region,
+        api_endpoint=platform.vertex_endpoint,
+        api_transport="rest",
+        credentials=AnonymousCredentials(),
+        **more,
+    )
+    return aiplatform
+
+
 def pool(code: str, replicas: int = 1, env: dict[str, str] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"image_uri": "local/test:1", "command": ["python", "-c", code]}
     if env:

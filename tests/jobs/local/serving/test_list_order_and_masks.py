@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from jobs.core.stack import StackOutputs
-from tests.jobs.local.local_helpers import PARENT
+from tests.jobs.local.local_helpers import PARENT, init_sdk
 
 
 def rest(platform: StackOutputs, method: str, path: str, body: dict | None = None):
@@ -48,17 +48,7 @@ def service(platform: StackOutputs, kind: str):
 
 @pytest.fixture
 def sdk(local_platform: StackOutputs):
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import aiplatform
-
-    aiplatform.init(
-        project=local_platform.project,
-        location=local_platform.region,
-        api_endpoint=local_platform.vertex_endpoint,
-        api_transport="rest",
-        credentials=AnonymousCredentials(),
-    )
-    return aiplatform
+    return init_sdk(local_platform)
 
 
 def test_model_list_is_sorted_by_order_by_fields_with_desc(

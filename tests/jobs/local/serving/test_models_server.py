@@ -10,23 +10,14 @@ import urllib.request
 import pytest
 
 from jobs.core.stack import StackOutputs
+from tests.jobs.local.local_helpers import init_sdk
 
 IMAGE = "us-docker.pkg.dev/acme/vtx/serve:latest"
 
 
 @pytest.fixture
 def sdk(local_platform: StackOutputs):
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import aiplatform
-
-    aiplatform.init(
-        project=local_platform.project,
-        location=local_platform.region,
-        api_endpoint=local_platform.vertex_endpoint,
-        api_transport="rest",
-        credentials=AnonymousCredentials(),
-    )
-    return aiplatform
+    return init_sdk(local_platform)
 
 
 def rest(platform: StackOutputs, method: str, path: str, body: dict | None = None):

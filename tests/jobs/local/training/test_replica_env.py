@@ -13,6 +13,7 @@ from tests.jobs.local.local_helpers import (
     PARENT,
     client,
     custom_job,
+    init_sdk,
     pool,
     replica_output,
     wait_terminal,
@@ -40,20 +41,10 @@ while len(list(marks.iterdir())) < int(os.environ["WORKERS"]):
 @pytest.fixture
 def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
     """The high-level SDK initialised as a local user would: REST, anonymous, our endpoint."""
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import aiplatform
     from google.cloud.aiplatform import jobs
 
     monkeypatch.setattr(jobs, "_JOB_WAIT_TIME", 0.2)  # the SDK polls every 5 s by default
-    aiplatform.init(
-        project=local_platform.project,
-        location=local_platform.region,
-        api_endpoint=local_platform.vertex_endpoint,
-        api_transport="rest",
-        credentials=AnonymousCredentials(),
-        staging_bucket=f"gs://{local_platform.buckets.staging}",
-    )
-    return aiplatform
+    return init_sdk(local_platform, staging_bucket=f"gs://{local_platform.buckets.staging}")
 
 
 def _env_of(platform: StackOutputs, job_name: str, replica: str) -> dict:
