@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -34,6 +35,21 @@ def client(endpoint: str):
         credentials=AnonymousCredentials(),
         client_options={"api_endpoint": endpoint},
     )
+
+
+def rest(platform: StackOutputs, method: str, path: str, body: dict | None = None):
+    """One REST call to the control plane: (HTTP status, the JSON answer), errors included."""
+    request = urllib.request.Request(
+        f"{platform.vertex_endpoint}/v1/{path}",
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json"} if body is not None else {},
+        method=method,
+    )
+    try:
+        with urllib.request.urlopen(request) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
 
 
 def init_sdk(platform: StackOutputs, project: str | None = None, **more: Any):

@@ -4,7 +4,6 @@ request messages document them, through the SDK's own clients (``Model.list`` se
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -12,21 +11,7 @@ import urllib.request
 import pytest
 
 from jobs.core.stack import StackOutputs
-from tests.jobs.local.local_helpers import PARENT, init_sdk
-
-
-def rest(platform: StackOutputs, method: str, path: str, body: dict | None = None):
-    request = urllib.request.Request(
-        f"{platform.vertex_endpoint}/v1/{path}",
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json"} if body is not None else {},
-        method=method,
-    )
-    try:
-        with urllib.request.urlopen(request) as resp:
-            return resp.status, json.load(resp)
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.load(exc)
+from tests.jobs.local.local_helpers import PARENT, init_sdk, rest
 
 
 def upload(platform: StackOutputs, body: dict) -> str:

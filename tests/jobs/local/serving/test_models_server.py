@@ -3,14 +3,10 @@ aliases, list, delete) and over raw REST (the operation's poll, int enums, Googl
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-
 import pytest
 
 from jobs.core.stack import StackOutputs
-from tests.jobs.local.local_helpers import init_sdk
+from tests.jobs.local.local_helpers import init_sdk, rest
 
 IMAGE = "us-docker.pkg.dev/acme/vtx/serve:latest"
 
@@ -18,20 +14,6 @@ IMAGE = "us-docker.pkg.dev/acme/vtx/serve:latest"
 @pytest.fixture
 def sdk(local_platform: StackOutputs):
     return init_sdk(local_platform)
-
-
-def rest(platform: StackOutputs, method: str, path: str, body: dict | None = None):
-    request = urllib.request.Request(
-        f"{platform.vertex_endpoint}/v1/{path}",
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json"} if body is not None else {},
-        method=method,
-    )
-    try:
-        with urllib.request.urlopen(request) as resp:
-            return resp.status, json.load(resp)
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.load(exc)
 
 
 def test_sdk_uploads_a_model_then_a_second_version_under_it(sdk) -> None:
