@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from jobs.core.catalog import Catalog, Price, PriceTable
 
+HOURS_PER_MONTH = 730
+"""A month of a deployment that never scales in: 365 days x 24 h / 12, the month Google's
+pricing calculator bills by."""
+
 
 @dataclass(frozen=True)
 class ServingCost:
@@ -27,6 +31,8 @@ class ServingCost:
     max_replicas: int
     missing: tuple[str, ...] = ()
     """The machine or accelerator names the table has no figure for."""
+    parts: tuple[tuple[str, int, Price], ...] = ()
+    """(name, count, price) of what one replica is billed for: the machine, its accelerators."""
 
     @property
     def floor_usd_per_h(self) -> float | None:
@@ -37,6 +43,24 @@ class ServingCost:
     def ceiling_usd_per_h(self) -> float | None:
         """At ``max_replicas``: the most autoscaling can run up."""
         return _times(self.replica_usd_per_h, self.max_replicas)
+
+    @property
+    def floor_usd_per_month(self) -> float | None:
+        return _times(self.floor_usd_per_h, HOURS_PER_MONTH)
+
+    @property
+    def ceiling_usd_per_month(self) -> float | None:
+        return _times(self.ceiling_usd_per_h, HOURS_PER_MONTH)
+
+    @property
+    def skus(self) -> list[tuple[str, str, str | None, str | None]]:
+        """(name, SKU id, its description, when it was fetched) behind each figure of a
+        replica's price, for figures a refreshed table names a SKU for."""
+        return [
+            (name, price.sku, price.sku_description, price.fetched_at)
+            for name, _, price in self.parts
+            if price.sku is not None
+        ]
 
     @property
     def reason(self) -> str | None:
@@ -74,4 +98,4 @@ def serving_cost(
         parts.append((accelerator, accelerator_count, accelerators.get(accelerator, empty)))
     missing = tuple(name for name, _, price in parts if price.usd_per_h is None)
     replica = None if missing else sum(n * (p.usd_per_h or 0.0) for _, n, p in parts)
-    return ServingCost(region, table, replica, min_replicas, max_replicas, missing)
+    return ServingCost(region, table, replica, min_replicas, max_replicas, missing, tuple(parts))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from jobs.core.formats import usd_per_h
+from jobs.core.formats import money, usd_per_h
 from jobs.serving.deploy import (
     NEW,
     DeployPlan,
@@ -15,14 +15,24 @@ from vtx.views.output import FitTable
 
 
 def price_line(cost: ServingCost) -> str:
-    """Floor and ceiling, or "unknown" with the reason (never $0)."""
-    if cost.replica_usd_per_h is None:
+    """Floor and ceiling per hour and per month, or "unknown" with the reason (never $0)."""
+    if cost.replica_usd_per_h is None or cost.table is None:
         return f"unknown: {cost.reason}"
     return (
-        f"{usd_per_h(cost.floor_usd_per_h)} at {cost.min_replicas} replica(s), "
-        f"{usd_per_h(cost.ceiling_usd_per_h)} at {cost.max_replicas} "
-        f"({usd_per_h(cost.replica_usd_per_h)} each; {cost.table.name if cost.table else ''})"
+        f"{usd_per_h(cost.floor_usd_per_h)} at {cost.min_replicas} replica(s) "
+        f"({money(cost.floor_usd_per_month)}/month), {usd_per_h(cost.ceiling_usd_per_h)} at "
+        f"{cost.max_replicas} ({money(cost.ceiling_usd_per_month)}/month); "
+        f"{usd_per_h(cost.replica_usd_per_h)} a replica, from {cost.table.name} (as of "
+        f"{cost.table.as_of})"
     )
+
+
+def sku_lines(cost: ServingCost) -> list[str]:
+    """The SKU behind each figure of a replica's price (refreshed tables name one)."""
+    return [
+        f'{name}: SKU {sku} "{description}", fetched {fetched}'
+        for name, sku, description, fetched in cost.skus
+    ]
 
 
 def split_text(traffic: dict[str, int], names: dict[str, str]) -> str:
@@ -71,4 +81,6 @@ def print_deploy_plan(out: Console, plan: DeployPlan) -> None:
     table.add_row("traffic after", split_text(plan.traffic, deployed_names(plan.endpoint)))
     table.add_row("service account", plan.service_account)
     table.add_row("serving $/h", price_line(plan.cost))
+    for line in sku_lines(plan.cost):
+        table.add_row("", line)
     out.print(table)

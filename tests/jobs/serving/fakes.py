@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from jobs.core.catalog import Catalog, PriceTable, load_catalog
 from jobs.core.stack import StackOutputs
 from jobs.serving.deploy import (
     DeployOptions,
@@ -143,3 +144,30 @@ class FakeClient:
     def undeploy_model(self, endpoint: str, deployed_model_id: str, traffic_split: dict, retry):
         self.calls.append(("undeploy_model", (deployed_model_id, dict(traffic_split))))
         return Operation(None)
+
+
+def priced_catalog() -> Catalog:
+    """The catalog with one us-central1 serving table: g2-standard-8 and NVIDIA_L4 priced, the
+    GPU's figure with the SKU a refreshed table names."""
+    cat = load_catalog()
+    table = PriceTable.model_validate(
+        {
+            "name": "serving-test",
+            "kind": "serving",
+            "region": "us-central1",
+            "currency": "USD",
+            "as_of": "2026-11-23",
+            "source": "https://example.invalid/pricing",
+            "machines": {"g2-standard-8": {"usd_per_h": 1.0, "basis": "verified"}},
+            "accelerators": {
+                "NVIDIA_L4": {
+                    "usd_per_h": 0.5,
+                    "basis": "catalog",
+                    "sku": "A001-0000-0042",
+                    "sku_description": "Nvidia L4 GPU running in Americas for Prediction",
+                    "fetched_at": "2026-11-27T03:00:00Z",
+                }
+            },
+        }
+    )
+    return cat.model_copy(update={"serving_price_tables": (table,)})

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobs.core.catalog import PriceTable, load_catalog
+from jobs.core.catalog import load_catalog
 from jobs.serving.deploy import (
     NEW,
     DeployOptions,
@@ -30,6 +30,7 @@ from tests.jobs.serving.fakes import (
     endpoint_json,
     make_stack,
     plan_for,
+    priced_catalog,
     refusals,
 )
 
@@ -124,29 +125,23 @@ def test_an_unknown_model_or_endpoint_id_is_refused() -> None:
     assert "--endpoint 12345: no such endpoint" in text
 
 
-def priced_catalog():
-    cat = load_catalog()
-    table = PriceTable.model_validate(
-        {
-            "name": "serving-test",
-            "kind": "serving",
-            "region": "us-central1",
-            "currency": "USD",
-            "as_of": "2026-11-23",
-            "source": "https://example.invalid/pricing",
-            "machines": {"g2-standard-8": {"usd_per_h": 1.0, "basis": "verified"}},
-            "accelerators": {"NVIDIA_L4": {"usd_per_h": 0.5, "basis": "verified"}},
-        }
-    )
-    return cat.model_copy(update={"serving_price_tables": (table,)})
-
-
 def test_a_deployment_costs_its_replica_price_times_min_and_max_replicas() -> None:
     cost = serving_cost(priced_catalog(), "us-central1", "g2-standard-8", "NVIDIA_L4", 1, 2, 5)
     assert cost.replica_usd_per_h == pytest.approx(1.5)
     assert cost.floor_usd_per_h == pytest.approx(3.0)
     assert cost.ceiling_usd_per_h == pytest.approx(7.5)
+    assert cost.floor_usd_per_month == pytest.approx(3.0 * 730)  # the pricing calculator's month
+    assert cost.ceiling_usd_per_month == pytest.approx(7.5 * 730)
     assert cost.reason is None
+    # A refreshed table names the SKU behind a figure; the machine's figure here has none.
+    assert cost.skus == [
+        (
+            "NVIDIA_L4",
+            "A001-0000-0042",
+            "Nvidia L4 GPU running in Americas for Prediction",
+            "2026-11-27T03:00:00Z",
+        )
+    ]
 
 
 def test_a_missing_serving_figure_is_unknown_never_zero_nor_the_training_price() -> None:

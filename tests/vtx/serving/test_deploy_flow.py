@@ -12,6 +12,7 @@ from jobs.serving.deploy import (
     plan_undeploy,
     undeploy,
 )
+from jobs.serving.serving_prices import serving_cost
 from tests.jobs.serving.fakes import (
     MODEL,
     NO_WAIT,
@@ -22,10 +23,12 @@ from tests.jobs.serving.fakes import (
     FakeModels,
     endpoint_json,
     make_stack,
+    priced_catalog,
     printed,
 )
 from vtx.commands.deploy import deploy_model, undeploy_models
 from vtx.confirm import Ask
+from vtx.views.serving import price_line, sku_lines
 
 
 def test_the_plan_names_model_version_endpoint_machine_replicas_split_identity_and_price() -> None:
@@ -114,3 +117,15 @@ def test_undeploy_finds_the_endpoint_by_its_display_name() -> None:
         plan_undeploy(rest, "chat", "1")
     with pytest.raises(DeployRefused, match="no endpoint has that display name or id"):
         plan_undeploy(rest, "nobody", "1")
+
+
+def test_the_serving_price_reads_per_hour_and_month_with_its_table_and_skus() -> None:
+    cost = serving_cost(priced_catalog(), "us-central1", "g2-standard-8", "NVIDIA_L4", 1, 2, 5)
+    assert price_line(cost) == (
+        "$3.00/h at 2 replica(s) ($2,190.00/month), $7.50/h at 5 ($5,475.00/month); "
+        "$1.50/h a replica, from serving-test (as of 2026-11-23)"
+    )
+    assert sku_lines(cost) == [
+        'NVIDIA_L4: SKU A001-0000-0042 "Nvidia L4 GPU running in Americas for Prediction", '
+        "fetched 2026-11-27T03:00:00Z"
+    ]
