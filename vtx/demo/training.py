@@ -29,6 +29,7 @@ from typing import Any
 from rich.console import Console
 
 from infra.offline.program import render_preview, run_offline
+from jobs.core.catalog import load_catalog, refreshed_prices_dir
 from jobs.core.contract import new_run_id, region_of
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
@@ -44,6 +45,7 @@ from jobs.local.platform.state import EXAMPLE_DATA, running_state, stack_outputs
 from jobs.runs.logs import LocalLogSource
 from jobs.spec.document import load_document
 from jobs.spec.template import JobTemplate
+from jobs.training.prices import BillingCatalogReader, PricesUnavailable, refresh
 from jobs.vertex.client import Vertex, VertexError, state_name
 from vtx.confirm import Ask
 from vtx.demo.serving import Served, print_served, serve_run_model
@@ -53,12 +55,13 @@ from vtx.views.output import FitTable
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "jobs" / "templates" / "smoke-cpu.yaml"
 PREEMPTED_REPLICA = "workerpool1-0"
+SECOND_RUNG = "us-east4"
 LADDER = [
     "pools.chief.accelerator=NVIDIA_TESLA_T4",
     "pools.workers.accelerator=NVIDIA_TESLA_T4",
-    "capacity={ladder: [{region: us-east4}]}",
+    f"capacity={{ladder: [{{region: {SECOND_RUNG}}}]}}",
 ]
-"""The demo's run asks for Spot T4s, with us-east4 as the ladder's second rung."""
+"""The demo's run asks for Spot T4s, with SECOND_RUNG as the ladder's second rung."""
 STOCKED_OUT = {"NVIDIA_TESLA_T4": {"spot_stockout": True}}
 CAPACITY = {"regions": {"us-central1": {"accelerators": STOCKED_OUT}}}
 """The platform the demo starts: Spot T4s are stocked out where the run first goes."""
@@ -293,6 +296,7 @@ def run_demo(
         console.rule("[bold]2. Data in the emulated GCS")
         for local, (bucket, name) in EXAMPLE_DATA.items():
             console.print(f"{local.relative_to(REPO)} -> gs://{bucket}/{name} (by vtx local up)")
+        _refresh_prices(console, stack)
         console.rule(
             "[bold]3. vtx launch jobs/templates/smoke-cpu.yaml --stack local --follow, on Spot "
             "T4s with a capacity ladder (us-central1, then us-east4)"
@@ -305,6 +309,24 @@ def run_demo(
         if started and not keep_up:
             stop_platform(Path(state.data_dir))
             console.print("local platform stopped; nothing left running")
+
+
+def _refresh_prices(console: Console, stack: StackOutputs) -> None:
+    """`vtx prices refresh --stack local` for the ladder's regions, so that the plan prices
+    every rung (with the stand-in's made-up figures, which price the local stack only)."""
+    regions = [stack.region, SECOND_RUNG]
+    try:
+        done = refresh(BillingCatalogReader(stack), load_catalog(), regions)
+    except PricesUnavailable as exc:
+        console.print(f"[yellow]prices not refreshed, the plan says unknown: {exc}[/yellow]")
+        return
+    console.print(
+        f"vtx prices refresh --stack local: {len(done.matched.figures)} figures for "
+        f"{', '.join(regions)} from the local billing catalog stand-in (made-up figures, each "
+        f"with its SKU; they price the local stack only), {len(done.written)} tables in "
+        f"{refreshed_prices_dir()}",
+        highlight=False,
+    )
 
 
 def _launch_and_follow(console: Console, stack, trainer_overrides: list[str]) -> DemoResult:

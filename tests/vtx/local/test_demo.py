@@ -6,6 +6,7 @@ left running."""
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import psutil
@@ -59,6 +60,11 @@ def test_shortened_demo_survives_its_preemption_and_cleans_up(tmp_path: Path) ->
         )
         assert list(client.list_blobs(bucket, prefix=prefix))
         assert "demo summary" in out.getvalue()
+        # The demo refreshed the local stand-in's prices: the plan prices every rung.
+        text = " ".join(out.getvalue().replace("│", " ").replace("┃", " ").split())
+        assert "vtx prices refresh --stack local:" in text
+        for region in ("us-central1", "us-east4"):
+            assert re.search(rf"{region} 1xT4\+1xT4 SPOT \$\d+\.\d\d/h", text), text[:4000]
         # Then the run's model was registered, deployed, asked once and undeployed.
         served = result.served
         assert served is not None, (result.serve_error, out.getvalue()[-3000:])
