@@ -1,0 +1,134 @@
+"""The run's meter: every attempt at the price it paid (its strategy's, in its own region, from
+the stack's catalog), the sum, why it is unknown, the projection, and the budget it carries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from jobs.core.catalog import load_catalog
+from jobs.runs.watch import run_status, usd_of
+from jobs.vertex.client import JobRecord
+from tests.conftest import stack_outputs
+from tests.jobs.runs.run_records import PARENT, T0, rest_job, trainer
+
+# Three n1-standard-4 (one chief, two workers: `rest_job`'s pools) per attempt.
+STAND_IN = {
+    "us-central1": {"usd_per_h": 1.0, "spot_usd_per_h": 0.25},
+    "europe-west4": {"usd_per_h": 2.0, "spot_usd_per_h": 0.5},
+}
+
+
+def write_stand_in(directory: Path) -> None:
+    """What `vtx prices refresh --stack local` writes: a stand-in table per region."""
+    for region, figures in STAND_IN.items():
+        table = {
+            "name": f"billing-local-training-{region}-2026-11-27",
+            "region": region,
+            "currency": "USD",
+            "as_of": "2026-11-27",
+            "source": "the local platform's billing catalog stand-in (not Google's prices)",
+            "spot_source": "the same",
+            "stand_in": True,
+            "machines": {
+                "n1-standard-4": {
+                    "usd_per_h": figures["usd_per_h"],
+                    "basis": "catalog",
+                    "spot_usd_per_h": figures["spot_usd_per_h"],
+                    "spot_basis": "catalog",
+                }
+            },
+        }
+        (directory / f"{table['name']}.yaml").write_text(yaml.safe_dump(table))
+
+
+@pytest.fixture
+def local_catalog(monkeypatch, tmp_path):
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    write_stand_in(tmp_path)
+    local = stack_outputs().model_copy(update={"vertex_endpoint": "http://127.0.0.1:1"})
+    return load_catalog().for_stack(local)
+
+
+def attempt(job_id: str, created_s: float, region: str, strategy: str, **times) -> JobRecord:
+    rest = rest_job(job_id, created_s, strategy=strategy, **times)
+    rest["name"] = rest["name"].replace(PARENT, f"projects/p/locations/{region}")
+    return JobRecord.from_rest(rest)
+
+
+def test_each_attempt_is_metered_at_its_own_strategy_and_regions_price(local_catalog) -> None:
+    spot_us = attempt("1", 0, "us-central1", "SPOT", started_s=0, ended_s=3600)
+    spot_eu = attempt("2", 3600, "europe-west4", "SPOT", started_s=3600, ended_s=5400)
+    on_demand_eu = attempt("3", 5400, "europe-west4", "STANDARD", started_s=5400)
+    now = T0 + timedelta(seconds=7200)
+    status = run_status(
+        [on_demand_eu, spot_us, spot_eu], [], "us-central1", now, False, local_catalog
+    )
+    per_attempt = [(a.price.kind, a.price.region, a.price.usd_per_h) for a in status.attempts]
+    assert per_attempt == [
+        ("Spot", "us-central1", 0.75),
+        ("Spot", "europe-west4", 1.5),
+        ("on-demand", "europe-west4", 6.0),
+    ]
+    assert [a.usd for a in status.attempts] == pytest.approx([0.75, 0.75, 3.0])
+    assert status.usd == pytest.approx(4.5)
+    assert status.unknown_because is None
+
+
+def test_the_stand_ins_tables_never_price_a_real_stacks_run(local_catalog, monkeypatch) -> None:
+    job = attempt("1", 0, "europe-west4", "SPOT", started_s=0)
+    real = load_catalog().for_stack(stack_outputs())
+    status = run_status([job], [], "europe-west4", T0 + timedelta(hours=1), False, real)
+    assert status.usd is None
+    assert status.unknown_because is not None and "attempt 1: no Spot price" in (
+        status.unknown_because
+    )
+
+
+def test_a_flex_start_attempt_leaves_the_sum_unknown_and_says_why(local_catalog) -> None:
+    spot = attempt("1", 0, "us-central1", "SPOT", started_s=0, ended_s=3600)
+    flex = attempt("2", 3600, "us-central1", "FLEX_START", started_s=3600)
+    now = T0 + timedelta(seconds=7200)
+    status = run_status([spot, flex], [], "us-central1", now, False, local_catalog)
+    assert status.attempts[0].usd == pytest.approx(0.75)
+    assert status.usd is None  # never the Spot attempt's cost alone, never 0
+    assert status.unknown_because == "attempt 2: FLEX_START prices are in no table"
+
+
+def test_the_projection_adds_the_rest_at_the_current_pace(local_catalog) -> None:
+    job = attempt("1", 0, "us-central1", "STANDARD", started_s=0)
+    entries = [
+        trainer("1", 0, "training", step=0, total_steps=200),
+        trainer("1", 1800, "train", step=100, loss=1.0),
+    ]
+    now = T0 + timedelta(seconds=1800)
+    status = run_status([job], entries, "us-central1", now, False, local_catalog)
+    assert status.usd == pytest.approx(1.5)  # half an hour at $3/h
+    assert status.projected_usd == pytest.approx(3.0)  # the other 100 steps take as long
+
+
+def test_without_a_pace_there_is_no_projection(local_catalog) -> None:
+    job = attempt("1", 0, "us-central1", "STANDARD", started_s=0)
+    status = run_status([job], [], "us-central1", T0 + timedelta(hours=1), False, local_catalog)
+    assert status.usd == pytest.approx(3.0) and status.projected_usd is None
+
+
+def test_a_studys_trials_are_summed(local_catalog) -> None:
+    now = T0 + timedelta(hours=1)
+    trials = [
+        run_status(
+            [attempt(t, 0, "us-central1", "SPOT", started_s=0)], [], "", now, False, local_catalog
+        )
+        for t in ("1", "2", "3")
+    ]
+    assert usd_of([a for s in trials for a in s.attempts]) == pytest.approx(2.25)
+
+
+def test_the_budget_travels_as_a_label() -> None:
+    job = attempt("1", 0, "us-central1", "SPOT")
+    job.labels["vtx-budget-usd"] = "12_5"
+    status = run_status([job], [], "us-central1", T0, False)
+    assert status.budget_usd == 12.5
