@@ -186,17 +186,8 @@ class Price:
     table: str | None
     unpriced: tuple[str, ...]
     region: str = ""
-
-    @property
-    def unknown_because(self) -> str | None:
-        """Why ``usd_per_h`` is unknown, in words; None when it is known."""
-        if self.usd_per_h is not None:
-            return None
-        if self.table is None:
-            return f"no price table for {self.region} (run `vtx prices refresh`)"
-        if self.unpriced:
-            return f"no {self.kind} price for {', '.join(self.unpriced)} in {self.table}"
-        return f"{self.kind} prices are in no table"
+    unknown_because: str | None = None
+    """Why ``usd_per_h`` is unknown (`jobs.training.cost.CostEstimate.unknown_because`)."""
 
 
 def price_of(job: JobRecord, region: str, catalog: Catalog | None = None) -> Price:
@@ -206,7 +197,13 @@ def price_of(job: JobRecord, region: str, catalog: Catalog | None = None) -> Pri
     cost = estimate(facts_from_rest_job(job.rest), region, catalog)
     table = cost.table.name if cost.table is not None else None
     return Price(
-        cost.usd_per_h, cost.price_kind, cost.strategy, table, tuple(cost.unpriced), cost.region
+        cost.usd_per_h,
+        cost.price_kind,
+        cost.strategy,
+        table,
+        tuple(cost.unpriced),
+        cost.region,
+        cost.unknown_because,
     )
 
 

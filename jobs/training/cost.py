@@ -126,6 +126,17 @@ class CostEstimate:
         return {"Spot": self.spot_missing, "on-demand": self.missing}.get(self.price_kind, [])
 
     @property
+    def unknown_because(self) -> str | None:
+        """Why ``usd_per_h`` is unknown, in words; None when it is known."""
+        if self.usd_per_h is not None:
+            return None
+        if self.table is None:
+            return f"no price table for {self.region} (run `vtx prices refresh`)"
+        if self.unpriced:
+            return f"no {self.price_kind} price for {', '.join(self.unpriced)} in {self.table.name}"
+        return f"{self.price_kind} prices are in no table"
+
+    @property
     def bases(self) -> set[str]:
         return set().union(*(p.bases for p in self.pools)) if self.pools else set()
 

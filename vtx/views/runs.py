@@ -53,7 +53,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from jobs.core.contract import budget_of
-from jobs.core.formats import duration, money
+from jobs.core.formats import duration, fine_money, money
 from jobs.core.states import bare_name
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
@@ -281,7 +281,7 @@ def _cost_row(status: RunStatus) -> str:
     if status.projected_usd is not None:
         lines.append(f"{money(status.projected_usd)} projected at the current pace")
     if status.budget_usd is not None:
-        lines.append(f"budget {money(status.budget_usd)} (budget.max_cost_usd)")
+        lines.append(f"budget {fine_money(status.budget_usd)} (budget.max_cost_usd)")
     return "\n".join(lines)
 
 

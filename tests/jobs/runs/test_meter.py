@@ -4,51 +4,24 @@ the stack's catalog), the sum, why it is unknown, the projection, and the budget
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-import yaml
 
 from jobs.core.catalog import load_catalog
 from jobs.runs.watch import run_status, usd_of
 from jobs.vertex.client import JobRecord
 from tests.conftest import stack_outputs
+from tests.jobs.core.price_tables import write_stand_in
 from tests.jobs.runs.run_records import PARENT, T0, rest_job, trainer
 
 # Three n1-standard-4 (one chief, two workers: `rest_job`'s pools) per attempt.
-STAND_IN = {
-    "us-central1": {"usd_per_h": 1.0, "spot_usd_per_h": 0.25},
-    "europe-west4": {"usd_per_h": 2.0, "spot_usd_per_h": 0.5},
-}
-
-
-def write_stand_in(directory: Path) -> None:
-    """What `vtx prices refresh --stack local` writes: a stand-in table per region."""
-    for region, figures in STAND_IN.items():
-        table = {
-            "name": f"billing-local-training-{region}-2026-11-27",
-            "region": region,
-            "currency": "USD",
-            "as_of": "2026-11-27",
-            "source": "the local platform's billing catalog stand-in (not Google's prices)",
-            "spot_source": "the same",
-            "stand_in": True,
-            "machines": {
-                "n1-standard-4": {
-                    "usd_per_h": figures["usd_per_h"],
-                    "basis": "catalog",
-                    "spot_usd_per_h": figures["spot_usd_per_h"],
-                    "spot_basis": "catalog",
-                }
-            },
-        }
-        (directory / f"{table['name']}.yaml").write_text(yaml.safe_dump(table))
+STAND_IN = {"us-central1": (1.0, 0.25), "europe-west4": (2.0, 0.5)}
 
 
 @pytest.fixture
 def local_catalog(monkeypatch, tmp_path):
     monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
-    write_stand_in(tmp_path)
+    write_stand_in(tmp_path, STAND_IN)
     local = stack_outputs().model_copy(update={"vertex_endpoint": "http://127.0.0.1:1"})
     return load_catalog().for_stack(local)
 

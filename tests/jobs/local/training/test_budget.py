@@ -1,0 +1,70 @@
+"""A job's budget on the local platform: the executor prices the job as vtx does (the local
+stand-in's tables) and cancels it once its meter crosses the budget its label carries."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.state import LOCAL_REGION
+from tests.jobs.core.price_tables import write_stand_in
+from tests.jobs.local.local_helpers import PARENT, client, custom_job, pool, wait_for, wait_terminal
+from tests.jobs.local.training.executor_helpers import SLEEP, service_lines
+
+CANCELLED = 7  # JobState.JOB_STATE_CANCELLED
+DOLLAR_AN_HOUR = {"us-central1": (1.0, 0.25)}
+
+
+@pytest.fixture
+def stand_in_prices(local_platform: StackOutputs) -> Iterator[list[Path]]:
+    """The tables `vtx prices refresh --stack local` writes, where the running platform reads
+    them (the session's prices folder); removed after, so other tests see none."""
+    written = write_stand_in(Path(os.environ["VTX_PRICES_DIR"]), DOLLAR_AN_HOUR, "2099-01-01")
+    try:
+        yield written
+    finally:
+        for path in written:
+            path.unlink(missing_ok=True)
+
+
+def test_a_job_whose_meter_crosses_its_budget_is_cancelled_saying_why(
+    local_platform: StackOutputs, stand_in_prices: list[Path]
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    labels = {"vtx-run-id": "budget-crossed", "vtx-budget-usd": "0_000002"}
+    job = jobs.create_custom_job(
+        parent=PARENT, custom_job=custom_job("spendy", pool(SLEEP), labels=labels)
+    )
+    done = wait_terminal(jobs, job.name)
+    assert done.state == CANCELLED
+    assert done.error.code == 1  # CANCELLED, as Vertex sets on a cancelled job
+    assert "crossed budget.max_cost_usd $0.000002" in done.error.message
+    assert "on-demand $1.0000/h, billing-local-training-us-central1-2099-01-01" in (
+        done.error.message
+    )
+    assert wait_for(
+        lambda: any(
+            "budget.max_cost_usd $0.000002" in s for s in service_lines(local_platform, job.name)
+        )
+    )
+
+
+def test_without_a_price_the_budget_is_not_enforced_and_the_log_says_so(
+    local_platform: StackOutputs,
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    labels = {"vtx-run-id": "budget-unpriced", "vtx-budget-usd": "0_000001"}
+    europe = PARENT.replace(LOCAL_REGION, "europe-west4")  # no figure in its shipped table
+    job = jobs.create_custom_job(
+        parent=europe, custom_job=custom_job("unpriced", pool("print('done')"), labels=labels)
+    )
+    done = wait_terminal(jobs, job.name)
+    assert done.state == 4  # SUCCEEDED: no figure is made up to stop it
+    assert any(
+        "budget.max_cost_usd $0.000001 not enforced: no on-demand price for n1-standard-4" in s
+        for s in service_lines(local_platform, job.name)
+    )
