@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from jobs.core.catalog import Catalog, Price, PriceTable, load_catalog, vertex_default_timeout_s
+from jobs.core.durations import human_duration
+from jobs.core.formats import fine_money, money, usd_per_h
 from jobs.training.facts import JobFacts, PoolFacts
 
 PREEMPTIBLE_STRATEGIES = ("SPOT", "FLEX_START")
@@ -242,6 +244,35 @@ def estimate(
         missing=_unpriced(job, table, cat, spot=False),
         spot_missing=_unpriced(job, table, cat, spot=True),
         region_assumed=priced_in is None,
+    )
+
+
+def budget_warning(cost: CostEstimate, budget_usd: float | None) -> str | None:
+    """What `vtx cost` and the launch plan say of a run's budget (``budget.max_cost_usd``):
+    nothing when the cost at the timeout cap fits it; else that cost and the timeout that would
+    fit; and, with no price, that no one enforces it (never on a made-up figure)."""
+    if budget_usd is None:
+        return None
+    budget = f"budget.max_cost_usd {fine_money(budget_usd)}"
+    per_h, capped = cost.usd_per_h, cost.usd_at_timeout
+    if per_h is None or capped is None:
+        return (
+            f"{budget} is not enforced: {cost.unknown_because}; neither the local platform nor "
+            "`vtx launch --follow` stops a run on a made-up price"
+        )
+    if capped <= budget_usd:
+        return None
+    fit_s = budget_usd / per_h * 3600
+    fit_s = fit_s // 60 * 60 if fit_s >= 60 else float(int(fit_s))
+    fits = (
+        f"scheduling.timeout: {human_duration(fit_s)} fits it"
+        if fit_s >= 1
+        else "no timeout fits it: raise the budget"
+    )
+    return (
+        f"{budget} is under the cost at the timeout cap ({human_duration(cost.timeout_s)}): "
+        f"{money(capped)} at {usd_per_h(per_h)}; the run is cancelled once its meter crosses "
+        f"the budget; {fits}"
     )
 
 

@@ -36,7 +36,9 @@ def print_plan(out: Console, plan: Plan, quota: QuotaCheck | None = None) -> Non
     }
     for key, value in lines.items():
         out.print(f"{key:>10}: {value}", highlight=False)
-    print_cost(out, plan.cost, "pools", (quota, stack) if quota is not None else None)
+    budget = job.template.budget.max_cost_usd if job.template.budget else None
+    live = (quota, stack) if quota is not None else None
+    print_cost(out, plan.cost, "pools", live, budget)
 
 
 def print_launch_plan(out: Console, launch: LaunchPlan) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -82,3 +85,17 @@ def write_stand_in(
         path.write_text(yaml.safe_dump(table))
         written.append(path)
     return written
+
+
+@contextmanager
+def stand_in_for_the_platform(
+    figures: dict[str, tuple[float, float]], as_of: str
+) -> Iterator[list[Path]]:
+    """Stand-in tables where the running local platform reads them too (the session's prices
+    folder, which it inherited), removed after so that other tests see none."""
+    written = write_stand_in(Path(os.environ["VTX_PRICES_DIR"]), figures, as_of)
+    try:
+        yield written
+    finally:
+        for path in written:
+            path.unlink(missing_ok=True)

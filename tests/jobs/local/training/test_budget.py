@@ -3,7 +3,6 @@ stand-in's tables) and cancels it once its meter crosses the budget its label ca
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.state import LOCAL_REGION
-from tests.jobs.core.price_tables import write_stand_in
+from tests.jobs.core.price_tables import stand_in_for_the_platform
 from tests.jobs.local.local_helpers import PARENT, client, custom_job, pool, wait_for, wait_terminal
 from tests.jobs.local.training.executor_helpers import SLEEP, service_lines
 
@@ -21,14 +20,9 @@ DOLLAR_AN_HOUR = {"us-central1": (1.0, 0.25)}
 
 @pytest.fixture
 def stand_in_prices(local_platform: StackOutputs) -> Iterator[list[Path]]:
-    """The tables `vtx prices refresh --stack local` writes, where the running platform reads
-    them (the session's prices folder); removed after, so other tests see none."""
-    written = write_stand_in(Path(os.environ["VTX_PRICES_DIR"]), DOLLAR_AN_HOUR, "2099-01-01")
-    try:
+    """The tables `vtx prices refresh --stack local` writes, where the platform reads them."""
+    with stand_in_for_the_platform(DOLLAR_AN_HOUR, "2099-01-01") as written:
         yield written
-    finally:
-        for path in written:
-            path.unlink(missing_ok=True)
 
 
 def test_a_job_whose_meter_crosses_its_budget_is_cancelled_saying_why(
