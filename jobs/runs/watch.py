@@ -32,6 +32,7 @@ from datetime import datetime
 
 from jobs.core.catalog import Catalog
 from jobs.core.contract import budget_of
+from jobs.core.formats import fine_money
 from jobs.core.states import JobState
 from jobs.runs.checkpoints import Stored
 from jobs.runs.logs import LogEntry, payload
@@ -288,12 +289,33 @@ class RunStatus:
         """The run's budget (``budget.max_cost_usd``), from its newest attempt's label."""
         return budget_of(self.newest.job.labels)
 
+    @property
+    def stopped_by_budget(self) -> str | None:
+        """Why a cancelled run was stopped when its meter had crossed its budget (the local
+        platform's error says so itself; on Vertex the follower's cancel leaves only
+        CANCELED); None otherwise."""
+        if self.newest.job.state != JobState.CANCELLED:
+            return None
+        return budget_crossed(self.attempts)
+
 
 def usd_of(attempts: Sequence[AttemptStatus]) -> float | None:
     """The cost of ``attempts`` (a run's, or every trial's of a study); None when one billed
     attempt's price is unknown: a partial sum would read as the whole cost."""
     costs = [a.usd for a in attempts]
     return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+
+
+def budget_crossed(attempts: Sequence[AttemptStatus]) -> str | None:
+    """Why a run must stop: its meter (every attempt, `usd_of`) reached the budget its newest
+    attempt carries; None under it, without a budget, or while the meter is unknown (no run
+    is stopped on a made-up figure)."""
+    budget, usd = budget_of(attempts[-1].job.labels), usd_of(attempts)
+    if budget is None or usd is None or usd < budget:
+        return None
+    return (
+        f"the run's cost so far {fine_money(usd)} crossed budget.max_cost_usd {fine_money(budget)}"
+    )
 
 
 def unknown_because(attempts: Sequence[AttemptStatus]) -> str | None:

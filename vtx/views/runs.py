@@ -32,7 +32,8 @@ money is US dollars (``usd``) at the catalog's price.
                   price for), price_table, usd_unknown_because (why usd is null),
                   projected_usd (the total if the newest attempt runs to its last step at the
                   current pace; null without a pace or price), budget_usd (the run's
-                  budget.max_cost_usd, or null)}
+                  budget.max_cost_usd, or null), stopped_by_budget (a cancelled run whose meter
+                  had crossed its budget: why; else null)}
 
 ``vtx list --format json``: a list, newest first, of {run_id, attempt, job, name, state,
 resources, pools: [{pool, role, machine, accelerator, accelerator_count, replica_count}],
@@ -151,6 +152,7 @@ def status_json(status: RunStatus) -> dict[str, Any]:
             "usd_unknown_because": status.unknown_because,
             "projected_usd": rounded(status.projected_usd),
             "budget_usd": status.budget_usd,
+            "stopped_by_budget": status.stopped_by_budget,
         },
     }
 
@@ -314,6 +316,8 @@ def status_table(status: RunStatus) -> Table:
     ]
     if newest.error:
         rows.append(("error", newest.error))
+    if status.stopped_by_budget:
+        rows.append(("stopped", f"by its budget: {status.stopped_by_budget}"))
     for name, value in rows:
         table.add_row(name, escape(value))
     return table

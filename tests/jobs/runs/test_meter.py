@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from jobs.core.catalog import load_catalog
-from jobs.runs.watch import run_status, usd_of
+from jobs.runs.watch import budget_crossed, run_status, usd_of
 from jobs.vertex.client import JobRecord
 from tests.conftest import stack_outputs
 from tests.jobs.core.price_tables import write_stand_in
@@ -105,3 +105,29 @@ def test_the_budget_travels_as_a_label() -> None:
     job.labels["vtx-budget-usd"] = "12_5"
     status = run_status([job], [], "us-central1", T0, False)
     assert status.budget_usd == 12.5
+
+
+def test_a_run_crosses_its_budget_over_every_attempt_and_never_on_an_unknown_meter(
+    local_catalog,
+) -> None:
+    first = attempt("1", 0, "us-central1", "SPOT", started_s=0, ended_s=3600)  # $0.75
+    second = attempt("2", 3600, "europe-west4", "SPOT", started_s=3600)  # $1.50/h
+    for job in (first, second):
+        job.labels["vtx-budget-usd"] = "1_5"
+    at = T0 + timedelta(seconds=3600 + 1800)  # $0.75 + $0.75: the budget, reached
+    status = run_status([first, second], [], "us-central1", at, False, local_catalog)
+    assert budget_crossed(status.attempts) == (
+        "the run's cost so far $1.50 crossed budget.max_cost_usd $1.50"
+    )
+    earlier = run_status([first, second], [], "", at - timedelta(seconds=60), False, local_catalog)
+    assert budget_crossed(earlier.attempts) is None
+    assert status.stopped_by_budget is None  # still running: not stopped yet
+    cancelled = JobRecord.from_rest({**second.rest, "state": "JOB_STATE_CANCELLED",
+                                     "endTime": rest_job("x", 5400)["createTime"]})  # fmt: skip
+    cancelled.labels["vtx-budget-usd"] = "1_5"
+    stopped = run_status([first, cancelled], [], "", at, False, local_catalog)
+    assert stopped.stopped_by_budget is not None and "$1.50" in stopped.stopped_by_budget
+    flex = attempt("3", 5400, "us-central1", "FLEX_START", started_s=5400)
+    flex.labels["vtx-budget-usd"] = "0_01"
+    unknown = run_status([first, flex], [], "", at + timedelta(hours=9), False, local_catalog)
+    assert budget_crossed(unknown.attempts) is None  # $0.75 known, the rest is not: no stop

@@ -8,11 +8,12 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
-from tests.jobs.core.price_tables import stand_in_for_the_platform
+from tests.jobs.core.price_tables import stand_in_for_the_platform, write_stand_in
 from vtx.cli import app
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -29,12 +30,12 @@ def flat(text: str) -> str:
     return " ".join(text.replace("│", " ").split())
 
 
-def budgeted(tmp_path: Path, max_cost_usd: float) -> Path:
+def budgeted(tmp_path: Path, max_cost_usd: float, sleep_s: int = 600) -> Path:
     path = tmp_path / "spendy.yaml"
     template = {
         "name": "spendy",
         "image": "trainer",
-        "command": ["python", "-c", "import time; print('up', flush=True); time.sleep(600)"],
+        "command": ["python", "-c", f"import time; print('up', flush=True); time.sleep({sleep_s})"],
         "pools": {"chief": {"machine": "n1-standard-4"}},
         "scheduling": {"timeout": "1h"},
         "budget": {"max_cost_usd": max_cost_usd},
@@ -94,3 +95,31 @@ def test_launch_says_a_budget_without_a_price_is_not_enforced(
         "budget.max_cost_usd $5.00 is not enforced: no on-demand price for n1-standard-4"
         in flat(out)
     )
+
+
+def test_the_follower_cancels_a_run_whose_meter_crosses_its_budget(
+    local_platform: StackOutputs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on Vertex, where only the follower can: here the platform has no price for
+    europe-west4 (its shipped table has none) and enforces nothing, while vtx, in this process,
+    reads a stand-in table for it."""
+    prices = tmp_path / "prices"
+    prices.mkdir()
+    monkeypatch.setenv("VTX_PRICES_DIR", str(prices))
+    write_stand_in(prices, {"europe-west4": (2.0, 0.5)}, "2099-01-03")
+    # Ends by itself within a minute should no one cancel it: a failure, not a hung test.
+    template = budgeted(tmp_path, 0.000003, sleep_s=45)
+    doc = yaml.safe_load(template.read_text())
+    template.write_text(yaml.safe_dump({**doc, "region": "europe-west4"}))
+    run_id = "budget-follow-1"
+    launch = ["launch", str(template), "--stack", "local", "-y", "--run-id", run_id]
+    code, out = vtx(*launch, "--follow", "--poll-s", "0.2")
+    assert code == 1, out
+    text = flat(out)
+    assert "crossed budget.max_cost_usd $0.000003: cancelling" in text
+    assert "JOB_STATE_CANCELLED" in text and "stopped by its budget:" in text
+    document = status_document(run_id)
+    assert document["state"] == "JOB_STATE_CANCELLED"
+    assert "crossed budget.max_cost_usd $0.000003" in document["cost"]["stopped_by_budget"]
+    code, out = vtx("status", run_id, "--stack", "local")
+    assert "stopped by its budget: the run's cost so far" in flat(out)
