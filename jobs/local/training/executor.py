@@ -55,7 +55,7 @@ from jobs.local.training.lifecycle import (
     StopReason,
 )
 from jobs.local.training.log_copier import LogCopier, Source
-from jobs.local.training.pricing import job_price
+from jobs.local.training.pricing import job_price, spent
 from jobs.local.training.runtime import Replica, Runtime
 from jobs.local.training.web_access import web_access_uris
 
@@ -116,6 +116,8 @@ class ActiveJob:
     rt: Runtime
     price: JobPrice | None = None
     """What it pays per hour, read once it runs with a budget (`_over_budget`)."""
+    earlier_usd: float | None = None
+    """What the run's attempts before it cost (read with ``price``); None: unknown."""
 
     @property
     def id(self) -> str:
@@ -737,9 +739,24 @@ class Executor:
             return None
         if job.price is None:
             job.price = job_price(job.resource)
+            job.earlier_usd, why = spent(self._earlier_attempts(job))
             if job.price.usd_per_h is None:
                 self._service_log(job, lifecycle.budget_not_enforced(budget, job.price))
-        return lifecycle.over_budget(budget, job.price, running_s)
+            elif why is not None:
+                self._service_log(job, lifecycle.budget_not_enforced(budget, job.price, why))
+        if job.earlier_usd is None:
+            return None
+        return lifecycle.over_budget(budget, job.price, running_s, job.earlier_usd)
+
+    def _earlier_attempts(self, job: ActiveJob) -> list[dict]:
+        """The run's other jobs that ended: its earlier attempts (a ladder's rungs, a resubmit)."""
+        if job.view.run_id is None:
+            return []
+        return [
+            r
+            for r in self.store.run_jobs(job.view.run_id)
+            if r["name"] != job.resource["name"] and JobState(r["state"]).final
+        ]
 
     def _finish_stop(self, job: ActiveJob, reason: StopReason) -> None:
         state = lifecycle.final_state(reason)

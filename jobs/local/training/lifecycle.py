@@ -100,25 +100,31 @@ class JobPrice:
     unknown_because: str | None
 
 
-def over_budget(budget_usd: float, price: JobPrice, running_s: float) -> JobError | None:
-    """The error a job is cancelled with once its meter (running time at its price, as Vertex
-    bills from its start) crosses its budget; None below it, or when the price is unknown: a
-    made-up figure never stops a job."""
+def over_budget(
+    budget_usd: float, price: JobPrice, running_s: float, earlier_usd: float = 0.0
+) -> JobError | None:
+    """The error a job is cancelled with once its run's meter (what the run's earlier attempts
+    cost, ``earlier_usd``, plus this job's running time at its price, as Vertex bills from its
+    start) crosses its budget; None below it, or when the price is unknown: a made-up figure
+    never stops a job."""
     if price.usd_per_h is None:
         return None
-    usd = price.usd_per_h * running_s / 3600
+    usd = earlier_usd + price.usd_per_h * running_s / 3600
     if usd < budget_usd:
         return None
     return JobError(
         Code.CANCELLED,
-        f"Cancelled by its budget: the cost so far {fine_money(usd)} ({price.kind} "
+        f"Cancelled by its budget: the run's cost so far {fine_money(usd)} ({price.kind} "
         f"${price.usd_per_h:.4f}/h, {price.table}) crossed budget.max_cost_usd "
         f"{fine_money(budget_usd)}.",
     )
 
 
-def budget_not_enforced(budget_usd: float, price: JobPrice) -> str:
-    return f"budget.max_cost_usd {fine_money(budget_usd)} not enforced: {price.unknown_because}"
+def budget_not_enforced(budget_usd: float, price: JobPrice, earlier: str | None = None) -> str:
+    """The log line of a budget no figure is known to enforce: this job's price, or an earlier
+    attempt's (``earlier``)."""
+    why = price.unknown_because if earlier is None else f"an earlier attempt has none: {earlier}"
+    return f"budget.max_cost_usd {fine_money(budget_usd)} not enforced: {why}"
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ stand-in's tables) and cancels it once its meter crosses the budget its label ca
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,3 +63,28 @@ def test_without_a_price_the_budget_is_not_enforced_and_the_log_says_so(
         "budget.max_cost_usd $0.000001 not enforced: no on-demand price for n1-standard-4" in s
         for s in service_lines(local_platform, job.name)
     )
+
+
+def test_the_runs_earlier_attempts_count_toward_its_budget(
+    local_platform: StackOutputs,
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    run = {"vtx-run-id": "budget-two-attempts"}
+    with stand_in_for_the_platform({"us-central1": (36.0, 9.0)}, "2099-01-04"):  # 1 cent a second
+        first = jobs.create_custom_job(
+            parent=PARENT,
+            custom_job=custom_job("first", pool("import time; time.sleep(3)"), labels=run),
+        )
+        ended = wait_terminal(jobs, first.name)
+        assert ended.state == 4
+        first_usd = 36.0 * (ended.end_time - ended.start_time).total_seconds() / 3600  # >= $0.03
+        labels = {**run, "vtx-budget-usd": "0_02"}
+        second = jobs.create_custom_job(
+            parent=PARENT, custom_job=custom_job("second", pool(SLEEP), labels=labels)
+        )
+        done = wait_terminal(jobs, second.name)
+    assert done.state == CANCELLED
+    spent_usd = re.search(r"the run's cost so far \$([0-9.]+)", done.error.message)
+    assert spent_usd is not None, done.error.message
+    # Not this attempt's alone (it crossed $0.02 at once): the first attempt's too.
+    assert float(spent_usd[1]) >= round(first_usd, 6)

@@ -445,7 +445,9 @@ def test_a_budget_stops_a_job_once_its_meter_reaches_it_and_never_on_an_unknown_
     assert over_budget(0.01, price, running_s=9) is None  # $0.009
     error = over_budget(0.01, price, running_s=10)
     assert error is not None and error.code is Code.CANCELLED
-    assert "the cost so far $0.01 (Spot $3.6000/h," in error.message
+    assert "the run's cost so far $0.01 (Spot $3.6000/h," in error.message
     assert "crossed budget.max_cost_usd $0.01." in error.message
+    earlier = over_budget(0.01, price, running_s=1, earlier_usd=0.0095)  # the run's, not the job's
+    assert earlier is not None and "the run's cost so far $0.0105 (" in earlier.message
     unknown = JobPrice(None, "FLEX_START", None, "FLEX_START prices are in no table")
     assert over_budget(0.01, unknown, running_s=10**6) is None
