@@ -361,3 +361,11 @@ def run_status(
         progress=trainer_progress(entries, newest.name),
         now=now,
     )
+
+
+def trials_metered(
+    trial_jobs: Sequence[JobRecord], region: str, now: datetime, catalog: Catalog | None = None
+) -> list[AttemptStatus]:
+    """A study's trials' CustomJobs, each metered as the one attempt it is (at its price, in
+    its region), for `usd_of` to sum: the study's cost so far."""
+    return [attempts_of([job], region, now, catalog)[0] for job in trial_jobs]

@@ -85,7 +85,7 @@ def status(
     out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
         if study := study_watch.find_study(vertex, ref):  # a study: its trials, the best one
-            return study_watch.show_status(out, study, fmt)
+            return study_watch.show_status(out, study, fmt, vertex)
         job = vertex.resolve(ref)
         jobs = vertex.list(job.run_id) if job.run_id else [job]
         found = run_status(
