@@ -21,12 +21,13 @@ from jobs.core.stack import StackOutputs
 LABEL_RUN_ID = "vtx-run-id"
 LABEL_TEMPLATE = "vtx-template"
 LABEL_ENVIRONMENT = "vtx-environment"
+VTX_LABELS = (LABEL_RUN_ID, LABEL_TEMPLATE, LABEL_ENVIRONMENT)
+"""Set by the compiler on every job (and copied to the models and endpoints a run leads to); a
+template's own labels of these names are replaced."""
 LABEL_BUDGET = "vtx-budget-usd"
-"""A run's budget (``budget.max_cost_usd``), so that whoever watches the job (the follower, the
-local platform) can stop it: label values are [a-z0-9_-], so ``12.5`` is written ``12_5``."""
-VTX_LABELS = (LABEL_RUN_ID, LABEL_TEMPLATE, LABEL_ENVIRONMENT, LABEL_BUDGET)
-"""Set by the compiler on every job (the budget on a job with one); a template's own labels of
-these names are replaced."""
+"""A run's budget (``budget.max_cost_usd``) on each of its jobs, so that whoever watches a job
+(the follower, the local platform) can stop it: label values are [a-z0-9_-], so ``12.5`` is
+written ``12_5``. Set by the compiler only; a template's own label of this name is dropped."""
 BUDGET_DECIMALS = 6
 
 RUN_ID_ENV = "VTX_RUN_ID"

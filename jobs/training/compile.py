@@ -223,7 +223,7 @@ def _scheduling(template: JobTemplate) -> dict[str, Any]:
 def _labels(template: JobTemplate, stack: StackOutputs, run_id: str) -> dict[str, str]:
     # The platform team's labels (billing, ownership) win over a template's.
     # vtx's own labels only ever say what the compiler wrote (a budget is `budget:`).
-    own = {k: v for k, v in template.labels.items() if k not in VTX_LABELS}
+    own = {k: v for k, v in template.labels.items() if k not in (*VTX_LABELS, LABEL_BUDGET)}
     return {
         **own,
         **stack.labels,

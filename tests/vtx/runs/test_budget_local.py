@@ -123,3 +123,18 @@ def test_the_follower_cancels_a_run_whose_meter_crosses_its_budget(
     assert "crossed budget.max_cost_usd $0.000003" in document["cost"]["stopped_by_budget"]
     code, out = vtx("status", run_id, "--stack", "local")
     assert "stopped by its budget: the run's cost so far" in flat(out)
+
+
+def test_the_launch_plan_says_each_ladder_rungs_budget_at_its_own_price(
+    local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    template = budgeted(tmp_path, 0.01)
+    doc = yaml.safe_load(template.read_text())
+    ladder = {"capacity": {"ladder": [{"region": "europe-west4"}]}}
+    template.write_text(yaml.safe_dump({**doc, **ladder}))
+    code, out = vtx("launch", str(template), "--stack", "local", "--dry-run", "--run-id", "b-lad")
+    assert code == 0, out
+    text = flat(out)
+    assert "warning: budget.max_cost_usd $0.01 is under the cost at the timeout cap (1h)" in text
+    rung_2 = "rung 2 europe-west4 1xn1-standard-4 STANDARD: warning: budget.max_cost_usd $0.01"
+    assert f"{rung_2} is not enforced: no on-demand price for n1-standard-4" in text
