@@ -319,6 +319,7 @@ def budget_crossed(attempts: Sequence[AttemptStatus]) -> str | None:
 
 
 def unknown_because(attempts: Sequence[AttemptStatus]) -> str | None:
+    """Why `usd_of` is unknown: the first attempt without a price, and why it has none."""
     for a in attempts:
         if a.usd is None:
             return f"attempt {a.number}: {a.price.unknown_because}"

@@ -719,10 +719,10 @@ class Executor:
         if overtime is not None:
             self._stop_all(job, StopReason.TIMEOUT, overtime)
             return
-        spent = self._over_budget(job, now - rt.started_at)
-        if spent is not None:
-            self._service_log(job, spent.message)
-            self._stop_all(job, StopReason.CANCEL, spent)
+        overspent = self._over_budget(job, now - rt.started_at)
+        if overspent is not None:
+            self._service_log(job, overspent.message)
+            self._stop_all(job, StopReason.CANCEL, overspent)
             return
         if rt.chaos_next < len(rt.chaos) and now - rt.started_at >= rt.chaos[rt.chaos_next][0]:
             target = rt.replicas[rt.chaos[rt.chaos_next][1]]
