@@ -22,7 +22,13 @@ LABEL_RUN_ID = "vtx-run-id"
 LABEL_TEMPLATE = "vtx-template"
 LABEL_ENVIRONMENT = "vtx-environment"
 VTX_LABELS = (LABEL_RUN_ID, LABEL_TEMPLATE, LABEL_ENVIRONMENT)
-"""Set by the compiler on every job; a template's own labels of these names are replaced."""
+"""Set by the compiler on every job (and copied to the models and endpoints a run leads to); a
+template's own labels of these names are replaced."""
+LABEL_BUDGET = "vtx-budget-usd"
+"""A run's budget (``budget.max_cost_usd``) on each of its jobs, so that whoever watches a job
+(the follower, the local platform) can stop it: label values are [a-z0-9_-], so ``12.5`` is
+written ``12_5``. Set by the compiler only; a template's own label of this name is dropped."""
+BUDGET_DECIMALS = 6
 
 RUN_ID_ENV = "VTX_RUN_ID"
 RUN_ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
@@ -33,6 +39,21 @@ VTX_SECRETS_ENV = "VTX_SECRETS"
 SECRET_RESOURCE = re.compile(
     r"^projects/(?P<project>[^/]+)/secrets/(?P<secret>[^/]+)(/versions/(?P<version>[^/]+))?$"
 )
+
+
+def budget_label(max_cost_usd: float) -> str:
+    """``12.5`` -> ``12_5``: a dollar amount as a label value, to the micro-dollar."""
+    return f"{max_cost_usd:.{BUDGET_DECIMALS}f}".rstrip("0").rstrip(".").replace(".", "_")
+
+
+def budget_of(labels: dict[str, str]) -> float | None:
+    """The budget a job's labels carry in dollars; None without one (or with a value that is
+    not one ``budget_label`` writes: nothing is enforced on a guess)."""
+    value = labels.get(LABEL_BUDGET)
+    if value is None or not re.fullmatch(r"[0-9]+(_[0-9]+)?", value):
+        return None
+    usd = float(value.replace("_", "."))
+    return usd if usd > 0 else None
 
 
 def new_run_id(template_name: str, now: datetime | None = None) -> str:

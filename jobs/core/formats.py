@@ -14,6 +14,14 @@ def money(usd: float | None) -> str:
     return UNKNOWN if usd is None else f"${usd:,.2f}"
 
 
+def fine_money(usd: float | None) -> str:
+    """US dollars to the micro-dollar, for budgets and what crossed them (``$12.50``,
+    ``$0.000125``: a budget under a cent is not ``$0.00``); ``unknown`` if None."""
+    if usd is None:
+        return UNKNOWN
+    return money(usd) if round(usd, 2) == round(usd, 6) else f"${usd:,.6f}".rstrip("0")
+
+
 def usd_per_h(usd: float | None) -> str:
     """A price per hour (``$3.67/h``); ``unknown`` if None."""
     return UNKNOWN if usd is None else f"{money(usd)}/h"

@@ -30,6 +30,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from jobs.core.catalog import Catalog
+from jobs.core.contract import budget_of
+from jobs.core.formats import fine_money
 from jobs.core.states import JobState
 from jobs.runs.checkpoints import Stored
 from jobs.runs.logs import LogEntry, payload
@@ -183,13 +186,26 @@ class Price:
     strategy: str
     table: str | None
     unpriced: tuple[str, ...]
+    region: str = ""
+    unknown_because: str | None = None
+    """Why ``usd_per_h`` is unknown (`jobs.training.cost.CostEstimate.unknown_because`)."""
 
 
-def price_of(job: JobRecord, region: str) -> Price:
-    """The catalog's price for ``job`` as submitted (its machines, accelerators, strategy)."""
-    cost = estimate(facts_from_rest_job(job.rest), region)
+def price_of(job: JobRecord, region: str, catalog: Catalog | None = None) -> Price:
+    """The catalog's price for ``job`` as submitted (its machines, accelerators, strategy) in
+    ``region``; ``catalog`` is the stack's (`Catalog.for_stack`: a local run is priced from the
+    local stand-in's tables), the shipped one when None."""
+    cost = estimate(facts_from_rest_job(job.rest), region, catalog)
     table = cost.table.name if cost.table is not None else None
-    return Price(cost.usd_per_h, cost.price_kind, cost.strategy, table, tuple(cost.unpriced))
+    return Price(
+        cost.usd_per_h,
+        cost.price_kind,
+        cost.strategy,
+        table,
+        tuple(cost.unpriced),
+        cost.region,
+        cost.unknown_because,
+    )
 
 
 def running_s(job: JobRecord, now: datetime) -> float:
@@ -251,18 +267,75 @@ class RunStatus:
     @property
     def usd(self) -> float | None:
         """Cost so far over every attempt; unknown as soon as one billed attempt's price is."""
-        costs = [a.usd for a in self.attempts]
-        return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+        return usd_of(self.attempts)
+
+    @property
+    def unknown_because(self) -> str | None:
+        """Why ``usd`` is unknown: the first billed attempt whose price is."""
+        return unknown_because(self.attempts)
+
+    @property
+    def projected_usd(self) -> float | None:
+        """The run's total if the newest attempt runs to its last step at the current pace
+        (the ETA); None unless it is running with a known pace and price."""
+        eta_s, so_far = self.progress.eta_s(self.running), self.usd
+        per_h = self.newest.price.usd_per_h
+        if eta_s is None or so_far is None or per_h is None:
+            return None
+        return so_far + per_h * eta_s / 3600
+
+    @property
+    def budget_usd(self) -> float | None:
+        """The run's budget (``budget.max_cost_usd``), from its newest attempt's label."""
+        return budget_of(self.newest.job.labels)
+
+    @property
+    def stopped_by_budget(self) -> str | None:
+        """Why a cancelled run was stopped when its meter had crossed its budget (the local
+        platform's error says so itself; on Vertex the follower's cancel leaves only
+        CANCELED); None otherwise."""
+        if self.newest.job.state != JobState.CANCELLED:
+            return None
+        return budget_crossed(self.attempts)
 
 
-def attempts_of(jobs: Sequence[JobRecord], region: str, now: datetime) -> list[AttemptStatus]:
-    """A run's jobs (any order) as numbered attempts, oldest first, each with its cost in its
-    own region (a capacity ladder's attempts may run in several; ``region`` for a job whose
-    name has none)."""
+def usd_of(attempts: Sequence[AttemptStatus]) -> float | None:
+    """The cost of ``attempts`` (a run's, or every trial's of a study); None when one billed
+    attempt's price is unknown: a partial sum would read as the whole cost."""
+    costs = [a.usd for a in attempts]
+    return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+
+
+def budget_crossed(attempts: Sequence[AttemptStatus]) -> str | None:
+    """Why a run must stop: its meter (every attempt, `usd_of`) reached the budget its newest
+    attempt carries; None under it, without a budget, or while the meter is unknown (no run
+    is stopped on a made-up figure)."""
+    budget, usd = budget_of(attempts[-1].job.labels), usd_of(attempts)
+    if budget is None or usd is None or usd < budget:
+        return None
+    return (
+        f"the run's cost so far {fine_money(usd)} crossed budget.max_cost_usd {fine_money(budget)}"
+    )
+
+
+def unknown_because(attempts: Sequence[AttemptStatus]) -> str | None:
+    """Why `usd_of` is unknown: the first attempt without a price, and why it has none."""
+    for a in attempts:
+        if a.usd is None:
+            return f"attempt {a.number}: {a.price.unknown_because}"
+    return None
+
+
+def attempts_of(
+    jobs: Sequence[JobRecord], region: str, now: datetime, catalog: Catalog | None = None
+) -> list[AttemptStatus]:
+    """A run's jobs (any order) as numbered attempts, oldest first, each with its cost at the
+    price it pays (its strategy's) in its own region (a capacity ladder's attempts may run in
+    several; ``region`` for a job whose name has none)."""
     ordered = sorted(jobs, key=lambda j: j.create_time or now)
     statuses = []
     for number, job in enumerate(ordered, start=1):
-        price = price_of(job, job.region or region)
+        price = price_of(job, job.region or region, catalog)
         statuses.append(
             AttemptStatus(number, job, running_s(job, now), price, usd_so_far(job, price, now))
         )
@@ -275,9 +348,11 @@ def run_status(
     region: str,
     now: datetime,
     local: bool,
+    catalog: Catalog | None = None,
 ) -> RunStatus:
-    """The status of a run from its attempts (``jobs``, at least one) and its log entries."""
-    attempts = attempts_of(jobs, region, now)
+    """The status of a run from its attempts (``jobs``, at least one) and its log entries,
+    priced from ``catalog`` (the stack's)."""
+    attempts = attempts_of(jobs, region, now, catalog)
     newest = attempts[-1].job
     own = [e for e in entries if same_job(e, newest.name)]
     return RunStatus(
@@ -287,3 +362,11 @@ def run_status(
         progress=trainer_progress(entries, newest.name),
         now=now,
     )
+
+
+def trials_metered(
+    trial_jobs: Sequence[JobRecord], region: str, now: datetime, catalog: Catalog | None = None
+) -> list[AttemptStatus]:
+    """A study's trials' CustomJobs, each metered as the one attempt it is (at its price, in
+    its region), for `usd_of` to sum: the study's cost so far."""
+    return [attempts_of([job], region, now, catalog)[0] for job in trial_jobs]

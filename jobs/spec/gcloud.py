@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from jobs.core.catalog import REDUCTION_SERVER_IMAGE
-from jobs.core.contract import LABEL_TEMPLATE, RUN_ID_ENV, VTX_LABELS, VTX_SECRETS_ENV, secret_parts
+from jobs.core.contract import (
+    LABEL_BUDGET,
+    LABEL_TEMPLATE,
+    RUN_ID_ENV,
+    VTX_LABELS,
+    VTX_SECRETS_ENV,
+    budget_of,
+    secret_parts,
+)
 from jobs.core.credentials import looks_like_credential_name, looks_like_key
 from jobs.core.document_strings import document_strings, shaped_string_problems
 from jobs.core.problems import Problem
@@ -218,9 +226,12 @@ def import_spec(spec: dict, name: str, labels: dict | None = None) -> Imported:
         template["scheduling"] = out
     if spec.get("enableWebAccess"):
         template["web_access"] = True
-    user_labels = {k: v for k, v in (labels or {}).items() if k not in VTX_LABELS}
+    user_labels = {k: v for k, v in (labels or {}).items() if k not in (*VTX_LABELS, LABEL_BUDGET)}
     if user_labels:
         template["labels"] = user_labels
+    budget = budget_of(labels or {})
+    if budget is not None:  # a job vtx compiled carries its template's budget as a label
+        template["budget"] = {"max_cost_usd": budget}
     for key, provider in STACK_FIELDS.items():
         if key in spec:
             notes.append(f"{key} dropped: the stack provides it ({provider})")

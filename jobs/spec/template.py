@@ -11,8 +11,17 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
+from jobs.core.contract import BUDGET_DECIMALS
 from jobs.core.durations import parse_duration_s
 from jobs.core.problems import HintedValueError, Problem, field_path
 from jobs.core.safe_yaml import (
@@ -227,6 +236,22 @@ class Capacity(_Strict):
         return parse_duration_s(self.max_wait) if self.max_wait is not None else None
 
 
+class Budget(_Strict):
+    """What one run may cost: the local platform and `vtx launch --follow` cancel it once its
+    meter (every attempt at the price it pays) crosses ``max_cost_usd``."""
+
+    max_cost_usd: float = Field(gt=0, allow_inf_nan=False)
+    """In US dollars, at the catalog's prices (`vtx cost`); a positive number."""
+
+    @field_validator("max_cost_usd")
+    @classmethod
+    def _to_the_micro_dollar(cls, value: float) -> float:
+        # It travels as a label value to the micro-dollar (`jobs.core.contract.budget_label`).
+        if round(value, BUDGET_DECIMALS) <= 0:
+            raise ValueError(f"must be at least 0.{'0' * (BUDGET_DECIMALS - 1)}1 dollars")
+        return round(value, BUDGET_DECIMALS)
+
+
 class JobTemplate(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
@@ -248,6 +273,8 @@ class JobTemplate(_Strict):
     """A capacity ladder: the alternatives `vtx launch` tries when this job gets no capacity."""
     study: Study | None = None
     """A hyperparameter tuning study: every trial runs this job with its parameters appended."""
+    budget: Budget | None = None
+    """The most this run may cost; cancelled once its meter crosses it."""
 
     def to_document(self) -> dict[str, Any]:
         """The template as a plain document (what validation and ``--set`` work on)."""
@@ -275,6 +302,7 @@ _KNOWN_FIELDS = sorted(
             Reservation,
             Capacity,
             Rung,
+            Budget,
             *STUDY_MODELS,
         )
         for name in model.model_fields
@@ -312,6 +340,8 @@ def _pydantic_problems(exc: ValidationError, source: str | None = None) -> list[
             hint = "pools: {chief: {machine: n1-standard-4, replicas: 1}}"
         elif path.startswith("scheduling.strategy"):
             hint = "one of standard, spot, flex_start"
+        elif path.startswith("budget"):
+            hint = "a positive number of US dollars: budget: {max_cost_usd: 25}"
         elif path.endswith("reservation.affinity"):
             hint = f"one of {', '.join(AFFINITIES)}"
         problems.append(Problem(path, message, hint, source))

@@ -19,12 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import (
+    LABEL_BUDGET,
     LABEL_ENVIRONMENT,
     LABEL_RUN_ID,
     LABEL_TEMPLATE,
     RUN_ID_ENV,
     RUN_ID_PATTERN,
+    VTX_LABELS,
     VTX_SECRETS_ENV,
+    budget_label,
     output_prefix,
     secret_parts,
 )
@@ -219,12 +222,15 @@ def _scheduling(template: JobTemplate) -> dict[str, Any]:
 
 def _labels(template: JobTemplate, stack: StackOutputs, run_id: str) -> dict[str, str]:
     # The platform team's labels (billing, ownership) win over a template's.
+    # vtx's own labels only ever say what the compiler wrote (a budget is `budget:`).
+    own = {k: v for k, v in template.labels.items() if k not in (*VTX_LABELS, LABEL_BUDGET)}
     return {
-        **template.labels,
+        **own,
         **stack.labels,
         LABEL_RUN_ID: run_id,
         LABEL_TEMPLATE: template.name,
         LABEL_ENVIRONMENT: re.sub(r"[^a-z0-9_-]", "-", stack.environment.lower())[:63],
+        **({LABEL_BUDGET: budget_label(template.budget.max_cost_usd)} if template.budget else {}),
     }
 
 

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from jobs.core.catalog import Catalog, Price, PriceTable, load_catalog, vertex_default_timeout_s
+from jobs.core.durations import human_duration
+from jobs.core.formats import fine_money, money, usd_per_h
 from jobs.training.facts import JobFacts, PoolFacts
 
 PREEMPTIBLE_STRATEGIES = ("SPOT", "FLEX_START")
@@ -126,6 +128,17 @@ class CostEstimate:
         return {"Spot": self.spot_missing, "on-demand": self.missing}.get(self.price_kind, [])
 
     @property
+    def unknown_because(self) -> str | None:
+        """Why ``usd_per_h`` is unknown, in words; None when it is known."""
+        if self.usd_per_h is not None:
+            return None
+        if self.table is None:
+            return f"no price table for {self.region} (run `vtx prices refresh`)"
+        if self.unpriced:
+            return f"no {self.price_kind} price for {', '.join(self.unpriced)} in {self.table.name}"
+        return f"{self.price_kind} prices are in no table"
+
+    @property
     def bases(self) -> set[str]:
         return set().union(*(p.bases for p in self.pools)) if self.pools else set()
 
@@ -231,6 +244,35 @@ def estimate(
         missing=_unpriced(job, table, cat, spot=False),
         spot_missing=_unpriced(job, table, cat, spot=True),
         region_assumed=priced_in is None,
+    )
+
+
+def budget_warning(cost: CostEstimate, budget_usd: float | None) -> str | None:
+    """What `vtx cost` and the launch plan say of a run's budget (``budget.max_cost_usd``):
+    nothing when the cost at the timeout cap fits it; else that cost and the timeout that would
+    fit; and, with no price, that no one enforces it (never on a made-up figure)."""
+    if budget_usd is None:
+        return None
+    budget = f"budget.max_cost_usd {fine_money(budget_usd)}"
+    per_h, capped = cost.usd_per_h, cost.usd_at_timeout
+    if per_h is None or capped is None:
+        return (
+            f"{budget} is not enforced: {cost.unknown_because}; neither the local platform nor "
+            "`vtx launch --follow` stops a run on a made-up price"
+        )
+    if capped <= budget_usd:
+        return None
+    fit_s = budget_usd / per_h * 3600
+    fit_s = fit_s // 60 * 60 if fit_s >= 60 else float(int(fit_s))
+    fits = (
+        f"scheduling.timeout: {human_duration(fit_s)} fits it"
+        if fit_s >= 1
+        else "no timeout fits it: raise the budget"
+    )
+    return (
+        f"{budget} is under the cost at the timeout cap ({human_duration(cost.timeout_s)}): "
+        f"{money(capped)} at {usd_per_h(per_h)}; the run is cancelled once its meter crosses "
+        f"the budget; {fits}"
     )
 
 

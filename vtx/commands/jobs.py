@@ -149,7 +149,8 @@ def cost(
     if outputs is not None:  # the same live table as the launch plan's
         check = preflight(priced.quota, priced.region, QuotaReader(outputs), load_catalog())
         live = (check, outputs)
-    print_cost(out, priced, f"{template.name}: cost per hour", live)
+    budget = template.budget.max_cost_usd if template.budget else None
+    print_cost(out, priced, f"{template.name}: cost per hour", live, budget)
     hours = _print_run_time(out, facts, priced.usd_per_h) if run_time else None
     print_study_cost(out, template, priced, hours)  # a study: trials x this job
 

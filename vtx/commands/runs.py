@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from jobs.core.catalog import Catalog, load_catalog
 from jobs.runs.checkpoints import Storage, stored_checkpoints
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
 from jobs.runs.watch import AttemptStatus, attempts_of, run_status
@@ -84,7 +85,7 @@ def status(
     out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
         if study := study_watch.find_study(vertex, ref):  # a study: its trials, the best one
-            return study_watch.show_status(out, study, fmt)
+            return study_watch.show_status(out, study, fmt, vertex)
         job = vertex.resolve(ref)
         jobs = vertex.list(job.run_id) if job.run_id else [job]
         found = run_status(
@@ -93,6 +94,7 @@ def status(
             vertex.stack.region,
             datetime.now(UTC),
             local=vertex.stack.is_local,
+            catalog=load_catalog().for_stack(vertex.stack),
         )
     newest, progress = found.newest.job, found.progress
     storage = Storage(vertex.stack)
@@ -106,12 +108,14 @@ def status(
         print_document(out, status_json(found), fmt)
 
 
-def numbered(jobs: list[JobRecord], region: str, now: datetime) -> list[AttemptStatus]:
+def numbered(
+    jobs: list[JobRecord], region: str, now: datetime, catalog: Catalog | None = None
+) -> list[AttemptStatus]:
     """Every job as the attempt of its run it is, newest first."""
     runs: dict[str, list[JobRecord]] = defaultdict(list)
     for job in jobs:
         runs[job.run_id or job.name].append(job)
-    attempts = [a for run in runs.values() for a in attempts_of(run, region, now)]
+    attempts = [a for run in runs.values() for a in attempts_of(run, region, now, catalog)]
     return sorted(attempts, key=lambda a: (a.job.create_time or now, a.number), reverse=True)
 
 
@@ -130,7 +134,8 @@ def list_(
         jobs = vertex.list(run_id)
         studies = study_watch.list_studies(vertex, run_id)
         jobs = [j for j in jobs if j.name not in study_watch.trial_job_names(studies)]
-    attempts = numbered(jobs, vertex.stack.region, datetime.now(UTC))
+    catalog = load_catalog().for_stack(vertex.stack)
+    attempts = numbered(jobs, vertex.stack.region, datetime.now(UTC), catalog)
     if fmt is OutputFormat.table:
         out.print(list_table(attempts))
     studies_json = study_watch.show_list(out, studies, fmt)  # studies beside the jobs

@@ -58,9 +58,11 @@ class LaunchView:
                 rest = VertexRest(self.stack)
                 return study_watch.follow(out, rest, name, LogView(out).print, poll_s)
         if not self.plan.ladder:
-            return follow_run(out, self.runner.rest, name, poll_s)
+            return follow_run(out, self.runner.rest, name, poll_s, enforce_budget=True)
         self.source = self.source or log_source(self.runner.rest, name)
-        return follow_run(out, self.runner.rest, name, poll_s, view=self.view, source=self.source)
+        return follow_run(
+            out, self.runner.rest, name, poll_s, self.view, self.source, enforce_budget=True
+        )
 
 
 def launch_job(

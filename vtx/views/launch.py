@@ -8,7 +8,7 @@ from rich.console import Console
 from jobs.launch.plan import LaunchPlan
 from jobs.launch.run import Event, Failed, Interrupted, MovedOn, Placed, Submitted, Submitting
 from jobs.spec.template import JobTemplate
-from jobs.training.cost import CostEstimate, StudyCost
+from jobs.training.cost import CostEstimate, StudyCost, budget_warning
 from jobs.training.plan import Plan
 from jobs.training.quotas import QuotaCheck
 from vtx.views.output import RungRow, ladder_table, print_cost, print_error
@@ -36,7 +36,12 @@ def print_plan(out: Console, plan: Plan, quota: QuotaCheck | None = None) -> Non
     }
     for key, value in lines.items():
         out.print(f"{key:>10}: {value}", highlight=False)
-    print_cost(out, plan.cost, "pools", (quota, stack) if quota is not None else None)
+    live = (quota, stack) if quota is not None else None
+    print_cost(out, plan.cost, "pools", live, _budget(job.template))
+
+
+def _budget(template: JobTemplate) -> float | None:
+    return template.budget.max_cost_usd if template.budget else None
 
 
 def print_launch_plan(out: Console, launch: LaunchPlan) -> None:
@@ -51,6 +56,11 @@ def print_launch_plan(out: Console, launch: LaunchPlan) -> None:
         for rung in launch.rungs:
             if rung.hopeless:
                 out.print(f"{rung.label}: skipped: {rung.hopeless}", highlight=False, markup=False)
+        for rung in launch.rungs[1:]:  # the first rung's budget was said with its plan
+            warning = budget_warning(rung.plan.cost, _budget(rung.plan.job.template))
+            if warning is not None:
+                out.print(f"{rung.label}: warning: {warning}", style="yellow", highlight=False,
+                          markup=False)  # fmt: skip
     if launch.study is not None:
         study = launch.study
         out.print(

@@ -20,7 +20,7 @@ from jobs.core.formats import UNKNOWN, money, usd_per_h
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
 from jobs.launch.names import resources
-from jobs.training.cost import CostEstimate
+from jobs.training.cost import CostEstimate, budget_warning
 from jobs.training.quotas import (
     NOT_LISTED,
     OK,
@@ -299,8 +299,10 @@ def print_cost(
     estimate: CostEstimate,
     title: str,
     live: tuple[QuotaCheck, StackOutputs] | None = None,
+    budget_usd: float | None = None,
 ) -> None:
-    """The cost tables; the quota needed, or with ``live`` the needs against the live quota."""
+    """The cost tables; the quota needed, or with ``live`` the needs against the live quota;
+    what the run's budget (``budget_usd``) means at these prices."""
     console.print(cost_table(estimate, title))
     kind = estimate.price_kind
     cap = human_duration(estimate.timeout_s)
@@ -319,6 +321,9 @@ def print_cost(
         )
     elif kind == "reservation":
         console.print(_reservation_note(estimate), style="yellow", highlight=False)
+    warning = budget_warning(estimate, budget_usd)
+    if warning is not None:
+        console.print(f"warning: {warning}", style="yellow", highlight=False, markup=False)
     if live is None or live[0].skipped is not None:
         console.print(quota_table(estimate))
     if live is not None:

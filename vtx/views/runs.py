@@ -13,7 +13,9 @@ money is US dollars (``usd``) at the catalog's price.
     state         its state (JOB_STATE_...); error: its error message or null
     outputs       the run's output prefix (baseOutputDirectory)
     attempts      [{attempt (1 = the first CustomJob of the run), job, state, created, started,
-                  ended, running_s, usd_per_h, usd, error}], oldest first
+                  ended, running_s, usd_per_h, usd, price (what it pays: on-demand, Spot or
+                  FLEX_START), price_region, price_table, usd_unknown_because, error}],
+                  oldest first: each attempt at its own strategy's price in its own region
     pools         [{pool (workerpool0...), role, machine, accelerator, accelerator_count,
                   replica_count, replicas: [{replica (workerpool1-0...), last_log, restarts
                   (starts after the first, whatever the cause; local only)}]}] of the newest
@@ -27,11 +29,15 @@ money is US dollars (``usd``) at the catalog's price.
     running_s     time Vertex ran (and billed) the attempts, summed
     cost          {usd (so far, every attempt), usd_per_h (the newest attempt), strategy,
                   price (on-demand, Spot or FLEX_START), unpriced (what the catalog has no
-                  price for), price_table}
+                  price for), price_table, usd_unknown_because (why usd is null),
+                  projected_usd (the total if the newest attempt runs to its last step at the
+                  current pace; null without a pace or price), budget_usd (the run's
+                  budget.max_cost_usd, or null), stopped_by_budget (a cancelled run whose meter
+                  had crossed its budget: why; else null)}
 
 ``vtx list --format json``: a list, newest first, of {run_id, attempt, job, name, state,
 resources, pools: [{pool, role, machine, accelerator, accelerator_count, replica_count}],
-created, duration_s, usd_per_h, usd}."""
+created, duration_s, usd_per_h, usd, usd_unknown_because, budget_usd}."""
 
 from __future__ import annotations
 
@@ -47,7 +53,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from jobs.core.formats import duration, money
+from jobs.core.contract import budget_of
+from jobs.core.formats import duration, fine_money, money
 from jobs.core.states import bare_name
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
@@ -99,6 +106,10 @@ def attempt_json(attempt: AttemptStatus) -> dict[str, Any]:
         "running_s": rounded(attempt.running_s, 3),
         "usd_per_h": rounded(attempt.price.usd_per_h),
         "usd": rounded(attempt.usd),
+        "price": attempt.price.kind,
+        "price_region": attempt.price.region,
+        "price_table": attempt.price.table,
+        "usd_unknown_because": attempt.price.unknown_because if attempt.usd is None else None,
         "error": job.error,
     }
 
@@ -138,6 +149,10 @@ def status_json(status: RunStatus) -> dict[str, Any]:
             "price": newest.price.kind,
             "unpriced": list(newest.price.unpriced),
             "price_table": newest.price.table,
+            "usd_unknown_because": status.unknown_because,
+            "projected_usd": rounded(status.projected_usd),
+            "budget_usd": status.budget_usd,
+            "stopped_by_budget": status.stopped_by_budget,
         },
     }
 
@@ -171,6 +186,8 @@ def list_json(attempts: Sequence[AttemptStatus]) -> list[dict[str, Any]]:
             "duration_s": rounded(a.running_s, 3),
             "usd_per_h": rounded(a.price.usd_per_h),
             "usd": rounded(a.usd),
+            "usd_unknown_because": a.price.unknown_because if a.usd is None else None,
+            "budget_usd": budget_of(a.job.labels),
         }
         for a in attempts
     ]
@@ -260,7 +277,14 @@ def _cost_row(status: RunStatus) -> str:
     else:
         rate = f"no {price.kind} price in the catalog"
     table = f", table {price.table}" if price.table else ""
-    return f"{money(status.usd)} so far at the catalog's price ({rate}{table})"
+    lines = [f"{money(status.usd)} so far at the catalog's price ({rate}{table})"]
+    if status.usd is None:
+        lines.append(f"unknown: {status.unknown_because}")
+    if status.projected_usd is not None:
+        lines.append(f"{money(status.projected_usd)} projected at the current pace")
+    if status.budget_usd is not None:
+        lines.append(f"budget {fine_money(status.budget_usd)} (budget.max_cost_usd)")
+    return "\n".join(lines)
 
 
 def status_table(status: RunStatus) -> Table:
@@ -292,6 +316,8 @@ def status_table(status: RunStatus) -> Table:
     ]
     if newest.error:
         rows.append(("error", newest.error))
+    if status.stopped_by_budget:
+        rows.append(("stopped", f"by its budget: {status.stopped_by_budget}"))
     for name, value in rows:
         table.add_row(name, escape(value))
     return table

@@ -10,12 +10,15 @@ table and the best trial of a submitted study, and their JSON/YAML documents.
     trials        [{id, state, parameters: {id: value}, metric, step, started, ended,
                   duration_s, custom_job, outputs (the trial's own prefix)}]
     best          the trial above with the best final metric by the goal, or null
+    cost          {usd (every trial's CustomJob at its price, summed; null when one's price is
+                  unknown), usd_unknown_because, trials: {custom_job: usd}}
 
 ``vtx list --format json`` adds one entry per study beside the jobs: {run_id, kind: "study",
 job (its resource name), name, state, trials, succeeded, best_metric, created}."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from jobs.core.formats import duration, money, usd_per_h
+from jobs.runs.watch import AttemptStatus, usd_of
 from jobs.spec.study import Parameter, Study
 from jobs.training.cost import StudyCost
 from jobs.tuning.study_records import StudyRecord, TrialRecord
@@ -128,7 +132,25 @@ def trials_table(study: StudyRecord, now: datetime) -> Table:
     return table
 
 
-def print_study_status(out: Console, study: StudyRecord, now: datetime) -> None:
+def _unknown_trial(trials: Sequence[AttemptStatus]) -> str | None:
+    """Why the trials' sum is unknown: the first trial job without a price."""
+    for a in trials:
+        if a.usd is None:
+            return f"trial job {a.job.job_id}: {a.price.unknown_because}"
+    return None
+
+
+def study_cost(trials: Sequence[AttemptStatus]) -> str:
+    """Every trial's job at its price, summed; unknown (and why) once one's price is."""
+    usd = usd_of(trials)
+    if usd is None:
+        return f"unknown ({_unknown_trial(trials)})"
+    return f"{money(usd)} so far over {len(trials)} trial job(s), at the catalog's prices"
+
+
+def print_study_status(
+    out: Console, study: StudyRecord, now: datetime, trials: Sequence[AttemptStatus] = ()
+) -> None:
     out.print(
         f"[bold]study[/bold] {escape(study.run_id or study.display_name)}: {study.state}",
         highlight=False,
@@ -139,6 +161,8 @@ def print_study_status(out: Console, study: StudyRecord, now: datetime) -> None:
         "algorithm": study.algorithm,
         "trials": f"{len(study.trials)} of {study.max_trials}, {study.parallel_trials} at a time",
     }
+    if trials:
+        lines["cost"] = study_cost(trials)
     for key, value in lines.items():
         out.print(f"{key:>10}: {escape(value)}", highlight=False)
     if study.error:
@@ -170,7 +194,9 @@ def trial_json(study: StudyRecord, trial: TrialRecord, now: datetime) -> dict[st
     }
 
 
-def study_json(study: StudyRecord, now: datetime) -> dict[str, Any]:
+def study_json(
+    study: StudyRecord, now: datetime, trials: Sequence[AttemptStatus] = ()
+) -> dict[str, Any]:
     best = study.best
     return {
         "run_id": study.run_id,
@@ -185,6 +211,11 @@ def study_json(study: StudyRecord, now: datetime) -> dict[str, Any]:
         "max_failed_trials": study.max_failed_trials,
         "trials": [trial_json(study, t, now) for t in study.trials],
         "best": None if best is None else trial_json(study, best, now),
+        "cost": {
+            "usd": rounded(usd_of(trials)) if trials else None,
+            "usd_unknown_because": _unknown_trial(trials),
+            "trials": {a.job.name: rounded(a.usd) for a in trials},
+        },
     }
 
 

@@ -13,8 +13,10 @@ from typing import Any
 
 from rich.console import Console
 
+from jobs.core.catalog import load_catalog
 from jobs.core.states import succeeded
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource, stream
+from jobs.runs.watch import trials_metered
 from jobs.tuning.study_records import StudyRecord, TrialRecord
 from jobs.vertex.client import VertexRest
 from vtx.views.runs import OutputFormat, print_document
@@ -33,12 +35,20 @@ def find_study(vertex: VertexRest, ref: str) -> StudyRecord | None:
     return StudyRecord.from_rest(found[0]) if found else None
 
 
-def show_status(out: Console, study: StudyRecord, fmt: OutputFormat) -> None:
+def show_status(
+    out: Console, study: StudyRecord, fmt: OutputFormat, vertex: VertexRest | None = None
+) -> None:
+    """The study, its trials and the best; with ``vertex``, what its trials' jobs cost so far."""
     now = datetime.now(UTC)
+    metered = []
+    if vertex is not None:
+        jobs = [vertex.get(name) for name, _ in trial_jobs(study)]
+        catalog = load_catalog().for_stack(vertex.stack)
+        metered = trials_metered(jobs, vertex.stack.region, now, catalog)
     if fmt is OutputFormat.table:
-        print_study_status(out, study, now)
+        print_study_status(out, study, now, metered)
     else:
-        print_document(out, study_json(study, now), fmt)
+        print_document(out, study_json(study, now, metered), fmt)
 
 
 def list_studies(vertex: VertexRest, run_id: str | None) -> list[StudyRecord]:

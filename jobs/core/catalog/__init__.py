@@ -200,7 +200,12 @@ class Catalog(_Data):
         """This catalog as it prices jobs of ``stack``: the local platform's stand-in tables
         price a local stack's jobs, and never a real stack's (their figures are not Google's)."""
         local = stack is not None and stack.is_local
-        return self.model_copy(update={"stand_in_prices": local}) if local else self
+        return self.with_stand_in_prices() if local else self
+
+    def with_stand_in_prices(self) -> Catalog:
+        """This catalog as the local platform prices its own jobs (a budget's meter): the
+        figures `for_stack` gives vtx for the local stack, so both cross a budget alike."""
+        return self.model_copy(update={"stand_in_prices": True})
 
     def for_serving(self) -> Catalog:
         """This catalog with serving's machines in place of training's, so that the machine

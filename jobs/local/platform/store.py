@@ -216,6 +216,14 @@ class Store:
             ).fetchall()
         return [(r[0], json.loads(r[1])) for r in rows]
 
+    def run_jobs(self, run_id: str) -> list[dict]:
+        """Every job of a run (its attempts), oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT resource FROM jobs WHERE run_id = ? ORDER BY rowid", (run_id,)
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
     def active_jobs(self, states: tuple[str, ...]) -> list[tuple[dict, dict]]:
         marks = ",".join("?" * len(states))
         with self._lock:

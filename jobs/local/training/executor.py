@@ -29,7 +29,7 @@ from pathlib import Path
 
 import psutil
 
-from jobs.core.contract import region_of
+from jobs.core.contract import budget_of, region_of
 from jobs.core.formats import now_rfc3339
 from jobs.core.states import JobState
 from jobs.local.platform import capacity, vertex_env
@@ -48,12 +48,14 @@ from jobs.local.training.lifecycle import (
     Action,
     CancelAction,
     Decision,
+    JobPrice,
     Preemptable,
     ReplicaStatus,
     ShutdownAction,
     StopReason,
 )
 from jobs.local.training.log_copier import LogCopier, Source
+from jobs.local.training.pricing import job_price, spent
 from jobs.local.training.runtime import Replica, Runtime
 from jobs.local.training.web_access import web_access_uris
 
@@ -112,6 +114,10 @@ class ActiveJob:
     resource: dict
     view: JobView
     rt: Runtime
+    price: JobPrice | None = None
+    """What it pays per hour, read once it runs with a budget (`_over_budget`)."""
+    earlier_usd: float | None = None
+    """What the run's attempts before it cost (read with ``price``); None: unknown."""
 
     @property
     def id(self) -> str:
@@ -713,12 +719,44 @@ class Executor:
         if overtime is not None:
             self._stop_all(job, StopReason.TIMEOUT, overtime)
             return
+        overspent = self._over_budget(job, now - rt.started_at)
+        if overspent is not None:
+            self._service_log(job, overspent.message)
+            self._stop_all(job, StopReason.CANCEL, overspent)
+            return
         if rt.chaos_next < len(rt.chaos) and now - rt.started_at >= rt.chaos[rt.chaos_next][0]:
             target = rt.replicas[rt.chaos[rt.chaos_next][1]]
             rt.chaos_next += 1
             if target.running and not lifecycle.in_window(rt.preemption_until, now):
                 self._preempt(job, target, "chaos")
             self._persist(job)
+
+    def _over_budget(self, job: ActiveJob, running_s: float) -> JobError | None:
+        """Its budget's error once the meter crossed it (the job's label, `budget:` in its
+        template); priced once per job, saying in its log when no price is known."""
+        budget = budget_of(job.resource.get("labels") or {})
+        if budget is None:
+            return None
+        if job.price is None:
+            job.price = job_price(job.resource)
+            job.earlier_usd, why = spent(self._earlier_attempts(job))
+            if job.price.usd_per_h is None:
+                self._service_log(job, lifecycle.budget_not_enforced(budget, job.price))
+            elif why is not None:
+                self._service_log(job, lifecycle.budget_not_enforced(budget, job.price, why))
+        if job.earlier_usd is None:
+            return None
+        return lifecycle.over_budget(budget, job.price, running_s, job.earlier_usd)
+
+    def _earlier_attempts(self, job: ActiveJob) -> list[dict]:
+        """The run's other jobs that ended: its earlier attempts (a ladder's rungs, a resubmit)."""
+        if job.view.run_id is None:
+            return []
+        return [
+            r
+            for r in self.store.run_jobs(job.view.run_id)
+            if r["name"] != job.resource["name"] and JobState(r["state"]).final
+        ]
 
     def _finish_stop(self, job: ActiveJob, reason: StopReason) -> None:
         state = lifecycle.final_state(reason)

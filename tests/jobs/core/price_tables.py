@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
 from jobs.core.catalog import Catalog, PriceTable, load_catalog
 from jobs.spec.template import JobTemplate
 from jobs.training.facts import JobFacts, template_facts
@@ -47,3 +54,48 @@ SPOT_TABLE = {
         }
     },
 }
+
+
+def write_stand_in(
+    directory: Path, figures: dict[str, tuple[float, float]], as_of: str = "2026-11-27"
+) -> list[Path]:
+    """What `vtx prices refresh --stack local` writes, for n1-standard-4 only: a stand-in table
+    per region of ``figures`` (region -> (on-demand, Spot) $/h)."""
+    written = []
+    for region, (on_demand, spot) in figures.items():
+        name = f"billing-local-training-{region}-{as_of}"
+        table = {
+            "name": name,
+            "region": region,
+            "currency": "USD",
+            "as_of": as_of,
+            "source": "the local platform's billing catalog stand-in (not Google's prices)",
+            "spot_source": "the same",
+            "stand_in": True,
+            "machines": {
+                "n1-standard-4": {
+                    "usd_per_h": on_demand,
+                    "basis": "catalog",
+                    "spot_usd_per_h": spot,
+                    "spot_basis": "catalog",
+                }
+            },
+        }
+        path = directory / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(table))
+        written.append(path)
+    return written
+
+
+@contextmanager
+def stand_in_for_the_platform(
+    figures: dict[str, tuple[float, float]], as_of: str
+) -> Iterator[list[Path]]:
+    """Stand-in tables where the running local platform reads them too (the session's prices
+    folder, which it inherited), removed after so that other tests see none."""
+    written = write_stand_in(Path(os.environ["VTX_PRICES_DIR"]), figures, as_of)
+    try:
+        yield written
+    finally:
+        for path in written:
+            path.unlink(missing_ok=True)

@@ -12,7 +12,7 @@ from jobs.launch.checks import validate_template_doc
 from jobs.launch.render import render_json, render_yaml, rest_dict
 from jobs.spec.document import CUSTOM_JOB, CUSTOM_JOB_SPEC, load_document
 from jobs.spec.gcloud import import_document, load_template, template_name
-from jobs.spec.template import TemplateError
+from jobs.spec.template import Budget, TemplateError
 from jobs.training.compile import compile_job, custom_job_dict, to_custom_job
 from jobs.training.validate import validate_custom_job_spec
 from tests.conftest import TEMPLATES
@@ -53,6 +53,20 @@ def test_rendered_json_custom_job_imports_back_with_name_and_labels(
     second = custom_job_dict(again, stack, RUN_ID)
     assert rest_dict(to_custom_job(second)) == rest_dict(first)
     assert any("serviceAccount dropped" in n for n in imported.notes)
+
+
+def test_a_rendered_jobs_budget_label_imports_back_as_its_budget(
+    stack: StackOutputs, tmp_path: Path
+) -> None:
+    template = load_template(TEMPLATES / "smoke-cpu.yaml")
+    template = template.model_copy(update={"budget": Budget(max_cost_usd=12.5)})
+    first = compile_job(template, stack, RUN_ID).to_proto()
+    job_file = tmp_path / "job.json"
+    job_file.write_text(render_json(first))
+    again = load_template(job_file)
+    assert again.budget == Budget(max_cost_usd=12.5)
+    assert "vtx-budget-usd" not in again.labels
+    assert rest_dict(compile_job(again, stack, RUN_ID).to_proto()) == rest_dict(first)
 
 
 TUTORIAL_SPEC = """

@@ -434,3 +434,17 @@ def test_yaml_merge_keys_may_still_override_what_they_merge(tmp_path: Path) -> N
     document = load_document(path)
     assert document.problems == []
     assert document.doc["pools"]["workers"] == {"machine": "n1-standard-8"}
+
+
+@pytest.mark.parametrize("value", [0, -3, float("inf"), float("nan"), "lots", 1e-9])
+def test_a_budget_is_a_positive_finite_number_of_dollars(value: object) -> None:
+    with pytest.raises(TemplateError) as err:
+        JobTemplate.from_document({**BASE, "budget": {"max_cost_usd": value}})
+    (problem,) = err.value.problems
+    assert problem.path == "budget.max_cost_usd"
+    assert problem.hint is not None and "max_cost_usd: 25" in problem.hint
+
+
+def test_a_budget_is_kept_to_the_micro_dollar_its_label_carries() -> None:
+    template = JobTemplate.from_document({**BASE, "budget": {"max_cost_usd": 12.5000004}})
+    assert template.budget is not None and template.budget.max_cost_usd == 12.5

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.contract import new_run_id
+from jobs.core.contract import budget_of, new_run_id
 from jobs.core.stack import StackOutputs
 from jobs.launch.render import render_json, rest_dict
 from jobs.spec.gcloud import load_template
-from jobs.spec.template import JobTemplate
+from jobs.spec.template import Budget, JobTemplate
 from jobs.training.compile import (
     CompileError,
     compile_job,
@@ -83,6 +83,23 @@ def test_stack_decides_identity_network_outputs_and_labels(stack: StackOutputs) 
     assert chief["containerSpec"]["imageUri"] == (
         "us-central1-docker.pkg.dev/vtx-dev-123/vtx/trainer:latest"
     )
+
+
+@pytest.mark.parametrize(("usd", "label"), [(12.5, "12_5"), (40, "40"), (0.000125, "0_000125")])
+def test_a_budget_travels_as_a_label_value_read_back_the_same(
+    stack: StackOutputs, usd: float, label: str
+) -> None:
+    template = load_template(TEMPLATES / "l4-spot-lora.yaml")
+    template = template.model_copy(update={"budget": Budget(max_cost_usd=usd)})
+    job = custom_job_dict(template, stack, RUN_ID)
+    assert job["labels"]["vtx-budget-usd"] == label
+    assert budget_of(job["labels"]) == usd
+
+
+def test_a_budget_label_a_template_sets_itself_is_replaced_or_dropped(stack: StackOutputs) -> None:
+    template = load_template(TEMPLATES / "l4-spot-lora.yaml")
+    template = template.model_copy(update={"labels": {"vtx-budget-usd": "999"}})
+    assert "vtx-budget-usd" not in custom_job_dict(template, stack, RUN_ID)["labels"]
 
 
 def test_secrets_pass_as_names_in_vtx_secrets_never_values(stack: StackOutputs) -> None:

@@ -7,9 +7,10 @@ import pytest
 from jobs.core.catalog import Price, load_catalog
 from jobs.spec.gcloud import load_template
 from jobs.spec.template import JobTemplate
-from jobs.training.cost import estimate
+from jobs.training.cost import budget_warning, estimate
 from jobs.training.facts import template_facts
 from tests.conftest import TEMPLATES
+from tests.jobs.core.price_tables import SPOT_TABLE, with_table
 
 
 def _usd(price: Price) -> float:
@@ -61,3 +62,36 @@ def test_missing_prices_and_other_regions_are_reported_not_guessed() -> None:
     assert result.table.region == "europe-west4"
     assert result.missing == ["NVIDIA_H200_141GB", "a3-ultragpu-8g"]
     assert result.on_demand_usd_per_h is None  # not $0, not a partial sum
+
+
+def test_a_budget_under_the_timeout_caps_cost_names_the_timeout_that_fits() -> None:
+    doc = {
+        "name": "b",
+        "image": "t",
+        "region": "europe-west4",
+        "pools": {"chief": {"machine": "n1-standard-4", "replicas": 1}},
+        "scheduling": {"timeout": "10h"},
+    }
+    cost = estimate(template_facts(JobTemplate.model_validate(doc)), catalog=with_table(SPOT_TABLE))
+    assert budget_warning(cost, None) is None
+    assert budget_warning(cost, 2.5) is None  # $0.25/h for 10 h: exactly the budget
+    warning = budget_warning(cost, 1.0)
+    assert warning is not None
+    assert "budget.max_cost_usd $1.00 is under the cost at the timeout cap (10h): $2.50" in warning
+    assert warning.endswith("scheduling.timeout: 4h fits it")
+    assert "201m fits it" in (budget_warning(cost, 0.84) or "")  # 201.6 min: whole, rounded down
+
+
+def test_a_budget_without_a_price_is_said_to_be_unenforced() -> None:
+    doc = {
+        "name": "b",
+        "image": "t",
+        "region": "europe-west4",
+        "pools": {"chief": {"machine": "n1-standard-4"}},
+        "scheduling": {"strategy": "spot"},
+    }
+    cost = estimate(template_facts(JobTemplate.model_validate(doc)), catalog=with_table(SPOT_TABLE))
+    warning = budget_warning(cost, 3)
+    assert warning is not None and warning.startswith(
+        "budget.max_cost_usd $3.00 is not enforced: no Spot price for n1-standard-4 in test"
+    )

@@ -91,10 +91,11 @@ def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
     }  # fmt: skip
     assert set(document["cost"]) == {
         "usd", "usd_per_h", "strategy", "price", "unpriced", "price_table",
+        "usd_unknown_because", "projected_usd", "budget_usd", "stopped_by_budget",
     }  # fmt: skip
     assert set(document["attempts"][0]) == {
         "attempt", "job", "state", "created", "started", "ended", "running_s", "usd_per_h",
-        "usd", "error",
+        "usd", "price", "price_region", "price_table", "usd_unknown_because", "error",
     }  # fmt: skip
     replica = document["pools"][1]["replicas"][0]
     assert set(replica) == {"replica", "last_log", "restarts"}
@@ -116,7 +117,7 @@ def test_list_json_rows() -> None:
     (row,) = list_json(status.attempts)
     assert set(row) == {
         "run_id", "attempt", "job", "name", "state", "resources", "pools", "created",
-        "duration_s", "usd_per_h", "usd",
+        "duration_s", "usd_per_h", "usd", "usd_unknown_because", "budget_usd",
     }  # fmt: skip
     assert row["duration_s"] == 90.0 and row["resources"] == "3 x n1-standard-4"
     assert [p["role"] for p in row["pools"]] == ["chief", "workers"]

@@ -13,10 +13,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from jobs.core.catalog import load_catalog
 from jobs.runs.logs import LocalLogSource, LogEntry
 from jobs.tuning.study_records import StudyRecord
 from jobs.vertex.client import VertexRest
 from tests.conftest import TEST_DATA, dev_stack
+from tests.jobs.runs.run_records import rest_job
 from tests.jobs.tuning.study_fakes import FAST, PARENT, T0, Scripted, rest_study, stamp
 from vtx.cli import app
 from vtx.commands import runs as run_commands
@@ -73,6 +75,33 @@ def test_status_of_a_study_run_shows_its_trials_and_the_best(
         "learning_rate": 0.01,
         "model.lora.r": 8,
     }
+
+
+def test_status_of_a_study_sums_what_its_trials_jobs_cost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    studies = {"hyperparameterTuningJobs": [rest_study()]}
+    hour = {"state": "JOB_STATE_SUCCEEDED", "started_s": 0, "ended_s": 3600}
+    session = Scripted(
+        {
+            ("GET", "/hyperparameterTuningJobs"): [studies],
+            ("GET", "/customJobs/101"): [rest_job("101", 0, **hour)],
+            ("GET", "/customJobs/102"): [rest_job("102", 0, **hour)],
+            ("GET", "/customJobs/103"): [rest_job("103", 0, state="JOB_STATE_FAILED")],
+            ("GET", "/customJobs/104"): [rest_job("104", 0, state="JOB_STATE_QUEUED")],
+        }
+    )
+    cli_with(monkeypatch, session)
+    args = ["status", "tiny-tune-1", "--stack-file", str(STACK_FILE)]
+    as_json = runner.invoke(app, [*args, "--format", "json"])
+    cost = json.loads(as_json.output)["cost"]
+    table = load_catalog().price_table("us-central1")
+    assert table is not None
+    per_h = 3 * (table.machines["n1-standard-4"].usd_per_h or 0)  # rest_job's three machines
+    assert cost["usd"] == pytest.approx(2 * per_h, abs=1e-6)  # two ran an hour, two never ran
+    assert cost["usd_unknown_because"] is None and len(cost["trials"]) == 4
+    shown = runner.invoke(app, args)
+    assert "so far over 4 trial job(s)" in shown.output
 
 
 def test_list_shows_studies_beside_jobs_and_their_trials_jobs_under_them(

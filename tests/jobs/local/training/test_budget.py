@@ -1,0 +1,90 @@
+"""A job's budget on the local platform: the executor prices the job as vtx does (the local
+stand-in's tables) and cancels it once its meter crosses the budget its label carries."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobs.core.stack import StackOutputs
+from jobs.local.platform.state import LOCAL_REGION
+from tests.jobs.core.price_tables import stand_in_for_the_platform
+from tests.jobs.local.local_helpers import PARENT, client, custom_job, pool, wait_for, wait_terminal
+from tests.jobs.local.training.executor_helpers import SLEEP, service_lines
+
+CANCELLED = 7  # JobState.JOB_STATE_CANCELLED
+DOLLAR_AN_HOUR = {"us-central1": (1.0, 0.25)}
+
+
+@pytest.fixture
+def stand_in_prices(local_platform: StackOutputs) -> Iterator[list[Path]]:
+    """The tables `vtx prices refresh --stack local` writes, where the platform reads them."""
+    with stand_in_for_the_platform(DOLLAR_AN_HOUR, "2099-01-01") as written:
+        yield written
+
+
+def test_a_job_whose_meter_crosses_its_budget_is_cancelled_saying_why(
+    local_platform: StackOutputs, stand_in_prices: list[Path]
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    labels = {"vtx-run-id": "budget-crossed", "vtx-budget-usd": "0_000002"}
+    job = jobs.create_custom_job(
+        parent=PARENT, custom_job=custom_job("spendy", pool(SLEEP), labels=labels)
+    )
+    done = wait_terminal(jobs, job.name)
+    assert done.state == CANCELLED
+    assert done.error.code == 1  # CANCELLED, as Vertex sets on a cancelled job
+    assert "crossed budget.max_cost_usd $0.000002" in done.error.message
+    assert "on-demand $1.0000/h, billing-local-training-us-central1-2099-01-01" in (
+        done.error.message
+    )
+    assert wait_for(
+        lambda: any(
+            "budget.max_cost_usd $0.000002" in s for s in service_lines(local_platform, job.name)
+        )
+    )
+
+
+def test_without_a_price_the_budget_is_not_enforced_and_the_log_says_so(
+    local_platform: StackOutputs,
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    labels = {"vtx-run-id": "budget-unpriced", "vtx-budget-usd": "0_000001"}
+    europe = PARENT.replace(LOCAL_REGION, "europe-west4")  # no figure in its shipped table
+    job = jobs.create_custom_job(
+        parent=europe, custom_job=custom_job("unpriced", pool("print('done')"), labels=labels)
+    )
+    done = wait_terminal(jobs, job.name)
+    assert done.state == 4  # SUCCEEDED: no figure is made up to stop it
+    assert any(
+        "budget.max_cost_usd $0.000001 not enforced: no on-demand price for n1-standard-4" in s
+        for s in service_lines(local_platform, job.name)
+    )
+
+
+def test_the_runs_earlier_attempts_count_toward_its_budget(
+    local_platform: StackOutputs,
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    run = {"vtx-run-id": "budget-two-attempts"}
+    with stand_in_for_the_platform({"us-central1": (36.0, 9.0)}, "2099-01-04"):  # 1 cent a second
+        first = jobs.create_custom_job(
+            parent=PARENT,
+            custom_job=custom_job("first", pool("import time; time.sleep(3)"), labels=run),
+        )
+        ended = wait_terminal(jobs, first.name)
+        assert ended.state == 4
+        first_usd = 36.0 * (ended.end_time - ended.start_time).total_seconds() / 3600  # >= $0.03
+        labels = {**run, "vtx-budget-usd": "0_02"}
+        second = jobs.create_custom_job(
+            parent=PARENT, custom_job=custom_job("second", pool(SLEEP), labels=labels)
+        )
+        done = wait_terminal(jobs, second.name)
+    assert done.state == CANCELLED
+    spent_usd = re.search(r"the run's cost so far \$([0-9.]+)", done.error.message)
+    assert spent_usd is not None, done.error.message
+    # Not this attempt's alone (it crossed $0.02 at once): the first attempt's too.
+    assert float(spent_usd[1]) >= round(first_usd, 6)

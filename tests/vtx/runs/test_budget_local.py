@@ -1,0 +1,140 @@
+"""A run's budget end to end on the local platform: `vtx cost` and the launch plan warn when the
+timeout cap's cost is over it, the platform cancels the run once its meter crosses it, and
+`vtx status` and `vtx list` show the meter, the budget and why the run was stopped."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from jobs.core.stack import StackOutputs
+from tests.jobs.core.price_tables import stand_in_for_the_platform, write_stand_in
+from vtx.cli import app
+
+runner = CliRunner(env={"COLUMNS": "200"})
+RUN_ID = "budget-e2e-1"
+TWO_DOLLARS_AN_HOUR = {"us-central1": (2.0, 0.5)}  # n1-standard-4, on-demand and Spot
+
+
+def vtx(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def flat(text: str) -> str:
+    return " ".join(text.replace("│", " ").split())
+
+
+def budgeted(tmp_path: Path, max_cost_usd: float, sleep_s: int = 600) -> Path:
+    path = tmp_path / "spendy.yaml"
+    template = {
+        "name": "spendy",
+        "image": "trainer",
+        "command": ["python", "-c", f"import time; print('up', flush=True); time.sleep({sleep_s})"],
+        "pools": {"chief": {"machine": "n1-standard-4"}},
+        "scheduling": {"timeout": "1h"},
+        "budget": {"max_cost_usd": max_cost_usd},
+    }
+    path.write_text(yaml.safe_dump(template))
+    return path
+
+
+def status_document(run_id: str) -> dict:
+    code, out = vtx("status", run_id, "--stack", "local", "--format", "json")
+    assert code == 0, out
+    return json.loads(out)
+
+
+def test_a_run_over_its_budget_is_cancelled_and_status_says_why(
+    local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    template = str(budgeted(tmp_path, 0.000003))
+    with stand_in_for_the_platform(TWO_DOLLARS_AN_HOUR, "2099-01-02"):
+        code, out = vtx("cost", template, "--stack", "local")
+        assert code == 0, out
+        assert (
+            "budget.max_cost_usd $0.000003 is under the cost at the timeout cap (1h): $2.00 at "
+            "$2.00/h" in flat(out)
+        )
+        assert "no timeout fits it: raise the budget" in flat(out)
+        code, out = vtx("launch", template, "--stack", "local", "-y", "--run-id", RUN_ID)
+        assert code == 0, out
+        assert "budget.max_cost_usd $0.000003 is under the cost" in flat(out)
+        deadline = time.monotonic() + 60  # a safety net for a hung job, not a timing assertion
+        while (document := status_document(RUN_ID))["state"] != "JOB_STATE_CANCELLED":
+            assert time.monotonic() < deadline, document
+            time.sleep(0.2)
+        code, out = vtx("status", RUN_ID, "--stack", "local")
+        listed = vtx("list", "--stack", "local", "--run-id", RUN_ID, "--format", "json")[1]
+    assert "crossed budget.max_cost_usd $0.000003" in document["error"]
+    cost = document["cost"]
+    assert cost["budget_usd"] == 0.000003 and cost["usd_unknown_because"] is None
+    assert cost["price_table"] == "billing-local-training-us-central1-2099-01-02"
+    assert cost["usd"] is not None and cost["usd"] > 0
+    text = flat(out)
+    assert "budget $0.000003 (budget.max_cost_usd)" in text
+    assert "Cancelled by its budget" in text and "crossed budget.max_cost_usd $0.000003" in text
+    (row,) = json.loads(listed)
+    assert row["budget_usd"] == 0.000003 and row["usd"] is not None
+
+
+def test_launch_says_a_budget_without_a_price_is_not_enforced(
+    local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    template = budgeted(tmp_path, 5)
+    doc = yaml.safe_load(template.read_text())
+    template.write_text(yaml.safe_dump({**doc, "region": "europe-west4"}))
+    code, out = vtx("launch", str(template), "--stack", "local", "--dry-run", "--run-id", "b-dry")
+    assert code == 0, out
+    assert (
+        "budget.max_cost_usd $5.00 is not enforced: no on-demand price for n1-standard-4"
+        in flat(out)
+    )
+
+
+def test_the_follower_cancels_a_run_whose_meter_crosses_its_budget(
+    local_platform: StackOutputs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on Vertex, where only the follower can: here the platform has no price for
+    europe-west4 (its shipped table has none) and enforces nothing, while vtx, in this process,
+    reads a stand-in table for it."""
+    prices = tmp_path / "prices"
+    prices.mkdir()
+    monkeypatch.setenv("VTX_PRICES_DIR", str(prices))
+    write_stand_in(prices, {"europe-west4": (2.0, 0.5)}, "2099-01-03")
+    # Ends by itself within a minute should no one cancel it: a failure, not a hung test.
+    template = budgeted(tmp_path, 0.000003, sleep_s=45)
+    doc = yaml.safe_load(template.read_text())
+    template.write_text(yaml.safe_dump({**doc, "region": "europe-west4"}))
+    run_id = "budget-follow-1"
+    launch = ["launch", str(template), "--stack", "local", "-y", "--run-id", run_id]
+    code, out = vtx(*launch, "--follow", "--poll-s", "0.2")
+    assert code == 1, out
+    text = flat(out)
+    assert "crossed budget.max_cost_usd $0.000003: cancelling" in text
+    assert "JOB_STATE_CANCELLED" in text and "stopped by its budget:" in text
+    document = status_document(run_id)
+    assert document["state"] == "JOB_STATE_CANCELLED"
+    assert "crossed budget.max_cost_usd $0.000003" in document["cost"]["stopped_by_budget"]
+    code, out = vtx("status", run_id, "--stack", "local")
+    assert "stopped by its budget: the run's cost so far" in flat(out)
+
+
+def test_the_launch_plan_says_each_ladder_rungs_budget_at_its_own_price(
+    local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    template = budgeted(tmp_path, 0.01)
+    doc = yaml.safe_load(template.read_text())
+    ladder = {"capacity": {"ladder": [{"region": "europe-west4"}]}}
+    template.write_text(yaml.safe_dump({**doc, **ladder}))
+    code, out = vtx("launch", str(template), "--stack", "local", "--dry-run", "--run-id", "b-lad")
+    assert code == 0, out
+    text = flat(out)
+    assert "warning: budget.max_cost_usd $0.01 is under the cost at the timeout cap (1h)" in text
+    rung_2 = "rung 2 europe-west4 1xn1-standard-4 STANDARD: warning: budget.max_cost_usd $0.01"
+    assert f"{rung_2} is not enforced: no on-demand price for n1-standard-4" in text
