@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import psutil
+import pytest
 from rich.console import Console
 
 from jobs.local.platform.processes import stop_platform
@@ -25,11 +26,16 @@ def _processes_mentioning(text: str) -> list[psutil.Process]:
     return found
 
 
-def test_shortened_demo_survives_its_preemption_and_cleans_up(tmp_path: Path) -> None:
+def test_shortened_demo_survives_its_preemption_and_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
     data_dir = tmp_path / "local"
+    # The demo refreshes the local stand-in's prices: into a folder of its own, not the one the
+    # session's other tests read (a test of an unpriced local deploy ran after it).
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path / "prices"))
     out = io.StringIO()
     result = run_demo(
         data_dir,
