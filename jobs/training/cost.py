@@ -80,11 +80,6 @@ class CostEstimate:
     """True when neither the job nor the caller named a region (priced in DEFAULT_REGION)."""
 
     @property
-    def table_matches_region(self) -> bool:
-        """Always the region's own table when there is one (kept for callers of the old flag)."""
-        return self.table is not None
-
-    @property
     def on_demand_usd_per_h(self) -> float | None:
         return _total(p.on_demand_usd_per_h for p in self.pools)
 

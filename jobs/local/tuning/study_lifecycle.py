@@ -216,7 +216,3 @@ def decide(counts: StudyCounts) -> StudyDecision:
         # everyone else's, all created at once (parallelTrialCount may be 1,000).
         room = min(room, c.runnable - c.active)
     return StudyDecision(Verdict.CONTINUE, start=max(room, 0))
-
-
-def study_end_state(verdict: Verdict) -> JobState:
-    return JobState.SUCCEEDED if verdict is Verdict.SUCCEED else JobState.FAILED
