@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from jobs.core.stack import StackOutputs
 from tests.conftest import stack_outputs
+from tests.json_handler import JsonHandler
 
 PARENT = "projects/acme-ml-dev/locations/us-central1"
 
@@ -43,43 +44,32 @@ TWINS = [{"name": f"{PARENT}/endpoints/{i}", "displayName": "twin"} for i in (8,
 """Two endpoints sharing a display name."""
 
 
-class Vertex(BaseHTTPRequestHandler):
+class Vertex(JsonHandler):
     """Endpoint 7 answers; a prompt "bad" gets the container's 400, "busy" a 503. The list
     ignores its filter (the client filters again)."""
 
     seen: list[dict] = []
 
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def _answer(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:
         if self.path == f"/v1/{PARENT}/endpoints/7":
-            self._answer(200, ENDPOINT)
+            self.answer(200, ENDPOINT)
         elif self.path.startswith(f"/v1/{PARENT}/endpoints?"):
-            self._answer(200, {"endpoints": [ENDPOINT, *TWINS]})
+            self.answer(200, {"endpoints": [ENDPOINT, *TWINS]})
         else:
-            self._answer(404, {"error": {"code": 404, "message": "Endpoint not found."}})
+            self.answer(404, {"error": {"code": 404, "message": "Endpoint not found."}})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Vertex.seen.append(body)
         if self.path != f"/v1/{PARENT}/endpoints/7:predict":
-            self._answer(404, {"error": {"code": 404, "message": "Endpoint not found."}})
+            self.answer(404, {"error": {"code": 404, "message": "Endpoint not found."}})
         elif "bad" in body["instances"]:
-            self._answer(400, {"error": {"message": "instances[0]: a prompt string"}})
+            self.answer(400, {"error": {"message": "instances[0]: a prompt string"}})
         elif "busy" in body["instances"]:
-            self._answer(503, {"error": {"message": "no replica ready"}})
+            self.answer(503, {"error": {"message": "no replica ready"}})
         else:
             predictions = [{"generated_text": f"echo {i}"} for i in body["instances"]]
-            self._answer(200, {"predictions": predictions, "deployedModelId": "555"})
+            self.answer(200, {"predictions": predictions, "deployedModelId": "555"})
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from jobs.training.quotas import (
     QuotaReader,
 )
 from tests.conftest import TEST_DATA
+from tests.json_handler import JsonHandler
 
 DATA = TEST_DATA
 
@@ -72,7 +73,7 @@ class FakeGoogle:
 
 
 def handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             url = urlparse(self.path)
             query = {k: v[0] for k, v in parse_qs(url.query).items()}
@@ -91,15 +92,7 @@ def handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
             return self._send(404, {"error": {"message": f"no route {url.path}"}})
 
         def _send(self, status: int, body: dict) -> None:
-            data = fake.raw if fake.raw is not None else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
+            self.answer(status, fake.raw if fake.raw is not None else body)
 
     return Handler
 

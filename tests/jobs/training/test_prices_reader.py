@@ -16,11 +16,12 @@ import yaml
 
 from jobs.training.prices import VERTEX_SERVICE, BillingCatalogReader, PricesUnavailable
 from tests.conftest import TEST_DATA, stack_outputs
+from tests.json_handler import JsonHandler
 
 SKUS = json.loads((TEST_DATA / "billing-skus-vertex.json").read_text())["skus"]
 
 
-class _Catalog(BaseHTTPRequestHandler):
+class _Catalog(JsonHandler):
     requests: list[dict] = []
 
     def do_GET(self) -> None:
@@ -28,23 +29,12 @@ class _Catalog(BaseHTTPRequestHandler):
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         type(self).requests.append({"path": url.path, **query})
         if url.path != f"/v1/services/{VERTEX_SERVICE}/skus":
-            return self._answer(404, {"error": {"code": 404, "message": "no such service"}})
+            return self.answer(404, {"error": {"code": 404, "message": "no such service"}})
         size, start = int(query["pageSize"]), int(query.get("pageToken") or 0)
         end = start + size
-        self._answer(
+        self.answer(
             200, {"skus": SKUS[start:end], "nextPageToken": str(end) if end < len(SKUS) else ""}
         )
-
-    def _answer(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import threading
 import traceback
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -27,6 +27,7 @@ import yaml
 
 from jobs.local.platform.ports import free_port
 from tests.conftest import REPO
+from tests.json_handler import JsonHandler
 from tests.trainer.conftest import tiny_config, write_small_dataset
 from trainer.config.secrets import (
     EMULATOR_ENV,
@@ -53,7 +54,7 @@ class FakeSecretManager:
         self.status: int | None = None
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 match = ACCESS.match(unquote(urlsplit(self.path).path))
                 name = match[1] if match else self.path
@@ -61,24 +62,13 @@ class FakeSecretManager:
                 value = fake.values.get(name)
                 if fake.status is None and value is not None:
                     data = base64.b64encode(value.encode()).decode()
-                    self._answer(200, {"name": name, "payload": {"data": data}})
+                    self.answer(200, {"name": name, "payload": {"data": data}})
                     return
                 code = fake.status or 404
                 status = {403: "PERMISSION_DENIED", 404: "NOT_FOUND"}.get(code, "INTERNAL")
                 # What the real service says: the name it was asked for, quoted.
                 message = f"Secret Version [{name}] not found or permission denied."
-                self._answer(code, {"error": {"code": code, "message": message, "status": status}})
-
-            def _answer(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
+                self.answer(code, {"error": {"code": code, "message": message, "status": status}})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
