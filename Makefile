@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # pytest-xdist workers for `make test`: one per CPU, at most 4 (each may load torch); 0 runs serially.
 TEST_WORKERS ?= logical
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench gpu-wheels bench-gpu clean
 
 setup: $(STAMP)
 
@@ -33,6 +33,21 @@ lint: setup
 
 bench: setup
 	$(PY) -m bench
+
+# The GPU run (bench/gpu.py), in two steps. Here, with PyPI: the wheels the GPU machine's image
+# lacks. There, with no network and no .venv (its own Python has PyTorch with CUDA): install
+# them, then measure into $(OUT) (default build/gpu). Rehearse on CPU: python -m bench.gpu --dry-run
+GPU_WHEELS := build/gpu-wheels
+GPU_PYTHON ?= python3
+gpu-wheels: setup
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --implementation cp \
+		--python-version 3.12 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-r bench/gpu-wheels.txt -d $(GPU_WHEELS)
+
+bench-gpu:
+	$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --find-links $(GPU_WHEELS) \
+		-r bench/gpu-wheels.txt
+	$(GPU_PYTHON) -m bench.gpu --output $${OUT:-build/gpu}
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

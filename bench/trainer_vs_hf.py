@@ -97,6 +97,8 @@ MAX_SEQ_LENGTH = 256
 WARMUP_STEPS = 5
 TINY = REPO / "trainer" / "examples"
 LEARNING_RATE = 3e-3
+LORA = {"r": 16, "alpha": 32, "target_modules": "all-linear"}
+"""The adapters of a LoRA workload, the same on both sides (ours: `model.lora`; HF's: peft)."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,11 @@ class Workload:
     """None: time every step after the warm-up. N: time the N consecutive steps after it whose
     mean useful tokens per step are closest to the data's mean (`examples x example_tokens`),
     chosen from the batches' token counts alone, never from their times (see bench.scaling)."""
+
+    bf16: bool = False
+    """bf16 autocast (GPU only): both sides keep fp32 weights and run their matmuls in bf16."""
+    lora: bool = False
+    """Train LORA adapters on a frozen model instead of every weight."""
 
     def batch_size(self, variant: Variant) -> int:
         return self.rows if variant.batching == "packing" else self.examples
@@ -231,6 +238,22 @@ class PeakRss:
         self._stop.set()
         self._thread.join()
         return (self.peak - self.base) / 1e6
+
+
+class GpuPeak:
+    """Peak GPU memory allocated by this process from construction on (nothing on CPU)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self._cuda = torch.cuda.is_available()
+        if self._cuda:
+            torch.cuda.reset_peak_memory_stats()
+
+    def figures(self) -> dict[str, float]:
+        import torch
+
+        return {"peak_gpu_mb": torch.cuda.max_memory_allocated() / 1e6} if self._cuda else {}
 
 
 RowShape = tuple[int, list[int], bool]
@@ -347,7 +370,11 @@ def _preimport() -> None:
 
 def _our_config(variant: Variant, work: Workload, out: str) -> dict[str, Any]:
     return {
-        "model": {"config": work.model, "tokenizer": str(TINY / "tokenizer")},
+        "model": {
+            "config": work.model,
+            "tokenizer": str(TINY / "tokenizer"),
+            "lora": LORA if work.lora else None,
+        },
         "data": {
             "path": work.data,
             "max_seq_length": work.max_seq_length,
@@ -366,6 +393,7 @@ def _our_config(variant: Variant, work: Workload, out: str) -> dict[str, Any]:
         "report_to": [],
         "seed": 42,
         "torch_compile": variant.compile,
+        "bf16": work.bf16,
     }
 
 
@@ -394,7 +422,7 @@ def run_ours(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, fl
     _preimport()
     with tempfile.TemporaryDirectory() as out:
         cfg = parse_config(_our_config(variant, work, out))
-        memory = PeakRss()
+        memory, gpu = PeakRss(), GpuPeak()
         assert loop.train(cfg, VertexEnv.from_environ({})) == 0
         growth = memory.growth_mb()
     # The batches the run consumed, rebuilt with the trainer's own (deterministic) stream.
@@ -417,7 +445,9 @@ def run_ours(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, fl
         slots.append(b.n_slots)
         lengths = iter(b.lengths)  # each bucket: n rows of `width`, one example each, no mask
         shapes.append([(w, [next(lengths)], False) for n, w in b.buckets for _ in range(n)])
-    return summary(work, tokens, slots, timer, shapes) | {"peak_rss_growth_mb": growth}
+    return (
+        summary(work, tokens, slots, timer, shapes) | {"peak_rss_growth_mb": growth} | gpu.figures()
+    )
 
 
 # ---------------------------------------------------------------- HF Trainer (child)
@@ -441,7 +471,7 @@ def run_hf(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, floa
     from trainer.training.allocator import retain_freed_memory
 
     retain_freed_memory()  # what our trainer does first: the same malloc for both sides
-    memory = PeakRss()
+    memory, gpu = PeakRss(), GpuPeak()
     tokenizer = build_tokenizer(
         ModelConfig(config={"model_type": "llama"}, tokenizer=str(TINY / "tokenizer"))
     )
@@ -457,6 +487,18 @@ def run_hf(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, floa
         hf_config, dtype=torch.float32, attn_implementation=variant.attn
     )
     model.config.use_cache = False
+    if work.lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=LORA["r"],
+                lora_alpha=LORA["alpha"],
+                target_modules=LORA["target_modules"],
+                task_type="CAUSAL_LM",
+            ),
+        )
 
     flatten = variant.batching == "flattening"
     inner = (
@@ -497,7 +539,8 @@ def run_hf(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, floa
             warmup_steps=5,
             weight_decay=0.01,
             seed=42,
-            use_cpu=True,
+            use_cpu=not torch.cuda.is_available(),
+            bf16=work.bf16,
             report_to="none",
             save_strategy="no",
             logging_steps=1,
@@ -518,13 +561,17 @@ def run_hf(variant: Variant, work: Workload, timer: StepTimer) -> dict[str, floa
         trainer.train()
     growth = memory.growth_mb()
     consumed = consumed[: work.steps]  # the data loader may have prepared one batch ahead
-    return summary(
-        work,
-        [c[0] for c in consumed],
-        [c[1] for c in consumed],
-        timer,
-        [c[2] for c in consumed],
-    ) | {"peak_rss_growth_mb": growth}
+    return (
+        summary(
+            work,
+            [c[0] for c in consumed],
+            [c[1] for c in consumed],
+            timer,
+            [c[2] for c in consumed],
+        )
+        | {"peak_rss_growth_mb": growth}
+        | gpu.figures()
+    )
 
 
 def run_child(variant: Variant, work: Workload) -> dict[str, float]:
