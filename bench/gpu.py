@@ -277,13 +277,15 @@ def hf_attention() -> str:
     return "flash_attention_2" if torch.cuda.is_available() else "sdpa"
 
 
+OURS = tvh.Variant("ours: packing", "ours", "packing")
+OURS_COMPILED = tvh.Variant("ours: packing, torch.compile", "ours", "packing", compile=True)
+HF_GROUPED = tvh.Variant("HF: group_by_length", "hf", "group_by_length")
+
+
 def throughput_variants(attn: str) -> list[tvh.Variant]:
-    return [
-        tvh.Variant("ours: packing", "ours", "packing"),
-        tvh.Variant("ours: packing, torch.compile", "ours", "packing", compile=True),
-        tvh.Variant("HF: group_by_length", "hf", "group_by_length"),
-        tvh.Variant(f"HF: flattening ({attn})", "hf", "flattening", attn=attn),
-    ]
+    """The 0.5B full fine-tune's variants; `attn` is HF's attention for flattened rows."""
+    flattening = tvh.Variant(f"HF: flattening ({attn})", "hf", "flattening", attn=attn)
+    return [OURS, OURS_COMPILED, HF_GROUPED, flattening]
 
 
 def make_workload(scale: Scale, case: str, data: str, lora: bool = False) -> tvh.Workload:
@@ -303,12 +305,21 @@ def make_workload(scale: Scale, case: str, data: str, lora: bool = False) -> tvh
 def run_case(
     work: tvh.Workload, variants: list[tvh.Variant], reps: int, advance: Callable[[str], None]
 ) -> dict[str, list[dict[str, float]]]:
-    results: dict[str, list[dict[str, float]]] = {v.name: [] for v in variants}
+    """Each variant's runs; a run that fails is kept as {"error": ...}, so one variant's
+    failure on the device costs its row, not the case."""
+    results: dict[str, list[dict[str, Any]]] = {v.name: [] for v in variants}
     for rep in range(reps):
         for variant in rotated(variants, rep):
-            results[variant.name].append(tvh.run_child(variant, work))
+            try:
+                results[variant.name].append(tvh.run_child(variant, work))
+            except (RuntimeError, OSError, ValueError) as e:
+                results[variant.name].append({"error": str(e)[-600:]})
             advance(variant.name)
     return results
+
+
+def _ok(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in runs if "error" not in r]
 
 
 def mfu(run: dict[str, float], work: tvh.Workload, peak: float) -> float:
@@ -326,7 +337,12 @@ def case_rows(
     results: dict[str, list[dict[str, float]]], work: tvh.Workload, peak: float
 ) -> list[list[str]]:
     rows = []
-    for name, runs in results.items():
+    for name, all_runs in results.items():
+        runs = _ok(all_runs)
+        if not runs:
+            error = all_runs[0]["error"].strip().splitlines()[-1][:200]
+            rows.append([name, f"failed: {error}", "", "", "", ""])
+            continue
         tps = statistics.median(r["tokens_per_s"] for r in runs)
         gpu = [r["peak_gpu_mb"] for r in runs if "peak_gpu_mb" in r]
         rows.append(
@@ -352,38 +368,46 @@ CASE_HEADER = [
 ]
 
 
-def best(results: dict[str, list[dict[str, float]]], side: str) -> str:
-    names = [n for n in results if n.lower().startswith(side)]
-    return max(names, key=lambda n: statistics.median(r["tokens_per_s"] for r in results[n]))
+def best(results: dict[str, list[dict[str, Any]]], side: str) -> str | None:
+    """The side's fastest variant among those that ran; None when none did."""
+    names = [n for n in results if n.lower().startswith(side) and _ok(results[n])]
+    return max(names, key=lambda n: _median(results[n], "tokens_per_s"), default=None)
 
 
-def ratios(results: dict[str, list[dict[str, float]]]) -> dict[str, float]:
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r.get(key, math.nan) for r in _ok(runs))
+
+
+def ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """Ours over HF, each side's best variant; NaN where a side has no run (or no GPU)."""
     ours, hf = best(results, "ours"), best(results, "hf")
-
-    def med(name: str, key: str) -> float:
-        return statistics.median(r.get(key, float("nan")) for r in results[name])
-
+    if ours is None or hf is None:
+        return {"tokens_per_s": math.nan, "peak_gpu": math.nan}
     return {
-        "tokens_per_s": med(ours, "tokens_per_s") / med(hf, "tokens_per_s"),
-        "peak_gpu": med(ours, "peak_gpu_mb") / med(hf, "peak_gpu_mb")
-        if "peak_gpu_mb" in results[ours][0]
-        else float("nan"),
+        key: _median(results[ours], field) / _median(results[hf], field)
+        for key, field in (("tokens_per_s", "tokens_per_s"), ("peak_gpu", "peak_gpu_mb"))
     }
 
 
 def case_markdown(case: str, results: dict, work: tvh.Workload, peak: float) -> str:
-    r = ratios(results)
     return "\n\n".join(
         [
             f"`{case}`: {work.rows} packed rows of {work.max_seq_length} tokens per step for "
             f"ours, {work.examples} examples per step for HF (as many useful tokens on average); "
             f"{work.steps} steps, tokens/s over steps {work.warmup + 1}-{work.steps}.",
             table(CASE_HEADER, case_rows(results, work, peak)),
-            f"Ours (best: `{best(results, 'ours')}`) / HF (best: `{best(results, 'hf')}`): "
-            f"**{r['tokens_per_s']:.2f}x** useful tokens/s"
-            + ("." if math.isnan(r["peak_gpu"]) else f", peak GPU memory {r['peak_gpu']:.2f}x."),
+            _verdict(results),
         ]
     )
+
+
+def _verdict(results: dict[str, list[dict[str, Any]]]) -> str:
+    r = ratios(results)
+    sides = f"Ours (best: `{best(results, 'ours')}`) / HF (best: `{best(results, 'hf')}`): "
+    if math.isnan(r["tokens_per_s"]):
+        return sides + "no ratio, a side has no run that finished (its rows say why)."
+    memory = "" if math.isnan(r["peak_gpu"]) else f", peak GPU memory {r['peak_gpu']:.2f}x"
+    return sides + f"**{r['tokens_per_s']:.2f}x** useful tokens/s{memory}."
 
 
 # ---------------------------------------------------------------- 3. attention per bucket
@@ -695,7 +719,11 @@ def run(output: Path, dry_run: bool = False, budget_s: float = 480.0) -> Report:
                 report.skipped.append(name)
                 report.write()
                 continue
-            part(report)
+            try:
+                part(report)
+            except (RuntimeError, OSError, ValueError) as e:  # one part's failure is its own
+                message = str(e).strip().splitlines()[-1][:300] if str(e).strip() else repr(e)
+                report.add(name, name, {"error": str(e)[-3000:]}, f"Failed: `{message}`.")
     return report
 
 
@@ -717,11 +745,10 @@ def _parts(scale: Scale, data: str, dry_run: bool, peak: float):
 
     def lora_05b(report: Report) -> None:
         work = make_workload(scale, "0.5B LoRA", data, lora=True)
-        hf_name = best(report.figures["0.5B full"], "hf") if "0.5B full" in report.figures else None
-        hf = [v for v in throughput_variants(hf_attention()) if v.name == hf_name] or [
-            throughput_variants(hf_attention())[2]
-        ]
-        variants = [throughput_variants("")[0], hf[0]]
+        # HF's fastest variant of the full fine-tune, with its adapters.
+        hf_name = best(report.figures.get("0.5B full", {}), "hf")
+        hf = [v for v in throughput_variants(hf_attention()) if v.name == hf_name]
+        variants = [OURS, *(hf or [HF_GROUPED])]
         results = run_case(work, variants, 1, progress)
         report.add(
             "0.5B LoRA", "0.5B LoRA", results, case_markdown("0.5B LoRA", results, work, peak)
@@ -730,7 +757,7 @@ def _parts(scale: Scale, data: str, dry_run: bool, peak: float):
     def chunked_15b(report: Report) -> None:
         case = "1.5B full, 128k vocabulary"
         work = make_workload(scale, case, data)
-        variants = [throughput_variants("")[0], throughput_variants("")[2]]
+        variants = [OURS, HF_GROUPED]
         results = run_case(work, variants, 1, progress)
         report.add(case, case, results, case_markdown(case, results, work, peak))
 

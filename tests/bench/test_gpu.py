@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import gpu
+from bench import trainer_vs_hf as tvh
 
 PARTS = ["0.5B full", "0.5B LoRA", "1.5B full, 128k vocabulary", "attention", "checkpoint", "drill"]
 
@@ -60,3 +61,13 @@ def test_parts_past_the_budget_are_skipped_and_named(tmp_path: Path) -> None:
     assert list(raw["figures"]) == ["card"]
     assert raw["skipped"] == PARTS
     assert "Not run (time budget spent): 0.5B full, 0.5B LoRA" in (tmp_path / "gpu.md").read_text()
+
+
+def test_a_variant_that_fails_costs_its_row_not_the_case(tmp_path: Path) -> None:
+    data = str(tvh.make_dataset(tmp_path / "data.jsonl", records=40, median_words=10))
+    work = tvh.workload(data, {"model_type": "no-such-model"}, 64, 1, 2, 1)
+    results = gpu.run_case(work, [gpu.OURS], 1, lambda _: None)
+    assert "is not a transformers model type" in results["ours: packing"][0]["error"]
+    markdown = gpu.case_markdown("broken", results, work, peak=1.0)
+    assert "| ours: packing | failed: " in markdown
+    assert "no ratio, a side has no run that finished" in markdown
