@@ -115,7 +115,7 @@ def test_against_shows_what_differs_between_dev_and_prod(offline) -> None:
     text, _ = render_review("dev", against="prod")
     diff = text[text.index("## dev vs prod") :]
     assert "| network | mode | peering | psc-interface |" in diff
-    assert "gcp:billing/budget:Budget | 0 | 1 |" in diff
+    assert "gcp:billing/budget:Budget | 0 | 3 |" in diff  # the project's and two teams'
     assert "immutableTags" in diff
     # The environment name and project number are blanked: not every resource differs.
     assert 'storage-data | labels.cost-center | `"ml-research"` | `"ml-production"`' in diff
