@@ -309,6 +309,20 @@ TeamName = Annotated[
 ]
 
 
+CANCEL_PERMISSIONS = (
+    "aiplatform.customJobs.cancel",
+    "aiplatform.customJobs.list",
+    "aiplatform.hyperparameterTuningJobs.cancel",
+    "aiplatform.hyperparameterTuningJobs.list",
+)
+"""All a team budget's cancel function may do (its custom role; a policy holds the role to it).
+Studies too: a HyperparameterTuningJob starts new trials (each a CustomJob) until it reaches its
+trial count, so cancelling trials alone would not stop a team's spend; cancelling the study
+stops them all. Here, not with the component, so that the policy pack reads it without Pulumi."""
+CANCELER_ROLE_SUFFIX = "_budget_canceler"
+"""The custom role's id is ``<prefix with '_'>`` + this."""
+
+
 class TeamBudget(_Model):
     """One team's monthly billing budget over the resources labelled ``vtx-team: <name>``,
     whose updates reach a function that cancels the team's jobs past ``cancel_at``."""

@@ -22,22 +22,13 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.components.identity import sa_member
-from infra.config import TeamBudget
+from infra.config import CANCEL_PERMISSIONS, CANCELER_ROLE_SUFFIX, TeamBudget
 from jobs.core.stack import LABEL_TEAM
 
 FUNCTION_SOURCE = Path(__file__).resolve().parents[1] / "functions" / "budget_cancel"
 SOURCE_FILES = ("main.py", "cancel_jobs.py", "requirements.txt")
 ENTRY_POINT = "on_budget_update"
 RUNTIME = "python312"
-# What the function calls, and nothing else. Studies too: a HyperparameterTuningJob starts new
-# trials (each a CustomJob) until it reaches its trial count, so cancelling trials alone would
-# not stop a team's spend; cancelling the study stops them all.
-CANCEL_PERMISSIONS = (
-    "aiplatform.customJobs.cancel",
-    "aiplatform.customJobs.list",
-    "aiplatform.hyperparameterTuningJobs.cancel",
-    "aiplatform.hyperparameterTuningJobs.list",
-)
 # Cloud Billing publishes budget notifications as this Google account; the Budget API grants it
 # publisher on a topic it is given (which is why the caller needs pubsub.topics.setIamPolicy).
 # Declared here too, so that the grant is reviewed and survives a policy reset (infra/README.md,
@@ -119,7 +110,7 @@ class TeamBudgets(pulumi.ComponentResource):
         self.role = gcp.projects.IAMCustomRole(
             f"{self._name}-canceler-role",
             project=args.project,
-            role_id=f"{args.prefix.replace('-', '_')}_budget_canceler",
+            role_id=f"{args.prefix.replace('-', '_')}{CANCELER_ROLE_SUFFIX}",
             title="vtx team budget canceler",
             description="List and cancel Vertex CustomJobs and HyperparameterTuningJobs",
             permissions=list(CANCEL_PERMISSIONS),

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.components.team_budgets import BUDGET_PUBLISHER, CANCEL_PERMISSIONS, FUNCTION_SOURCE
+from infra.components.team_budgets import BUDGET_PUBLISHER, FUNCTION_SOURCE
+from infra.config import CANCEL_PERMISSIONS
 from infra.offline.program import OfflineRun, RecordedResource, run_offline
 from infra.policy.credential_checks import DEFAULT_COMPUTE_ACCOUNT
 from infra.policy.iam import grants_of
