@@ -28,7 +28,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from jobs.core import catalog
 from jobs.core.problems import HintedValueError, Problem, field_path
 from jobs.core.safe_yaml import YamlInputError, read_yaml_file, short_repr
-from jobs.core.stack import PROD_ENVIRONMENTS, is_production
+from jobs.core.stack import LABEL_TEAM, PROD_ENVIRONMENTS, TEAM_PATTERN, is_production
 
 QUOTA_SERVICE = "aiplatform.googleapis.com"
 # Vertex AI training reserves this range for its own networking: a peered or attached range
@@ -298,6 +298,48 @@ class BudgetConfig(_Model):
     """Fraction of the amount that alerts on forecasted spend; null for none."""
 
 
+TeamName = Annotated[
+    str,
+    _pattern(
+        TEAM_PATTERN,
+        "team name (lower case letters, digits and '-', starting with a letter, at most 30 "
+        "characters: a label value that fits the team's resource names)",
+        "nlp",
+    ),
+]
+
+
+CANCEL_PERMISSIONS = (
+    "aiplatform.customJobs.cancel",
+    "aiplatform.customJobs.list",
+    "aiplatform.hyperparameterTuningJobs.cancel",
+    "aiplatform.hyperparameterTuningJobs.list",
+)
+"""All a team budget's cancel function may do (its custom role; a policy holds the role to it).
+Studies too: a HyperparameterTuningJob starts new trials (each a CustomJob) until it reaches its
+trial count, so cancelling trials alone would not stop a team's spend; cancelling the study
+stops them all. Here, not with the component, so that the policy pack reads it without Pulumi."""
+CANCELER_ROLE_SUFFIX = "_budget_canceler"
+"""The custom role's id is ``<prefix with '_'>`` + this."""
+
+
+class TeamBudget(_Model):
+    """One team's monthly billing budget over the resources labelled ``vtx-team: <name>``,
+    whose updates reach a function that cancels the team's jobs past ``cancel_at``."""
+
+    name: TeamName
+    """The team, as jobs name it (``team: nlp`` in a template, the ``vtx-team`` label)."""
+    monthly_amount: int = Field(gt=0)
+    """Whole units of ``budget.currency`` per calendar month."""
+    thresholds: list[Annotated[float, Field(gt=0, le=10)]] = Field(
+        default_factory=lambda: [0.5, 0.9, 1.0], min_length=1
+    )
+    """Fractions of the amount that e-mail the billing account's admins on current spend."""
+    cancel_at: float | None = Field(default=1.0, gt=0, le=10)
+    """Fraction of the amount (current spend, never a forecast) past which the team's running
+    and queued jobs are cancelled; null: alerts only. One of the thresholds or above them all."""
+
+
 class CiConfig(_Model):
     """A GitHub Actions identity (Workload Identity Federation) allowed to act as the launcher."""
 
@@ -370,6 +412,8 @@ class PlatformConfig(_Model):
     kms_rotation_days: int = Field(default=90, ge=1, le=36500)
     """Rotation period of the CMEK key."""
     budget: BudgetConfig | None = None
+    teams: list[TeamBudget] = Field(default_factory=list)
+    """Per-team budgets that cancel the team's jobs (needs ``budget.billing_account``)."""
     ci: CiConfig | None = None
     capacity_regions: list[CapacityRegion] = Field(default_factory=list)
     """Further regions jobs may run in besides gcp:region (capacity ladder rungs)."""
@@ -512,6 +556,7 @@ def _cross_checks(config: StackConfig) -> Iterator[tuple[str, str, str | None]]:
     yield from _serving_checks(platform, config.region)
     yield from _storage_checks(platform.storage)
     yield from _quota_checks(platform, config.region)
+    yield from _team_checks(platform)
     location = platform.storage.location
     if platform.cmek and location is not None and location.lower() != config.region:
         yield (
@@ -690,4 +735,37 @@ def _quota_checks(platform: PlatformConfig, region: str) -> Iterator[tuple[str, 
             "vtx:platform.quota_contact_email",
             "required when quotas are requested (Google contacts this address about them)",
             "e.g. ml-platform@acme.com",
+        )
+
+
+def _team_checks(platform: PlatformConfig) -> Iterator[tuple[str, str, str | None]]:
+    """Team budgets are budgets of the stack's billing account, one per team name, cancelling at
+    a fraction the e-mail alerts warn of first (one of the thresholds, or past them all)."""
+    if platform.teams and platform.budget is None:
+        yield (
+            "vtx:platform.teams",
+            "team budgets are billing budgets: they need the billing account that "
+            "budget.billing_account names",
+            "add budget: {billing_account: 0A1B2C-3D4E5F-6A7B8C, monthly_amount: 20000}",
+        )
+    seen: dict[str, int] = {}
+    for index, team in enumerate(platform.teams):
+        base = f"vtx:platform.teams[{index}]"
+        if team.name in seen:
+            yield f"{base}.name", f"listed already, at teams[{seen[team.name]}]", None
+        seen.setdefault(team.name, index)
+        cancel_at, highest = team.cancel_at, max(team.thresholds)
+        if cancel_at is not None and cancel_at not in team.thresholds and cancel_at < highest:
+            yield (
+                f"{base}.cancel_at",
+                f"{cancel_at:g} is below threshold {highest:g} and not one of the thresholds: "
+                "the team's jobs would be cancelled before an alert said so",
+                f"add {cancel_at:g} to thresholds, or cancel_at: {highest:g}",
+            )
+    if LABEL_TEAM in platform.labels:
+        yield (
+            f"vtx:platform.labels.{LABEL_TEAM}",
+            "is the label each job's team is written in: a stack-wide value would bill every "
+            "resource to one team",
+            "remove it; a job names its team with `team:` in its template",
         )

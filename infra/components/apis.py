@@ -40,6 +40,16 @@ def required_services(platform: PlatformConfig) -> list[str]:
         services.append("containerscanning.googleapis.com")
     if platform.budget is not None:
         services.append("billingbudgets.googleapis.com")
+    if any(team.cancel_at is not None for team in platform.teams):
+        # The team budgets' cancel functions: topics, the function (built by Cloud Build, run
+        # on Cloud Run) and its Eventarc trigger.
+        services += [
+            "pubsub.googleapis.com",
+            "cloudfunctions.googleapis.com",
+            "cloudbuild.googleapis.com",
+            "run.googleapis.com",
+            "eventarc.googleapis.com",
+        ]
     if platform.ci is not None:
         # Federation exchanges a GitHub token at STS, then mints the launcher's token.
         services += ["sts.googleapis.com", "iamcredentials.googleapis.com"]

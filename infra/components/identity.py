@@ -62,6 +62,8 @@ class ServiceAgentsArgs:
     """Enablement of aiplatform.googleapis.com: the agents exist only once it is on."""
     artifactregistry_api: list[pulumi.Resource] | None = None
     """Set (CMEK only) to also resolve the Artifact Registry and Cloud Storage agents."""
+    pubsub_api: list[pulumi.Resource] | None = None
+    """Set (CMEK with team budgets' topics) to also resolve Pub/Sub's agent."""
 
 
 class ServiceAgents(pulumi.ComponentResource):
@@ -77,6 +79,7 @@ class ServiceAgents(pulumi.ComponentResource):
     custom_code: pulumi.Output[str]
     artifactregistry: pulumi.Output[str] | None = None
     storage: pulumi.Output[str] | None = None
+    pubsub: pulumi.Output[str] | None = None
 
     def __init__(
         self, name: str, args: ServiceAgentsArgs, opts: pulumi.ResourceOptions | None = None
@@ -108,6 +111,14 @@ class ServiceAgents(pulumi.ComponentResource):
             # Cloud Storage's agent is not a ServiceIdentity: the storage API returns it.
             self.storage = gcp.storage.get_project_service_account_output(
                 project=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
+            ).member
+        if args.pubsub_api is not None:
+            # Pub/Sub encrypts a CMEK topic's messages as its agent.
+            self.pubsub = gcp.projects.ServiceIdentity(
+                f"{name}-pubsub",
+                project=args.project,
+                service="pubsub.googleapis.com",
+                opts=pulumi.ResourceOptions(parent=self, depends_on=args.pubsub_api),
             ).member
         self.register_outputs({"aiplatform": self.aiplatform, "custom_code": self.custom_code})
 

@@ -32,6 +32,7 @@ from infra.components.registry import Registry, RegistryArgs
 from infra.components.secret_manager import Secrets, SecretsArgs
 from infra.components.shared_vpc import SharedVpc, SharedVpcArgs
 from infra.components.storage import Storage, StorageArgs
+from infra.components.team_budgets import TeamBudgets, TeamBudgetsArgs
 from infra.config import StackConfig
 
 
@@ -53,6 +54,7 @@ class Platform(pulumi.ComponentResource):
         self._child = pulumi.ResourceOptions(parent=self)
         project = config.project
         self._number = gcp.organizations.get_project_output(project_id=project).number
+        cancelling = any(team.cancel_at is not None for team in self._platform.teams)
 
         self._apis = Apis("apis", ApisArgs(project, required_services(self._platform)), self._child)
         self._agents = ServiceAgents(
@@ -62,6 +64,7 @@ class Platform(pulumi.ComponentResource):
                 self._number,
                 self._apis.on("aiplatform"),
                 self._apis.on("artifactregistry") if self._platform.cmek else None,
+                self._apis.on("pubsub") if self._platform.cmek and cancelling else None,
             ),
             self._child,
         )
@@ -91,6 +94,8 @@ class Platform(pulumi.ComponentResource):
         self._quotas()
         secrets = self._secrets()
         observability = self._observability()
+        if self._platform.teams:
+            self._team_budgets(storage)
         if self._platform.ci is not None:
             self._ci()
 
@@ -133,6 +138,8 @@ class Platform(pulumi.ComponentResource):
                 if self._platform.serving.private
                 else {}
             ),
+            # Absent without teams, as regions: such stacks export as before.
+            **({"teams": [t.name for t in self._platform.teams]} if self._platform.teams else {}),
         )
         self.register_outputs({"platform": self.outputs})
 
@@ -166,6 +173,7 @@ class Platform(pulumi.ComponentResource):
                     "storage": agents.storage,
                     "artifactregistry": agents.artifactregistry,
                     "aiplatform": agents.aiplatform,
+                    **({"pubsub": agents.pubsub} if agents.pubsub is not None else {}),
                 },
                 apis=self._apis.on("cloudkms"),
                 agents_ready=[agents, *self._apis.on("storage")],
@@ -347,6 +355,36 @@ class Platform(pulumi.ComponentResource):
                 kms_key=self._kms_key,
                 tensorboard_depends_on=[*self._apis.on("aiplatform"), *self._kms_grants],
                 budget_depends_on=self._apis.on("billingbudgets") if budget else [],
+            ),
+            self._child,
+        )
+
+    def _team_budgets(self, storage: Storage) -> TeamBudgets:
+        budget, config = self._platform.budget, self._config
+        assert budget is not None  # config.py refuses teams without it
+        return TeamBudgets(
+            "teams",
+            TeamBudgetsArgs(
+                project=config.project,
+                project_number=self._number,
+                region=config.region,
+                job_regions=[config.region, *(r.region for r in self._platform.capacity_regions)],
+                prefix=self._platform.prefix,
+                labels=self._labels,
+                billing_account=budget.billing_account,
+                currency=budget.currency,
+                teams=list(self._platform.teams),
+                source_bucket=storage.buckets["staging"].name,
+                kms_key=self._kms_key,
+                apis=[
+                    *self._apis.on("billingbudgets", "iam", "cloudresourcemanager"),
+                    *(
+                        self._apis.on("pubsub", "cloudfunctions", "cloudbuild", "run", "eventarc")
+                        if any(team.cancel_at is not None for team in self._platform.teams)
+                        else []
+                    ),
+                ],
+                depends_on=self._kms_grants,
             ),
             self._child,
         )

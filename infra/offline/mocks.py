@@ -80,11 +80,13 @@ def _account(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[
 # The attribute naming what an IAM member is granted on, most specific first.
 IAM_SCOPES = (
     "bucket",
+    "topic",
     "secretId",
     "cryptoKeyId",
     "serviceAccountId",
     "subnetwork",
     "repository",
+    "name",
     "project",
 )
 
@@ -224,6 +226,30 @@ def _wif_provider(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, 
     return provider, {"name": provider, "state": "ACTIVE"}
 
 
+def _topic(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return f"projects/{ctx.project_of(i)}/topics/{i['name']}", {}
+
+
+def _bucket_object(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return f"{i['bucket']}-{i['name']}", {
+        "selfLink": f"https://www.googleapis.com/storage/v1/b/{i['bucket']}/o/{i['name']}",
+        "generation": int(_numeric_id(name, 16)),
+        "md5hash": "bW9jaw==",
+    }
+
+
+def _function(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    project, location = ctx.project_of(i), i.get("location", ctx.region)
+    function = f"projects/{project}/locations/{location}/functions/{i['name']}"
+    service = f"projects/{project}/locations/{location}/services/{i['name']}"
+    return function, {
+        "state": "ACTIVE",
+        "url": f"https://{location}-{project}.cloudfunctions.net/{i['name']}",
+        "environment": "GEN_2",
+        "serviceConfig": {**(i.get("serviceConfig") or {}), "service": service},
+    }
+
+
 RESOURCE_OUTPUTS: dict[str, OutputFn] = {
     "gcp:projects/service:Service": _service,
     "gcp:projects/serviceIdentity:ServiceIdentity": _service_identity,
@@ -236,6 +262,11 @@ RESOURCE_OUTPUTS: dict[str, OutputFn] = {
     "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": _iam_member,
     "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember": _iam_member,
     "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": _iam_member,
+    "gcp:pubsub/topicIAMMember:TopicIAMMember": _iam_member,
+    "gcp:cloudrunv2/serviceIamMember:ServiceIamMember": _iam_member,
+    "gcp:pubsub/topic:Topic": _topic,
+    "gcp:storage/bucketObject:BucketObject": _bucket_object,
+    "gcp:cloudfunctionsv2/function:Function": _function,
     "gcp:compute/network:Network": _global("networks"),
     "gcp:compute/firewall:Firewall": _global("firewalls"),
     "gcp:compute/globalAddress:GlobalAddress": _global("addresses"),

@@ -96,6 +96,30 @@ class UnknownInvokeError(Exception):
 _local = threading.local()
 
 
+def _plain_assets(value: Any) -> Any:
+    """Inputs with Pulumi's assets and archives as what they hold (a file's path from the
+    repository root, an archive's members): records, inventories and reviews compare them as
+    data, never as an object's address."""
+    import pulumi
+
+    if isinstance(value, pulumi.AssetArchive):
+        return {"archive": {name: _plain_assets(a) for name, a in sorted(value.assets.items())}}
+    if isinstance(value, pulumi.FileAsset | pulumi.FileArchive):
+        path = Path(str(value.path)).resolve()
+        return {
+            "file": str(path.relative_to(PROJECT_DIR))
+            if path.is_relative_to(PROJECT_DIR)
+            else str(path)
+        }
+    if isinstance(value, pulumi.StringAsset):
+        return {"text": value.text}
+    if isinstance(value, dict):
+        return {k: _plain_assets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_assets(v) for v in value]
+    return value
+
+
 def _make_mocks(ctx: MockContext) -> Any:
     import pulumi
 
@@ -107,12 +131,13 @@ def _make_mocks(ctx: MockContext) -> Any:
 
         def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
             outputs_fn = RESOURCE_OUTPUTS.get(args.typ)
+            inputs = _plain_assets(dict(args.inputs))
             if outputs_fn is None:
                 resource_id, computed = f"{args.name}-id", {}
             else:
-                resource_id, computed = outputs_fn(ctx, args.name, args.inputs)
-            state = {**args.inputs, **computed}
-            _local.last = (dict(args.inputs), resource_id, state)
+                resource_id, computed = outputs_fn(ctx, args.name, inputs)
+            state = {**inputs, **computed}
+            _local.last = (inputs, resource_id, state)
             return resource_id, state
 
         def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
@@ -327,4 +352,3 @@ def main(argv: list[str] | None = None) -> int:
     else:
         console.print(render_preview(run))
     return 0
-

@@ -17,12 +17,15 @@ from typing import Any
 # because bucket- or secret-level IAM resources may also carry a ``project`` input.
 _SCOPE_KEYS = (
     "bucket",
+    "topic",
     "secretId",
     "serviceAccountId",
     "cryptoKeyId",
     "keyRingId",
     "repository",
     "subnetwork",
+    # A Cloud Run service's IAM names the service ``name`` (cloudrunv2/serviceIamMember).
+    "name",
     "region",
     "project",
     "folder",

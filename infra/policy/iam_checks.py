@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from infra.config import CANCEL_PERMISSIONS, CANCELER_ROLE_SUFFIX
 from infra.policy.iam import (
     PUBLIC_PRINCIPALS,
     custom_role_ref,
@@ -74,6 +75,7 @@ CUSTOM_ROLE_TYPES = {
     "gcp:projects/iAMCustomRole:IAMCustomRole": ("projects", "project"),
     "gcp:organizations/iAMCustomRole:IAMCustomRole": ("organizations", "orgId"),
 }
+PROJECT_CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 AUDIT_CONFIG_TYPES = frozenset(
     {
         "gcp:projects/iAMAuditConfig:IAMAuditConfig",
@@ -213,3 +215,19 @@ def audit_logs_no_exemptions(
                     f"{log.get('logType')} audit logs of {service} exempt {', '.join(exempted)}"
                 )
     return messages
+
+
+def budget_canceler_only_cancels(
+    resource_type: str, props: Mapping[str, Any], _: RuleContext
+) -> list[str]:
+    """A team budget's cancel function runs unattended on every budget update: its role may
+    list and cancel jobs (infra.config.CANCEL_PERMISSIONS) and nothing else."""
+    if resource_type != PROJECT_CUSTOM_ROLE or not str(props.get("roleId", "")).endswith(
+        CANCELER_ROLE_SUFFIX
+    ):
+        return []
+    permissions = props.get("permissions")
+    if not known(permissions) or not isinstance(permissions, list):
+        return []
+    extra = sorted(set(map(str, permissions)) - set(CANCEL_PERMISSIONS))
+    return [f"holds {', '.join(extra)} beyond listing and cancelling jobs"] if extra else []

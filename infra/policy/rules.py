@@ -19,6 +19,7 @@ from infra.policy.credential_checks import (
 )
 from infra.policy.iam_checks import (
     audit_logs_no_exemptions,
+    budget_canceler_only_cancels,
     no_admin_roles_on_service_accounts,
     no_primitive_roles,
     no_project_wide_admin,
@@ -99,6 +100,13 @@ RULES: tuple[Rule, ...] = (
         "setIamPolicy...).",
         "drop those permissions from the role, or grant it on the one resource that needs it",
         stack_check=no_project_wide_escalating_custom_roles,
+    ),
+    Rule(
+        "budget-canceler-only-cancels",
+        "A team budget's cancel function holds only the permissions to list and cancel Vertex "
+        "jobs and studies.",
+        "keep the role's permissions to infra.config.CANCEL_PERMISSIONS",
+        resource_check=budget_canceler_only_cancels,
     ),
     Rule(
         "no-admin-roles-on-service-accounts",

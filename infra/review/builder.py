@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.policy.evaluate import PolicySubject, Verdict, evaluate
-from infra.policy.iam import grants_of
+from infra.policy.iam import custom_role_ref, grants_of
 from infra.policy.rule_types import RuleContext
 from infra.policy.values import UNKNOWN
 from infra.review.diagram import display_name, mermaid
 from infra.review.rows import IamRow, PolicyRow, TypeCount
 from infra.review.sources import ReviewResource, ReviewSource
+from jobs.core.stack import LABEL_TEAM
 
 COMPUTED = "(computed)"
 
@@ -35,6 +36,7 @@ class Report:
     buckets: list[dict[str, Any]]
     quotas: list[dict[str, Any]]
     secrets: list[dict[str, Any]]
+    teams: list[dict[str, Any]]
     policy: list[PolicyRow]
     diagram: str
     platform: Mapping[str, Any] = field(default_factory=dict)
@@ -274,6 +276,69 @@ def secrets_section(resources: Sequence[ReviewResource]) -> list[dict[str, Any]]
     return rows
 
 
+def _team_of(resource: ReviewResource) -> object:
+    labels = resource.inputs.get("labels")
+    return labels.get(LABEL_TEAM) if isinstance(labels, Mapping) else None
+
+
+def _role_permissions(resources: Sequence[ReviewResource], account: object) -> list[str]:
+    """What the account may do: each role granted to it, a custom role with its permissions."""
+    declared = {
+        shown(r.inputs.get("roleId")): r.inputs.get("permissions") or []
+        for r in _of_type(resources, "gcp:projects/iAMCustomRole:IAMCustomRole")
+    }
+    held = []
+    for r in resources:
+        for grant in grants_of(r.type, r.inputs):
+            if grant.principal != f"serviceAccount:{shown(account)}":
+                continue
+            ref = custom_role_ref(shown(grant.role))
+            if ref is not None and ref[2] in declared:
+                permissions = ", ".join(shown(p) for p in declared[ref[2]])
+                held.append(f"{grant.role} ({permissions})")
+            else:
+                held.append(shown(grant.role))
+    return sorted(held) or ["-"]
+
+
+def teams_section(resources: Sequence[ReviewResource]) -> list[dict[str, Any]]:
+    """Per team budget, the chain that stops its jobs: the budget (amount, thresholds, the label
+    it counts) -> the topic its updates go to -> the function the topic triggers -> what the
+    function's account may do. A team without a cancel function shows "-" past its budget."""
+    topics = {_team_of(r): r for r in _of_type(resources, "gcp:pubsub/topic:Topic")}
+    functions = {
+        _team_of(r): r for r in _of_type(resources, "gcp:cloudfunctionsv2/function:Function")
+    }
+    rows = []
+    for budget in _of_type(resources, "gcp:billing/budget:Budget"):
+        labels = (budget.inputs.get("budgetFilter") or {}).get("labels") or {}
+        if not isinstance(labels, Mapping) or LABEL_TEAM not in labels:
+            continue
+        team = labels[LABEL_TEAM]
+        amount = (budget.inputs.get("amount") or {}).get("specifiedAmount") or {}
+        thresholds = [r.get("thresholdPercent") for r in budget.inputs.get("thresholdRules") or []]
+        topic, function = topics.get(team), functions.get(team)
+        service = (function.inputs.get("serviceConfig") or {}) if function else {}
+        env = service.get("environmentVariables") or {}
+        account = service.get("serviceAccountEmail")
+        rows.append(
+            {
+                "team": shown(team),
+                "budget": f"{shown(amount.get('units'))} {shown(amount.get('currencyCode'))}/month",
+                "thresholds": ", ".join(shown(t) for t in thresholds) or "-",
+                "label_filter": ", ".join(f"{k}={shown(v)}" for k, v in labels.items()),
+                "topic": shown(topic.inputs.get("name")) if topic else "-",
+                "topic_cmek": shown(topic.inputs.get("kmsKeyName")) if topic else "-",
+                "function": shown(function.inputs.get("name")) if function else "-",
+                "cancel_at": shown(env.get("VTX_CANCEL_AT")) if function else "-",
+                "regions": shown(env.get("VTX_REGIONS")) if function else "-",
+                "runs_as": shown(account) if function else "-",
+                "permissions": _role_permissions(resources, account) if function else ["-"],
+            }
+        )
+    return sorted(rows, key=lambda row: row["team"])
+
+
 def policy_section(verdicts: Sequence[Verdict]) -> list[PolicyRow]:
     return [
         PolicyRow(
@@ -313,6 +378,7 @@ def build_report(source: ReviewSource) -> Report:
         buckets=buckets_section(resources),
         quotas=quotas_section(resources),
         secrets=secrets_section(resources),
+        teams=teams_section(resources),
         policy=policy_section(verdicts),
         diagram=mermaid(resources, iam),
         platform=source.platform,

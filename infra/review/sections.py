@@ -184,6 +184,38 @@ def report_sections(report: Report) -> list[Section]:
             [(s["secret_id"], s["replication"], s["versions_in_state"]) for s in report.secrets],
         ),
         _one_table(
+            "Team budgets",
+            (
+                "team",
+                "budget",
+                "alerts at",
+                "counts",
+                "topic",
+                "topic key",
+                "function",
+                "cancels at",
+                "in regions",
+                "runs as",
+                "may",
+            ),
+            [
+                (
+                    t["team"],
+                    t["budget"],
+                    t["thresholds"],
+                    t["label_filter"],
+                    t["topic"],
+                    t["topic_cmek"],
+                    t["function"],
+                    t["cancel_at"],
+                    t["regions"],
+                    t["runs_as"],
+                    tuple(t["permissions"]),
+                )
+                for t in report.teams
+            ],
+        ),
+        _one_table(
             "Policies",
             ("policy", "level", "verdict", "findings"),
             [

@@ -16,7 +16,7 @@ import re
 import secrets as random
 from datetime import UTC, datetime
 
-from jobs.core.stack import StackOutputs
+from jobs.core.stack import LABEL_TEAM, StackOutputs
 
 LABEL_RUN_ID = "vtx-run-id"
 LABEL_TEMPLATE = "vtx-template"
@@ -29,6 +29,9 @@ LABEL_BUDGET = "vtx-budget-usd"
 (the follower, the local platform) can stop it: label values are [a-z0-9_-], so ``12.5`` is
 written ``12_5``. Set by the compiler only; a template's own label of this name is dropped."""
 BUDGET_DECIMALS = 6
+OWN_LABELS = (*VTX_LABELS, LABEL_BUDGET, LABEL_TEAM)
+"""Every label only the compiler writes: a template's own label of one of these names is
+dropped (its budget is ``budget:``, its team ``team:``; `jobs.core.stack.LABEL_TEAM`)."""
 
 RUN_ID_ENV = "VTX_RUN_ID"
 RUN_ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,62}$")

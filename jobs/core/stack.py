@@ -37,6 +37,15 @@ def is_production(environment: str | None) -> bool:
     return environment is not None and environment.strip().lower() in PROD_ENVIRONMENTS
 
 
+LABEL_TEAM = "vtx-team"
+"""The team a job is billed to, a label on each of its jobs (the compiler writes a template's
+``team:``). A stack with team budgets filters each budget on it and its cancel function lists
+a team's jobs by it. Defined here, with the stack contract, because infra/ reads it too and
+may import nothing else of jobs/ (pyproject's import contracts)."""
+TEAM_PATTERN = r"^[a-z](?:[a-z0-9-]{0,28}[a-z0-9])?$"
+"""A team name: a label value that also fits the names of the stack's per-team resources
+(``<prefix>-budget-<team>``: Cloud Functions names take no '_'), at most 30 characters."""
+
 MAX_STACK_FILE_BYTES = 1 << 20
 
 
@@ -117,6 +126,9 @@ class StackOutputs(BaseModel):
     """Further regions jobs may run in (capacity ladder rungs), not ``region`` itself."""
     private_serving: PrivateServing | None = None
     """Set when deployed models must be private; None: public endpoints."""
+    teams: list[str] = Field(default_factory=list)
+    """The teams with a budget (``teams`` in the stack config); when not empty every job must
+    name one of them (``team:``), so that its cost counts toward that team's budget."""
     # Set only by the local platform; None means Google's public endpoints.
     vertex_endpoint: str | None = None
     gcs_endpoint: str | None = None

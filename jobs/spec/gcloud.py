@@ -16,10 +16,9 @@ from typing import Any
 
 from jobs.core.catalog import REDUCTION_SERVER_IMAGE
 from jobs.core.contract import (
-    LABEL_BUDGET,
     LABEL_TEMPLATE,
+    OWN_LABELS,
     RUN_ID_ENV,
-    VTX_LABELS,
     VTX_SECRETS_ENV,
     budget_of,
     secret_parts,
@@ -27,6 +26,7 @@ from jobs.core.contract import (
 from jobs.core.credentials import looks_like_credential_name, looks_like_key
 from jobs.core.document_strings import document_strings, shaped_string_problems
 from jobs.core.problems import Problem
+from jobs.core.stack import LABEL_TEAM
 from jobs.core.user_io import load_json_text
 from jobs.spec.document import CUSTOM_JOB, TEMPLATE, Document, load_document
 from jobs.spec.rest_check import SPEC_MESSAGE, check_rest_fields
@@ -226,12 +226,15 @@ def import_spec(spec: dict, name: str, labels: dict | None = None) -> Imported:
         template["scheduling"] = out
     if spec.get("enableWebAccess"):
         template["web_access"] = True
-    user_labels = {k: v for k, v in (labels or {}).items() if k not in (*VTX_LABELS, LABEL_BUDGET)}
+    user_labels = {k: v for k, v in (labels or {}).items() if k not in OWN_LABELS}
     if user_labels:
         template["labels"] = user_labels
     budget = budget_of(labels or {})
     if budget is not None:  # a job vtx compiled carries its template's budget as a label
         template["budget"] = {"max_cost_usd": budget}
+    team = (labels or {}).get(LABEL_TEAM)
+    if team:  # a job vtx compiled carries its template's team as a label
+        template["team"] = team
     for key, provider in STACK_FIELDS.items():
         if key in spec:
             notes.append(f"{key} dropped: the stack provides it ({provider})")

@@ -27,6 +27,7 @@ from jobs.core.problems import HintedValueError, Problem, field_path
 from jobs.core.safe_yaml import (
     short_repr,
 )
+from jobs.core.stack import TEAM_PATTERN
 from jobs.spec.field_hints import field_hint
 from jobs.spec.rest_schema import integer_range, message_fields
 from jobs.spec.study import STUDY_MODELS, Study
@@ -275,6 +276,9 @@ class JobTemplate(_Strict):
     """A hyperparameter tuning study: every trial runs this job with its parameters appended."""
     budget: Budget | None = None
     """The most this run may cost; cancelled once its meter crosses it."""
+    team: str | None = Field(default=None, pattern=TEAM_PATTERN)
+    """The team the run is billed to: the ``vtx-team`` label on its jobs, which a stack's team
+    budget counts and whose cancel function stops; required on a stack that declares teams."""
 
     def to_document(self) -> dict[str, Any]:
         """The template as a plain document (what validation and ``--set`` work on)."""
@@ -342,6 +346,9 @@ def _pydantic_problems(exc: ValidationError, source: str | None = None) -> list[
             hint = "one of standard, spot, flex_start"
         elif path.startswith("budget"):
             hint = "a positive number of US dollars: budget: {max_cost_usd: 25}"
+        elif path == "team":
+            message = "must be lower case letters, digits and '-', starting with a letter"
+            hint = "at most 30 characters, a team the stack declares: team: nlp"
         elif path.endswith("reservation.affinity"):
             hint = f"one of {', '.join(AFFINITIES)}"
         problems.append(Problem(path, message, hint, source))

@@ -23,9 +23,9 @@ from jobs.core.contract import (
     LABEL_ENVIRONMENT,
     LABEL_RUN_ID,
     LABEL_TEMPLATE,
+    OWN_LABELS,
     RUN_ID_ENV,
     RUN_ID_PATTERN,
-    VTX_LABELS,
     VTX_SECRETS_ENV,
     budget_label,
     output_prefix,
@@ -33,7 +33,7 @@ from jobs.core.contract import (
 )
 from jobs.core.durations import format_duration_s
 from jobs.core.problems import Problem
-from jobs.core.stack import StackOutputs, is_production
+from jobs.core.stack import LABEL_TEAM, StackOutputs, is_production
 from jobs.spec.template import AFFINITIES, ROLES, JobTemplate, Pool, Reservation
 from jobs.training.facts import JobFacts, facts_from_rest_job
 
@@ -137,7 +137,29 @@ def stack_problems(template: JobTemplate, stack: StackOutputs) -> list[Problem]:
             )
         )
     problems.extend(_secret_problems(template, stack))
+    problems.extend(_team_problems(template.team, stack))
     return problems
+
+
+def _team_problems(team: str | None, stack: StackOutputs) -> Iterator[Problem]:
+    """A stack with team budgets counts every job toward one: a job without a team, or with
+    one the stack has no budget for, would run outside every team's budget and its cancel."""
+    if not stack.teams:
+        return
+    teams = ", ".join(stack.teams)
+    if team is None:
+        yield Problem(
+            "team",
+            f"stack {stack.project} bills every job to a team ({teams}); this job names none",
+            f"team: {stack.teams[0]} (one of {teams})",
+        )
+    elif team not in stack.teams:
+        yield Problem(
+            "team",
+            f"{team!r} is not a team of stack {stack.project} ({teams})",
+            f"one of {teams}, or add it under vtx:platform.teams in the stack config and "
+            "`pulumi up`",
+        )
 
 
 def _machine_spec(pool: Pool) -> dict[str, Any]:
@@ -222,8 +244,9 @@ def _scheduling(template: JobTemplate) -> dict[str, Any]:
 
 def _labels(template: JobTemplate, stack: StackOutputs, run_id: str) -> dict[str, str]:
     # The platform team's labels (billing, ownership) win over a template's.
-    # vtx's own labels only ever say what the compiler wrote (a budget is `budget:`).
-    own = {k: v for k, v in template.labels.items() if k not in (*VTX_LABELS, LABEL_BUDGET)}
+    # vtx's own labels only ever say what the compiler wrote (a budget is `budget:`, a team
+    # `team:`).
+    own = {k: v for k, v in template.labels.items() if k not in OWN_LABELS}
     return {
         **own,
         **stack.labels,
@@ -231,6 +254,7 @@ def _labels(template: JobTemplate, stack: StackOutputs, run_id: str) -> dict[str
         LABEL_TEMPLATE: template.name,
         LABEL_ENVIRONMENT: re.sub(r"[^a-z0-9_-]", "-", stack.environment.lower())[:63],
         **({LABEL_BUDGET: budget_label(template.budget.max_cost_usd)} if template.budget else {}),
+        **({LABEL_TEAM: template.team} if template.team else {}),
     }
 
 

@@ -16,6 +16,7 @@ from infra.config import (
     PlatformConfig,
     QuotaRequest,
     StackConfig,
+    TeamBudget,
     load_stack_config,
     read_stack_file,
 )
@@ -65,6 +66,15 @@ def test_real_stack_files_are_valid(stack: str) -> None:
     assert config.platform.environment == stack
 
 
+@pytest.mark.parametrize("cancel_at", [0.9, 1.0, 1.5, None])
+def test_a_team_cancels_at_one_of_its_thresholds_above_them_all_or_never(
+    cancel_at: float | None,
+) -> None:
+    values = mutated("prod", ("teams[0].cancel_at", cancel_at))
+    config = load_stack_config(values, "Pulumi.test.yaml")
+    assert config.platform.teams[0].cancel_at == cancel_at
+
+
 # (stack, changes, expected key path, fragment of the message or hint)
 CASES: list[tuple[str, list[tuple[str, Any]], str, str]] = [
     ("dev", [("network.subnet_cidr", "10.10.0.0/33")], "network.subnet_cidr", "not an IPv4 CIDR"),
@@ -96,6 +106,13 @@ CASES: list[tuple[str, list[tuple[str, Any]], str, str]] = [
     ("prod", [("budget.billing_account", "1234")], "budget.billing_account", "0A1B2C"),
     ("prod", [("budget.monthly_amount", 0)], "budget.monthly_amount", "greater than 0"),
     ("dev", [("secrets", ["hf-token", "hf-token"])], "secrets", "twice"),
+    ("prod", [("budget", DELETE)], "teams", "budget.billing_account"),
+    ("prod", [("teams[0].name", "NLP_team")], "teams[0].name", "team name"),
+    ("prod", [("teams[0].name", "n" * 31)], "teams[0].name", "at most 30"),
+    ("prod", [("teams[1].name", "nlp")], "teams[1].name", "listed already, at teams[0]"),
+    ("prod", [("teams[0].cancel_at", 0.7)], "teams[0].cancel_at", "add 0.7 to thresholds"),
+    ("prod", [("teams[0].monthly_amount", 0)], "teams[0].monthly_amount", "greater than 0"),
+    ("prod", [("labels.vtx-team", "nlp")], "labels.vtx-team", "team:"),
     ("dev", [("ci.github_repository", "not a repo")], "ci.github_repository", "acme/vtx"),
 ]
 
@@ -256,6 +273,11 @@ def test_readme_reference_lists_every_platform_key() -> None:
         f"capacity_regions[].{f}"
         for f in CapacityRegion.model_fields
         if f"`{f}`" not in reference.split("`capacity_regions[]`", 1)[-1]
+    ]
+    missing += [
+        f"teams[].{f}"
+        for f in TeamBudget.model_fields
+        if f"`{f}`" not in reference.split("`teams[]`", 1)[-1]
     ]
     assert not missing, f"infra/README.md reference lacks: {missing}"
 

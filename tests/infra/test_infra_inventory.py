@@ -37,7 +37,7 @@ def test_inventory_covers_every_component(stack_run: OfflineRun) -> None:
         "ci",
     }
     if stack_run.stack == "prod":
-        expected |= {"kms", "shared-vpc"}
+        expected |= {"kms", "shared-vpc", "teams"}
     assert components == expected
 
 

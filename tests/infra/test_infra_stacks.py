@@ -59,7 +59,11 @@ def test_outputs_name_the_declared_resources(stack_run: OfflineRun) -> None:
     outputs = platform(stack_run)
     bucket_names = {r.inputs["name"] for r in stack_run.of_type("gcp:storage/bucket:Bucket")}
     assert set(outputs.buckets.model_dump().values()) == bucket_names
-    accounts = {r.outputs["email"] for r in stack_run.of_type("gcp:serviceaccount/account:Account")}
+    accounts = {
+        r.outputs["email"]
+        for r in stack_run.of_type("gcp:serviceaccount/account:Account")
+        if r.component == "identity"
+    }
     assert {
         outputs.trainer_service_account,
         outputs.launcher_service_account,
@@ -148,7 +152,11 @@ def test_trainer_gets_only_bucket_secret_log_and_tensorboard_roles(stack_run: Of
             ),
         ]
     )
-    (role,) = stack_run.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+    (role,) = [
+        r
+        for r in stack_run.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+        if r.component == "identity"
+    ]
     assert all(p.startswith("aiplatform.tensorboard") for p in role.inputs["permissions"])
 
 
@@ -243,6 +251,9 @@ API_OF_TYPE_PREFIX = {
     "gcp:cloudquota/": "cloudquotas",
     "gcp:vertex/": "aiplatform",
     "gcp:billing/budget:": "billingbudgets",
+    "gcp:pubsub/": "pubsub",
+    "gcp:cloudfunctionsv2/": "cloudfunctions",
+    "gcp:cloudrunv2/": "run",
 }
 
 
@@ -325,7 +336,10 @@ def test_prod_encrypts_buckets_registry_and_tensorboard_with_its_key(prod_run: O
         "gs-project-accounts.iam.gserviceaccount.com",
         "gcp-sa-artifactregistry.iam.gserviceaccount.com",
         "gcp-sa-aiplatform.iam.gserviceaccount.com",
+        "gcp-sa-pubsub.iam.gserviceaccount.com",  # the team budgets' topics
     }
+    for topic in prod_run.of_type("gcp:pubsub/topic:Topic"):
+        assert topic.inputs["kmsKeyName"] == key
 
 
 def test_prod_encrypted_resources_wait_for_their_agents_key_grant(prod_run: OfflineRun) -> None:
@@ -338,6 +352,7 @@ def test_prod_encrypted_resources_wait_for_their_agents_key_grant(prod_run: Offl
         "gs-project-accounts": prod_run.of_type("gcp:storage/bucket:Bucket"),
         "gcp-sa-artifactregistry": prod_run.of_type("gcp:artifactregistry/repository:Repository"),
         "gcp-sa-aiplatform": prod_run.of_type("gcp:vertex/aiTensorboard:AiTensorboard"),
+        "gcp-sa-pubsub": prod_run.of_type("gcp:pubsub/topic:Topic"),
     }
     for agent, resources in users.items():
         assert resources
@@ -348,7 +363,9 @@ def test_prod_encrypted_resources_wait_for_their_agents_key_grant(prod_run: Offl
 def test_dev_is_cheaper_than_prod(dev_run: OfflineRun, prod_run: OfflineRun) -> None:
     assert not dev_run.of_type("gcp:kms/cryptoKey:CryptoKey")
     assert not dev_run.of_type("gcp:billing/budget:Budget")
-    (budget,) = prod_run.of_type("gcp:billing/budget:Budget")
+    (budget,) = [
+        r for r in prod_run.of_type("gcp:billing/budget:Budget") if r.component == "observability"
+    ]
     assert budget.inputs["budgetFilter"]["projects"] == [
         f"projects/{platform(prod_run).project_number}"
     ]
@@ -384,6 +401,12 @@ def test_apis_stay_enabled_on_destroy_and_follow_the_features(
     assert services(prod_run) - services(dev_run) == {
         "cloudkms.googleapis.com",
         "billingbudgets.googleapis.com",
+        # the team budgets' cancel functions
+        "pubsub.googleapis.com",
+        "cloudfunctions.googleapis.com",
+        "cloudbuild.googleapis.com",
+        "run.googleapis.com",
+        "eventarc.googleapis.com",
     }
     assert "aiplatform.googleapis.com" in services(dev_run)
 

@@ -64,5 +64,9 @@ def test_the_role_cannot_manage_instances_or_iam() -> None:
 
 
 def test_each_stack_declares_the_role_with_the_uploader_permissions(stack_run: OfflineRun) -> None:
-    (role,) = stack_run.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+    (role,) = [
+        r
+        for r in stack_run.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+        if r.component == "identity"
+    ]
     assert role.inputs["permissions"] == list(TENSORBOARD_WRITER_PERMISSIONS)

@@ -87,8 +87,20 @@ def check(name: str, resource_type: str, props: dict[str, Any], ctx: RuleContext
     return found(resource_type, props, ctx)
 
 
+CANCELER = {
+    "roleId": "acme_vtx_prod_budget_canceler",
+    "permissions": ["aiplatform.customJobs.list", "aiplatform.customJobs.cancel"],
+}
+
 # (rule, type token, compliant inputs, violating inputs, words the violation must contain)
 CASES = [
+    (
+        "budget-canceler-only-cancels",
+        "gcp:projects/iAMCustomRole:IAMCustomRole",
+        CANCELER,
+        {**CANCELER, "permissions": [*CANCELER["permissions"], "aiplatform.customJobs.create"]},
+        "aiplatform.customJobs.create beyond listing and cancelling",
+    ),
     (
         "bucket-uniform-access",
         "gcp:storage/bucket:Bucket",

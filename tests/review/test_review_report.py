@@ -36,6 +36,7 @@ SECTIONS = (
     "## Buckets",
     "## Quotas requested",
     "## Secrets (names only)",
+    "## Team budgets",
     "## Policies",
     "## Diagram",
     "```mermaid\nflowchart LR",
@@ -63,6 +64,26 @@ def test_offline_review_describes_what_the_stack_exports(offline, stack: str) ->
     trainer_targets = {row.resource for row in report.iam if row.principal == trainer}
     assert platform["buckets"]["checkpoints"] in trainer_targets
     assert report.quotas and all(q["service"] == "aiplatform.googleapis.com" for q in report.quotas)
+
+
+def test_team_budgets_show_each_chain_from_budget_to_the_functions_permissions(offline) -> None:
+    _, report = offline["prod"]
+    nlp, vision = report.teams
+    assert nlp["team"] == "nlp" and nlp["budget"] == "5000 USD/month"
+    assert nlp["thresholds"] == "0.5, 0.9, 1" and nlp["label_filter"] == "vtx-team=nlp"
+    assert nlp["topic"] == "acme-vtx-prod-budget-nlp" and nlp["topic_cmek"].endswith("-key")
+    assert nlp["function"] == "acme-vtx-prod-cancel-nlp" and vision["cancel_at"] == "1.2"
+    assert nlp["runs_as"].startswith("acme-vtx-prod-canceler@")
+    [role] = nlp["permissions"]
+    assert role.startswith("projects/acme-vtx-prod/roles/acme_vtx_prod_budget_canceler (")
+    assert "aiplatform.customJobs.cancel" in role and "hyperparameterTuningJobs.list" in role
+    markdown, html = to_markdown(report), to_html(report)
+    assert "| nlp | 5000 USD/month | 0.5, 0.9, 1 | vtx-team=nlp | acme-vtx-prod-budget-nlp" in (
+        markdown
+    )
+    assert "<h2>Team budgets" in html and "acme-vtx-prod-cancel-vision" in html
+    assert to_data(report)["teams"][1]["function"] == "acme-vtx-prod-cancel-vision"
+    assert offline["dev"][1].teams == []  # dev declares no team: the table says none
 
 
 def test_network_section_follows_each_stacks_mode(offline) -> None:
@@ -115,7 +136,7 @@ def test_against_shows_what_differs_between_dev_and_prod(offline) -> None:
     text, _ = render_review("dev", against="prod")
     diff = text[text.index("## dev vs prod") :]
     assert "| network | mode | peering | psc-interface |" in diff
-    assert "gcp:billing/budget:Budget | 0 | 1 |" in diff
+    assert "gcp:billing/budget:Budget | 0 | 3 |" in diff  # the project's and two teams'
     assert "immutableTags" in diff
     # The environment name and project number are blanked: not every resource differs.
     assert 'storage-data | labels.cost-center | `"ml-research"` | `"ml-production"`' in diff

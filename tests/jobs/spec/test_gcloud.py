@@ -69,6 +69,21 @@ def test_a_rendered_jobs_budget_label_imports_back_as_its_budget(
     assert rest_dict(compile_job(again, stack, RUN_ID).to_proto()) == rest_dict(first)
 
 
+def test_a_rendered_jobs_team_label_imports_back_as_its_team(
+    stack: StackOutputs, tmp_path: Path
+) -> None:
+    teams = stack.model_copy(update={"teams": ["nlp", "vision"]})
+    template = load_template(TEMPLATES / "smoke-cpu.yaml").model_copy(update={"team": "nlp"})
+    first = compile_job(template, teams, RUN_ID).to_proto()
+    assert first.labels["vtx-team"] == "nlp"
+    job_file = tmp_path / "job.json"
+    job_file.write_text(render_json(first))
+    again = load_template(job_file)
+    assert again.team == "nlp"
+    assert "vtx-team" not in again.labels
+    assert rest_dict(compile_job(again, teams, RUN_ID).to_proto()) == rest_dict(first)
+
+
 TUTORIAL_SPEC = """
 workerPoolSpecs:
   - machineSpec:

@@ -445,6 +445,15 @@ def test_a_budget_is_a_positive_finite_number_of_dollars(value: object) -> None:
     assert problem.hint is not None and "max_cost_usd: 25" in problem.hint
 
 
+@pytest.mark.parametrize("team", ["NLP", "nlp_team", "-nlp", "n" * 31, ""])
+def test_a_team_is_a_short_lower_case_name(team: str) -> None:
+    with pytest.raises(TemplateError) as raised:
+        JobTemplate.from_document({**BASE, "team": team})
+    [problem] = raised.value.problems
+    assert problem.path == "team"
+    assert "starting with a letter" in problem.message and "team: nlp" in (problem.hint or "")
+
+
 def test_a_budget_is_kept_to_the_micro_dollar_its_label_carries() -> None:
     template = JobTemplate.from_document({**BASE, "budget": {"max_cost_usd": 12.5000004}})
     assert template.budget is not None and template.budget.max_cost_usd == 12.5

@@ -102,6 +102,37 @@ def test_a_budget_label_a_template_sets_itself_is_replaced_or_dropped(stack: Sta
     assert "vtx-budget-usd" not in custom_job_dict(template, stack, RUN_ID)["labels"]
 
 
+def test_a_team_travels_as_the_vtx_team_label_and_a_templates_own_is_dropped(
+    stack: StackOutputs,
+) -> None:
+    template = load_template(TEMPLATES / "l4-spot-lora.yaml")
+    own = template.model_copy(update={"labels": {"vtx-team": "vision"}})
+    assert "vtx-team" not in custom_job_dict(own, stack, RUN_ID)["labels"]
+    named = own.model_copy(update={"team": "nlp"})
+    assert custom_job_dict(named, stack, RUN_ID)["labels"]["vtx-team"] == "nlp"
+
+
+@pytest.mark.parametrize(
+    ("team", "message", "hint"),
+    [
+        (None, "bills every job to a team (nlp, vision); this job names none", "team: nlp"),
+        ("ops", "'ops' is not a team of stack", "one of nlp, vision, or add it under"),
+    ],
+)
+def test_a_stack_with_team_budgets_refuses_a_job_without_one_of_its_teams(
+    stack: StackOutputs, team: str | None, message: str, hint: str
+) -> None:
+    teams = stack.model_copy(update={"teams": ["nlp", "vision"]})
+    template = load_template(TEMPLATES / "l4-spot-lora.yaml").model_copy(update={"team": team})
+    with pytest.raises(CompileError) as raised:
+        custom_job_dict(template, teams, RUN_ID)
+    [problem] = raised.value.problems
+    assert problem.path == "team"
+    assert message in problem.message and hint in (problem.hint or "")
+    # A stack without teams takes the same job, team or not.
+    assert custom_job_dict(template, stack, RUN_ID)["labels"].get("vtx-team") == team
+
+
 def test_secrets_pass_as_names_in_vtx_secrets_never_values(stack: StackOutputs) -> None:
     template = load_template(TEMPLATES / "l4-spot-lora.yaml")
     env = {

@@ -117,6 +117,20 @@ def test_validate_region_from_stack(tmp_path: Path) -> None:
     assert "not offered for training in europe-west1" in out
 
 
+def test_validate_refuses_a_job_without_one_of_the_stacks_teams(tmp_path: Path) -> None:
+    stack_file = tmp_path / "teams.json"
+    stack_file.write_text(json.dumps(json.loads(STACK.read_text()) | {"teams": ["nlp", "vision"]}))
+    template = str(TEMPLATES / "smoke-cpu.yaml")
+    code, out = vtx("validate", template, "--stack-file", str(stack_file))
+    assert code == 1
+    assert "team" in out and "(nlp, vision)" in out and "names none" in out
+    code, out = vtx("validate", template, "--stack-file", str(stack_file), "--set", "team=ops")
+    assert code == 1
+    assert "'ops' is not a team of stack" in out
+    code, out = vtx("validate", template, "--stack-file", str(stack_file), "--set", "team=nlp")
+    assert code == 0, out
+
+
 def test_cost_prints_pools_totals_spot_timeout_quota_and_table() -> None:
     code, out = vtx("cost", str(TEMPLATES / "l4-spot-lora.yaml"))
     assert code == 0, out

@@ -1,0 +1,1 @@
+"""The team budget's cancel function (deployed alone: see ``main.py``)."""

@@ -1,0 +1,151 @@
+"""The team budget's cancel function (infra/functions/budget_cancel) against the local platform:
+Google's notification in, through google-auth's AuthorizedSession to Vertex's REST routes, only
+the team's queued and running jobs and studies cancelled, and only past ``cancel_at`` of the
+current month's spend."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from google.auth.credentials import AnonymousCredentials
+from google.auth.transport.requests import AuthorizedSession
+
+from infra.functions.budget_cancel import cancel_jobs
+from infra.functions.budget_cancel.cancel_jobs import NotificationError, Settings, handle
+from jobs.core.stack import LABEL_TEAM, StackOutputs
+from jobs.local.platform.state import LOCAL_REGION
+from tests.conftest import REPO
+from tests.jobs.local.local_helpers import (
+    PARENT,
+    client,
+    custom_job,
+    pool,
+    tuning_job,
+    wait_for,
+    wait_study,
+    wait_terminal,
+)
+
+FUNCTION = REPO / "infra" / "functions" / "budget_cancel"
+SLEEPS = "import time; time.sleep(600)"
+THIS_MONTH = datetime.now(UTC).replace(day=1, hour=8, minute=0, second=0, microsecond=0)
+
+
+def message(cost: float, amount: float = 100.0, start: datetime = THIS_MONTH, **more) -> dict:
+    """A Pub/Sub message as Cloud Billing publishes it (schema 1.0)."""
+    data = {
+        "budgetDisplayName": "acme-vtx-prod team nlp",
+        "costAmount": cost,
+        "costIntervalStart": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "budgetAmount": amount,
+        "budgetAmountType": "SPECIFIED_AMOUNT",
+        "currencyCode": "USD",
+        **more,
+    }
+    return {
+        "data": base64.b64encode(json.dumps(data).encode()).decode(),
+        "attributes": {
+            "billingAccountId": "000000-000000-000000",
+            "budgetId": "0b1c2d3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e",
+            "schemaVersion": "1.0",
+        },
+    }
+
+
+def settings(platform: StackOutputs, team: str) -> Settings:
+    # A further region with no jobs: the function walks every region of the stack.
+    return Settings.from_env(
+        {
+            "VTX_PROJECT": platform.project,
+            "VTX_REGIONS": f"{LOCAL_REGION},us-east4",
+            "VTX_TEAM": team,
+            "VTX_TEAM_LABEL": LABEL_TEAM,
+            "VTX_CANCEL_AT": "1.0",
+            "VTX_VERTEX_ENDPOINT": platform.vertex_endpoint or "",
+        }
+    )
+
+
+def test_past_cancel_at_only_the_teams_running_jobs_and_studies_are_cancelled(
+    local_platform: StackOutputs,
+) -> None:
+    jobs = client(local_platform.vertex_endpoint)
+    team_a, team_b = f"a-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
+
+    def submit(team: str, code: str = SLEEPS) -> str:
+        job = custom_job(f"team-{team}", pool(code), labels={LABEL_TEAM: team})
+        return jobs.create_custom_job(parent=PARENT, custom_job=job).name
+
+    finished = submit(team_a, "pass")
+    assert wait_terminal(jobs, finished).state.name == "JOB_STATE_SUCCEEDED"
+    running_a = [submit(team_a), submit(team_a)]
+    running_b = submit(team_b)
+    study = tuning_job(f"study-{team_a}", SLEEPS, max_trials=1, parallel=1, values=(1,))
+    study.labels[LABEL_TEAM] = team_a
+    study_name = jobs.create_hyperparameter_tuning_job(
+        parent=PARENT, hyperparameter_tuning_job=study
+    ).name
+    for name in [*running_a, running_b]:
+        wait_for(lambda name=name: jobs.get_custom_job(name=name).state.name == "JOB_STATE_RUNNING")
+
+    session = AuthorizedSession(AnonymousCredentials())
+    config = settings(local_platform, team_a)
+    last_month = (THIS_MONTH - timedelta(days=1)).replace(day=1)
+    for quiet in (
+        message(cost=99.9),  # under: 99.9% of the budget
+        message(cost=50.0, forecastThresholdExceeded=1.2),  # a forecast alone
+        message(cost=250.0, start=last_month),  # over, but last month's (a late redelivery)
+    ):
+        assert handle(quiet, config, session) == []
+    assert {jobs.get_custom_job(name=n).state.name for n in running_a} == {"JOB_STATE_RUNNING"}
+
+    over = message(cost=100.0, alertThresholdExceeded=1.0)
+    cancelled = handle(over, config, session)
+    assert set(running_a) <= set(cancelled) and study_name in cancelled
+    assert finished not in cancelled and running_b not in cancelled
+    for name in running_a:
+        assert wait_terminal(jobs, name).state.name == "JOB_STATE_CANCELLED"
+    assert wait_study(jobs, study_name).state.name == "JOB_STATE_CANCELLED"
+    assert jobs.get_custom_job(name=finished).state.name == "JOB_STATE_SUCCEEDED"
+    assert jobs.get_custom_job(name=running_b).state.name == "JOB_STATE_RUNNING"
+
+    # Pub/Sub delivers at least once: the same message again finds nothing left to cancel.
+    assert handle(over, config, session) == []
+    jobs.cancel_custom_job(name=running_b)
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ("not base64!", "not base64 JSON"),
+        (base64.b64encode(b"[1, 2]").decode(), "not a JSON object"),
+        (base64.b64encode(b'{"costAmount": "lots"}').decode(), "costIntervalStart"),
+    ],
+)
+def test_a_message_that_is_not_a_budget_notification_is_refused_by_name(
+    data: str, fragment: str
+) -> None:
+    with pytest.raises(NotificationError, match=fragment):
+        cancel_jobs.decode({"data": data, "attributes": {"schemaVersion": "1.0"}})
+
+
+def test_the_functions_source_imports_nothing_of_the_repository() -> None:
+    """Deployed alone: its folder is the whole zip."""
+    ours = {"vtx", "infra", "jobs", "trainer", "bench", "tests"}
+    for path in sorted(FUNCTION.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = ["." * node.level + (node.module or "")]
+            else:
+                continue
+            assert not [n for n in names if n.startswith(".") or n.split(".")[0] in ours], path
+    assert (FUNCTION / "requirements.txt").is_file()
+    assert Path(FUNCTION / "main.py").read_text().count("@functions_framework.cloud_event") == 1
