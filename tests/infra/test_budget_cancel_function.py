@@ -149,3 +149,45 @@ def test_the_functions_source_imports_nothing_of_the_repository() -> None:
             assert not [n for n in names if n.startswith(".") or n.split(".")[0] in ours], path
     assert (FUNCTION / "requirements.txt").is_file()
     assert Path(FUNCTION / "main.py").read_text().count("@functions_framework.cloud_event") == 1
+
+
+def test_the_deployed_entry_point_cancels_through_the_functions_framework(
+    local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """main.py as Cloud Functions runs it: the Functions Framework's app, one CloudEvent as
+    Eventarc delivers a Pub/Sub message (binary mode), default credentials from google.auth."""
+    import functions_framework
+    import google.auth
+
+    jobs = client(local_platform.vertex_endpoint)
+    team = f"e-{uuid.uuid4().hex[:8]}"
+    job = custom_job(f"team-{team}", pool(SLEEPS), labels={LABEL_TEAM: team})
+    name = jobs.create_custom_job(parent=PARENT, custom_job=job).name
+    wait_for(lambda: jobs.get_custom_job(name=name).state.name == "JOB_STATE_RUNNING")
+
+    env = {
+        "VTX_PROJECT": local_platform.project,
+        "VTX_REGIONS": LOCAL_REGION,
+        "VTX_TEAM": team,
+        "VTX_TEAM_LABEL": LABEL_TEAM,
+        "VTX_CANCEL_AT": "1.0",
+        "VTX_VERTEX_ENDPOINT": local_platform.vertex_endpoint or "",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(google.auth, "default", lambda scopes=None: (AnonymousCredentials(), None))
+    monkeypatch.syspath_prepend(str(FUNCTION))  # the function's folder is its whole source
+    app = functions_framework.create_app(
+        target="on_budget_update", source=str(FUNCTION / "main.py"), signature_type="cloudevent"
+    )
+    headers = {
+        "ce-id": "1",
+        "ce-specversion": "1.0",
+        "ce-source": "//pubsub.googleapis.com/projects/p/topics/t",
+        "ce-type": "google.cloud.pubsub.topic.v1.messagePublished",
+        "Content-Type": "application/json",
+    }
+    body = {"message": message(cost=120.0, alertThresholdExceeded=1.0), "subscription": "s"}
+    answer = app.test_client().post("/", json=body, headers=headers)
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    assert wait_terminal(jobs, name).state.name == "JOB_STATE_CANCELLED"
