@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import sys
 
+from trainer.config.env import tpu_host, tpu_host_message
 from trainer.training.preemption import StopRequest
 
 if __name__ == "__main__":
     # First thing, before trainer.training.cli loads torch and transformers (seconds): a SIGTERM
     # during start-up becomes a stop request that the loop sees at its first check, not a death.
     stop = StopRequest().install()
+    on_tpu = tpu_host()
+    if on_tpu is not None:  # at once: nothing below has a TPU path
+        print(f"error: {tpu_host_message(on_tpu)}", file=sys.stderr)
+        sys.exit(2)
     # Then the arguments and the config, without torch: a mistake fails in well under a second.
     from trainer.config.arguments import parse_args, read_config
 

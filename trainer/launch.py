@@ -21,7 +21,7 @@ import logging
 import signal
 import sys
 
-from trainer.config.env import VertexEnv
+from trainer.config.env import VertexEnv, tpu_host, tpu_host_message
 from trainer.config.secrets import SecretsError, export_secrets
 from trainer.tracking.metrics import setup_logging
 
@@ -108,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     trainer_args = sys.argv[1:] if argv is None else argv
     env = VertexEnv.from_environ()
     setup_logging(env.node_rank)
+    on_tpu = tpu_host()
+    if on_tpu is not None:  # before torchrun: it would start a CUDA process per device
+        log.error("%s", tpu_host_message(on_tpu))
+        return EXIT_CONFIG
     try:
         export_secrets()  # children inherit the values; VTX_SECRETS goes so they do not refetch
     except SecretsError as exc:  # its message holds no value: logging it is safe

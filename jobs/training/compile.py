@@ -165,9 +165,12 @@ def _team_problems(team: str | None, stack: StackOutputs) -> Iterator[Problem]:
 def _machine_spec(pool: Pool) -> dict[str, Any]:
     spec: dict[str, Any] = {"machineType": pool.machine}
     accelerator, count = pool.accelerator, pool.accelerator_count
-    builtin = load_catalog().builtin_accelerator(pool.machine)
-    if accelerator is None and builtin is not None and count is None:
-        accelerator, count = builtin
+    cat = load_catalog()
+    builtin = cat.builtin_accelerator(pool.machine)
+    # TPU VMs are named by machine and topology alone, as Google's page configures them.
+    named = builtin is not None and cat.machines[pool.machine or ""].names_accelerator
+    if accelerator is None and named and count is None:
+        accelerator, count = builtin  # type: ignore[misc]
     if accelerator is not None:
         spec["acceleratorType"] = accelerator
         spec["acceleratorCount"] = count if count is not None else (builtin[1] if builtin else 1)

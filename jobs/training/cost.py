@@ -148,23 +148,38 @@ def _total(values: Iterable[float | None]) -> float | None:
     return None if any(v is None for v in figures) else sum(v or 0.0 for v in figures)
 
 
+def hosts(pool: PoolFacts, cat: Catalog) -> int:
+    """The VMs one replica of ``pool`` is: a multi-host TPU slice's hosts, else 1."""
+    machine = cat.machines.get(pool.machine or "")
+    return machine.hosts(pool.tpu_topology, pool.accelerator_count) if machine else 1
+
+
 def _accelerator(pool: PoolFacts, cat: Catalog) -> tuple[str | None, int]:
+    """The accelerator and its units in one replica: a TPU slice's chips on all its hosts
+    (cloud-tpu's acceleratorCount already counts the whole Pod's cores)."""
     builtin = cat.builtin_accelerator(pool.machine)
     if pool.accelerator is None and builtin is not None:
-        return builtin
-    if pool.accelerator is None:
+        accelerator, count = builtin
+    elif pool.accelerator is None:
         return None, 0
-    return pool.accelerator, pool.accelerator_count or (builtin[1] if builtin else 1)
+    else:
+        accelerator = pool.accelerator
+        count = pool.accelerator_count or (builtin[1] if builtin else 1)
+    machine = cat.machines.get(pool.machine or "")
+    per_vm = machine is not None and bool(machine.tpu_topologies)
+    return accelerator, count * hosts(pool, cat) if per_vm else count
 
 
 def _parts(
     pool: PoolFacts, table: PriceTable | None, cat: Catalog, spot: bool
 ) -> list[tuple[str, int, float | None, str | None]]:
-    """One VM's priced parts: the machine, then its accelerators (Vertex bills them apart)."""
+    """One replica's priced parts: its machines (a multi-host TPU slice's every host), then its
+    accelerators (Vertex bills them apart)."""
     machine = pool.machine or ""
     accelerator, count = _accelerator(pool, cat)
     empty = Price()
-    prices = [(machine, 1, (table.machines if table else {}).get(machine, empty))]
+    vms = hosts(pool, cat)
+    prices = [(machine, vms, (table.machines if table else {}).get(machine, empty))]
     if accelerator is not None:
         prices.append(
             (accelerator, count, (table.accelerators if table else {}).get(accelerator, empty))
@@ -208,7 +223,8 @@ def quota_needed(job: JobFacts, cat: Catalog) -> dict[str, int]:
         if machine is None:
             continue
         replicas = pool.replicas or 0
-        needed[machine.cpu_quota_metric] += machine.vcpus * replicas
+        if machine.vcpus is not None:  # cloud-tpu: Google gives no vCPU figure to count
+            needed[machine.cpu_quota_metric] += machine.vcpus * hosts(pool, cat) * replicas
         accelerator, count = _accelerator(pool, cat)
         acc = cat.accelerators.get(accelerator or "")
         if acc is not None:

@@ -325,7 +325,8 @@ def _template_pool(role: str, pool: dict, doc: dict, cat: Catalog) -> PoolFacts:
     # Templates may leave a built-in GPU implicit (`machine: g2-standard-8`): the compiler fills
     # it in the same way, so validate what will be sent.
     builtin = cat.builtin_accelerator(facts.machine)
-    if builtin and facts.accelerator is None and "accelerator_count" not in pool:
+    named = cat.machines[facts.machine].names_accelerator if builtin and facts.machine else True
+    if builtin and named and facts.accelerator is None and "accelerator_count" not in pool:
         facts.accelerator, facts.accelerator_count = builtin
     elif facts.accelerator is not None and "accelerator_count" not in pool:
         facts.accelerator_count = builtin[1] if builtin else 1

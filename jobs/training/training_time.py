@@ -52,6 +52,7 @@ def trainer_call(facts: JobFacts, catalog: Catalog) -> TrainerCall:
     if not pools:
         raise TrainingTimeError("the job has no pool that trains")
     chief = pools[0]
+    _refuse_tpu(chief, catalog)  # first: a TPU job's command is another trainer's anyway
     args = _trainer_args(chief)
     accelerator, count = _accelerator(chief, catalog)
     return TrainerCall(args, accelerator, count, sum(p.replicas or 1 for p in pools))
@@ -66,6 +67,17 @@ def _trainer_args(pool: PoolFacts) -> list[str]:
         f"the {pool.role} pool does not run the trainer (`python -m trainer` or "
         "`python -m trainer.launch`): only the trainer can estimate its own time"
     )
+
+
+def _refuse_tpu(pool: PoolFacts, catalog: Catalog) -> None:
+    machine = catalog.machines.get(pool.machine or "")
+    if machine is not None and machine.is_tpu:
+        raise TrainingTimeError(
+            f"the {pool.role} pool is a TPU ({pool.machine}): vtx does not estimate TPU step "
+            "times (its trainer is PyTorch on GPUs; a TPU job runs its own trainer, e.g. "
+            "MaxText). accelerators.yaml has the v5e and v6e chips' bf16 peak and HBM, cited, "
+            "for your own estimate"
+        )
 
 
 def _accelerator(pool: PoolFacts, catalog: Catalog) -> tuple[str, int]:

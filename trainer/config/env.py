@@ -175,3 +175,44 @@ class TrackingEnv:
             metric_tag=env.get("CLOUD_ML_HP_METRIC_TAG") or None,
             metric_file=env.get("CLOUD_ML_HP_METRIC_FILE") or DEFAULT_METRIC_FILE,
         )
+
+
+TPU_HOST_VARS = ("TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES")
+"""What a TPU host's container has (GKE's names, which the local platform sets; what Vertex sets
+is UNCONFIRMED: docs/vertex-facts.md, "TPUs")."""
+TPU_MACHINE_PREFIXES = ("ct4p-", "ct5lp-", "ct6e-", "tpu7x-")
+
+
+def tpu_host(environ: Mapping[str, str] | None = None) -> str | None:
+    """What says this container runs on a TPU host (a TPU variable, or a TPU machine in its
+    pool of CLUSTER_SPEC's job); None on a GPU or CPU machine."""
+    env = os.environ if environ is None else environ
+    for name in TPU_HOST_VARS:
+        if env.get(name) is not None:
+            return f"{name} is set"
+    spec = _parse_cluster_spec(env.get("CLUSTER_SPEC"))
+    task_type, _ = _task(spec, None)
+    job = (spec or {}).get("job")
+    pools = job.get("workerPoolSpecs") if isinstance(job, dict) else None
+    position = int(task_type.removeprefix("workerpool") or 0) if task_type[-1:].isdigit() else 0
+    if (
+        not isinstance(pools, list)
+        or position >= len(pools)
+        or not isinstance(pools[position], dict)
+    ):
+        return None
+    machine = pools[position].get("machineSpec") or {}
+    kind = str(machine.get("machineType") or "")
+    if kind == "cloud-tpu" or kind.startswith(TPU_MACHINE_PREFIXES) or machine.get("tpuTopology"):
+        return f"its pool's machine is {kind}"
+    return None
+
+
+def tpu_host_message(reason: str) -> str:
+    """Why this trainer stops on a TPU host, and what to run instead."""
+    return (
+        f"this is a TPU host ({reason}): vtx's trainer is PyTorch on CUDA GPUs and has no TPU "
+        "(XLA) path, so it stops here. Run a TPU-native trainer image instead (the TPU "
+        "templates run MaxText on JAX: jobs/templates/v5e-lora.yaml), or give the job a GPU "
+        "machine (e.g. machine: g2-standard-8)"
+    )

@@ -13,7 +13,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from jobs.core.catalog import QUOTA_PREFIX, Catalog, Price, PriceTable
+from jobs.core.catalog import QUOTA_PREFIX, Catalog, Machine, Price, PriceTable
 from jobs.core.credentials import redact
 from jobs.core.durations import human_duration
 from jobs.core.formats import UNKNOWN, money, usd_per_h
@@ -450,10 +450,7 @@ def catalog_table(cat: Catalog, accelerator: str | None, region: str | None) -> 
         regions = [r.name for r in cat.regions.values() if acc.name in r.accelerators]
         if region and region not in regions:
             continue
-        machines = [
-            f"{m.name}: {','.join(map(str, m.accelerators[acc.name]))}"
-            for m in cat.machines_for(acc.name)
-        ]
+        machines = [_machine_counts(m, acc.name) for m in cat.machines_for(acc.name)]
         table.add_row(
             acc.name,
             f"{acc.memory_gb:g} GB",
@@ -461,6 +458,20 @@ def catalog_table(cat: Catalog, accelerator: str | None, region: str | None) -> 
             _region_prices(cat, [region] if region else regions, "accelerators", acc.name),
         )
     return table
+
+
+def _machine_counts(machine: Machine, accelerator: str) -> str:
+    """``g2-standard-24: 2``; a TPU VM machine with its topologies and their VMs (the chips a
+    job gets are the count per VM times the VMs); an unconfirmed machine says so."""
+    line = f"{machine.name}: {','.join(map(str, machine.accelerators[accelerator]))}"
+    if machine.tpu_topologies:
+        slices = [
+            f"{t}" + (f" ({n} VMs)" if n > 1 else "") for t, n in machine.tpu_topologies.items()
+        ]
+        line += f" per VM; tpu_topology {', '.join(slices)}"
+    if machine.unconfirmed:
+        line += " (UNCONFIRMED for training: refused)"
+    return line
 
 
 def _count_summary(cat: Catalog, accelerator: str) -> str:
@@ -486,8 +497,8 @@ def machines_table(cat: Catalog, region: str | None) -> Table:
         regions = [r.name for r in cat.regions.values() if m.family in r.families]
         table.add_row(
             m.name,
-            str(m.vcpus),
-            f"{m.memory_gb:g} GB",
+            "?" if m.vcpus is None else str(m.vcpus),
+            "?" if m.memory_gb is None else f"{m.memory_gb:g} GB",
             builtin,
             _region_prices(cat, [region] if region else regions, "machines", m.name),
         )

@@ -34,12 +34,22 @@ class _Data(BaseModel):
 class Machine(_Data):
     name: str = ""
     family: str
-    vcpus: int
-    memory_gb: float
+    vcpus: int | None
+    """None where Google gives no figure (cloud-tpu): no CPU quota is counted for it."""
+    memory_gb: float | None
     builtin: bool = False
     """True when the accelerators come with the machine (A2/A3/A4/G2/TPU): count is fixed."""
+    names_accelerator: bool = True
+    """False for TPU VM machines, which Google configures with machineType and tpuTopology
+    only: a job may leave the accelerator out, and vtx renders none."""
     accelerators: dict[str, tuple[int, ...]] = Field(default_factory=dict)
-    tpu_topologies: tuple[str, ...] = ()
+    tpu_topologies: dict[str, int] = Field(default_factory=dict)
+    """TPU VM machines only: the topologies `machineSpec.tpuTopology` may name -> the VMs
+    (hosts) of that slice. One replica of the pool is the whole slice."""
+    tpu_cores_per_host: int | None = None
+    """cloud-tpu only: TPU cores per VM, so that acceleratorCount says how many VMs a Pod is."""
+    unconfirmed: str | None = None
+    """Why Vertex's taking this machine for custom training is not confirmed: refused."""
     cpu_quota_metric: str = DEFAULT_CPU_QUOTA_METRIC
     boot_disk_types: tuple[str, ...] = ()
     """The boot disk types the machine takes, its default first; empty: every type limits.yaml
@@ -47,7 +57,18 @@ class Machine(_Data):
 
     @property
     def is_tpu(self) -> bool:
-        return bool(self.tpu_topologies)
+        """A TPU machine: a TPU VM with a topology, or cloud-tpu (TPU v2/v3)."""
+        return bool(self.tpu_topologies) or self.tpu_cores_per_host is not None
+
+    def hosts(self, topology: str | None, accelerator_count: int | None) -> int:
+        """The VMs one replica of this machine is: a TPU slice's hosts (its topology's, or for
+        cloud-tpu its cores over the cores per host), else 1. Unknown topologies count 1 (the
+        rules report them)."""
+        if self.tpu_topologies:
+            return self.tpu_topologies.get(topology or "", 1)
+        if self.tpu_cores_per_host and accelerator_count:
+            return max(1, accelerator_count // self.tpu_cores_per_host)
+        return 1
 
 
 class Accelerator(_Data):
@@ -62,6 +83,11 @@ class Accelerator(_Data):
     preemptible_quota_id: str | None = None
     flex_start: bool = False
     """True for the GPUs a FLEX_START (Dynamic Workload Scheduler) job may request."""
+    in_v1_api: bool = True
+    """False for a chip the v1 AcceleratorType enum has no value for (TPU v6e): a job names
+    its machine only."""
+    peak_bf16_tflops: float | None = None
+    """Dense bf16 peak per unit (TPU chips: Google's Cloud TPU pages); None: not read."""
 
     def metric(self, preemptible: bool) -> str:
         """The Vertex quota metric this accelerator draws on (Spot/FLEX_START: preemptible)."""
@@ -92,6 +118,8 @@ class Region(_Data):
     name: str = ""
     families: tuple[str, ...]
     accelerators: tuple[str, ...]
+    tpu_pods: tuple[str, ...] = ()
+    """The TPUs (v2, v3) whose Pods are offered for training here."""
     reduction_server_image: str
 
 

@@ -267,6 +267,8 @@ def _composed(key: Key, claims: dict, catalog: Catalog) -> Figure | str | None:
     neither in this region (for this kind and usage)."""
     machines = catalog.machines if key.kind == "training" else catalog.serving_machines
     machine = machines[key.name]
+    if machine.vcpus is None or machine.memory_gb is None:
+        return "Google gives no vCPU and memory figures for this machine"
     parts = {
         part: claims.get((key.region, key.kind, part, machine.family, key.usage), [])
         for part in ("vcpu", "ram")

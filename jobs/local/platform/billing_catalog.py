@@ -88,10 +88,10 @@ def skus(cat: Catalog | None = None) -> list[dict]:
     for region in cat.regions.values():
         for kind, machines in (("training", cat.machines), ("serving", cat.serving_machines)):
             for machine in machines.values():
-                if machine.family not in region.families:
-                    continue
+                if machine.family not in region.families or machine.vcpus is None:
+                    continue  # cloud-tpu: no vCPU figure to price
                 usd = machine.vcpus * STAND_IN_RATES["vcpu"]
-                usd += Decimal(str(machine.memory_gb)) * STAND_IN_RATES["gb"]
+                usd += Decimal(str(machine.memory_gb or 0)) * STAND_IN_RATES["gb"]
                 for spot in (False, True):
                     found.append(_sku(region.name, kind, machine.name, "CPU", spot, usd))
             for name in region.accelerators:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.core.catalog import load_catalog
+
 # Variables Vertex sets; stripped from the inherited environment so a replica sees only ours.
 VERTEX_VARS = (
     "CLUSTER_SPEC",
@@ -32,6 +34,8 @@ VERTEX_VARS = (
     "CLOUD_ML_HP_METRIC_TAG",
     "CLOUD_ML_HP_METRIC_FILE",
     "STORAGE_EMULATOR_HOST",
+    "TPU_WORKER_ID",
+    "TPU_WORKER_HOSTNAMES",
 )
 # TF_CONFIG task types by pool position (0 primary, 1 workers, 2 parameter servers, 3 evaluators).
 TF_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
@@ -58,6 +62,29 @@ def replica_counts(job: dict) -> list[int]:
     return [int(pool.get("replicaCount", 0) or 0) if pool else 0 for pool in pools(job)]
 
 
+def tpu_hosts(pool: dict) -> int:
+    """The VMs one replica of ``pool`` is on Vertex: a multi-host TPU slice's (from the
+    catalog: its topology's, or a cloud-tpu Pod's cores over 8), else 1. Vertex starts every
+    VM of a slice from its one replica (docs/vertex-facts.md, "TPUs")."""
+    spec = (pool or {}).get("machineSpec", {})
+    machine = load_catalog().machines.get(spec.get("machineType", ""))
+    if machine is None or not machine.is_tpu:
+        return 1
+    return machine.hosts(spec.get("tpuTopology"), int(spec.get("acceleratorCount", 0) or 0))
+
+
+def is_tpu_pool(pool: dict) -> bool:
+    spec = (pool or {}).get("machineSpec", {})
+    machine = load_catalog().machines.get(spec.get("machineType", ""))
+    return machine is not None and machine.is_tpu
+
+
+def host_counts(job: dict) -> list[int]:
+    """The processes each pool runs here: its replicas, times a TPU slice's VMs (a 4x4 v5e
+    slice is one replica and 4 processes, one per TPU host)."""
+    return [n * tpu_hosts(pool) for n, pool in zip(replica_counts(job), pools(job), strict=True)]
+
+
 def slots_of(counts: Sequence[int]) -> list[ReplicaSlot]:
     """Every replica of pools with these replica counts, primary first. Empty pools are
     skipped. Callers bound the counts first (the server refuses more than --max-replicas
@@ -66,8 +93,8 @@ def slots_of(counts: Sequence[int]) -> list[ReplicaSlot]:
 
 
 def replica_slots(job: dict) -> list[ReplicaSlot]:
-    """Every replica of every pool of ``job``, primary first."""
-    return slots_of(replica_counts(job))
+    """Every replica (every TPU host) of every pool of ``job``, primary first."""
+    return slots_of(host_counts(job))
 
 
 def is_distributed(job: dict) -> bool:
@@ -170,7 +197,15 @@ def replica_env(
             "job": json.dumps(job.get("jobSpec", {})),
         }
     )
-    if is_distributed(job):
+    pool = pools(job)[slot.pool]
+    if is_tpu_pool(pool):
+        # What a TPU host's container gets on Vertex is UNCONFIRMED (docs/vertex-facts.md,
+        # "TPUs"): these are the names GKE's TPU webhook sets and JAX reads. Each host is one
+        # process here, its "hostname" its CLUSTER_SPEC address; no PyTorch/TF variables: a
+        # TPU slice is one replica, not a chief and workers.
+        env["TPU_WORKER_ID"] = str(slot.index)
+        env["TPU_WORKER_HOSTNAMES"] = ",".join(cluster[f"workerpool{slot.pool}"])
+    elif is_distributed(job):
         tf_cluster = {
             TF_TASK_TYPES[int(pool[len("workerpool") :])]: hosts for pool, hosts in cluster.items()
         }
@@ -197,7 +232,6 @@ def replica_env(
     # log lines reach the log files as they are printed.
     env["PYTHONUNBUFFERED"] = "1"
     env.update(platform_env or {})
-    pool = pools(job)[slot.pool]
     spec = pool.get("containerSpec") or pool.get("pythonPackageSpec") or {}
     for item in spec.get("env", []):
         env[item["name"]] = item.get("value", "")

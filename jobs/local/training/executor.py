@@ -197,6 +197,7 @@ class Executor:
         a count is data, not a loop bound, until it is known to fit (the server asks first,
         before validation; submit asks again for callers that skip the server)."""
         counts = vertex_env.replica_counts(job)
+        hosts = vertex_env.host_counts(job) if all(n >= 0 for n in counts) else counts
         for i, count in enumerate(counts):
             if count < 0:
                 raise ExecutorError(
@@ -206,11 +207,11 @@ class Executor:
                     f"write 1 or more",
                 )
         limit = self.settings.max_replicas
-        if sum(counts) > limit:
+        if sum(hosts) > limit:  # a TPU slice runs a process per host
             raise ExecutorError(
                 429,
                 "RESOURCE_EXHAUSTED",
-                f"the job needs {sum(counts)} replicas but this local platform runs at most "
+                f"the job needs {sum(hosts)} replicas but this local platform runs at most "
                 f"{limit} at once; lower replicaCount or restart it with "
                 f"`vtx local up --max-replicas N`",
             )

@@ -41,6 +41,7 @@ class JobView:
     pools: tuple[dict, ...]
     """jobSpec.workerPoolSpecs in REST form; an unused pool is ``{}``."""
     replica_counts: tuple[int, ...]
+    """Processes per pool: replicaCount, times a TPU slice's hosts (vertex_env.host_counts)."""
     scheduling: Scheduling
 
     @classmethod
@@ -49,7 +50,7 @@ class JobView:
             name=job["name"],
             labels=dict(job.get("labels", {})),
             pools=tuple(vertex_env.pools(job)),
-            replica_counts=tuple(vertex_env.replica_counts(job)),
+            replica_counts=tuple(vertex_env.host_counts(job)),
             scheduling=scheduling_of(job),
         )
 

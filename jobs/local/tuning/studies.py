@@ -278,7 +278,7 @@ class Studies:
 
     def _runnable(self, resource: dict) -> int:
         """Trials the platform can run at once: its replicas over one trial's."""
-        per_trial = sum(vertex_env.replica_counts({"jobSpec": resource["trialJobSpec"]}))
+        per_trial = sum(vertex_env.host_counts({"jobSpec": resource["trialJobSpec"]}))
         return max(1, self.settings.max_replicas // max(1, per_trial))
 
     def _final_error(self, study: ActiveStudy) -> JobError | None:

@@ -1,5 +1,5 @@
 """Rules on where a job runs: machines, accelerators and regions from the catalog, the worker
-pools (chief, replicas, images, Reduction Server, TPUs) and their disks."""
+pools (chief, replicas, images, Reduction Server) and their disks. TPU rules: tpus.py."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def accelerator_fits_machine(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
                     "accelerator count given without an accelerator type",
                     "set the accelerator type too, or remove the count",
                 )
-            elif machine is not None and machine.builtin:
+            elif machine is not None and machine.builtin and machine.names_accelerator:
                 (acc, (count,)), *_ = machine.accelerators.items()
                 yield Problem(
                     pool.path("accelerator"),
@@ -104,7 +104,10 @@ def _accelerator_on_machine(
             if others:
                 hint += f", or use {others[0]} for {count}"
         else:
-            hint = f"allowed counts on {machine.name}: {', '.join(map(str, allowed))}"
+            counts = [str(n) for n in allowed]
+            if len(counts) > 8:  # cloud-tpu's Pod sizes: every multiple of 32
+                counts = [*counts[:4], "...", counts[-1]]
+            hint = f"allowed counts on {machine.name}: {', '.join(counts)}"
         yield Problem(
             pool.path("accelerator_count"),
             f"{count} x {acc} is not a valid count for {machine.name}",
@@ -143,6 +146,9 @@ def chief_pool_present(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
 
 def chief_single_replica(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
     chief = job.pool("chief")
+    machine = cat.machines.get(chief.machine or "") if chief is not None else None
+    if machine is not None and machine.is_tpu:
+        return  # a TPU slice's replica count: tpus.tpu_one_pool_one_replica says what to write
     if chief is not None and chief.replicas is not None and chief.replicas != 1:
         yield Problem(
             chief.path("replicas"),
@@ -234,41 +240,6 @@ def reduction_server_rules(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             f"the Reduction Server pool must run Google's reduction server image, not {rs.image}",
             f"{job.key('image')}: {image}" + ("" if job.rest else " (or leave image out)"),
         )
-
-
-def tpu_rules(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
-    for pool in job.pools:
-        machine = cat.machines.get(pool.machine or "")
-        if machine is None:
-            continue
-        if not machine.is_tpu:
-            if pool.tpu_topology:
-                yield Problem(
-                    pool.path("tpu_topology"),
-                    f"tpu topology is only for TPU machines, not {machine.name}",
-                    "remove it",
-                )
-            continue
-        if pool.tpu_topology not in machine.tpu_topologies:
-            yield Problem(
-                pool.path("tpu_topology"),
-                f"{machine.name} needs tpu topology {machine.tpu_topologies[0]}"
-                + (f", not {pool.tpu_topology!r}" if pool.tpu_topology else ""),
-                f"{job.key('tpu_topology')}: {machine.tpu_topologies[0]}",
-            )
-        if pool.replicas not in (None, 1):
-            yield Problem(
-                pool.path("replicas"),
-                f"a TPU pool ({machine.name}) runs as one replica",
-                f"{job.key('replicas')}: 1 (pick a larger slice for more chips)",
-            )
-        if job.strategy == "SPOT":
-            yield Problem(
-                job.path("strategy"),
-                f"Spot is not available for TPU pods ({machine.name})",
-                # Not FLEX_START: Dynamic Workload Scheduler runs GPU jobs only (schedule-jobs-dws).
-                f"strategy: {job.strategy_value('STANDARD')} for TPU jobs",
-            )
 
 
 def boot_disk_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:

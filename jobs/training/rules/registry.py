@@ -36,7 +36,6 @@ from jobs.training.rules.machines import (
     reduction_server_rules,
     region_known,
     replicas_positive,
-    tpu_rules,
 )
 from jobs.training.rules.metadata import display_name_valid, labels_valid
 from jobs.training.rules.scheduling import (
@@ -50,6 +49,14 @@ from jobs.training.rules.scheduling import (
     timeout_bounds,
 )
 from jobs.training.rules.secret_values import no_secret_shaped_values
+from jobs.training.rules.tpus import (
+    accelerator_in_api,
+    tpu_machine_confirmed,
+    tpu_one_pool_one_replica,
+    tpu_pod_offered_in_region,
+    tpu_spot_not_on_pods,
+    tpu_topology_valid,
+)
 
 Rule = Callable[[JobFacts, Catalog], Iterator[Problem]]
 
@@ -70,7 +77,12 @@ RULES: dict[str, Rule] = {
         machines_within_limit,
         image_present,
         reduction_server_rules,
-        tpu_rules,
+        tpu_machine_confirmed,
+        accelerator_in_api,
+        tpu_topology_valid,
+        tpu_one_pool_one_replica,
+        tpu_spot_not_on_pods,
+        tpu_pod_offered_in_region,
         strategy_known,
         flex_start_only_fields,
         flex_start_gpus,

@@ -111,12 +111,16 @@ def flex_start_gpus(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
     if pool.machine not in cat.machines or (pool.accelerator and acc is None):
         return  # an unknown machine or accelerator is reported by its own rule
     if acc is None or not acc.flex_start:
-        what = pool.accelerator or "no GPU"
+        builtin = cat.builtin_accelerator(pool.machine)
+        what = pool.accelerator or (builtin[0] if builtin else "no GPU")
+        tpu = cat.machines[pool.machine or ""].is_tpu
+        # A TPU Pod may not run on Spot either (tpus.tpu_spot_not_on_pods): STANDARD only.
+        instead = "" if tpu else f" or {job.strategy_value('SPOT')}"
         yield Problem(
             pool.path("accelerator" if pool.accelerator else "machine"),
             f"FLEX_START (Dynamic Workload Scheduler) runs jobs on {_flex_start_gpus(cat)} "
             f"only; the {pool.role} pool has {what} ({pool.machine})",
-            f"strategy: {job.strategy_value('STANDARD')} or {job.strategy_value('SPOT')}, or a "
+            f"strategy: {job.strategy_value('STANDARD')}{instead}, or a "
             "machine with one of those GPUs (e.g. g2-standard-8, one L4)",
         )
 

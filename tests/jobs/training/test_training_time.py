@@ -36,6 +36,16 @@ def test_a_job_without_a_gpu_says_how_to_give_it_one() -> None:
         trainer_call(_facts("smoke-cpu.yaml"), load_catalog())
 
 
+@pytest.mark.parametrize("name", ["v5e-slice.yaml", "tpu-v2-pod.yaml"])
+def test_a_tpu_job_is_not_estimated_and_says_so(name: str) -> None:
+    with pytest.raises(TrainingTimeError, match=r"is a TPU \(.*\): vtx does not estimate TPU"):
+        trainer_call(_facts(name), load_catalog())
+    # The same job with the trainer's own command is refused for its TPU all the same.
+    facts = _facts(name, ["command=[python, -m, trainer]", "args=[--config, x.yaml]"])
+    with pytest.raises(TrainingTimeError, match="does not estimate TPU step times"):
+        trainer_call(facts, load_catalog())
+
+
 def test_a_job_that_does_not_run_the_trainer_is_refused() -> None:
     facts = _facts("l4-spot-lora.yaml", ["command=[python, train.py]", "args=[]"])
     with pytest.raises(TrainingTimeError, match="does not run the trainer"):

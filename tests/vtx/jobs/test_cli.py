@@ -205,6 +205,9 @@ def test_import_refuses_a_vtx_template() -> None:
     [
         ((), "NVIDIA_H100_80GB"),
         (("--accelerator", "NVIDIA_L4"), "g2-standard-96: 8"),
+        # TPUs like GPUs: each machine with its chips per VM, then its slices and their VMs.
+        (("--accelerator", "TPU_V5_LITEPOD"), "ct5lp-hightpu-8t: 8 per VM; tpu_topology 2x4"),
+        (("--accelerator", "TPU_V3"), "cloud-tpu: 8,32,64"),
         (("--machines", "--region", "europe-west1"), "g2-standard-8"),
     ],
 )
@@ -318,15 +321,17 @@ def test_validate_names_a_valid_file_whose_path_has_brackets(tmp_path: Path) -> 
     assert f"✓ {path}: valid (template)" in out
 
 
-@pytest.mark.parametrize("args", [(), ("--machines",), ("--accelerator", "NVIDIA_L4")])
+@pytest.mark.parametrize(
+    "args",
+    [(), ("--machines",), ("--accelerator", "NVIDIA_L4"), ("--accelerator", "TPU_V5_LITEPOD")],
+)
 def test_catalog_on_80_columns_shows_every_name_whole(args: tuple[str, ...]) -> None:
     result = CliRunner(env={"COLUMNS": "80"}).invoke(app, ["catalog", *args])
     assert result.exit_code == 0, result.output
     assert "…" not in result.output
     cat = load_catalog()
-    expected = {(): set(cat.accelerators), ("--machines",): set(cat.machines)}.get(
-        args, {"NVIDIA_L4"}
-    )
+    whole = {(): set(cat.accelerators), ("--machines",): set(cat.machines)}
+    expected = whole[args] if args in whole else {args[-1]}
     shown = {line.split("│")[1].strip() for line in result.output.splitlines() if "│" in line}
     assert expected <= shown, expected - shown
 

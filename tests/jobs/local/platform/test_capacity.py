@@ -38,6 +38,13 @@ L4_SPOT = "aiplatform.googleapis.com/custom_model_training_preemptible_nvidia_l4
 
 CPUS = "aiplatform.googleapis.com/custom_model_training_cpus"
 
+TPU_V5E = "aiplatform.googleapis.com/custom_model_training_tpu_v5e"
+
+SLICE_4X4 = {
+    "machineSpec": {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "4x4"},
+    "replicaCount": 1,
+}
+
 DAY_S = 86400.0
 
 
@@ -87,6 +94,11 @@ def _need(count: int, strategy: str = "STANDARD", max_wait_s: float | None = Non
             {"NVIDIA_L4": 2},
         ),
         (_job(_pool("n1-standard-4", 2)), {CPUS: 8}, {}),  # CPU only: no accelerator
+        (  # a 4x4 TPU v5e slice: one replica, 4 VMs of 4 chips and 112 vCPUs each
+            _job(SLICE_4X4),
+            {CPUS: 448, TPU_V5E: 16},
+            {"TPU_V5_LITEPOD": 16},
+        ),
     ],
 )
 def test_a_job_needs_every_pool_at_full_size(job: dict, quota: dict, accelerators: dict) -> None:
@@ -179,6 +191,30 @@ def test_a_spot_stockout_fails_with_stockout_and_the_region() -> None:
     assert decision.error.code is Code.RESOURCE_EXHAUSTED
     assert decision.error.message.startswith("STOCKOUT: Spot capacity for NVIDIA_L4")
     assert f"Resources are insufficient in region: {REGION}" in decision.error.message
+
+
+def test_a_tpu_slice_meets_tpu_quota_and_spot_stockouts_as_a_gpu_job_does() -> None:
+    # What lets a ladder fall back from a v5e slice to GPUs: the slice is refused for its
+    # chips' quota, and a single-host slice on Spot stocks out, naming the TPU.
+    slice_job = _job(
+        {
+            "machineSpec": {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "4x4"},
+            "replicaCount": 1,
+        }
+    )
+    [short] = quota_shortfalls(_capacity(quotas={TPU_V5E: 8}), need_of(slice_job, REGION), {})
+    assert (short.metric, short.limit, short.needed) == (TPU_V5E, 8, 16)
+    spot_job = _job(
+        {
+            "machineSpec": {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "2x2"},
+            "replicaCount": 1,
+        },
+        strategy="SPOT",
+    )
+    capacity = _capacity({"TPU_V5_LITEPOD": {"spot_stockout": True}})
+    decision = admit(capacity, need_of(spot_job, REGION), {}, waited_s=0, default_max_wait_s=DAY_S)
+    assert decision.error is not None
+    assert decision.error.message.startswith("STOCKOUT: Spot capacity for TPU_V5_LITEPOD")
 
 
 def test_flex_start_past_its_wait_fails_naming_it() -> None:

@@ -117,3 +117,42 @@ def test_multi_replica_job_gives_each_node_its_rank_and_cluster(
         assert seen["WORLD_SIZE"] == "3"  # nodes, not processes
     assert sorted(e["RANK"] for e in envs.values()) == ["0", "1", "2"]
     assert envs["workerpool0-0"]["RANK"] == "0"
+
+
+# A TPU host prints its TPU variables; host 0 (the primary) waits for the others' markers.
+PRINT_TPU_ENV = """
+import json, os, pathlib, sys, time
+keys = ["TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES", "CLUSTER_SPEC", "MASTER_ADDR", "WORLD_SIZE",
+        "RANK", "TF_CONFIG"]
+print(json.dumps({k: os.environ.get(k) for k in keys}))
+marks = pathlib.Path(os.environ["MARKS"])
+worker = os.environ["TPU_WORKER_ID"]
+if worker != "0":
+    (marks / worker).write_text("done")
+    sys.exit(0)
+while len(list(marks.iterdir())) < 1:
+    time.sleep(0.05)
+"""
+
+
+def test_a_multi_host_tpu_slice_runs_a_process_per_host_with_its_worker_id(
+    local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    # ct5lp-hightpu-4t with 2x4 is 8 chips on 2 VMs: one replica, which Vertex starts as 2 VMs.
+    tpu = pool(PRINT_TPU_ENV, env={"MARKS": str(tmp_path)})
+    tpu["machine_spec"] = {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x4"}
+    jobs = client(local_platform.vertex_endpoint)
+    created = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("tpu-slice", tpu))
+    done = wait_terminal(jobs, created.name)
+    assert done.state == 4, done.error  # SUCCEEDED, on this machine's CPU
+
+    hosts = [_env_of(local_platform, created.name, f"workerpool0-{i}") for i in (0, 1)]
+    cluster = json.loads(hosts[0]["CLUSTER_SPEC"])["cluster"]
+    assert list(cluster) == ["workerpool0"] and len(cluster["workerpool0"]) == 2
+    for i, seen in enumerate(hosts):
+        assert seen["TPU_WORKER_ID"] == str(i)
+        assert seen["TPU_WORKER_HOSTNAMES"] == ",".join(cluster["workerpool0"])
+        assert json.loads(seen["CLUSTER_SPEC"])["task"] == {"type": "workerpool0", "index": i}
+        # One replica, not a chief and workers: no PyTorch or TF variables.
+        for absent in ("MASTER_ADDR", "WORLD_SIZE", "RANK", "TF_CONFIG"):
+            assert seen[absent] is None, absent
