@@ -12,6 +12,9 @@ if __name__ == "__main__":
     # First thing, before trainer.training.cli loads torch and transformers (seconds): a SIGTERM
     # during start-up becomes a stop request that the loop sees at its first check, not a death.
     stop = StopRequest().install()
+    from trainer.tracking.metrics import log_start
+
+    log_start()  # when this start began, for the platform's goodput timeline
     # Then the arguments and the config, without torch: a mistake fails in well under a second.
     from trainer.config.arguments import parse_args, read_config
 

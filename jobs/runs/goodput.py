@@ -43,6 +43,7 @@ from jobs.vertex.client import JobRecord, rfc3339
 
 PRIMARY_REPLICA = "workerpool0-0"
 """Rank 0's replica: the chief pool's first. Cloud Logging may not name it (""): read as it."""
+STARTING = "starting"  # the first thing a start of the program logs, before torch loads
 RESUMED = "resumed"  # restore_s: seconds the checkpoint load took
 SAVE_STARTED = "checkpoint started"  # blocked_s: seconds the step loop waited for the save
 SAVED = "checkpoint saved"  # blocked_s, after a stop request
@@ -259,9 +260,10 @@ def _lines(entries: Sequence[LogEntry], job: str) -> list[tuple[int | None, _Lin
 
 def lives(entries: Sequence[LogEntry], job: str) -> list[list[_Line]]:
     """The primary replica's lines of one attempt, split by start of the program: by the
-    restart the local platform tags each line with; where nothing says (Vertex), a new start
-    is a ``resumed``/``training`` line after one, beginning after the last JSON line of rank 0
-    before it (library lines between belong to the new start's imports)."""
+    restart the local platform tags each line with; where nothing says (Vertex), at each
+    ``starting`` line (the trainer's first), or, from a trainer that does not log one, at a
+    ``resumed``/``training`` line after a ``training`` line; library lines since rank 0's
+    last JSON line go with the new start (its imports)."""
     tagged = _lines(entries, job)
     if any(restart is not None for restart, _ in tagged):
         by_restart: dict[int, list[_Line]] = {}
@@ -271,8 +273,10 @@ def lives(entries: Sequence[LogEntry], job: str) -> list[list[_Line]]:
     found: list[list[_Line]] = [[]]
     for _, line in tagged:
         current = found[-1]
-        if line.starts_program and any(x.message == TRAINING for x in current):
-            cut = max(i for i, x in enumerate(current) if x.fields is not None) + 1
+        again = line.starts_program and any(x.message == TRAINING for x in current)
+        if line.message == STARTING or again:
+            # Library lines after rank 0's last line are the new start's (its imports).
+            cut = max((i + 1 for i, x in enumerate(current) if x.fields is not None), default=0)
             found[-1], current = current[:cut], current[cut:]
             found.append(current)
         current.append(line)

@@ -12,44 +12,16 @@ from itertools import pairwise
 
 import pytest
 
-from jobs.runs.goodput import CATEGORIES, Goodput, goodput_of
-from jobs.runs.logs import LogEntry
-from jobs.runs.watch import attempts_of
-from jobs.vertex.client import JobRecord
-from tests.jobs.runs.run_records import PARENT, T0, rest_job, stamp, trainer
-
-STOP = "stop requested (SIGTERM): checkpointing and exiting"
-
-
-def text(job_id: str, at_s: float, message: str, replica: str = "workerpool0-0") -> LogEntry:
-    return LogEntry(stamp(at_s), f"{PARENT}/customJobs/{job_id}", replica, 0, message)
-
-
-def preempted_once(job_id: str = "1") -> list[LogEntry]:
-    """One start until a SIGTERM at step 12, a second from its checkpoint to the end (20)."""
-    return [
-        text(job_id, 15, "importing torch"),
-        trainer(job_id, 25, "training", step=0, total_steps=20),
-        trainer(job_id, 35, "train", step=10, loss=3.0, tokens_per_s=100.0, tokens=1000),
-        trainer(job_id, 36, "checkpoint committed", step=10, path="gs://c/step-10"),  # beside
-        trainer(job_id, 37, "checkpoint started", step=10, blocked_s=1.5),
-        trainer(job_id, 40, STOP, step=12),
-        trainer(job_id, 42, "checkpoint saved", step=12, blocked_s=2.0),
-        text(job_id, 50, "importing torch"),
-        trainer(job_id, 58, "resumed", step=12, restore_s=3.0),
-        trainer(job_id, 59, "training", step=12, total_steps=20),
-        trainer(job_id, 67, "train", step=20, loss=2.0, tokens_per_s=120.0, tokens=2000),
-        trainer(job_id, 67, "train", rank=1, step=20, loss=9.0),  # not rank 0's
-        text(job_id, 68, "a warning", replica="workerpool1-0"),  # not the primary replica
-        trainer(job_id, 70, "eval", step=20, eval_loss=2.1, eval_s=2.0),
-        trainer(job_id, 80, "done", step=20),
-    ]
-
-
-def goodput(jobs: list[dict], entries: list[LogEntry], now_s: float = 1000) -> Goodput:
-    now = T0 + timedelta(seconds=now_s)
-    attempts = attempts_of([JobRecord.from_rest(j) for j in jobs], "us-central1", now)
-    return goodput_of(attempts, entries, now)
+from jobs.runs.goodput import CATEGORIES, Goodput
+from tests.jobs.runs.run_records import (
+    STOP,
+    T0,
+    goodput,
+    preempted_once,
+    rest_job,
+    stamp,
+    trainer,
+)
 
 
 def seconds(found: Goodput) -> dict[str, float]:
@@ -189,3 +161,33 @@ def test_every_category_names_its_source_and_mark() -> None:
     assert len({c.letter for c in CATEGORIES}) == len(CATEGORIES)
     assert {c.source for c in CATEGORIES} <= {"vertex", "trainer", "both"}
     assert json.dumps([c.library for c in CATEGORIES])  # names, or None for vtx's own
+
+
+def test_each_starting_line_begins_a_start_and_times_its_imports() -> None:
+    """The trainer's first line, before torch loads: a restart's recovery ends there, and its
+    start-up (imports, data, model) and restore follow, also where no restart is tagged."""
+    job = rest_job("1", 0, "JOB_STATE_SUCCEEDED", started_s=0, ended_s=40)
+    entries = [
+        trainer("1", 1, "starting"),
+        trainer("1", 5, "training", step=0, total_steps=10),
+        trainer("1", 10, STOP, step=5),
+        trainer("1", 11, "checkpoint saved", step=5, blocked_s=1.0),
+        trainer("1", 20, "starting"),
+        trainer("1", 26, "resumed", step=5, restore_s=2.0),
+        trainer("1", 27, "training", step=5, total_steps=10),
+        trainer("1", 32, "train", step=10, loss=1.0),
+        trainer("1", 33, "done", step=10),
+    ]
+    found = goodput([job], entries)
+
+    assert_tiles(found)
+    assert seconds(found) == {
+        "provisioning": 1,
+        "startup": 4 + 4 + 1,
+        "productive": 5 + 5,
+        "save": 1,
+        "recovery": 9,  # the stop's save -> the next start's first line
+        "restore": 2,
+        "finish": 1,
+        "idle": 7,
+    }
