@@ -6,10 +6,12 @@ a checkpoint every 10 steps, one line of log per step). At K seeded steps the be
 preemption exactly as `vtx local preempt` does (SIGTERM, grace, SIGKILL, then the platform's
 restart); the trainer checkpoints on SIGTERM and the restarted replica resumes.
 
-From the job's own timestamped logs: goodput = productive step time (each step's duration,
-counted once) / wall time from submission to the job's end; steps recomputed (steps trained
-more than once); time to first step after each restart (preemption request to the restarted
-replica's first step).
+The figures are the product's (`jobs.runs.goodput`, what `vtx status` shows), from the
+platform's record of the job and its timestamped logs: goodput = productive step time (each
+step's duration, counted once) / wall time from the job's creation to its end; steps
+recomputed (steps trained more than once); time to first step after each restart (from the
+trainer's stop request, logged as the SIGTERM's step ends, to the restarted replica's first
+step).
 
 The tutorial pattern (HF Trainer saving every N steps to the VM's local disk, `gsutil cp` at
 the end) loses everything on a preemption: the disk goes with the VM. It is simulated on the
@@ -29,16 +31,19 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, Section, table
 from jobs.core.states import is_final
+from jobs.runs.goodput import goodput_of
+from jobs.runs.logs import local_entry
+from jobs.runs.watch import attempts_of
+from jobs.vertex.client import JobRecord, VertexRest
 
 # gcsfs reads this when imported: the emulator speaks JSON only (see tests/conftest.py).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-STOP_MESSAGE = "stop requested (SIGTERM): checkpointing"
 
 
 def _ts(text: str) -> float:
@@ -53,6 +58,8 @@ class Run:
     entries: list[dict[str, Any]] = field(default_factory=list)
     state: int = 0
     error: str = ""
+    record: JobRecord | None = None
+    """The platform's own record of the job, read once it ended."""
 
 
 def _step_records(entries: list[dict[str, Any]]) -> list[tuple[int, float, dict[str, Any]]]:
@@ -90,7 +97,12 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
     from jobs.local.platform.ports import free_port
     from jobs.local.platform.processes import start_fresh, stop_platform
     from jobs.local.platform.settings import LocalSettings
-    from jobs.local.platform.state import LOCAL_BUCKETS, LOCAL_PROJECT, LOCAL_REGION
+    from jobs.local.platform.state import (
+        LOCAL_BUCKETS,
+        LOCAL_PROJECT,
+        LOCAL_REGION,
+        stack_outputs_for,
+    )
 
     points = sorted(random.Random(seed).sample(range(10, steps - 10, 5), preemptions))
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,49 +175,43 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
                 time.sleep(0.2)
             page = read_logs(state.vertex_endpoint, state.token, job=name, cursor=cursor)
             run.entries += page["entries"]
+            run.record = VertexRest(stack_outputs_for(state)).get(name)
         finally:
             stop_platform(data_dir)
     return run
 
 
 def analyse(run: Run, steps: int) -> dict[str, Any]:
-    records = _step_records(run.entries)
-    durations: dict[int, float] = {}
-    trained = 0
-    restart_start: dict[int, float] = {}
-    first_step: dict[int, float] = {}
-    previous: dict[int, float] = {}
-    for restart, t, record in records:
-        message = record.get("message", "")
-        if message == "training":
-            restart_start[restart] = previous[restart] = t
-        # A step ends with its metrics line, or, for the step a SIGTERM interrupted, with the
-        # trainer's stop line (it checkpoints instead of logging metrics).
-        if message != "train" and not message.startswith(STOP_MESSAGE):
-            continue
-        trained += 1
-        first_step.setdefault(restart, t)
-        durations[record["step"]] = t - previous.get(restart, t)  # the last run of it wins
-        previous[restart] = t
-    productive = sum(durations.values())
-    wall = run.ended - run.submitted
-    restarts = sorted(a for a in first_step if a > 0)
-    to_first_step = [first_step[a] - p for p, a in zip(run.preempted_at, restarts, strict=False)]
-    first_start = min(first_step.values()) - run.submitted
+    """The product's goodput timeline of the job (`jobs.runs.goodput`, what `vtx status`
+    shows), read off the platform's record of the job and its log entries."""
+    assert run.record is not None, "the job's record was not read"
+    ended = run.record.end_time or datetime.now(UTC)
+    attempts = attempts_of([run.record], run.record.region, ended)
+    found = goodput_of(attempts, [local_entry(e) for e in run.entries], ended)
+    submitted = found.submitted.timestamp()
+    per_step = [
+        p.seconds / (p.steps[1] - p.steps[0] + 1)
+        for a in found.attempts
+        for p in a.phases
+        if p.category == "productive" and p.steps
+        for _ in range(p.steps[1] - p.steps[0] + 1)
+    ]
+    first_step = min((p.at.timestamp() for p in found.points), default=submitted)
     return {
         "state": run.state,
         "error": run.error,
-        "wall_s": wall,
-        "productive_s": productive,
-        "goodput": productive / wall,
-        "steps_trained": trained,
-        "steps_recomputed": trained - len(durations),
-        "unique_steps": len(durations),
-        "to_first_step_s": to_first_step,
-        "first_start_s": first_start,
-        "median_step_s": statistics.median(durations.values()),
-        "mean_step_s": productive / max(len(durations), 1),
-        "preempted_at_s": [p - run.submitted for p in run.preempted_at],
+        "wall_s": found.wall_s,
+        "productive_s": found.productive_s,
+        "goodput": found.goodput or 0.0,
+        "steps_trained": found.steps_trained,
+        "steps_recomputed": found.steps_lost,
+        "unique_steps": found.unique_steps,
+        "to_first_step_s": found.to_first_step_s,
+        "first_start_s": first_step - submitted,
+        "median_step_s": statistics.median(per_step) if per_step else float("nan"),
+        "mean_step_s": found.productive_s / max(found.unique_steps, 1),
+        "preempted_at_s": [p - submitted for p in run.preempted_at],
+        "badput_s": {f.key: f.seconds for f in found.badput},
     }
 
 

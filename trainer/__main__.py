@@ -17,6 +17,9 @@ if __name__ == "__main__":
     if on_tpu is not None:  # at once: nothing below has a TPU path
         print(f"error: {tpu_host_message(on_tpu)}", file=sys.stderr)
         sys.exit(2)
+    from trainer.tracking.metrics import log_start
+
+    log_start()  # when this start began, for the platform's goodput timeline
     # Then the arguments and the config, without torch: a mistake fails in well under a second.
     from trainer.config.arguments import parse_args, read_config
 

@@ -154,6 +154,20 @@ def write_user_file(path: Path, text: str) -> None:
         raise _write_error(shown, exc) from None
 
 
+def require_regular_target(path: Path) -> None:
+    """UserFileError unless ``path`` names a regular file or nothing yet: for a file a command
+    writes whole (a report), where a pipe, a device or ``/dev/stdout`` would take only part of
+    what it means (a page its reader opens by name)."""
+    shown = shown_path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return  # a new file: write_user_file says what is wrong with its folder, if anything
+    except OSError as exc:
+        raise UserFileError(shown, f"cannot be written: {exc.strerror or exc}") from None
+    _check_regular(mode, shown, "name a regular file path")
+
+
 def _write_error(shown: str, exc: OSError) -> UserFileError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return UserFileError(

@@ -118,18 +118,20 @@ class LocalLogSource:
                 f"cannot read logs from the local platform at {self.url}: {exc} "
                 "(is it up? `vtx local status`)"
             ) from exc
-        entries = [
-            LogEntry(
-                timestamp=str(e.get("timestamp", "")),
-                job=str(e.get("job", "")),
-                replica=str(e.get("replica", "")),
-                attempt=int(e.get("attempt", 1)),
-                message=str(e.get("message", "")).rstrip("\n"),
-                restart=_restart(e.get("restart")),
-            )
-            for e in body.get("entries", [])
-        ]
+        entries = [local_entry(e) for e in body.get("entries", [])]
         return entries, body.get("cursor", cursor)
+
+
+def local_entry(e: dict[str, Any]) -> LogEntry:
+    """One entry of the local control plane's ``/vtx/logs`` page."""
+    return LogEntry(
+        timestamp=str(e.get("timestamp", "")),
+        job=str(e.get("job", "")),
+        replica=str(e.get("replica", "")),
+        attempt=int(e.get("attempt", 1)),
+        message=str(e.get("message", "")).rstrip("\n"),
+        restart=_restart(e.get("restart")),
+    )
 
 
 def _restart(value: Any) -> int | None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from html import unescape
 from itertools import combinations
 from pathlib import Path
@@ -22,10 +20,11 @@ import pytest
 
 from infra.review.layered_svg import PALETTE
 from infra.review.render_html import to_html
+from tests.chromium import CHROMIUM
+from tests.chromium import chromium as _chromium
 from vtx.commands.review import Format, render_review
 
 PREVIEW = Path(__file__).parent / "fixtures" / "preview-dev.json"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WIDTH_PX = 1280
 _SLACK_PX = 1.0  # sub-pixel rounding between an SVG box and the browser's layout of it
 
@@ -52,29 +51,6 @@ probe.textContent = JSON.stringify({
 });
 document.body.append(probe);
 </script>"""
-
-
-def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--hide-scrollbars",
-            "--force-device-scale-factor=1",
-            f"--user-data-dir={tmp_path / 'chromium-profile'}",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _layout(tmp_path: Path, page: str) -> dict[str, Any]:

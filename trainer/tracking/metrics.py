@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from tqdm import tqdm
+
+from trainer.config.env import VertexEnv
 
 # Libraries whose INFO lines are for their own developers, kept to warnings and errors: fsspec
 # logs its readahead cache's settings for every file opened ("AdaptiveReadaheadCache enabled
@@ -78,6 +82,25 @@ class TqdmHandler(logging.StreamHandler):
             tqdm.write(self.format(record), file=self.stream)
         except Exception:  # logging's contract: a failing handler never raises into the caller
             self.handleError(record)
+
+
+STARTING = "starting"
+
+
+def log_start(environ: Mapping[str, str] | None = None) -> None:
+    """In a job, one JSON line as the process starts, before torch and transformers load
+    (seconds): the platform's goodput timeline (jobs/runs/goodput.py) measures a start's
+    import and load time from it, and the time a restart took up to it. Outside a job, where
+    a person reads the terminal, nothing."""
+    env = os.environ if environ is None else environ
+    if not VertexEnv.from_environ(env).in_job:
+        return
+    try:
+        rank = int(env.get("RANK") or 0)  # torchrun's global rank; Vertex's node rank without it
+    except ValueError:
+        rank = 0
+    line = {"severity": "INFO", "message": STARTING, "logger": __name__, "rank": rank}
+    print(json.dumps(line), flush=True)
 
 
 def setup_logging(rank: int, human: bool = False, level: int = logging.INFO) -> None:

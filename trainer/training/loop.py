@@ -450,10 +450,14 @@ class Trainer:
     def _resume(self) -> None:
         plan = self.resume
         if plan.step is not None:
+            started = time.perf_counter()
             self.state["train"].load_from(plan.written_by)
             self.checkpointer.load(plan.step, self.state)
             checkpoint = step_dir(self.outputs.checkpoint_dir, plan.step)
             extra = {**self._at(), "checkpoint": checkpoint, "verified": plan.verified}
+            # Measured here: the platform's goodput timeline (jobs/runs/goodput.py) tells the
+            # restore from the program's start-up by it.
+            extra["restore_s"] = round(time.perf_counter() - started, 3)
             log.info("resumed", extra={**extra, "written_by_processes": plan.written_by})
             change = plan.world_size_change(self.cfg, self.world_size)
             if change:
@@ -609,7 +613,10 @@ class Trainer:
         values["grad_norm"] = float(self.grad_norm)
         self.meter.reset()
         self.bar.tokens_per_s(values["tokens_per_s"])
-        log.info("train", extra={"step": step, **{k: round(v, 6) for k, v in values.items()}})
+        # tokens: trained so far, kept in the checkpoint, so each token counts once however
+        # often the run was resumed (the platform's tokens per paid dollar).
+        rounded = {k: round(v, 6) for k, v in values.items()}
+        log.info("train", extra={"step": step, **rounded, "tokens": self.progress.tokens_seen})
         self.reporters.log(step, values)
 
     def _stop_early_if_no_improvement(self) -> bool:
@@ -631,9 +638,11 @@ class Trainer:
         return bool(patience) and progress.evals_without_improvement >= patience
 
     def _evaluate(self) -> float:
+        started = time.perf_counter()
         eval_loss = evaluate(self.model, self.evals, self.cfg, self.device)
         self.progress.last_eval_step = self.progress.step
-        log.info("eval", extra={**self._at(), "eval_loss": round(eval_loss, 6)})
+        eval_s = round(time.perf_counter() - started, 3)
+        log.info("eval", extra={**self._at(), "eval_loss": round(eval_loss, 6), "eval_s": eval_s})
         self.reporters.log(self.progress.step, {"eval_loss": eval_loss})
         return eval_loss
 

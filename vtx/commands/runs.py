@@ -15,11 +15,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.text import Text
 
 from jobs.core.catalog import Catalog, load_catalog
+from jobs.core.user_io import UserFileError, require_regular_target, shown_path
 from jobs.runs.checkpoints import Storage, stored_checkpoints
+from jobs.runs.goodput import Goodput, goodput_of
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
-from jobs.runs.watch import AttemptStatus, attempts_of, run_status
+from jobs.runs.watch import AttemptStatus, RunStatus, attempts_of, run_status
 from jobs.vertex.client import NEVER, JobRecord, VertexRest
 from vtx.options import (
     RefArg,
@@ -27,9 +31,13 @@ from vtx.options import (
     StackOpt,
     api_errors,
     console,
+    fail,
     required_stack,
+    write_output,
 )
 from vtx.views import study_watch
+from vtx.views.goodput import goodput_json, goodput_line, timeline_rows
+from vtx.views.goodput_page import goodput_page
 from vtx.views.runs import (
     OutputFormat,
     list_json,
@@ -73,29 +81,47 @@ def log_entries(vertex: VertexRest, jobs: list[JobRecord]) -> list[LogEntry]:
     return entries
 
 
+TimelineOpt = Annotated[
+    bool,
+    typer.Option(
+        "--timeline",
+        help="Add a bar per attempt: where the run's time went (phases as letters, a legend).",
+    ),
+]
+
+
+def watched_run(out: Console, vertex: VertexRest, ref: str) -> tuple[RunStatus, Goodput]:
+    """A run's status and goodput timeline, read once (its attempts, every log entry)."""
+    with api_errors(out):
+        job = vertex.resolve(ref)
+        jobs = vertex.list(job.run_id) if job.run_id else [job]
+        entries = log_entries(vertex, jobs)
+        found = run_status(
+            jobs,
+            entries,
+            vertex.stack.region,
+            datetime.now(UTC),
+            local=vertex.stack.is_local,
+            catalog=load_catalog().for_stack(vertex.stack),
+        )
+    return found, goodput_of(found.attempts, entries, found.now)
+
+
 @app.command()
 def status(
     ref: RefArg,
     stack: StackOpt = None,
     stack_file: StackFileOpt = None,
     fmt: FormatOpt = OutputFormat.table,
+    timeline: TimelineOpt = False,
 ) -> None:
-    """A run: its attempts, pools and replicas, the trainer's step, pace, ETA, checkpoints, and
-    cost so far at the catalog's price (or one job launched without vtx)."""
+    """A run: its attempts, pools and replicas, the trainer's step, pace, ETA, checkpoints,
+    cost so far at the catalog's price, and its goodput (or one job launched without vtx)."""
     out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
         if study := study_watch.find_study(vertex, ref):  # a study: its trials, the best one
             return study_watch.show_status(out, study, fmt, vertex)
-        job = vertex.resolve(ref)
-        jobs = vertex.list(job.run_id) if job.run_id else [job]
-        found = run_status(
-            jobs,
-            log_entries(vertex, jobs),
-            vertex.stack.region,
-            datetime.now(UTC),
-            local=vertex.stack.is_local,
-            catalog=load_catalog().for_stack(vertex.stack),
-        )
+    found, goodput = watched_run(out, vertex, ref)
     newest, progress = found.newest.job, found.progress
     storage = Storage(vertex.stack)
     found = replace(
@@ -104,8 +130,33 @@ def status(
     )
     if fmt is OutputFormat.table:
         print_status(out, found)
+        out.print(Text("goodput: ") + Text(goodput_line(goodput)))
+        if timeline:
+            for row in timeline_rows(goodput):
+                out.print(row, soft_wrap=False, overflow="ignore", crop=False)
     else:
-        print_document(out, status_json(found), fmt)
+        print_document(out, {**status_json(found), "goodput": goodput_json(goodput)}, fmt)
+
+
+OutputArg = Annotated[
+    Path, typer.Option("--output", "-o", help="The HTML file to write (a regular file path).")
+]
+
+
+@app.command()
+def report(
+    ref: RefArg, output: OutputArg, stack: StackOpt = None, stack_file: StackFileOpt = None
+) -> None:
+    """One self-contained HTML page of a run: its timeline per attempt, loss and tokens/s over
+    wall time, and the goodput and badput figures (no network, no script)."""
+    try:  # before anything is read: a wrong path costs no API call
+        require_regular_target(output)
+    except UserFileError as exc:
+        raise fail(f"--output {exc}") from None
+    out, vertex = console(), rest_client(stack, stack_file)
+    found, goodput = watched_run(out, vertex, ref)
+    write_output(output, goodput_page(found.run_id or found.newest.job.job_id, goodput))
+    out.print(f"wrote {shown_path(output)}", highlight=False)
 
 
 def numbered(

@@ -13,7 +13,10 @@
    every replica restarts (restartJobOnWorkerRestart) and resumes from its last committed
    checkpoint;
 6. print a summary read back from the run's logs: steps, final loss, checkpoints, model URI,
-   work lost to the preemption.
+   work lost to the preemption;
+7. register, deploy and ask the run's model once;
+8. end with the run's goodput: a bar per attempt (`vtx status --timeline`), its report
+   (`vtx report`, written under the data dir, path printed) and its goodput line.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import dataclasses
 import json
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from infra.offline.program import render_preview, run_offline
 from jobs.core.catalog import load_catalog, refreshed_prices_dir
@@ -34,6 +38,7 @@ from jobs.core.contract import new_run_id, region_of
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
 from jobs.core.states import bare_name, succeeded
+from jobs.core.user_io import shown_path, write_user_file
 from jobs.launch.checks import checked_template
 from jobs.launch.plan import LaunchOptions
 from jobs.local.platform.capacity import Capacity
@@ -42,14 +47,18 @@ from jobs.local.platform.ports import free_port
 from jobs.local.platform.processes import PlatformError, bring_up, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import EXAMPLE_DATA, running_state, stack_outputs_for
+from jobs.runs.goodput import goodput_of
 from jobs.runs.logs import LocalLogSource
+from jobs.runs.watch import attempts_of
 from jobs.spec.document import load_document
 from jobs.spec.template import JobTemplate
 from jobs.training.prices import BillingCatalogReader, PricesUnavailable, refresh
-from jobs.vertex.client import Vertex, VertexError, state_name
+from jobs.vertex.client import Vertex, VertexError, VertexRest, state_name
 from vtx.confirm import Ask
 from vtx.demo.serving import Served, print_served, serve_run_model
 from vtx.flows.launch import launch_job
+from vtx.views.goodput import goodput_line, timeline_rows
+from vtx.views.goodput_page import goodput_page
 from vtx.views.output import FitTable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -277,6 +286,8 @@ class DemoResult:
     served: Served | None = None
     """The run's model registered, deployed and asked once (None: not asked for, or failed)."""
     serve_error: str | None = None
+    report: Path | None = None
+    """The run's goodput report (`vtx report`), written at the end."""
 
 
 def run_demo(
@@ -289,6 +300,7 @@ def run_demo(
 ) -> DemoResult:
     """Run the demo; DemoError if it could not, a DemoResult (any final state) otherwise."""
     state, started = _ensure_platform(data_dir, console)
+    goodput: str | None = None
     try:
         if preview:
             _preview(console)
@@ -304,11 +316,14 @@ def run_demo(
         result = _launch_and_follow(console, stack, trainer_overrides or [])
         if serve and succeeded(result.state):
             result = _serve(console, stack, result)
-        return result
+        report, goodput = _goodput(console, stack, result.run_id, data_dir)
+        return dataclasses.replace(result, report=report)
     finally:
         if started and not keep_up:
             stop_platform(Path(state.data_dir))
             console.print("local platform stopped; nothing left running")
+        if goodput is not None:  # the demo's last word
+            console.print(Text("goodput: ") + Text(goodput), soft_wrap=True)
 
 
 def _refresh_prices(console: Console, stack: StackOutputs) -> None:
@@ -365,6 +380,29 @@ def _serve(console: Console, stack: StackOutputs, result: DemoResult) -> DemoRes
         return dataclasses.replace(result, serve_error=str(exc))
     print_served(console, served)
     return dataclasses.replace(result, served=served)
+
+
+def _goodput(
+    console: Console, stack: StackOutputs, run_id: str, data_dir: Path
+) -> tuple[Path, str]:
+    """The run's bars (`vtx status --timeline`) and its report (`vtx report`) in the
+    platform's data dir, printed; its goodput line, returned (the demo ends with it): where
+    the time went, from the ladder's stocked-out rung to the preemption's restart."""
+    console.rule(f"[bold]6. vtx status {run_id} --timeline; vtx report {run_id}: its goodput")
+    jobs = VertexRest(stack).list(run_id)
+    now = datetime.now(UTC)
+    catalog = load_catalog().for_stack(stack)
+    attempts = attempts_of(jobs, stack.region, now, catalog)
+    source = LocalLogSource(stack.vertex_endpoint or "", run_id, token=stack.local_token or "")
+    entries, _ = source.fetch(None)
+    found = goodput_of(attempts, entries, now)
+    for row in timeline_rows(found):
+        console.print(row, soft_wrap=False, overflow="ignore", crop=False)
+    report = data_dir / "reports" / f"{run_id}.html"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    write_user_file(report, goodput_page(run_id, found))
+    console.print(f"report: {shown_path(report)}", highlight=False)
+    return report, goodput_line(found)
 
 
 def ladder_path(newest_first: list[Any]) -> str:

@@ -52,8 +52,9 @@ def _config(data: Path, out: Path) -> dict[str, Any]:
 
 
 def _logged(lines: list[dict[str, Any]]) -> set[tuple[int, str, float]]:
-    """(step, name, value) of the `train` and `eval` log lines."""
-    fields = ("severity", "message", "logger", "rank", "step")
+    """(step, name, value) of the `train` and `eval` log lines; not the keys that only the
+    platform reads (the tokens so far, an eval's duration: its goodput timeline)."""
+    fields = ("severity", "message", "logger", "rank", "step", "tokens", "eval_s")
     return {
         (e["step"], k, v)
         for e in lines

@@ -1,7 +1,7 @@
 """`vtx demo`, shortened: the smoke template's two replicas train the tiny LoRA model, one is
 preempted after the first committed checkpoint, the job resumes and finishes, the summary is
-read back from the logs, the run's model is registered, deployed and asked once, and nothing is
-left running."""
+read back from the logs, the run's model is registered, deployed and asked once, the run's goodput
+line and report end it, and nothing is left running."""
 
 from __future__ import annotations
 
@@ -77,6 +77,12 @@ def test_shortened_demo_survives_its_preemption_and_cleans_up(
         assert served.prediction and "@1" in served.model
         assert set(served.seconds) == {"upload", "deploy", "predict", "undeploy"}
         assert "generated (at most 16 tokens)" in out.getvalue()
+        # It ends with the run's goodput: its line last, its report written where it says.
+        assert out.getvalue().rstrip().splitlines()[-1].startswith("goodput: ")
+        assert "0 step(s) computed again" in out.getvalue()
+        assert result.report is not None and f"report: {result.report}" in out.getvalue()
+        page = result.report.read_text()
+        assert page.count('class="lane"') == 2 and page.count('class="rung-move"') == 1
     finally:
         stop_platform(data_dir)
     assert running_state(data_dir) is None
