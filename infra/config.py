@@ -227,6 +227,9 @@ class NetworkConfig(_Model):
     """Fraction of flows logged when flow_logs is on."""
     host_project: ProjectId | None = None
     """Shared VPC host project: the network is declared there and this project attached to it."""
+    egress: Literal["nat", "none"] = "nat"
+    """nat: Cloud NAT lets jobs reach the internet. none: no route to the internet; jobs reach
+    Google APIs, Artifact Registry and Cloud Storage only, through Private Google Access."""
 
 
 class StorageConfig(_Model):

@@ -133,6 +133,8 @@ class Platform(pulumi.ComponentResource):
                 if self._platform.serving.private
                 else {}
             ),
+            # Absent for open (NAT) stacks, which export as before.
+            **({"egress": "none"} if self._platform.network.egress == "none" else {}),
         )
         self.register_outputs({"platform": self.outputs})
 
@@ -230,6 +232,7 @@ class Platform(pulumi.ComponentResource):
                 peering_cidr=settings.peering_cidr,
                 flow_logs=settings.flow_logs,
                 flow_logs_sampling=settings.flow_logs_sampling,
+                egress=settings.egress,
                 aiplatform_agent=self._agents.aiplatform,
                 apis=self._apis.on("compute", "servicenetworking", "cloudresourcemanager", "dns"),
                 labels=self._labels,

@@ -15,7 +15,7 @@ from typing import Any
 from infra.policy.evaluate import PolicySubject, Verdict, evaluate
 from infra.policy.iam import grants_of
 from infra.policy.rule_types import RuleContext
-from infra.policy.values import UNKNOWN
+from infra.policy.values import UNKNOWN, known
 from infra.review.diagram import display_name, mermaid
 from infra.review.rows import IamRow, PolicyRow, TypeCount
 from infra.review.sources import ReviewResource, ReviewSource
@@ -295,9 +295,19 @@ def policy_subjects(resources: Sequence[ReviewResource]) -> list[PolicySubject]:
     return [PolicySubject(r.type, r.name, r.urn, r.inputs, r.outputs) for r in resources]
 
 
+def stack_egress(platform: Mapping[str, Any]) -> str | None:
+    """The stack's ``network.egress`` as its output says it (absent: nat); None when the output
+    is not known (a preview before the first apply)."""
+    if not platform:
+        return None
+    egress = platform.get("egress")
+    return str(egress) if known(egress) and egress else "nat"
+
+
 def build_report(source: ReviewSource) -> Report:
     resources = source.resources
-    verdicts = evaluate(policy_subjects(resources), RuleContext(environment=source.environment))
+    ctx = RuleContext(environment=source.environment, egress=stack_egress(source.platform))
+    verdicts = evaluate(policy_subjects(resources), ctx)
     iam = iam_matrix(resources)
     return Report(
         stack=source.stack,

@@ -117,6 +117,9 @@ class StackOutputs(BaseModel):
     """Further regions jobs may run in (capacity ladder rungs), not ``region`` itself."""
     private_serving: PrivateServing | None = None
     """Set when deployed models must be private; None: public endpoints."""
+    egress: Literal["nat", "none"] = "nat"
+    """none: jobs have no route to the internet (``network.egress: none``); only Google APIs
+    and the registries, through Private Google Access."""
     # Set only by the local platform; None means Google's public endpoints.
     vertex_endpoint: str | None = None
     gcs_endpoint: str | None = None
