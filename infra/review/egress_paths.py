@@ -205,7 +205,7 @@ def package_sources(platform: Mapping[str, Any], egress: str | None) -> list[dic
         },
         {
             "what": "model weights",
-            "from": f"{bucket} (copied there with `vtx models mirror`)"
+            "from": f"{bucket} (copied there with `vtx model mirror`)"
             if closed
             else f"{bucket}, or the Hugging Face Hub through Cloud NAT",
         },

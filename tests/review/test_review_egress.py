@@ -60,7 +60,7 @@ def test_package_sources_follow_the_egress_mode(offline) -> None:
     assert closed["container images"].endswith(
         "-docker.pkg.dev/acme-vtx-prod/acme-vtx-prod-trainer"
     )
-    assert "vtx models mirror" in closed["model weights"]
+    assert "vtx model mirror" in closed["model weights"]
     assert "Cloud NAT" in opened["Python packages"] and "Hugging Face" in opened["model weights"]
 
 
