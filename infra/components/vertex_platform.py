@@ -134,7 +134,15 @@ class Platform(pulumi.ComponentResource):
                 else {}
             ),
             # Absent for open (NAT) stacks, which export as before.
-            **({"egress": "none"} if self._platform.network.egress == "none" else {}),
+            **(
+                {
+                    "egress": "none",
+                    "python_index": registry.python_index,
+                    "docker_mirror": registry.docker_mirror,
+                }
+                if self._platform.network.egress == "none"
+                else {}
+            ),
         )
         self.register_outputs({"platform": self.outputs})
 
@@ -304,6 +312,10 @@ class Platform(pulumi.ComponentResource):
                     "aiplatform-agent": agents.aiplatform,
                     "custom-code-agent": agents.custom_code,
                 },
+                # Jobs with no route to the internet install packages and pull Docker Hub
+                # images through Artifact Registry.
+                mirrors=self._platform.network.egress == "none",
+                package_readers={"trainer": self._identity.trainer_member},
             ),
             self._child,
         )

@@ -192,17 +192,19 @@ def package_sources(platform: Mapping[str, Any], egress: str | None) -> list[dic
     closed = egress == "none"
     models = (platform.get("buckets") or {}).get("models")
     bucket = f"gs://{models}" if models else "the models bucket"
+    index, mirror = platform.get("python_index"), platform.get("docker_mirror")
+    images = shown(platform.get("artifact_registry"))
+    if mirror:
+        images += f"; Docker Hub's through {shown(mirror)} (virtual: the stack's first)"
+    if index:
+        packages = f"{shown(index)} (PyPI remote repository; pip --index-url)"
+    elif closed:
+        packages = "no index reachable: pypi.org has no route"
+    else:
+        packages = "pypi.org, through Cloud NAT"
     return [
-        {
-            "what": "container images",
-            "from": shown(platform.get("artifact_registry")),
-        },
-        {
-            "what": "Python packages",
-            "from": "no index reachable: pypi.org has no route"
-            if closed
-            else "pypi.org, through Cloud NAT",
-        },
+        {"what": "container images", "from": images},
+        {"what": "Python packages", "from": packages},
         {
             "what": "model weights",
             "from": f"{bucket} (copied there with `vtx model mirror`)"

@@ -7,7 +7,8 @@ an open stack then fail at run time, minutes into a paid job, so validation name
 - a command that pip-installs from PyPI (``pip install``, ``python -m pip install``,
   ``uv pip install`` without an index on ``*.pkg.dev``), or a Python package job (Vertex's
   executor pip-installs the package's dependencies) without ``PIP_INDEX_URL`` on ``*.pkg.dev``;
-- an image from elsewhere than the stack's registry (or Google's Vertex images);
+- an image from elsewhere than the stack's registry, its Docker Hub mirror (``docker_mirror``)
+  or Google's Vertex images;
 - a trainer config whose ``model.name_or_path`` or ``model.tokenizer`` is a Hugging Face Hub id
   rather than a ``gs://`` prefix: the warning names `vtx model mirror`, which copies it into the
   models bucket.
@@ -50,7 +51,12 @@ def _command_line(spec: Mapping[str, Any]) -> list[str]:
     return [str(part) for key in ("command", "args") for part in spec.get(key) or []]
 
 
-def _pip_from_pypi(index: int, pool: Mapping[str, Any], registry: str) -> Iterator[Problem]:
+def _index_hint(stack: StackOutputs) -> str:
+    """The stack's PyPI remote when it exports one, else the shape of such a URL."""
+    return stack.python_index or "https://REGION-python.pkg.dev/PROJECT/REPO/simple/"
+
+
+def _pip_from_pypi(index: int, pool: Mapping[str, Any], stack: StackOutputs) -> Iterator[Problem]:
     spec = pool.get("containerSpec") or {}
     line = " ".join(_command_line(spec))
     has_index = PRIVATE_INDEX.search(_env(pool, "containerSpec").get("PIP_INDEX_URL", ""))
@@ -58,9 +64,8 @@ def _pip_from_pypi(index: int, pool: Mapping[str, Any], registry: str) -> Iterat
         yield Problem(
             f"jobSpec.workerPoolSpecs[{index}].containerSpec.command",
             "pip-installs from PyPI, which a stack with network.egress none cannot reach",
-            "bake the packages into the image, or install from an Artifact Registry Python "
-            "repository (--index-url https://REGION-python.pkg.dev/PROJECT/REPO/simple/ or "
-            "PIP_INDEX_URL)",
+            "bake the packages into the image, or install from the stack's PyPI remote "
+            f"(--index-url {_index_hint(stack)}, or env PIP_INDEX_URL)",
         )
     package = pool.get("pythonPackageSpec")
     python_index = _env(pool, "pythonPackageSpec").get("PIP_INDEX_URL", "")
@@ -69,14 +74,15 @@ def _pip_from_pypi(index: int, pool: Mapping[str, Any], registry: str) -> Iterat
             f"jobSpec.workerPoolSpecs[{index}].pythonPackageSpec",
             "Vertex pip-installs the package's dependencies from PyPI, which a stack with "
             "network.egress none cannot reach",
-            "set env PIP_INDEX_URL to an Artifact Registry Python repository "
-            "(https://REGION-python.pkg.dev/PROJECT/REPO/simple/), or use a container image "
-            f"from {registry} with the packages in it",
+            f"set env PIP_INDEX_URL to {_index_hint(stack)}, or use a container image "
+            f"from {stack.artifact_registry} with the packages in it",
         )
 
 
-def _foreign_images(index: int, pool: Mapping[str, Any], registry: str) -> Iterator[Problem]:
-    allowed = (registry.rstrip("/") + "/", *GOOGLE_VERTEX_IMAGE_PREFIXES)
+def _foreign_images(index: int, pool: Mapping[str, Any], stack: StackOutputs) -> Iterator[Problem]:
+    registry = stack.artifact_registry
+    mirror = (stack.docker_mirror.rstrip("/") + "/",) if stack.docker_mirror else ()
+    allowed = (registry.rstrip("/") + "/", *mirror, *GOOGLE_VERTEX_IMAGE_PREFIXES)
     for spec_key, image_key in (
         ("containerSpec", "imageUri"),
         ("pythonPackageSpec", "executorImageUri"),
@@ -87,7 +93,10 @@ def _foreign_images(index: int, pool: Mapping[str, Any], registry: str) -> Itera
                 f"jobSpec.workerPoolSpecs[{index}].{spec_key}.{image_key}",
                 f"image {image!r} is not from the stack's registry: with network.egress none "
                 "only Artifact Registry (and Container Registry) are reachable",
-                f"push it to {registry}/ and reference it from there",
+                f"push it to {registry}/ and reference it from there"
+                + (
+                    f", or pull a Docker Hub image as {stack.docker_mirror}/IMAGE" if mirror else ""
+                ),
             )
 
 
@@ -157,7 +166,7 @@ def egress_warnings(
         return []
     warnings: list[Problem] = []
     for index, pool in worker_pools(job):
-        warnings += _pip_from_pypi(index, pool, stack.artifact_registry)
-        warnings += _foreign_images(index, pool, stack.artifact_registry)
+        warnings += _pip_from_pypi(index, pool, stack)
+        warnings += _foreign_images(index, pool, stack)
         warnings += _hub_models(index, pool, stack, cwd)
     return warnings

@@ -200,3 +200,38 @@ def test_pack_fails_a_closed_stack_given_an_internet_egress_allow(prod_run: Offl
 def test_pack_fails_a_closed_stack_given_an_external_address(prod_run: OfflineRun) -> None:
     address = PolicySubject("gcp:compute/address:Address", "ip", "urn:ip", {"name": "ip"})
     assert list(closed_findings([address], prod_run)) == ["egress-none-no-external-address"]
+
+
+# --- the mirrors ----------------------------------------------------------------------------
+
+
+def test_closed_stack_mirrors_pypi_and_docker_hub_and_exports_them(closed_run: OfflineRun) -> None:
+    repos = {
+        r.inputs["repositoryId"].rsplit("-", 1)[-1]: r
+        for r in closed_run.of_type("gcp:artifactregistry/repository:Repository")
+    }
+    pypi, dockerhub, virtual = repos["pypi"], repos["dockerhub"], repos["all"]
+    assert (pypi.inputs["format"], pypi.inputs["mode"]) == ("PYTHON", "REMOTE_REPOSITORY")
+    assert pypi.inputs["remoteRepositoryConfig"]["pythonRepository"] == {"publicRepository": "PYPI"}
+    assert dockerhub.inputs["remoteRepositoryConfig"]["dockerRepository"] == {
+        "publicRepository": "DOCKER_HUB"
+    }
+    policies = virtual.inputs["virtualRepositoryConfig"]["upstreamPolicies"]
+    # The stack's own repository first (greater priority), Docker Hub behind it.
+    assert [(p["id"], p["priority"]) for p in policies] == [("trainer", 100), ("dockerhub", 10)]
+    assert policies[1]["repository"].endswith(f"/repositories/{dockerhub.inputs['repositoryId']}")
+    outputs = StackOutputs.model_validate(closed_run.outputs["platform"])
+    project, region = outputs.project, outputs.region
+    assert outputs.python_index == (
+        f"https://{region}-python.pkg.dev/{project}/{pypi.inputs['repositoryId']}/simple/"
+    )
+    assert (
+        outputs.docker_mirror
+        == f"{region}-docker.pkg.dev/{project}/{virtual.inputs['repositoryId']}"
+    )
+
+
+def test_open_stack_has_no_mirror(dev_run: OfflineRun) -> None:
+    assert len(dev_run.of_type("gcp:artifactregistry/repository:Repository")) == 1
+    outputs = StackOutputs.model_validate(dev_run.outputs["platform"])
+    assert outputs.python_index is None and outputs.docker_mirror is None

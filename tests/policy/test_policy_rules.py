@@ -775,6 +775,14 @@ def test_service_account_keys_are_refused_and_accounts_allowed() -> None:
     assert check("no-service-account-keys", "gcp:projects/apiKey:ApiKey", {"displayName": "t"})
 
 
+def test_remote_and_virtual_docker_repositories_need_no_immutable_tags() -> None:
+    for mode in ("REMOTE_REPOSITORY", "VIRTUAL_REPOSITORY"):
+        mirror = {"format": "DOCKER", "mode": mode, "labels": LABELS}
+        assert check("prod-registry-immutable-tags", REPOSITORY, mirror) == []
+    standard = {"format": "DOCKER", "mode": "STANDARD_REPOSITORY", "labels": LABELS}
+    assert check("prod-registry-immutable-tags", REPOSITORY, standard)
+
+
 def test_proxy_only_subnet_needs_neither_private_access_nor_flow_logs() -> None:
     proxy = {"ipCidrRange": "10.20.0.0/23", "purpose": "REGIONAL_MANAGED_PROXY", "role": "ACTIVE"}
     assert check("subnet-private-google-access", "gcp:compute/subnetwork:Subnetwork", proxy) == []

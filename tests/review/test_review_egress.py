@@ -57,8 +57,12 @@ def test_closed_stack_resolves_google_and_the_registries_to_the_vip(offline) -> 
 def test_package_sources_follow_the_egress_mode(offline) -> None:
     closed = {s["what"]: s["from"] for s in offline["prod"][1].network["package_sources"]}
     opened = {s["what"]: s["from"] for s in offline["dev"][1].network["package_sources"]}
-    assert closed["container images"].endswith(
-        "-docker.pkg.dev/acme-vtx-prod/acme-vtx-prod-trainer"
+    assert closed["container images"].startswith(
+        "europe-west4-docker.pkg.dev/acme-vtx-prod/acme-vtx-prod-trainer; Docker Hub's through "
+        "europe-west4-docker.pkg.dev/acme-vtx-prod/acme-vtx-prod-trainer-all"
+    )
+    assert closed["Python packages"].startswith(
+        "https://europe-west4-python.pkg.dev/acme-vtx-prod/acme-vtx-prod-trainer-pypi/simple/"
     )
     assert "vtx model mirror" in closed["model weights"]
     assert "Cloud NAT" in opened["Python packages"] and "Hugging Face" in opened["model weights"]

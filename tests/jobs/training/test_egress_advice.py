@@ -109,3 +109,14 @@ def test_a_hub_model_id_in_the_trainer_config_names_the_mirror_command(tmp_path:
     assert override.message.startswith("--set model.tokenizer is 'acme/tok'")
     # A config this machine does not have is not judged.
     assert egress_warnings(job(container("--config", "absent.yaml")), stack, tmp_path) == []
+
+
+def test_the_stacks_mirrors_are_named_and_its_docker_mirror_is_allowed() -> None:
+    mirror = "us-central1-docker.pkg.dev/acme-ml-dev/vtx-all"
+    stack = closed(python_index=INDEX, docker_mirror=mirror)
+    pip = container("-m", "pip", "install", "peft")
+    (warning,) = egress_warnings(job(pip), stack)
+    assert f"--index-url {INDEX}" in (warning.hint or "")
+    assert egress_warnings(job(container(image=f"{mirror}/library/python:3.11")), stack) == []
+    (foreign,) = egress_warnings(job(container(image="ghcr.io/acme/x:1")), stack)
+    assert (foreign.hint or "").endswith(f"or pull a Docker Hub image as {mirror}/IMAGE")
