@@ -460,6 +460,20 @@ class Network(pulumi.ComponentResource):
             reserved_peering_ranges=[self.peering_range.name],
             opts=self._child(),
         )
+        if args.egress == "none":
+            # The jobs' VMs live in Google's servicenetworking VPC, peered to this one: closing
+            # this VPC leaves that network's own default route. "VPC Service Controls for
+            # peerings" removes it (Google's "VPC Service Controls with Vertex AI" page): then
+            # only restricted.googleapis.com leaves there, and the routes of this VPC, which
+            # has no default route, are its only other way.
+            gcp.servicenetworking.VpcServiceControls(
+                f"{self._name}-vertex-peering-closed",
+                project=args.network_project,
+                network=self.network.name,
+                service="servicenetworking.googleapis.com",
+                enabled=True,
+                opts=self._child(depends_on=[self.peering]),
+            )
 
     @property
     def vertex_network(self) -> pulumi.Output[str] | None:

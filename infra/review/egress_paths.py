@@ -5,8 +5,9 @@ subnet), three kinds of destination: the VPC's own ranges, each custom route's r
 APIs VIP in a closed stack), and the internet. A path is open when a route leads there, the
 first egress firewall rule that matches it allows it (rules read in priority order, a deny
 winning a tie, the implied allow-egress rule last), and, for the internet, a Cloud NAT of the
-subnet's region translates it. Everything is read from the declared resources' inputs, the way
-GCP will read them, so that a stack which adds a way out shows it here.
+subnet's region translates it. Then the way out this VPC does not govern, the network Vertex
+runs the job's VMs in (``vertex_path``). Everything is read from the declared resources'
+inputs, the way GCP will read them, so that a stack which adds a way out shows it here.
 """
 
 from __future__ import annotations
@@ -156,7 +157,37 @@ def egress_paths(resources: Sequence[ReviewResource]) -> list[dict[str, str]]:
             route += f", Cloud NAT {nat}" if nat else ", no NAT (no external IP translates it)"
         reachable = allowed and internet_route is not None and nat is not None
         rows.append(_row(source, f"the internet ({INTERNET})", route, why, reachable))
-    return rows
+    vertex = vertex_path(resources)
+    return rows + ([vertex] if vertex else [])
+
+
+VERTEX_SOURCE = "the job's own network (Vertex's)"
+PEERING_CONTROLS = "gcp:servicenetworking/vpcServiceControls:VpcServiceControls"
+
+
+def vertex_path(resources: Sequence[ReviewResource]) -> dict[str, str] | None:
+    """The way out this VPC does not govern: the network Vertex runs the job's VMs in. Peering:
+    Google's servicenetworking VPC, whose default route "VPC Service Controls for peerings"
+    removes. PSC interface: the producer network, where Google API traffic resolves (Google's
+    PSC interface page) and which only a VPC Service Controls perimeter closes."""
+    if _of_type(resources, "gcp:servicenetworking/connection:Connection"):
+        closed = any(r.inputs.get("enabled") is True for r in _of_type(resources, PEERING_CONTROLS))
+        route = (
+            "none: VPC Service Controls for the peering removed its default route"
+            if closed
+            else "its own default route (VPC Service Controls for the peering are off)"
+        )
+        return _row(VERTEX_SOURCE, f"the internet ({INTERNET})", route, "-", not closed)
+    if _of_type(resources, ATTACHMENT):
+        row = _row(
+            VERTEX_SOURCE,
+            f"the internet ({INTERNET})",
+            "Vertex's producer network (Google APIs resolve there, not through this VPC)",
+            "-",
+            False,
+        )
+        return row | {"result": "outside the stack: a VPC Service Controls perimeter closes it"}
+    return None
 
 
 def _row(source: str, destination: str, route: str, firewall: str, open_: bool) -> dict[str, str]:

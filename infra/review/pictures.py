@@ -18,6 +18,7 @@ from itertools import pairwise
 
 from infra.review.builder import Report
 from infra.review.diagram import external_label
+from infra.review.egress_paths import VERTEX_SOURCE
 from infra.review.layered_svg import Box, draw
 from infra.review.rows import IamRow
 
@@ -113,9 +114,11 @@ def _private_access(network: dict) -> list[Box]:
 def _closed_internet(network: dict) -> Box:
     """The internet, with no arrow to it: why each way there is shut."""
     ways = [p for p in network["egress_paths"] if p["to"].startswith("the internet")]
-    shut = {f"route: {p['route']}" for p in ways} | {f"firewall: {p['firewall']}" for p in ways}
+    ours = [p for p in ways if p["from"] != VERTEX_SOURCE]
+    shut = {f"route: {p['route']}" for p in ours} | {f"firewall: {p['firewall']}" for p in ours}
     nat = "Cloud NAT: none" if not network["nat"] else f"Cloud NAT: {len(network['nat'])}"
-    return Box("internet", "internet: no path", (*sorted(shut), nat), "closed")
+    vertex = [f"{p['from']}: {p['result']}" for p in ways if p["from"] == VERTEX_SOURCE]
+    return Box("internet", "internet: no path", (*sorted(shut), nat, *vertex), "closed")
 
 
 def network_svg(report: Report) -> str:

@@ -235,3 +235,20 @@ def test_open_stack_has_no_mirror(dev_run: OfflineRun) -> None:
     assert len(dev_run.of_type("gcp:artifactregistry/repository:Repository")) == 1
     outputs = StackOutputs.model_validate(dev_run.outputs["platform"])
     assert outputs.python_index is None and outputs.docker_mirror is None
+
+
+def test_closed_peering_stack_removes_the_default_route_of_vertexs_network(
+    closed_peering: OfflineRun, closed_psc: OfflineRun
+) -> None:
+    (controls,) = closed_peering.of_type(
+        "gcp:servicenetworking/vpcServiceControls:VpcServiceControls"
+    )
+    (vpc,) = closed_peering.of_type("gcp:compute/network:Network")
+    assert controls.inputs == {
+        "enabled": True,
+        "network": vpc.inputs["name"],
+        "project": vpc.inputs["project"],
+        "service": "servicenetworking.googleapis.com",
+    }
+    # Nothing of the kind for a PSC interface (no servicenetworking peering), nor an open stack.
+    assert not closed_psc.of_type("gcp:servicenetworking/vpcServiceControls:VpcServiceControls")

@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
+
+import yaml
 
 from infra.review.builder import Report, build_report
 from infra.review.render_html import to_html
 from infra.review.render_json import to_json
 from infra.review.render_markdown import to_markdown
-from infra.review.sources import ReviewResource, ReviewSource
+from infra.review.sources import ReviewResource, ReviewSource, from_offline
+
+STACKS = Path(__file__).resolve().parents[1] / "infra" / "stacks"
 
 VIP = "199.36.153.8/30"
 INTERNET = "the internet (0.0.0.0/0)"
+VERTEX = "the job's own network (Vertex's)"
 
 
 def paths(report: Report) -> dict[tuple[str, str], dict[str, str]]:
@@ -25,6 +31,9 @@ def test_closed_stack_has_no_open_path_to_the_internet(offline) -> None:
     report = offline["prod"][1]
     assert report.network["egress"] == "none"
     found = paths(report)
+    vertex = found.pop((VERTEX, INTERNET))
+    # What this VPC does not govern is said, not counted as closed.
+    assert vertex["result"].startswith("outside the stack: a VPC Service Controls perimeter")
     sources = {source for source, _ in found}
     # The training subnet and the PSC attachment, each with its three destinations.
     assert sources == {
@@ -69,7 +78,8 @@ def test_package_sources_follow_the_egress_mode(offline) -> None:
 
 
 def test_open_stack_shows_its_way_out_through_nat(offline) -> None:
-    (internet,) = [p for p in offline["dev"][1].network["egress_paths"] if p["to"] == INTERNET]
+    paths = offline["dev"][1].network["egress_paths"]
+    (internet,) = [p for p in paths if p["to"] == INTERNET and p["from"] != VERTEX]
     assert internet["result"] == "open"
     assert (
         internet["route"] == "default route -> default-internet-gateway, Cloud NAT acme-vtx-dev-nat"
@@ -134,3 +144,17 @@ def test_review_without_a_platform_output_does_not_guess_the_mode(offline) -> No
     assert report.network["egress"] == "-"
     skipped = {p.policy: p.note for p in report.policy if p.status == "skipped"}
     assert skipped["egress-none-no-nat"] == "network.egress none only; this stack's is unknown"
+
+
+def test_a_closed_peering_stack_closes_vertexs_network_too(offline, tmp_path: Path) -> None:
+    document = yaml.safe_load((STACKS / "Pulumi.ladder-peering.yaml").read_text())
+    document["config"]["vtx:platform"]["network"]["egress"] = "none"
+    path = tmp_path / "Pulumi.peering-closed.yaml"
+    path.write_text(yaml.safe_dump(document))
+    closed = build_report(from_offline("peering-closed", path))
+    vertex = paths(closed)[VERTEX, INTERNET]
+    assert vertex["result"] == "closed"
+    assert vertex["route"].startswith("none: VPC Service Controls for the peering")
+    assert all(p["result"] != "open" for p in closed.network["egress_paths"] if p["to"] == INTERNET)
+    # The open dev stack's peering keeps Vertex's default route: said as an open path.
+    assert paths(offline["dev"][1])[VERTEX, INTERNET]["result"] == "open"
