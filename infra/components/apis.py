@@ -40,6 +40,9 @@ def required_services(platform: PlatformConfig) -> list[str]:
         services.append("containerscanning.googleapis.com")
     if platform.budget is not None:
         services.append("billingbudgets.googleapis.com")
+    if platform.vpc_sc is not None:
+        # The perimeter is written through Access Context Manager, billed to this project.
+        services.append("accesscontextmanager.googleapis.com")
     if platform.ci is not None:
         # Federation exchanges a GitHub token at STS, then mints the launcher's token.
         services += ["sts.googleapis.com", "iamcredentials.googleapis.com"]

@@ -38,6 +38,8 @@ class RegistryArgs:
     """Declare the PyPI and Docker Hub remotes and the virtual Docker repository."""
     package_readers: dict[str, pulumi.Input[str]] = field(default_factory=dict)
     """IAM members that install Python packages from the PyPI remote (the jobs' account)."""
+    vpc_sc: bool = False
+    """Inside a perimeter: let the remotes reach their upstreams (``VpcscConfig`` ALLOW)."""
 
 
 class Registry(pulumi.ComponentResource):
@@ -169,6 +171,16 @@ class Registry(pulumi.ComponentResource):
                 ),
             },
         )
+        if args.vpc_sc:
+            # Remote repositories inside a perimeter are refused their upstreams unless the
+            # location allows it (`gcloud artifacts vpcsc-config allow`).
+            ar.VpcscConfig(
+                f"{name}-vpcsc-allow-upstreams",
+                project=args.project,
+                location=args.region,
+                vpcsc_policy="ALLOW",
+                opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+            )
         pulls = {"all": self.virtual, "dockerhub": dockerhub}
         self.grants += [
             ar.RepositoryIamMember(

@@ -67,6 +67,7 @@ COMPONENT_ORDER = (
     "kms",
     "network",
     "shared-vpc",
+    "perimeter",
     "storage",
     "registry",
     "quotas",
@@ -327,4 +328,3 @@ def main(argv: list[str] | None = None) -> int:
     else:
         console.print(render_preview(run))
     return 0
-

@@ -163,6 +163,8 @@ def egress_paths(resources: Sequence[ReviewResource]) -> list[dict[str, str]]:
 
 VERTEX_SOURCE = "the job's own network (Vertex's)"
 PEERING_CONTROLS = "gcp:servicenetworking/vpcServiceControls:VpcServiceControls"
+PERIMETER = "gcp:accesscontextmanager/servicePerimeter:ServicePerimeter"
+AIPLATFORM = "aiplatform.googleapis.com"
 
 
 def vertex_path(resources: Sequence[ReviewResource]) -> dict[str, str] | None:
@@ -183,11 +185,25 @@ def vertex_path(resources: Sequence[ReviewResource]) -> dict[str, str] | None:
             VERTEX_SOURCE,
             f"the internet ({INTERNET})",
             "Vertex's producer network (Google APIs resolve there, not through this VPC)",
-            "-",
+            _perimeter_state(resources),
             False,
         )
+        if row["firewall"].startswith("enforced"):
+            return row
         return row | {"result": "outside the stack: a VPC Service Controls perimeter closes it"}
     return None
+
+
+def _perimeter_state(resources: Sequence[ReviewResource]) -> str:
+    """How a perimeter around Vertex AI stands: enforced (its status), dry run, or none.
+    Google's PSC interface page: with VPC Service Controls a job's internet egress goes through
+    the customer's Cloud NAT, which a closed stack does not have."""
+    for perimeter in _of_type(resources, PERIMETER):
+        for key, state in (("status", "enforced"), ("spec", "dry run")):
+            rules = perimeter.inputs.get(key)
+            if isinstance(rules, Mapping) and AIPLATFORM in (rules.get("restrictedServices") or []):
+                return f"{state} perimeter {display_name(perimeter).rsplit('/', 1)[-1]}"
+    return "no VPC Service Controls perimeter"
 
 
 def _row(source: str, destination: str, route: str, firewall: str, open_: bool) -> dict[str, str]:
