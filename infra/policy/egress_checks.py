@@ -4,7 +4,9 @@ Such a stack reaches Google APIs and the registries through Private Google Acces
 nothing may open another way out: no Cloud NAT, no external address, no egress firewall rule
 that allows internet-wide destinations, and no default route to the internet gateway unless an
 egress deny of 0.0.0.0/0 ranks ahead of every rule that would let the traffic out (the implied
-allow-egress rule, priority 65535, included).
+allow-egress rule, priority 65535, included). A Vertex peering (private services access) must
+have "VPC Service Controls for peerings" on, or the servicenetworking network the jobs run in
+keeps its own default route (docs/vertex-facts.md, "Closed egress").
 """
 
 from __future__ import annotations
@@ -165,3 +167,40 @@ def default_route_denied(
             )
         )
     return violations
+
+
+CONNECTION = "gcp:servicenetworking/connection:Connection"
+PEERING_CONTROLS = "gcp:servicenetworking/vpcServiceControls:VpcServiceControls"
+
+
+def peering_default_route_removed(
+    resources: Sequence[StackResource], _: RuleContext
+) -> list[tuple[str, str | None]]:
+    """Each servicenetworking peering's network has VPC Service Controls for peerings on."""
+    closed: list[str | None] = []
+    for controls in resources:
+        if controls.type == PEERING_CONTROLS and controls.props.get("enabled") in (True, UNKNOWN):
+            closed.append(_name_of(controls.props.get("network")))
+    violations: list[tuple[str, str | None]] = []
+    for peering in resources:
+        if peering.type != CONNECTION:
+            continue
+        network = _name_of(peering.props.get("network"))
+        if network is None or network in closed or None in closed:
+            continue
+        violations.append(
+            (
+                f"peering {peering.name} of network {network}: VPC Service Controls for the "
+                "peering are off, so the servicenetworking network Vertex runs jobs in keeps "
+                "its default route to the internet",
+                peering.urn,
+            )
+        )
+    return violations
+
+
+def _name_of(network: object) -> str | None:
+    """A network's name from its name, id or selfLink; None when not known yet."""
+    if not known(network):
+        return None
+    return str(network).rstrip("/").rsplit("/", 1)[-1]

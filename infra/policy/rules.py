@@ -22,6 +22,7 @@ from infra.policy.egress_checks import (
     no_cloud_nat,
     no_external_address,
     no_internet_egress_allow,
+    peering_default_route_removed,
 )
 from infra.policy.iam_checks import (
     audit_logs_no_exemptions,
@@ -211,6 +212,16 @@ RULES: tuple[Rule, ...] = (
         "routes, or add an EGRESS deny of all protocols to 0.0.0.0/0 at priority 65534",
         egress_none_only=True,
         stack_check=default_route_denied,
+    ),
+    Rule(
+        "egress-none-peering-closed",
+        "With network.egress none, a Vertex peering has VPC Service Controls for peerings on "
+        "(no default route in the network Vertex runs jobs in).",
+        "declare servicenetworking.VpcServiceControls(network=<the VPC name>, service="
+        '"servicenetworking.googleapis.com", enabled=True) '
+        "(gcloud services vpc-peerings enable-vpc-service-controls)",
+        egress_none_only=True,
+        stack_check=peering_default_route_removed,
     ),
     Rule(
         "instance-no-external-ip",

@@ -1168,6 +1168,35 @@ def test_default_route_is_not_judged_before_the_firewall_knows_its_network() -> 
     assert default_route_findings(closed_network(unknown, delete_default_routes=False)) == []
 
 
+def test_a_closed_peering_needs_vpc_service_controls_for_the_peering() -> None:
+    found = rule("egress-none-peering-closed").stack_check
+    assert found is not None
+    peering = StackResource(
+        "gcp:servicenetworking/connection:Connection",
+        "vertex-peering",
+        "urn:peering",
+        {
+            "network": "projects/p/global/networks/vpc",
+            "service": "servicenetworking.googleapis.com",
+        },
+    )
+    (finding,) = found([peering], CLOSED)
+    assert "peering vertex-peering of network vpc: VPC Service Controls" in finding[0]
+    controls = "gcp:servicenetworking/vpcServiceControls:VpcServiceControls"
+    on = StackResource(controls, "closed", "urn:c", {"network": "vpc", "enabled": True})
+    off = StackResource(controls, "open", "urn:o", {"network": "vpc", "enabled": False})
+    assert found([peering, on], CLOSED) == []
+    assert found([peering, off], CLOSED)
+    # Before apply the network may be unknown: nothing is judged then.
+    assert (
+        found(
+            [peering, StackResource(controls, "c", "urn:c", {"network": UNKNOWN, "enabled": True})],
+            CLOSED,
+        )
+        == []
+    )
+
+
 def test_egress_none_rules_apply_only_to_closed_stacks() -> None:
     nat = PolicySubject("gcp:compute/routerNat:RouterNat", "nat", "urn:nat", {"name": "nat"})
     for egress in ("nat", None):
@@ -1194,5 +1223,6 @@ def test_every_rule_has_a_test_case() -> None:
         "no-project-wide-escalating-custom-roles",
         "network-dns-logging",
         "egress-none-default-route-denied",
+        "egress-none-peering-closed",
     }
     assert covered == {r.name for r in RULES}
