@@ -227,6 +227,9 @@ class NetworkConfig(_Model):
     """Fraction of flows logged when flow_logs is on."""
     host_project: ProjectId | None = None
     """Shared VPC host project: the network is declared there and this project attached to it."""
+    egress: Literal["nat", "none"] = "nat"
+    """nat: Cloud NAT lets jobs reach the internet. none: no route to the internet; jobs reach
+    Google APIs, Artifact Registry and Cloud Storage only, through Private Google Access."""
 
 
 class StorageConfig(_Model):
@@ -386,6 +389,30 @@ class CapacityRegion(_Model):
     """psc-interface only: the network attachment's subnet in that region; /28 is enough."""
 
 
+Member = Annotated[
+    str,
+    _pattern(
+        r"(user|group|serviceAccount):[^@\s]+@[^@\s]+\.[a-z]{2,}",
+        "IAM member",
+        "group:ml-team@acme.com",
+    ),
+]
+
+
+class VpcScConfig(_Model):
+    """A VPC Service Controls perimeter around the project's Vertex AI, Cloud Storage, Artifact
+    Registry and Secret Manager (infra/README.md, "VPC Service Controls")."""
+
+    mode: Literal["dry_run", "enforced"]
+    """dry_run: violations are logged, nothing is refused; enforced: they are refused."""
+    access_policy: Annotated[str, _pattern(r"[0-9]{1,20}", "access policy number", "123456789012")]
+    """The organisation's Access Context Manager policy (``gcloud access-context-manager
+    policies list --organization ORG``), where the perimeter is declared."""
+    ingress_identities: list[Member] = Field(default_factory=list)
+    """Who may call the perimeter's services from outside it besides the launcher account
+    (people and groups who launch jobs, read results, push images)."""
+
+
 class PlatformConfig(_Model):
     """The ``vtx:platform`` object. Secure defaults; prod rules in :func:`_cross_checks`."""
 
@@ -418,6 +445,8 @@ class PlatformConfig(_Model):
     capacity_regions: list[CapacityRegion] = Field(default_factory=list)
     """Further regions jobs may run in besides gcp:region (capacity ladder rungs)."""
     serving: ServingConfig = Field(default_factory=ServingConfig)
+    vpc_sc: VpcScConfig | None = None
+    """A VPC Service Controls perimeter around the project (and the Shared VPC host)."""
 
     @property
     def is_prod(self) -> bool:

@@ -50,6 +50,9 @@ def required_services(platform: PlatformConfig) -> list[str]:
             "run.googleapis.com",
             "eventarc.googleapis.com",
         ]
+    if platform.vpc_sc is not None:
+        # The perimeter is written through Access Context Manager, billed to this project.
+        services.append("accesscontextmanager.googleapis.com")
     if platform.ci is not None:
         # Federation exchanges a GitHub token at STS, then mints the launcher's token.
         services += ["sts.googleapis.com", "iamcredentials.googleapis.com"]

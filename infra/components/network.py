@@ -23,16 +23,37 @@ any region joins the same network.
 Private serving (``serving.psc_consumers``): per private Vertex endpoint served over Private
 Service Connect, an internal address in the training subnet and a forwarding rule to the
 endpoint's service attachment. Peering endpoints need nothing more than the peering.
+
+Closed egress (``network.egress: none``): no Router or NAT anywhere and no default route (the VPC
+is created without one); the only route out is to the Google APIs VIP range, which Google's
+Private Google Access guide routes through ``default-internet-gateway`` (the packets stay in
+Google's network). Private Cloud DNS zones answer googleapis.com, gcr.io and pkg.dev with that
+VIP; egress firewall rules allow the VIP (HTTPS) and the VPC's own ranges and deny 0.0.0.0/0 at
+the lowest priority a rule may have, beneath the allows and above the implied allow-all.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 import pulumi
 import pulumi_gcp as gcp
+
+# Private Google Access VIPs (https://cloud.google.com/vpc/docs/configure-private-google-access,
+# "Domain options"): restricted.googleapis.com serves only what VPC Service Controls supports,
+# private.googleapis.com most Google APIs. Neither range is announced to the internet.
+GOOGLE_APIS_VIPS = {"private": "199.36.153.8/30", "restricted": "199.36.153.4/30"}
+# Domains the jobs reach without the internet: Google APIs (Cloud Storage, Vertex, logging...)
+# and the registries (Artifact Registry's REGION-docker.pkg.dev, Container Registry's gcr.io).
+PRIVATE_DOMAINS = ("googleapis.com", "gcr.io", "pkg.dev")
+# The lowest priority a VPC firewall rule may have is 65535, taken by the implied allow-egress
+# rule: the deny-all sits just above it and beneath every allow (1000).
+DENY_PRIORITY = 65534
+ALLOW_PRIORITY = 1000
+DNS_TTL = 300
 
 
 @dataclass(frozen=True)
@@ -60,6 +81,11 @@ class NetworkArgs:
     """psc-interface only: each further region -> its attachment subnet's CIDR."""
     psc_consumers: Mapping[str, str] = field(default_factory=dict)
     """Private serving over PSC: name -> the service attachment of a private Vertex endpoint."""
+    egress: Literal["nat", "none"] = "nat"
+    """nat: Cloud NAT per region; none: Private Google Access only (module docstring)."""
+    google_apis: Literal["private", "restricted"] = "private"
+    """Closed egress: which VIP googleapis.com resolves to (restricted inside a VPC-SC
+    perimeter)."""
 
 
 @dataclass(frozen=True)
@@ -96,10 +122,15 @@ class Network(pulumi.ComponentResource):
             name=f"{args.prefix}-vpc",
             auto_create_subnetworks=False,
             routing_mode="REGIONAL",
+            # Closed egress: the 0.0.0.0/0 route to the internet gateway is never there.
+            delete_default_routes_on_create=args.egress == "none",
             opts=after_apis,
         )
         self.subnet = self._subnet("training", args.subnet_cidr, flow_logs=args.flow_logs)
-        self._egress()
+        if args.egress == "nat":
+            self._egress()
+        else:
+            self._private_google_access()
         self._firewall()
         self.dns_policy = self._dns_logging()
         if args.mode == "psc-interface":
@@ -114,7 +145,7 @@ class Network(pulumi.ComponentResource):
             region: self._subnet(f"psc-{region}", cidr, args.flow_logs, region=region)
             for region, cidr in args.further_psc_subnets.items()
         }
-        for region in self.further_psc_subnets:
+        for region in self.further_psc_subnets if args.egress == "nat" else ():
             self._egress(region)
         self.psc_consumers = {
             name: self._psc_consumer(name, attachment)
@@ -155,7 +186,8 @@ class Network(pulumi.ComponentResource):
         )
 
     def _egress(self, further_region: str | None = None) -> None:
-        """Cloud Router + NAT in the stack's region, or in a further one (``-<region>`` names)."""
+        """Open egress: Cloud Router + NAT in the stack's region, or in a further one
+        (``-<region>`` names)."""
         args = self._args
         suffix = f"-{further_region}" if further_region else ""
         router = gcp.compute.Router(
@@ -178,11 +210,17 @@ class Network(pulumi.ComponentResource):
             opts=self._child(),
         )
 
-    def _firewall(self) -> None:
+    @property
+    def internal_ranges(self) -> list[str]:
+        """Every range of the VPC: the subnets, the attachments' subnets, the peering range."""
         args = self._args
         internal = [c for c in (args.subnet_cidr, args.psc_subnet_cidr, args.peering_cidr) if c]
         # Jobs in further regions enter through their own attachment subnets.
-        internal += list(args.further_psc_subnets.values())
+        return internal + list(args.further_psc_subnets.values())
+
+    def _firewall(self) -> None:
+        args = self._args
+        internal = self.internal_ranges
         # Higher priority (lower number) allow for internal traffic, then an explicit deny-all:
         # the implied deny exists too, but an explicit one shows up in reviews and logs.
         gcp.compute.Firewall(
@@ -208,6 +246,105 @@ class Network(pulumi.ComponentResource):
             log_config=gcp.compute.FirewallLogConfigArgs(metadata="INCLUDE_ALL_METADATA"),
             opts=self._child(),
         )
+        if args.egress == "none":
+            self._egress_firewall(internal)
+
+    def _egress_firewall(self, internal: list[str]) -> None:
+        """Closed egress: allow the VPC's own ranges and the Google APIs VIP over HTTPS, deny the
+        rest. The deny is what shadows a default route the VPC may still have (one created
+        before ``egress: none``: ``delete_default_routes_on_create`` acts at creation only)."""
+        args = self._args
+        allows = {
+            "allow-egress-internal": (internal, gcp.compute.FirewallAllowArgs(protocol="all")),
+            "allow-egress-google-apis": (
+                [GOOGLE_APIS_VIPS[args.google_apis]],
+                gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["443"]),
+            ),
+        }
+        for role, (ranges, allow) in allows.items():
+            gcp.compute.Firewall(
+                f"{self._name}-{role}",
+                project=args.network_project,
+                name=f"{args.prefix}-{role}",
+                network=self.network.id,
+                direction="EGRESS",
+                priority=ALLOW_PRIORITY,
+                destination_ranges=ranges,
+                allows=[allow],
+                opts=self._child(),
+            )
+        gcp.compute.Firewall(
+            f"{self._name}-deny-egress",
+            project=args.network_project,
+            name=f"{args.prefix}-deny-egress",
+            network=self.network.id,
+            direction="EGRESS",
+            priority=DENY_PRIORITY,
+            destination_ranges=["0.0.0.0/0"],
+            denies=[gcp.compute.FirewallDenyArgs(protocol="all")],
+            log_config=gcp.compute.FirewallLogConfigArgs(metadata="INCLUDE_ALL_METADATA"),
+            opts=self._child(),
+        )
+
+    def _private_google_access(self) -> None:
+        """Closed egress: the VIP route and the private zones that send Google's domains to it
+        (Google's guide, "Network configuration" and "DNS configuration"). Global resources of
+        the VPC's project: under Shared VPC the host's, like the VPC itself."""
+        args = self._args
+        vip = GOOGLE_APIS_VIPS[args.google_apis]
+        gcp.compute.Route(
+            f"{self._name}-google-apis",
+            project=args.network_project,
+            name=f"{args.prefix}-google-apis",
+            description=f"vtx: {args.google_apis}.googleapis.com, the only way out of the VPC",
+            network=self.network.id,
+            dest_range=vip,
+            next_hop_gateway="default-internet-gateway",
+            priority=ALLOW_PRIORITY,
+            opts=self._child(),
+        )
+        addresses = [str(ip) for ip in ipaddress.ip_network(vip)]
+        for domain in PRIVATE_DOMAINS:
+            self._private_zone(domain, addresses)
+
+    def _private_zone(self, domain: str, addresses: list[str]) -> None:
+        """One private zone: the VIP name's A records, every other name a CNAME to it."""
+        args = self._args
+        slug = domain.replace(".", "-")
+        # googleapis.com: *.googleapis.com -> private.googleapis.com; the registries' domains
+        # are names themselves (gcr.io/PROJECT/IMAGE): their apex holds the A records.
+        vip_name = (
+            f"{args.google_apis}.googleapis.com." if domain == "googleapis.com" else f"{domain}."
+        )
+        zone = gcp.dns.ManagedZone(
+            f"{self._name}-zone-{slug}",
+            project=args.network_project,
+            name=f"{args.prefix}-{slug}",
+            dns_name=f"{domain}.",
+            description=f"vtx: {domain} through Private Google Access, not the internet",
+            visibility="private",
+            private_visibility_config=gcp.dns.ManagedZonePrivateVisibilityConfigArgs(
+                networks=[
+                    gcp.dns.ManagedZonePrivateVisibilityConfigNetworkArgs(
+                        network_url=self.network.id
+                    )
+                ]
+            ),
+            labels=dict(args.labels),
+            opts=self._child(depends_on=args.apis),
+        )
+        records = {"a": ("A", vip_name, addresses), "cname": ("CNAME", f"*.{domain}.", [vip_name])}
+        for role, (kind, name, data) in records.items():
+            gcp.dns.RecordSet(
+                f"{self._name}-zone-{slug}-{role}",
+                project=args.network_project,
+                managed_zone=zone.name,
+                name=name,
+                type=kind,
+                ttl=DNS_TTL,
+                rrdatas=data,
+                opts=self._child(),
+            )
 
     def _dns_logging(self) -> gcp.dns.Policy:
         """CIS GCP 2.12: Cloud DNS logs the queries the VPC's name servers answer. On in every
@@ -323,6 +460,20 @@ class Network(pulumi.ComponentResource):
             reserved_peering_ranges=[self.peering_range.name],
             opts=self._child(),
         )
+        if args.egress == "none":
+            # The jobs' VMs live in Google's servicenetworking VPC, peered to this one: closing
+            # this VPC leaves that network's own default route. "VPC Service Controls for
+            # peerings" removes it (Google's "VPC Service Controls with Vertex AI" page): then
+            # only restricted.googleapis.com leaves there, and the routes of this VPC, which
+            # has no default route, are its only other way.
+            gcp.servicenetworking.VpcServiceControls(
+                f"{self._name}-vertex-peering-closed",
+                project=args.network_project,
+                network=self.network.name,
+                service="servicenetworking.googleapis.com",
+                enabled=True,
+                opts=self._child(depends_on=[self.peering]),
+            )
 
     @property
     def vertex_network(self) -> pulumi.Output[str] | None:

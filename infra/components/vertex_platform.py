@@ -27,6 +27,7 @@ from infra.components.identity import Identity, IdentityArgs, ServiceAgents, Ser
 from infra.components.kms import Kms, KmsArgs
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
+from infra.components.perimeter import Perimeter, PerimeterArgs
 from infra.components.quotas import Quotas, QuotasArgs, quota_target
 from infra.components.registry import Registry, RegistryArgs
 from infra.components.secret_manager import Secrets, SecretsArgs
@@ -88,6 +89,8 @@ class Platform(pulumi.ComponentResource):
         }
 
         network = self._network()
+        if self._platform.vpc_sc is not None:
+            self._perimeter()
         storage = self._storage()
         self._identity.grant_model_reader(storage.buckets["models"].name)
         registry = self._registry()
@@ -140,6 +143,16 @@ class Platform(pulumi.ComponentResource):
             ),
             # Absent without teams, as regions: such stacks export as before.
             **({"teams": [t.name for t in self._platform.teams]} if self._platform.teams else {}),
+            # Absent for open (NAT) stacks, which export as before.
+            **(
+                {
+                    "egress": "none",
+                    "python_index": registry.python_index,
+                    "docker_mirror": registry.docker_mirror,
+                }
+                if self._platform.network.egress == "none"
+                else {}
+            ),
         )
         self.register_outputs({"platform": self.outputs})
 
@@ -220,16 +233,15 @@ class Platform(pulumi.ComponentResource):
         """The VPC (here or on the Shared VPC host), then the host grants, then the attachment."""
         config, settings = self._config, self._platform.network
         host = settings.host_project
+        self._host_number = (
+            gcp.organizations.get_project_output(project_id=host).number if host else None
+        )
         network = Network(
             "network",
             NetworkArgs(
                 project=config.project,
                 network_project=host or config.project,
-                network_project_number=(
-                    gcp.organizations.get_project_output(project_id=host).number
-                    if host
-                    else self._number
-                ),
+                network_project_number=self._host_number or self._number,
                 region=config.region,
                 prefix=self._platform.prefix,
                 mode=settings.mode,
@@ -238,6 +250,9 @@ class Platform(pulumi.ComponentResource):
                 peering_cidr=settings.peering_cidr,
                 flow_logs=settings.flow_logs,
                 flow_logs_sampling=settings.flow_logs_sampling,
+                egress=settings.egress,
+                # Inside a perimeter, the VIP that serves only what VPC Service Controls guards.
+                google_apis="restricted" if self._platform.vpc_sc else "private",
                 aiplatform_agent=self._agents.aiplatform,
                 apis=self._apis.on("compute", "servicenetworking", "cloudresourcemanager", "dns"),
                 labels=self._labels,
@@ -270,6 +285,23 @@ class Platform(pulumi.ComponentResource):
             host_grants = shared.grants
         network.attach_vertex(depends_on=host_grants)
         return network
+
+    def _perimeter(self) -> Perimeter:
+        vpc_sc = self._platform.vpc_sc
+        assert vpc_sc is not None
+        launcher = self._identity.launcher.email.apply(lambda e: f"serviceAccount:{e}")
+        return Perimeter(
+            "perimeter",
+            PerimeterArgs(
+                access_policy=vpc_sc.access_policy,
+                prefix=self._platform.prefix,
+                mode=vpc_sc.mode,
+                project_numbers=[self._number, *([self._host_number] if self._host_number else [])],
+                ingress_identities=[launcher, *vpc_sc.ingress_identities],
+                depends_on=self._apis.on("accesscontextmanager"),
+            ),
+            self._child,
+        )
 
     def _storage(self) -> Storage:
         settings = self._platform.storage
@@ -309,6 +341,11 @@ class Platform(pulumi.ComponentResource):
                     "aiplatform-agent": agents.aiplatform,
                     "custom-code-agent": agents.custom_code,
                 },
+                # Jobs with no route to the internet install packages and pull Docker Hub
+                # images through Artifact Registry.
+                mirrors=self._platform.network.egress == "none",
+                vpc_sc=self._platform.vpc_sc is not None,
+                package_readers={"trainer": self._identity.trainer_member},
             ),
             self._child,
         )

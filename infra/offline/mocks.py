@@ -154,6 +154,18 @@ def _dns_policy(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, di
     return f"projects/{ctx.project_of(i)}/policies/{i.get('name', name)}", {}
 
 
+def _managed_zone(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return f"projects/{ctx.project_of(i)}/managedZones/{i['name']}", {
+        "managedZoneId": _numeric_id(name, 16),
+        "nameServers": ["ns-gcp-private.googledomains.com."],
+    }
+
+
+def _record_set(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    zone = f"projects/{ctx.project_of(i)}/managedZones/{i['managedZone']}"
+    return f"{zone}/rrsets/{i['name']}/{i['type']}", {}
+
+
 def _shared_vpc(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return f"{i['hostProject']}/{i['serviceProject']}", {}
 
@@ -269,6 +281,7 @@ RESOURCE_OUTPUTS: dict[str, OutputFn] = {
     "gcp:cloudfunctionsv2/function:Function": _function,
     "gcp:compute/network:Network": _global("networks"),
     "gcp:compute/firewall:Firewall": _global("firewalls"),
+    "gcp:compute/route:Route": _global("routes"),
     "gcp:compute/globalAddress:GlobalAddress": _global("addresses"),
     "gcp:compute/subnetwork:Subnetwork": _subnetwork,
     "gcp:compute/router:Router": _regional("routers"),
@@ -279,6 +292,8 @@ RESOURCE_OUTPUTS: dict[str, OutputFn] = {
     "gcp:compute/sharedVPCServiceProject:SharedVPCServiceProject": _shared_vpc,
     "gcp:servicenetworking/connection:Connection": _connection,
     "gcp:dns/policy:Policy": _dns_policy,
+    "gcp:dns/managedZone:ManagedZone": _managed_zone,
+    "gcp:dns/recordSet:RecordSet": _record_set,
     "gcp:storage/bucket:Bucket": _bucket,
     "gcp:artifactregistry/repository:Repository": _repository,
     "gcp:cloudquota/sQuotaPreference:SQuotaPreference": _quota_preference,

@@ -67,6 +67,7 @@ COMPONENT_ORDER = (
     "kms",
     "network",
     "shared-vpc",
+    "perimeter",
     "storage",
     "registry",
     "quotas",

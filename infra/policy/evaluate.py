@@ -44,13 +44,18 @@ class Verdict:
     note: str = ""
 
 
-def skip_reason(rule: Rule, environment: str | None) -> str | None:
+def skip_reason(rule: Rule, ctx: RuleContext) -> str | None:
     """None when the rule applies, else why it was skipped."""
+    if rule.egress_none_only and ctx.egress != "none":
+        known = f"this stack's is {ctx.egress}" if ctx.egress else "this stack's is unknown"
+        return f"network.egress none only; {known}"
     if not rule.prod_only:
         return None
-    if environment is None:
+    if ctx.environment is None:
         return "environment unknown"
-    return None if is_production(environment) else f"prod only; this stack is {environment}"
+    if is_production(ctx.environment):
+        return None
+    return f"prod only; this stack is {ctx.environment}"
 
 
 def _violations(rule: Rule, subjects: Sequence[PolicySubject], ctx: RuleContext) -> list[Violation]:
@@ -83,7 +88,7 @@ def evaluate(
     """One verdict per rule, in rule order."""
     verdicts = []
     for rule in rules:
-        skipped = skip_reason(rule, ctx.environment)
+        skipped = skip_reason(rule, ctx)
         if skipped is not None:
             verdicts.append(Verdict(rule, "skipped", note=skipped))
             continue

@@ -1,10 +1,11 @@
-"""Reading what an ingress firewall rule lets in from the internet, whatever its flavour.
+"""Reading what a firewall rule lets in from, or out to, the internet, whatever its flavour.
 
 pulumi-gcp has VPC firewall rules (``compute/firewall``: ``allows``, ``sourceRanges``) and three
 kinds of firewall policy (hierarchical, global network, regional network), each as a rule
 resource and as a policy "with rules" (``match.srcIpRanges``, ``match.layer4Configs``). One reader
 turns them all into the same question: which ports does it open, and to which internet-wide
-sources? Denies, egress and disabled rules open nothing.
+sources? Denies, egress and disabled rules open nothing. ``internet_egress`` asks the same of
+egress rules (``destinationRanges``, ``match.destIpRanges``), for stacks with no route out.
 """
 
 from __future__ import annotations
@@ -189,5 +190,74 @@ def internet_exposures(resource_type: str, props: Mapping[str, Any]) -> list[Exp
             for index, rule in enumerate(rules)
             if isinstance(rule, Mapping)
             for exposure in _policy_rule(rule, f"rules[{index}]")
+        ]
+    return []
+
+
+# --- egress: what a rule lets out to the internet -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class EgressOpening:
+    """One rule (or one rule of a policy) that lets traffic out to internet-wide destinations."""
+
+    where: str
+    """``allows`` for a VPC firewall rule, ``rules[2]`` in a policy with rules."""
+    destinations: tuple[str, ...]
+
+
+def _internet_destinations(
+    ranges: object, region_codes: object = None, fqdns: object = None
+) -> tuple[str, ...]:
+    # A destination given as countries or as names on the internet is the internet too.
+    return _internet_sources(ranges, region_codes) + tuple(
+        f"fqdn {name}" for name in _strings(fqdns)
+    )
+
+
+def _vpc_egress(props: Mapping[str, Any]) -> Iterator[EgressOpening]:
+    if props.get("disabled") is True or str(props.get("direction") or "INGRESS") != "EGRESS":
+        return
+    ranges = props.get("destinationRanges")
+    if ranges == UNKNOWN or not props.get("allows"):
+        return
+    # gcloud: an egress rule with no destination ranges applies to 0.0.0.0/0.
+    destinations = (
+        ("0.0.0.0/0 (no destination given)",) if not ranges else _internet_destinations(ranges)
+    )
+    if destinations:
+        yield EgressOpening("allows", destinations)
+
+
+def _policy_egress(rule: Mapping[str, Any], where: str) -> Iterator[EgressOpening]:
+    if rule.get("disabled") is True or str(rule.get("direction")) != "EGRESS":
+        return
+    if str(rule.get("action")).lower() != "allow":
+        return
+    match = rule.get("match")
+    if not isinstance(match, Mapping):
+        return
+    destinations = _internet_destinations(
+        match.get("destIpRanges"), match.get("destRegionCodes"), match.get("destFqdns")
+    )
+    if destinations:
+        yield EgressOpening(where or "match", destinations)
+
+
+def internet_egress(resource_type: str, props: Mapping[str, Any]) -> list[EgressOpening]:
+    """What an egress rule lets out to internet-wide destinations; [] for anything else."""
+    if resource_type == FIREWALL:
+        return list(_vpc_egress(props))
+    if resource_type in POLICY_RULE_TYPES:
+        return list(_policy_egress(props, ""))
+    if resource_type in POLICY_WITH_RULES_TYPES:
+        rules = props.get("rules")
+        if not isinstance(rules, Sequence) or isinstance(rules, str):
+            return []
+        return [
+            opening
+            for index, rule in enumerate(rules)
+            if isinstance(rule, Mapping)
+            for opening in _policy_egress(rule, f"rules[{index}]")
         ]
     return []

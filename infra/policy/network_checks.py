@@ -144,7 +144,7 @@ NetworkKey = tuple[str | None, str]
 """(project, name) of a network; the project is None where the provider's default applies."""
 
 
-def _network_key(props: Mapping[str, Any]) -> NetworkKey | None:
+def network_key(props: Mapping[str, Any]) -> NetworkKey | None:
     for link in (props.get("selfLink"), props.get("id")):
         if known(link) and (match := NETWORK_PATH.search(str(link))):
             return match.group(1), match.group(2)
@@ -154,7 +154,7 @@ def _network_key(props: Mapping[str, Any]) -> NetworkKey | None:
     return (str(project) if known(project) else None), str(name)
 
 
-def _same_network(network: NetworkKey, named: NetworkKey) -> bool:
+def same_network(network: NetworkKey, named: NetworkKey) -> bool:
     """A policy may name the project by number where the network says its id: names decide."""
     (project, name), (named_project, named_name) = network, named
     if name != named_name:
@@ -201,10 +201,10 @@ def network_dns_logging(
         return []
     violations: list[tuple[str, str | None]] = []
     for network in resources:
-        key = _network_key(network.props) if network.type == NETWORK else None
-        if key is None or any(_same_network(key, named) for named in logged):
+        key = network_key(network.props) if network.type == NETWORK else None
+        if key is None or any(same_network(key, named) for named in logged):
             continue
-        policy = next((name for named, name in silent if _same_network(key, named)), None)
+        policy = next((name for named, name in silent if same_network(key, named)), None)
         if policy is None:
             problem = "no DNS policy with enableLogging names it"
         else:

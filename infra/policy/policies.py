@@ -33,6 +33,7 @@ from infra.policy.values import UNKNOWN
 CONFIG_SCHEMA = PolicyConfigSchema(
     properties={
         "environment": {"type": "string", "description": "dev, prod...; overrides the stack's"},
+        "egress": {"type": "string", "description": "nat or none; overrides the stack's"},
         "required_labels": {"type": "array", "items": {"type": "string"}},
     }
 )
@@ -62,18 +63,35 @@ def plain(value: Any) -> Any:
     return value
 
 
-def stack_config_environment(environ: Mapping[str, str]) -> str | None:
-    """``environment`` from the stack's ``vtx:platform`` config, or the stack's name."""
+def _stack_platform(environ: Mapping[str, str]) -> Mapping[str, Any] | None:
+    """The stack's ``vtx:platform`` config, as the engine hands it over in ``PULUMI_CONFIG``."""
     try:
         config = json.loads(environ.get("PULUMI_CONFIG", "{}"))
         platform = config.get("vtx:platform")
         platform = json.loads(platform) if isinstance(platform, str) else platform
     except json.JSONDecodeError:
-        platform = None
-    if isinstance(platform, Mapping) and platform.get("environment"):
+        return None
+    return platform if isinstance(platform, Mapping) else None
+
+
+def stack_config_environment(environ: Mapping[str, str]) -> str | None:
+    """``environment`` from the stack's ``vtx:platform`` config, or the stack's name."""
+    platform = _stack_platform(environ)
+    if platform is not None and platform.get("environment"):
         return str(platform["environment"])
     stack = environ.get("PULUMI_STACK")
     return stack.rsplit("/", 1)[-1] if stack else None
+
+
+def stack_config_egress(environ: Mapping[str, str]) -> str | None:
+    """``network.egress`` from the stack's ``vtx:platform`` config (``nat`` when unset, as the
+    program reads it), None without a ``vtx:platform`` config."""
+    platform = _stack_platform(environ)
+    if platform is None:
+        return None
+    network = platform.get("network")
+    egress = network.get("egress") if isinstance(network, Mapping) else None
+    return str(egress) if egress else "nat"
 
 
 def context(
@@ -82,6 +100,7 @@ def context(
     environ: Mapping[str, str] = os.environ,
 ) -> RuleContext:
     environment = config.get("environment") or stack_config_environment(environ)
+    egress = config.get("egress") or stack_config_egress(environ)
     default_labels: Mapping[str, str] = {}
     if provider is not None:
         labels = plain(provider.props).get("defaultLabels")
@@ -91,6 +110,7 @@ def context(
         environment=environment,
         required_labels=tuple(required) if required is not None else RuleContext.required_labels,
         default_labels=default_labels,
+        egress=egress,
     )
 
 
@@ -106,7 +126,7 @@ def resource_validation(rule: Rule):
 
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         ctx = context(args.get_config(), args.provider)
-        skipped = skip_reason(rule, ctx.environment)
+        skipped = skip_reason(rule, ctx)
         if skipped is not None:
             args.not_applicable(skipped)
         for message in check(args.resource_type, plain(args.props), ctx):
@@ -122,7 +142,7 @@ def stack_validation(rule: Rule):
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         ctx = context(args.get_config())
-        skipped = skip_reason(rule, ctx.environment)
+        skipped = skip_reason(rule, ctx)
         if skipped is not None:
             args.not_applicable(skipped)
         resources = [

@@ -6,8 +6,9 @@ and returns violation messages. A stack check takes every resource of the stack 
 (message, urn) pairs. No Pulumi import in the rules: the same checks run inside CrossGuard
 (``policies.py``), offline under mocks and over a ``pulumi preview --json`` file (``evaluate.py``).
 
-Environment-specific rules are marked ``prod_only``; the caller decides the environment, so the
-checks themselves stay oblivious of where they run.
+Environment-specific rules are marked ``prod_only``, rules of closed-egress stacks
+``egress_none_only``; the caller decides the environment and the egress mode, so the checks
+themselves stay oblivious of where they run.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class RuleContext:
     required_labels: tuple[str, ...] = ("environment",)
     default_labels: Mapping[str, str] = field(default_factory=dict)
     """Provider-level default labels, which GCP merges into every resource's labels."""
+    egress: str | None = None
+    """The stack's ``network.egress`` (``nat`` or ``none``); None when not known."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class Rule:
     remediation: str
     mandatory: bool = True
     prod_only: bool = False
+    egress_none_only: bool = False
+    """Applies to stacks whose training has no route to the internet (``egress: none``)."""
     resource_check: ResourceCheck | None = None
     stack_check: StackCheck | None = None
 

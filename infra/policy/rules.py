@@ -1,10 +1,10 @@
 """The platform's guardrails, in order: ``RULES``.
 
 Each entry names a rule, says what it requires and how to fix a violation, marks it advisory
-(``mandatory=False``) or prod-only, and points at its check in one of the ``*_checks`` modules
-(storage, IAM, credentials, network, VMs, cost). ``policies.py`` packs the rules as CrossGuard
-policies and ``evaluate.py`` runs them offline, both in this order; what a rule and a check are is
-in ``rule_types.py``.
+(``mandatory=False``), prod-only or closed-egress-only, and points at its check in one of the
+``*_checks`` modules (storage, IAM, credentials, network, egress, VMs, cost). ``policies.py``
+packs the rules as CrossGuard policies and ``evaluate.py`` runs them offline, both in this order;
+what a rule and a check are is in ``rule_types.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,13 @@ from infra.policy.credential_checks import (
     no_secret_values_in_state,
     no_service_account_keys,
     trainer_not_default_compute,
+)
+from infra.policy.egress_checks import (
+    default_route_denied,
+    no_cloud_nat,
+    no_external_address,
+    no_internet_egress_allow,
+    peering_default_route_removed,
 )
 from infra.policy.iam_checks import (
     audit_logs_no_exemptions,
@@ -180,6 +187,49 @@ RULES: tuple[Rule, ...] = (
         "Public DNS zones sign with DNSSEC, never with RSASHA1.",
         "set dnssec_config={'state': 'on'} (RSASHA256 keys by default) on the managed zone",
         resource_check=dns_dnssec,
+    ),
+    Rule(
+        "egress-none-no-nat",
+        "With network.egress none, no Cloud NAT.",
+        "remove the RouterNat: jobs of this stack reach Google APIs and the registries through "
+        "Private Google Access, and nothing else",
+        egress_none_only=True,
+        resource_check=no_cloud_nat,
+    ),
+    Rule(
+        "egress-none-no-external-address",
+        "With network.egress none, no external IP address is reserved.",
+        'set address_type="INTERNAL" (and a subnetwork) on the address, or remove it',
+        egress_none_only=True,
+        resource_check=no_external_address,
+    ),
+    Rule(
+        "egress-none-no-internet-egress-allow",
+        "With network.egress none, no egress firewall rule allows 0.0.0.0/0 or another "
+        "internet-wide destination.",
+        "allow only the VPC's own ranges and the Google APIs VIP (199.36.153.8/30, or "
+        "199.36.153.4/30 inside a VPC-SC perimeter) on tcp:443",
+        egress_none_only=True,
+        resource_check=no_internet_egress_allow,
+    ),
+    Rule(
+        "egress-none-default-route-denied",
+        "With network.egress none, a default route to the internet gateway is shadowed by an "
+        "egress deny of 0.0.0.0/0 that ranks ahead of every allow.",
+        "create the network with delete_default_routes_on_create=True and drop 0.0.0.0/0 "
+        "routes, or add an EGRESS deny of all protocols to 0.0.0.0/0 at priority 65534",
+        egress_none_only=True,
+        stack_check=default_route_denied,
+    ),
+    Rule(
+        "egress-none-peering-closed",
+        "With network.egress none, a Vertex peering has VPC Service Controls for peerings on "
+        "(no default route in the network Vertex runs jobs in).",
+        "declare servicenetworking.VpcServiceControls(network=<the VPC name>, service="
+        '"servicenetworking.googleapis.com", enabled=True) '
+        "(gcloud services vpc-peerings enable-vpc-service-controls)",
+        egress_none_only=True,
+        stack_check=peering_default_route_removed,
     ),
     Rule(
         "instance-no-external-ip",

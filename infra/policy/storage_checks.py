@@ -96,6 +96,9 @@ def registry_immutable_tags(
 ) -> list[str]:
     if resource_type != REPOSITORY or str(props.get("format", "")).upper() != "DOCKER":
         return []
+    # Remote and virtual repositories take no pushes: no tag of theirs is moved by one.
+    if str(props.get("mode") or "STANDARD_REPOSITORY") != "STANDARD_REPOSITORY":
+        return []
     docker = props.get("dockerConfig")
     if not (isinstance(docker, Mapping) and docker.get("immutableTags") is True):
         return ["dockerConfig.immutableTags is not true: a pushed tag could be overwritten"]

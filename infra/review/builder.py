@@ -15,13 +15,12 @@ from typing import Any
 from infra.policy.evaluate import PolicySubject, Verdict, evaluate
 from infra.policy.iam import custom_role_ref, grants_of
 from infra.policy.rule_types import RuleContext
-from infra.policy.values import UNKNOWN
+from infra.policy.values import known
 from infra.review.diagram import display_name, mermaid
-from infra.review.rows import IamRow, PolicyRow, TypeCount
+from infra.review.egress_paths import dns_answers, egress_paths, package_sources
+from infra.review.rows import IamRow, PolicyRow, TypeCount, shown
 from infra.review.sources import ReviewResource, ReviewSource
 from jobs.core.stack import LABEL_TEAM
-
-COMPUTED = "(computed)"
 
 
 @dataclass
@@ -44,19 +43,6 @@ class Report:
     @property
     def mandatory_failures(self) -> int:
         return sum(len(p.violations) for p in self.policy if p.mandatory and p.status == "fail")
-
-
-def shown(value: object) -> str:
-    """A value as a reviewer should read it; engine unknowns become ``(computed)``."""
-    if value is None:
-        return "-"
-    if value == UNKNOWN:
-        return COMPUTED
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def _of_type(resources: Sequence[ReviewResource], *types: str) -> list[ReviewResource]:
@@ -136,12 +122,16 @@ def network_section(resources: Sequence[ReviewResource], platform: Mapping[str, 
             "direction": shown(r.inputs.get("direction") or "INGRESS"),
             "action": "deny" if r.inputs.get("denies") else "allow",
             "sources": ", ".join(shown(s) for s in r.inputs.get("sourceRanges") or []) or "-",
+            "destinations": ", ".join(shown(d) for d in r.inputs.get("destinationRanges") or [])
+            or "-",
             "priority": shown(r.inputs.get("priority")),
         }
         for r in _of_type(resources, "gcp:compute/firewall:Firewall")
     ]
+    egress = stack_egress(platform)
     return {
         "mode": mode,
+        "egress": shown(egress),
         "networks": [display_name(r) for r in _of_type(resources, "gcp:compute/network:Network")],
         "subnets": subnets,
         "nat": nats,
@@ -155,6 +145,9 @@ def network_section(resources: Sequence[ReviewResource], platform: Mapping[str, 
         ],
         "peering_ranges": ranges,
         "firewall": firewalls,
+        "egress_paths": egress_paths(resources),
+        "dns": dns_answers(resources),
+        "package_sources": package_sources(platform, egress),
         "serving": _serving_access(platform),
         "psc_consumers": _psc_consumers(resources),
         "shared_vpc_host": shown(
@@ -360,9 +353,19 @@ def policy_subjects(resources: Sequence[ReviewResource]) -> list[PolicySubject]:
     return [PolicySubject(r.type, r.name, r.urn, r.inputs, r.outputs) for r in resources]
 
 
+def stack_egress(platform: Mapping[str, Any]) -> str | None:
+    """The stack's ``network.egress`` as its output says it (absent: nat); None when the output
+    is not known (a preview before the first apply)."""
+    if not platform:
+        return None
+    egress = platform.get("egress")
+    return str(egress) if known(egress) and egress else "nat"
+
+
 def build_report(source: ReviewSource) -> Report:
     resources = source.resources
-    verdicts = evaluate(policy_subjects(resources), RuleContext(environment=source.environment))
+    ctx = RuleContext(environment=source.environment, egress=stack_egress(source.platform))
+    verdicts = evaluate(policy_subjects(resources), ctx)
     iam = iam_matrix(resources)
     return Report(
         stack=source.stack,

@@ -37,6 +37,7 @@ PALETTE: dict[str, tuple[str, str]] = {
     "network": ("#dafbe1", "#1a7f37"),
     "nat": ("#fff8c5", "#9a6700"),
     "outside": ("#f6f8fa", "#6e7781"),
+    "closed": ("#ffebe9", "#cf222e"),
     "principal": ("#fbefff", "#8250df"),
     "roles": ("#f6f8fa", "#6e7781"),
     "resource": ("#ddf4ff", "#0969da"),

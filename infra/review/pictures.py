@@ -1,12 +1,13 @@
 """The HTML review's two pictures, as inline SVG: the job's network path, and who may do what.
 
-The network path is a chain, left to right: the Vertex AI job, how it joins the VPC (a PSC
+The network path is a chain, top down: the Vertex AI job, how it joins the VPC (a PSC
 interface's network attachment or the peering's reserved range), the VPC with its subnets and
-ingress rules, Cloud NAT, the internet (egress only). Who may do what has three columns: each
-principal, one box per (principal, resource) pair listing the roles granted, and each resource;
-grants on the whole project are drawn in orange, as they reach every resource of the project.
-Both read the report's sections, so a review built offline and one built from a real preview
-draw the same.
+firewall rules, Cloud NAT, the internet (egress only); with ``egress: none``, Private Google
+Access and Google's services instead, the internet beside them with no arrow in. Who may do
+what has three columns: each principal, one box per (principal, resource) pair listing the roles
+granted, and each resource; grants on the whole project are drawn in orange, as they reach
+every resource of the project. Both read the report's sections, so a review built offline and
+one built from a real preview draw the same.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from itertools import pairwise
 
 from infra.review.builder import Report
 from infra.review.diagram import external_label
+from infra.review.egress_paths import VERTEX_SOURCE
 from infra.review.layered_svg import Box, draw
 from infra.review.rows import IamRow
 
@@ -69,7 +71,12 @@ def _vpc(network: dict) -> Box | None:
         f"flow logs {s['flow_logs']}"
         for s in network["subnets"]
     ]
-    lines += [f"ingress {f['action']} from {f['sources']}" for f in network["firewall"]]
+    lines += [
+        f"ingress {f['action']} from {f['sources']}"
+        if f["direction"] == "INGRESS"
+        else f"egress {f['action']} to {f['destinations']} ({f['priority']})"
+        for f in network["firewall"]
+    ]
     return Box("vpc", f"VPC {', '.join(network['networks'])}", tuple(lines), "network")
 
 
@@ -83,19 +90,55 @@ def _egress(network: dict) -> list[Box]:
     ]
 
 
+def _private_access(network: dict) -> list[Box]:
+    """Closed egress: the VIP route and the names sent to it, then Google's services."""
+    vip = sorted({p["to"] for p in network["egress_paths"] if p["route"].startswith("route ")})
+    routes = sorted({p["route"] for p in network["egress_paths"] if p["to"] in vip})
+    zones = sorted({d["zone"].split(" ", 1)[0] for d in network["dns"]})
+    names = [d for d in network["dns"] if d["type"] == "CNAME"]
+    return [
+        Box(
+            "pga",
+            "Private Google Access",
+            (
+                *routes,
+                *(f"{d['name']} -> {d['answer']}" for d in names),
+                *(f"private zone {zone}" for zone in zones),
+            ),
+            "link",
+        ),
+        Box("google", "Google APIs and registries", tuple(f"VIP {v}" for v in vip), "vertex"),
+    ]
+
+
+def _closed_internet(network: dict) -> Box:
+    """The internet, with no arrow to it: why each way there is shut."""
+    ways = [p for p in network["egress_paths"] if p["to"].startswith("the internet")]
+    ours = [p for p in ways if p["from"] != VERTEX_SOURCE]
+    shut = {f"route: {p['route']}" for p in ours} | {f"firewall: {p['firewall']}" for p in ours}
+    nat = "Cloud NAT: none" if not network["nat"] else f"Cloud NAT: {len(network['nat'])}"
+    vertex = [f"{p['from']}: {p['result']}" for p in ways if p["from"] == VERTEX_SOURCE]
+    return Box("internet", "internet: no path", (*sorted(shut), nat, *vertex), "closed")
+
+
 def network_svg(report: Report) -> str:
-    """The chain a job's traffic takes; links missing from the stack are left out of it."""
+    """The chain a job's traffic takes; links missing from the stack are left out of it. A
+    closed stack (``egress: none``) ends in Google's services, the internet drawn beside them
+    with no arrow in."""
     network = report.network
     chain = [_vertex(report), _link(network), _vpc(network)]
-    boxes = [box for box in chain if box is not None] + _egress(network)
-    edges = [(a.key, b.key) for a, b in pairwise(boxes)]
+    boxes = [box for box in chain if box is not None]
+    if network["egress"] == "none" and boxes[-1].key == "vpc":
+        pga, google = _private_access(network)
+        layers = [[box] for box in boxes] + [[pga, _closed_internet(network)], [google]]
+        edges = [(a.key, b.key) for a, b in pairwise([*boxes, pga, google])]
+    else:
+        boxes += _egress(network)
+        layers = [[box] for box in boxes]
+        edges = [(a.key, b.key) for a, b in pairwise(boxes)]
     # Top down: the boxes hold whole subnet and firewall lines, too wide to sit side by side.
     return draw(
-        [[box] for box in boxes],
-        edges,
-        f"network path of a {report.stack} job",
-        marker="net-arrow",
-        down=True,
+        layers, edges, f"network path of a {report.stack} job", marker="net-arrow", down=True
     )
 
 

@@ -80,6 +80,8 @@ def _network(report: Report) -> Section:
         (
             "Mode: ",
             Strong(net["mode"]),
+            "; egress: ",
+            Strong(net["egress"]),
             f"; VPC: {', '.join(net['networks']) or '-'}; "
             f"Shared VPC host: {net['shared_vpc_host']}",
             *([f"; further regions: {', '.join(further)}"] if further else []),
@@ -115,15 +117,44 @@ def _network(report: Report) -> Section:
             [(c["name"], c["address"], c["target"]) for c in net["psc_consumers"]],
         ),
         _table(
-            ("firewall", "direction", "action", "sources", "priority"),
+            ("firewall", "direction", "action", "sources", "destinations", "priority"),
             [
-                (f["name"], f["direction"], f["action"], f["sources"], f["priority"])
+                (
+                    f["name"],
+                    f["direction"],
+                    f["action"],
+                    f["sources"],
+                    f["destinations"],
+                    f["priority"],
+                )
                 for f in net["firewall"]
             ],
+        ),
+        # Every way out of the subnets jobs use, then where names resolve (only a stack with
+        # private zones answers differently from public DNS), then where code and weights come
+        # from.
+        _table(
+            ("egress from", "to", "route", "firewall", "result"),
+            [
+                (p["from"], p["to"], p["route"], p["firewall"], _result(p["result"]))
+                for p in net["egress_paths"]
+            ],
+        ),
+        _table(
+            ("private DNS name", "type", "answer", "zone"),
+            [(d["name"], d["type"], d["answer"], d["zone"]) for d in net["dns"]],
+        ),
+        _table(
+            ("package source", "from"), [(p["what"], p["from"]) for p in net["package_sources"]]
         ),
     ]
     blocks += [table for table in optional if table.rows]
     return Section("Network", tuple(blocks))
+
+
+def _result(result: str) -> Styled:
+    """An egress path's result, coloured: an open way out to the internet is what to look at."""
+    return Styled(result, "pass" if result == "closed" else "skipped")
 
 
 def _one_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> Section:

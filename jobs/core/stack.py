@@ -129,6 +129,14 @@ class StackOutputs(BaseModel):
     teams: list[str] = Field(default_factory=list)
     """The teams with a budget (``teams`` in the stack config); when not empty every job must
     name one of them (``team:``), so that its cost counts toward that team's budget."""
+    egress: Literal["nat", "none"] = "nat"
+    """none: jobs have no route to the internet (``network.egress: none``); only Google APIs
+    and the registries, through Private Google Access."""
+    python_index: str | None = None
+    """egress none: the stack's PyPI remote repository as pip's index URL
+    (``https://REGION-python.pkg.dev/PROJECT/REPO/simple/``)."""
+    docker_mirror: str | None = None
+    """egress none: a virtual Docker repository, the stack's images then Docker Hub's."""
     # Set only by the local platform; None means Google's public endpoints.
     vertex_endpoint: str | None = None
     gcs_endpoint: str | None = None

@@ -44,7 +44,7 @@ def _job_spec(job: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec if isinstance(spec, Mapping) else {}
 
 
-def _pools(job: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:
+def worker_pools(job: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:
     pools = _job_spec(job).get("workerPoolSpecs") or []
     for index, pool in enumerate(pools):
         # Vertex skips a pool given as {}; so do we.
@@ -119,7 +119,7 @@ def images_from_stack_registry(job: Mapping[str, Any], stack: StackOutputs) -> I
     if not is_production(stack.environment):
         return
     allowed = (stack.artifact_registry.rstrip("/") + "/", *GOOGLE_VERTEX_IMAGE_PREFIXES)
-    for index, pool in _pools(job):
+    for index, pool in worker_pools(job):
         for spec_key, image_key in (
             ("containerSpec", "imageUri"),
             ("pythonPackageSpec", "executorImageUri"),

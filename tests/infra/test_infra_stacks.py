@@ -69,7 +69,11 @@ def test_outputs_name_the_declared_resources(stack_run: OfflineRun) -> None:
         outputs.launcher_service_account,
         outputs.serving_service_account,
     } == accounts
-    (repo,) = stack_run.of_type("gcp:artifactregistry/repository:Repository")
+    (repo,) = [
+        r
+        for r in stack_run.of_type("gcp:artifactregistry/repository:Repository")
+        if r.inputs.get("mode") is None  # the stack's own; a closed stack's mirrors beside it
+    ]
     assert outputs.artifact_registry == (
         f"europe-west4-docker.pkg.dev/{outputs.project}/{repo.inputs['repositoryId']}"
     )
@@ -149,6 +153,17 @@ def test_trainer_gets_only_bucket_secret_log_and_tensorboard_roles(stack_run: Of
             (
                 "gcp:secretmanager/secretIamMember:SecretIamMember",
                 "roles/secretmanager.secretAccessor",
+            ),
+            # Closed egress (prod): pip installs from the stack's PyPI remote, and only there.
+            *(
+                [
+                    (
+                        "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
+                        "roles/artifactregistry.reader",
+                    )
+                ]
+                if platform(stack_run).egress == "none"
+                else []
             ),
         ]
     )
@@ -322,8 +337,10 @@ def test_prod_encrypts_buckets_registry_and_tensorboard_with_its_key(prod_run: O
     assert key is not None and key.endswith("/cryptoKeys/acme-vtx-prod-key")
     for bucket in prod_run.of_type("gcp:storage/bucket:Bucket"):
         assert bucket.inputs["encryption"]["defaultKmsKeyName"] == key
-    (repo,) = prod_run.of_type("gcp:artifactregistry/repository:Repository")
-    assert repo.inputs["kmsKeyName"] == key and repo.inputs["dockerConfig"]["immutableTags"]
+    repos = prod_run.of_type("gcp:artifactregistry/repository:Repository")
+    assert {r.inputs["kmsKeyName"] for r in repos} == {key}  # the mirrors too
+    (repo,) = [r for r in repos if r.inputs.get("mode") is None]
+    assert repo.inputs["dockerConfig"]["immutableTags"]
     (board,) = prod_run.of_type("gcp:vertex/aiTensorboard:AiTensorboard")
     assert board.inputs["encryptionSpec"]["kmsKeyName"] == key
     (crypto_key,) = prod_run.of_type("gcp:kms/cryptoKey:CryptoKey")

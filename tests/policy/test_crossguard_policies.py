@@ -20,7 +20,12 @@ from pulumi_policy import (
 from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from infra.policy.policies import POLICIES, context, stack_config_environment
+from infra.policy.policies import (
+    POLICIES,
+    context,
+    stack_config_egress,
+    stack_config_environment,
+)
 from infra.policy.rules import RULES
 from infra.policy.values import UNKNOWN
 
@@ -179,6 +184,20 @@ def test_environment_comes_from_policy_config_then_stack_config_then_stack_name(
     assert stack_config_environment({}) is None
     assert context({"environment": "staging"}, environ=stack_config).environment == "staging"
     assert context({}, environ=stack_config).environment == "prod"
+
+
+def test_egress_comes_from_policy_config_then_stack_config() -> None:
+    def config(network: dict[str, str]) -> dict[str, str]:
+        platform = {"environment": "prod", "network": network}
+        return {"PULUMI_CONFIG": json.dumps({"vtx:platform": json.dumps(platform)})}
+
+    closed = config({"mode": "peering", "egress": "none"})
+    assert stack_config_egress(closed) == "none"
+    # The program's default: a stack that does not say is open (Cloud NAT).
+    assert stack_config_egress(config({"mode": "peering"})) == "nat"
+    assert stack_config_egress({}) is None
+    assert context({}, environ=closed).egress == "none"
+    assert context({"egress": "nat"}, environ=closed).egress == "nat"
 
 
 def test_required_labels_are_configurable() -> None:

@@ -74,6 +74,14 @@ GOOD_WORKBENCH = {
     },
     "labels": LABELS,
 }
+FIREWALL = "gcp:compute/firewall:Firewall"
+GOOGLE_APIS_EGRESS = {
+    "network": "projects/p/global/networks/vpc",
+    "direction": "EGRESS",
+    "priority": 1000,
+    "destinationRanges": ["199.36.153.8/30"],
+    "allows": [{"protocol": "tcp", "ports": ["443"]}],
+}
 PUBLIC_ZONE = {"dnsName": "ml.acme.com.", "dnssecConfig": {"state": "on"}, "labels": LABELS}
 
 
@@ -233,6 +241,48 @@ CASES = [
         {"secretId": "s", "labels": LABELS},
         {"secretId": "s", "labels": {"team": "ml-platform"}},
         "lack environment",
+    ),
+    (
+        "egress-none-no-nat",
+        "gcp:compute/router:Router",
+        {"name": "r", "network": "vpc"},
+        {"name": "nat", "router": "r", "natIpAllocateOption": "AUTO_ONLY"},
+        "Cloud NAT nat",
+    ),
+    (
+        "egress-none-no-external-address",
+        "gcp:compute/address:Address",
+        {"name": "a", "addressType": "INTERNAL", "subnetwork": "s"},
+        {"name": "a"},
+        "no addressType (EXTERNAL by default)",
+    ),
+    (
+        "egress-none-no-external-address",
+        "gcp:compute/globalAddress:GlobalAddress",
+        {"name": "peering", "addressType": "INTERNAL", "purpose": "VPC_PEERING"},
+        {"name": "lb", "addressType": "EXTERNAL"},
+        "addressType EXTERNAL",
+    ),
+    (
+        "egress-none-no-internet-egress-allow",
+        FIREWALL,
+        GOOGLE_APIS_EGRESS,
+        {**GOOGLE_APIS_EGRESS, "destinationRanges": ["199.36.153.8/30", "0.0.0.0/0"]},
+        "lets traffic out to 199.36.153.8/30, 0.0.0.0/0",
+    ),
+    (
+        "egress-none-no-internet-egress-allow",
+        FIREWALL,
+        {**GOOGLE_APIS_EGRESS, "allows": None, "denies": [{"protocol": "all"}]},
+        {**GOOGLE_APIS_EGRESS, "destinationRanges": None},
+        "0.0.0.0/0 (no destination given)",
+    ),
+    (
+        "egress-none-no-internet-egress-allow",
+        "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
+        {"direction": "EGRESS", "action": "allow", "match": {"destIpRanges": ["10.0.0.0/8"]}},
+        {"direction": "EGRESS", "action": "allow", "match": {"destFqdns": ["pypi.org"]}},
+        "fqdn pypi.org",
     ),
     (
         "kms-key-rotation",
@@ -650,6 +700,48 @@ CASES = [
         "enableIntegrityMonitoring is false",
     ),
     (
+        "egress-none-no-nat",
+        "gcp:compute/router:Router",
+        {"name": "r", "network": "vpc"},
+        {"name": "nat", "router": "r", "natIpAllocateOption": "AUTO_ONLY"},
+        "Cloud NAT nat",
+    ),
+    (
+        "egress-none-no-external-address",
+        "gcp:compute/address:Address",
+        {"name": "a", "addressType": "INTERNAL", "subnetwork": "s"},
+        {"name": "a"},
+        "no addressType (EXTERNAL by default)",
+    ),
+    (
+        "egress-none-no-external-address",
+        "gcp:compute/globalAddress:GlobalAddress",
+        {"name": "peering", "addressType": "INTERNAL", "purpose": "VPC_PEERING"},
+        {"name": "lb", "addressType": "EXTERNAL"},
+        "addressType EXTERNAL",
+    ),
+    (
+        "egress-none-no-internet-egress-allow",
+        FIREWALL,
+        GOOGLE_APIS_EGRESS,
+        {**GOOGLE_APIS_EGRESS, "destinationRanges": ["199.36.153.8/30", "0.0.0.0/0"]},
+        "lets traffic out to 199.36.153.8/30, 0.0.0.0/0",
+    ),
+    (
+        "egress-none-no-internet-egress-allow",
+        FIREWALL,
+        {**GOOGLE_APIS_EGRESS, "allows": None, "denies": [{"protocol": "all"}]},
+        {**GOOGLE_APIS_EGRESS, "destinationRanges": None},
+        "0.0.0.0/0 (no destination given)",
+    ),
+    (
+        "egress-none-no-internet-egress-allow",
+        "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
+        {"direction": "EGRESS", "action": "allow", "match": {"destIpRanges": ["10.0.0.0/8"]}},
+        {"direction": "EGRESS", "action": "allow", "match": {"destFqdns": ["pypi.org"]}},
+        "fqdn pypi.org",
+    ),
+    (
         "kms-key-rotation",
         "gcp:kms/cryptoKey:CryptoKey",
         {"keyRing": "r", "rotationPeriod": "2592000s", "labels": LABELS},
@@ -661,6 +753,7 @@ CASES = [
 
 # Cases whose violating resource is of another type than the compliant one.
 BAD_TYPES = {
+    ("egress-none-no-nat", "Cloud NAT nat"): "gcp:compute/routerNat:RouterNat",
     ("no-project-wide-admin", "whole project p"): PROJECT_MEMBER,
     ("no-project-wide-privilege-escalation", "iam.serviceAccountUser"): PROJECT_MEMBER,
     ("no-secret-values-in-state", "SecretVersion"): "gcp:secretmanager/secretVersion:SecretVersion",
@@ -692,6 +785,14 @@ def test_service_account_keys_are_refused_and_accounts_allowed() -> None:
         "no-service-account-keys", "gcp:storage/hmacKey:HmacKey", {"serviceAccountEmail": "t"}
     )
     assert check("no-service-account-keys", "gcp:projects/apiKey:ApiKey", {"displayName": "t"})
+
+
+def test_remote_and_virtual_docker_repositories_need_no_immutable_tags() -> None:
+    for mode in ("REMOTE_REPOSITORY", "VIRTUAL_REPOSITORY"):
+        mirror = {"format": "DOCKER", "mode": mode, "labels": LABELS}
+        assert check("prod-registry-immutable-tags", REPOSITORY, mirror) == []
+    standard = {"format": "DOCKER", "mode": "STANDARD_REPOSITORY", "labels": LABELS}
+    assert check("prod-registry-immutable-tags", REPOSITORY, standard)
 
 
 def test_proxy_only_subnet_needs_neither_private_access_nor_flow_logs() -> None:
@@ -1006,6 +1107,118 @@ def test_prod_only_rules_are_skipped_outside_prod_and_applied_in_prod() -> None:
     }
 
 
+CLOSED = RuleContext(environment="prod", required_labels=(), egress="none")
+DENY_ALL_EGRESS = {
+    "network": "projects/p/global/networks/vpc",
+    "direction": "EGRESS",
+    "priority": 65534,
+    "destinationRanges": ["0.0.0.0/0"],
+    "denies": [{"protocol": "all"}],
+}
+
+
+def closed_network(*firewalls: dict[str, Any], delete_default_routes: bool = True) -> list:
+    network = {
+        "name": "vpc",
+        "project": "p",
+        "autoCreateSubnetworks": False,
+        "deleteDefaultRoutesOnCreate": delete_default_routes,
+    }
+    return [
+        StackResource("gcp:compute/network:Network", "vpc", "urn:vpc", network),
+        *(
+            StackResource(FIREWALL, f"fw{i}", f"urn:fw{i}", props)
+            for i, props in enumerate(firewalls)
+        ),
+    ]
+
+
+def default_route_findings(resources: list[StackResource]) -> list[tuple[str, str | None]]:
+    found = rule("egress-none-default-route-denied").stack_check
+    assert found is not None
+    return found(resources, CLOSED)
+
+
+def test_closed_network_without_a_default_route_passes() -> None:
+    assert default_route_findings(closed_network(GOOGLE_APIS_EGRESS, DENY_ALL_EGRESS)) == []
+
+
+def test_default_route_to_the_internet_gateway_needs_a_deny_ranked_ahead() -> None:
+    route = StackResource(
+        "gcp:compute/route:Route",
+        "to-internet",
+        "urn:route",
+        {
+            "network": "projects/p/global/networks/vpc",
+            "destRange": "0.0.0.0/0",
+            "nextHopGateway": "default-internet-gateway",
+        },
+    )
+    # No deny at all: the route and the implied allow-egress rule let everything out.
+    (finding,) = default_route_findings([*closed_network(GOOGLE_APIS_EGRESS), route])
+    assert "route to-internet sends 0.0.0.0/0 to the default internet gateway" in finding[0]
+    assert finding[1] == "urn:route"
+    # The deny-all at 65534 shadows it.
+    assert default_route_findings([*closed_network(DENY_ALL_EGRESS), route]) == []
+    # An allow of 0.0.0.0/0 ranked ahead of the deny lets the traffic out again.
+    open_allow = {**GOOGLE_APIS_EGRESS, "destinationRanges": ["0.0.0.0/0"]}
+    assert default_route_findings([*closed_network(open_allow, DENY_ALL_EGRESS), route])
+    # A deny at 65535 ties the implied allow and loses; one scoped to tagged VMs covers few.
+    for weak in ({"priority": 65535}, {"targetTags": ["locked"]}, {"disabled": True}):
+        assert default_route_findings([*closed_network({**DENY_ALL_EGRESS, **weak}), route])
+
+
+def test_network_keeping_its_default_route_is_judged_like_a_route() -> None:
+    (finding,) = default_route_findings(closed_network(delete_default_routes=False))
+    assert "network vpc keeps the default route 0.0.0.0/0" in finding[0]
+    shadowed = closed_network(DENY_ALL_EGRESS, delete_default_routes=False)
+    assert default_route_findings(shadowed) == []
+
+
+def test_default_route_is_not_judged_before_the_firewall_knows_its_network() -> None:
+    unknown = {**DENY_ALL_EGRESS, "network": UNKNOWN}
+    assert default_route_findings(closed_network(unknown, delete_default_routes=False)) == []
+
+
+def test_a_closed_peering_needs_vpc_service_controls_for_the_peering() -> None:
+    found = rule("egress-none-peering-closed").stack_check
+    assert found is not None
+    peering = StackResource(
+        "gcp:servicenetworking/connection:Connection",
+        "vertex-peering",
+        "urn:peering",
+        {
+            "network": "projects/p/global/networks/vpc",
+            "service": "servicenetworking.googleapis.com",
+        },
+    )
+    (finding,) = found([peering], CLOSED)
+    assert "peering vertex-peering of network vpc: VPC Service Controls" in finding[0]
+    controls = "gcp:servicenetworking/vpcServiceControls:VpcServiceControls"
+    on = StackResource(controls, "closed", "urn:c", {"network": "vpc", "enabled": True})
+    off = StackResource(controls, "open", "urn:o", {"network": "vpc", "enabled": False})
+    assert found([peering, on], CLOSED) == []
+    assert found([peering, off], CLOSED)
+    # Before apply the network may be unknown: nothing is judged then.
+    assert (
+        found(
+            [peering, StackResource(controls, "c", "urn:c", {"network": UNKNOWN, "enabled": True})],
+            CLOSED,
+        )
+        == []
+    )
+
+
+def test_egress_none_rules_apply_only_to_closed_stacks() -> None:
+    nat = PolicySubject("gcp:compute/routerNat:RouterNat", "nat", "urn:nat", {"name": "nat"})
+    for egress in ("nat", None):
+        verdicts = evaluate([nat], RuleContext(environment="dev", egress=egress))
+        skipped = {v.rule.name: v.note for v in verdicts if v.status == "skipped"}
+        assert skipped["egress-none-no-nat"].startswith("network.egress none only")
+    closed = {v.rule.name: v for v in evaluate([nat], CLOSED)}
+    assert closed["egress-none-no-nat"].status == "fail"
+
+
 def test_advisory_rules_do_not_count_as_mandatory_violations() -> None:
     bare = {k: v for k, v in GOOD_BUCKET.items() if k != "labels"}
     subjects = [PolicySubject("gcp:storage/bucket:Bucket", "data", "urn:b", bare)]
@@ -1021,5 +1234,7 @@ def test_every_rule_has_a_test_case() -> None:
         "jobs-not-default-compute",
         "no-project-wide-escalating-custom-roles",
         "network-dns-logging",
+        "egress-none-default-route-denied",
+        "egress-none-peering-closed",
     }
     assert covered == {r.name for r in RULES}

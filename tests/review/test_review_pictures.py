@@ -99,6 +99,12 @@ def _chain(picture: Picture) -> list[str]:
     return titles
 
 
+def _linked(picture: Picture) -> Picture:
+    """The picture without its unconnected boxes (a closed stack's unreached internet)."""
+    ends = {id(node) for edge in picture.edges for node in edge}
+    return dataclasses.replace(picture, nodes=tuple(n for n in picture.nodes if id(n) in ends))
+
+
 def test_dev_network_path_goes_through_the_peering(offline) -> None:
     picture = parse(network_svg(offline["dev"][1]))
     assert _chain(picture) == [
@@ -114,11 +120,32 @@ def test_dev_network_path_goes_through_the_peering(offline) -> None:
 
 def test_prod_network_path_goes_through_the_psc_interface_on_the_shared_vpc(offline) -> None:
     picture = parse(network_svg(offline["prod"][1]))
-    assert _chain(picture)[1:3] == ["PSC interface", "VPC acme-vtx-prod-vpc"]
+    assert _chain(_linked(picture))[1:3] == ["PSC interface", "VPC acme-vtx-prod-vpc"]
     [vpc] = picture.titled("VPC acme-vtx-prod-vpc")
     assert "in Shared VPC host acme-net-host-prod" in vpc.texts
     assert any(t.startswith("subnet acme-vtx-prod-psc 10.31.0.0/28") for t in vpc.texts)
     assert "ingress deny from 0.0.0.0/0" in vpc.texts
+
+
+def test_closed_network_path_ends_in_google_and_leaves_the_internet_unreached(offline) -> None:
+    picture = parse(network_svg(offline["prod"][1]))
+    [internet] = picture.titled("internet: no path")
+    assert internet.kind == "closed"
+    assert "firewall: deny (acme-vtx-prod-deny-egress, 65534)" in internet.texts
+    assert "route: none: the VPC has no route to the internet" in internet.texts
+    linked = _linked(picture)
+    assert internet not in linked.nodes  # no arrow in or out
+    assert _chain(linked) == [
+        "Vertex AI custom job",
+        "PSC interface",
+        "VPC acme-vtx-prod-vpc",
+        "Private Google Access",
+        "Google APIs and registries",
+    ]
+    [access] = picture.titled("Private Google Access")
+    assert "*.googleapis.com. -> private.googleapis.com." in access.texts
+    [vpc] = picture.titled("VPC acme-vtx-prod-vpc")
+    assert "egress deny to 0.0.0.0/0 (65534)" in vpc.texts
 
 
 def test_network_path_without_a_network_is_the_job_alone(offline) -> None:

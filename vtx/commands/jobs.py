@@ -32,9 +32,11 @@ from jobs.spec.gcloud import import_document, template_from_document
 from jobs.spec.template import TemplateError
 from jobs.training.compile import CompiledJob
 from jobs.training.cost import estimate
+from jobs.training.egress_advice import egress_warnings
 from jobs.training.facts import JobFacts, template_facts
 from jobs.training.quotas import QuotaReader, preflight
 from jobs.training.training_time import TrainingTimeError, run_estimate, trainer_call
+from jobs.training.validate import with_source
 from jobs.training.wandb_launch import render_launch_queue_config
 from jobs.tuning.study_job import reporting_metric, study_of
 from vtx.confirm import Ask
@@ -60,6 +62,7 @@ from vtx.views.output import (
     machines_table,
     print_cost,
     print_problems,
+    print_warnings,
 )
 
 app = typer.Typer()
@@ -92,7 +95,11 @@ def validate(
             except TemplateError as exc:
                 problems = exc.problems
             else:
-                _, problems = compile_checked(template, outputs, "validate-run", str(path), policy)
+                job, problems = compile_checked(
+                    template, outputs, "validate-run", str(path), policy
+                )
+                if job is not None:  # what a closed stack's job could not reach: warnings
+                    print_warnings(out, with_source(egress_warnings(job.rest, outputs), str(path)))
         if problems:
             failed = True
             print_problems(out, problems)

@@ -1,5 +1,6 @@
-"""`vtx model upload|list|show`: a run's exported model into Vertex's Model Registry, and what
-the registry holds (jobs/serving/model_upload.py, jobs/serving/model_rest.py).
+"""`vtx model upload|list|show|mirror`: a run's exported model into Vertex's Model Registry, what
+the registry holds (jobs/serving/model_upload.py, jobs/serving/model_rest.py), and a model's
+files into the stack's models bucket (jobs/serving/model_mirror.py).
 
 `upload` checks everything first (the run SUCCEEDED, its model folder holds a model, the parent
 model exists, the aliases are valid), prints the plan, asks, then uploads and waits."""
@@ -12,18 +13,28 @@ import typer
 from rich.table import Table
 
 from jobs.core.contract import LABEL_RUN_ID
+from jobs.serving.model_mirror import (
+    MirrorError,
+    destination,
+    hub_cache,
+    local_files,
+    mirror,
+    resolve_source,
+    storage_client,
+)
 from jobs.serving.model_rest import ModelRecord, ModelRest
 from jobs.serving.model_upload import (
     UploadOptions,
 )
 from vtx.confirm import Ask
 from vtx.flows.model_upload import upload_run_model
-from vtx.options import StackFileOpt, StackOpt, api_errors, console, required_stack
+from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
 from vtx.views.output import FitTable
 
 model_app = typer.Typer(
     name="model",
-    help="Register a run's exported model in the Model Registry; list and show models.",
+    help="Register a run's exported model in the Model Registry; list and show models; mirror "
+    "a model's files into the stack's models bucket.",
     no_args_is_help=True,
 )
 ModelArg = Annotated[
@@ -121,3 +132,52 @@ def show(model: ModelArg, stack: StackOpt = None, stack_file: StackFileOpt = Non
     ):
         out.print(f"{key}: {value}", highlight=False)
     out.print(_models_table("versions", versions))
+
+
+@model_app.command("mirror")
+def mirror_model(
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="DIR|ORG/NAME",
+            help="A model directory, or a Hugging Face model id already in this machine's cache.",
+        ),
+    ],
+    stack: StackOpt = None,
+    stack_file: StackFileOpt = None,
+    to: Annotated[
+        str | None,
+        typer.Option("--to", help="gs://BUCKET/PREFIX (default: the models bucket/NAME)."),
+    ] = None,
+    revision: Annotated[
+        str, typer.Option("--revision", help="Cached revision of a model id (branch or commit).")
+    ] = "main",
+) -> None:
+    """Copy a model's files into the stack's models bucket, with a SHA-256 manifest; unchanged
+    files are skipped, every object is checked after the upload. Jobs then name the gs:// prefix
+    as `model.name_or_path`: the way in for stacks with no route to the Hub."""
+    outputs = required_stack(stack, stack_file)
+    out = console()
+    try:
+        directory, name = resolve_source(source, hub_cache(), revision)
+        prefix = destination(outputs, to, name)
+        files = local_files(directory)
+        result = mirror(
+            storage_client(outputs),
+            files,
+            prefix,
+            source,
+            on_file=lambda f, up: out.print(
+                f"  {'uploaded ' if up else 'unchanged'} {f.relative}", highlight=False
+            ),
+        )
+    except (MirrorError, OSError) as exc:
+        raise fail(str(exc)) from None
+    out.print(
+        f"mirrored {len(files)} file(s) to {prefix} ({len(result.uploaded)} uploaded, "
+        f"{len(result.unchanged)} unchanged); manifest {result.manifest_uri}",
+        highlight=False,
+    )
+    if result.extra:
+        out.print(f"left in place, not in the source: {', '.join(result.extra)}", highlight=False)
+    out.print(f"in a trainer config: model.name_or_path: {prefix}", highlight=False)

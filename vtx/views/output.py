@@ -142,6 +142,18 @@ def print_problems(console: Console, problems: Iterable[Problem]) -> None:
             console.print(Text(f"    write instead: {p.hint}", style="cyan"))
 
 
+def print_warnings(console: Console, problems: Iterable[Problem]) -> None:
+    """Like ``print_problems``, in yellow: worth fixing, not a reason to refuse the job."""
+    for p in problems:
+        where = f"{p.source}: " if p.source else ""
+        line = Text(f"! warning: {where}", style="yellow")
+        line.append(f"{p.path}: ", style="bold")
+        line.append(p.message)
+        console.print(line)
+        if p.hint:
+            console.print(Text(f"    instead: {p.hint}", style="cyan"))
+
+
 def _accelerators(accelerator: str | None, count: int) -> str:
     return f"{count} x {accelerator}" if accelerator else "-"
 

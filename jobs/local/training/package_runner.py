@@ -12,6 +12,10 @@ interpreter's own setuptools (build isolation would fetch setuptools from an ind
 target directory keeps the replica's packages apart from the environment. pip rather than
 unpacking the archive by hand: it handles wheels, sdists and src layouts alike. The module then
 replaces this process (``exec``), so the platform's signals reach it directly.
+
+With ``PIP_INDEX_URL`` in the replica's environment (``pythonPackageSpec.env``; on a stack with
+no route to the internet, its ``python_index``, the PyPI remote repository), the packages'
+dependencies are installed from that index, as Vertex's executor installs them from PyPI.
 """
 
 from __future__ import annotations
@@ -69,9 +73,14 @@ def download(endpoint: str, uri: str, directory: Path) -> Path:
     return path
 
 
-def install(files: list[Path], target: Path) -> int:
-    """pip's exit code; its output goes to the replica's log, as the container's does."""
-    command = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index"]
+INDEX_ENV = "PIP_INDEX_URL"
+
+
+def install(files: list[Path], target: Path, index_url: str | None = None) -> int:
+    """pip's exit code; its output goes to the replica's log, as the container's does. Offline
+    unless ``index_url`` names where the dependencies come from."""
+    command = [sys.executable, "-m", "pip", "install"]
+    command += ["--index-url", index_url] if index_url else ["--no-deps", "--no-index"]
     command += ["--no-build-isolation", "--no-cache-dir", "--disable-pip-version-check"]
     command += ["--target", str(target)]
     return subprocess.call([*command, *map(str, files)], stdin=subprocess.DEVNULL)
@@ -95,8 +104,10 @@ def main(argv: list[str] | None = None) -> None:
     except (KeyError, ValueError, OSError, urllib.error.URLError) as exc:
         print(f"could not fetch the python packages {options.package}: {exc!r}", flush=True)
         sys.exit(INSTALL_FAILED)
-    print(f"installing {', '.join(options.package)} into {options.target}", flush=True)
-    if files and install(files, options.target) != 0:
+    index_url = os.environ.get(INDEX_ENV) or None
+    source = f", dependencies from {index_url}" if index_url else ""
+    print(f"installing {', '.join(options.package)} into {options.target}{source}", flush=True)
+    if files and install(files, options.target, index_url) != 0:
         print("pip could not install the python packages (see above)", flush=True)
         sys.exit(INSTALL_FAILED)
     path = os.environ.get("PYTHONPATH")

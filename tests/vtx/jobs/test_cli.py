@@ -455,3 +455,31 @@ def test_a_file_name_that_is_not_utf8_is_named_not_a_crash(tmp_path: Path) -> No
     code, out = vtx("validate", str(path))
     assert code == 1, out
     assert "caf\\udce9.yaml: (file): does not exist" in out
+
+
+def test_validate_on_a_closed_stack_warns_and_still_passes(tmp_path: Path) -> None:
+    stack = json.loads(STACK.read_text())
+    closed = tmp_path / "closed.json"
+    closed.write_text(json.dumps({**stack, "egress": "none"}))
+    config = tmp_path / "lora.yaml"
+    config.write_text("model:\n  name_or_path: Qwen/Qwen2.5-0.5B-Instruct\n")
+    template = tmp_path / "job.yaml"
+    template.write_text(
+        yaml.safe_dump(
+            {
+                "name": "hub-job",
+                "image": "trainer",
+                "command": ["sh", "-c"],
+                "args": [f"pip install peft && python -m trainer.launch --config {config}"],
+                "pools": {"chief": {"machine": "n1-standard-4"}},
+            }
+        )
+    )
+    code, out = vtx("validate", str(template), "--stack-file", str(closed))
+    assert code == 0, out
+    flat = " ".join(out.split())
+    assert "! warning:" in flat and "pip-installs from PyPI" in flat
+    assert "`vtx model mirror Qwen/Qwen2.5-0.5B-Instruct --stack <stack>`" in flat
+    # The dev stack (egress nat) says nothing of the kind.
+    code, out = vtx("validate", str(template), "--stack-file", str(STACK))
+    assert code == 0 and "warning" not in out, out
