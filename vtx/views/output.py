@@ -157,12 +157,16 @@ def _where(estimate: CostEstimate) -> str:
 def cost_table(estimate: CostEstimate, title: str) -> Table:
     # The column of the price this job pays is starred, so a reader never quotes the wrong one.
     star = {estimate.price_kind: " *"}
-    price_columns = (f"on-demand $/h{star.get('on-demand', '')}", f"Spot $/h{star.get('Spot', '')}")
+    price_columns = [f"on-demand $/h{star.get('on-demand', '')}", f"Spot $/h{star.get('Spot', '')}"]
+    # FLEX_START's column only for a FLEX_START job: no other job can pay it.
+    flex = estimate.price_kind == "FLEX_START"
+    if flex:
+        price_columns.append("FLEX_START $/h *")
     table = FitTable(
         title=f"{title} in {_where(estimate)}",
         title_justify="left",
         caption=f"* the price this job pays (strategy {estimate.strategy})"
-        if estimate.price_kind in ("on-demand", "Spot")
+        if estimate.price_kind in ("on-demand", "Spot", "FLEX_START")
         else f"this job pays {estimate.price_kind} prices, in no column here (see below)",
         caption_justify="left",
     )
@@ -181,9 +185,11 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
             str(pool.replicas),
             money(pool.on_demand_usd_per_h),
             money(pool.spot_usd_per_h),
+            *([money(pool.flex_start_usd_per_h)] if flex else []),
         )
     table.add_row(
         "total", "", "", "", money(estimate.on_demand_usd_per_h), money(estimate.spot_usd_per_h),
+        *([money(estimate.flex_start_usd_per_h)] if flex else []),
         style="bold",
     )  # fmt: skip
     return table
@@ -311,11 +317,12 @@ def print_cost(
         f"at its timeout cap ({cap}): {money(estimate.usd_at_timeout)}",
         highlight=False,
     )
-    if kind == "FLEX_START":
+    if kind == "FLEX_START" and estimate.usd_per_h is None:
         console.print(
-            "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices, which no table "
-            f"here has: unknown. On-demand in the same region: "
-            f"{usd_per_h(estimate.on_demand_usd_per_h)}.",
+            "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices (Compute "
+            "Engine's DWS Defined Duration hour plus Vertex's management fee), which "
+            f"`vtx prices refresh` reads: unknown here ({estimate.unknown_because}). On-demand "
+            f"in the same region: {usd_per_h(estimate.on_demand_usd_per_h)}.",
             style="yellow",
             highlight=False,
         )
@@ -368,6 +375,12 @@ def print_price_source(console: Console, estimate: CostEstimate) -> None:
         style="dim",
         highlight=False,
     )  # fmt: skip
+    if estimate.price_kind == "FLEX_START":
+        console.print(
+            f"FLEX_START figures: {table.flex_start_source or 'none in this table'}",
+            style="dim",
+            highlight=False,
+        )
     for line in _sku_lines(estimate, table):
         console.print(line, style="dim", highlight=False)
     if estimate.unpriced:
@@ -382,7 +395,8 @@ def print_price_source(console: Console, estimate: CostEstimate) -> None:
 
 def _sku_lines(estimate: CostEstimate, table: PriceTable) -> list[str]:
     """The SKU behind each figure the job's price uses (refreshed tables name one)."""
-    spot = estimate.price_kind == "Spot"
+    kind = estimate.price_kind if estimate.price_kind in SKU_FIELDS else "on-demand"
+    sku_field, description_field = SKU_FIELDS[kind]
     lines = []
     for pool in estimate.pools:
         for name, prices in (
@@ -390,13 +404,20 @@ def _sku_lines(estimate: CostEstimate, table: PriceTable) -> list[str]:
             (pool.accelerator, table.accelerators),
         ):
             price = prices.get(name or "")
-            sku = price and (price.spot_sku if spot else price.sku)
+            sku = price and getattr(price, sku_field)
             if price is None or sku is None:
                 continue
-            description = price.spot_sku_description if spot else price.sku_description
-            line = f'  {name} ({"Spot" if spot else "on-demand"}): SKU {sku} "{description}"'
+            line = f'  {name} ({kind}): SKU {sku} "{getattr(price, description_field)}"'
             lines.append(f"{line}, fetched {price.fetched_at}")
     return list(dict.fromkeys(lines))
+
+
+SKU_FIELDS = {
+    "on-demand": ("sku", "sku_description"),
+    "Spot": ("spot_sku", "spot_sku_description"),
+    "FLEX_START": ("flex_start_sku", "flex_start_sku_description"),
+}
+"""A price kind -> the `Price` fields naming its SKU."""
 
 
 def _price_cell(price: Price | None, spot: bool) -> str:

@@ -11,9 +11,11 @@ import pytest
 
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.state import LOCAL_REGION
-from tests.jobs.core.price_tables import stand_in_for_the_platform
+from jobs.local.training.pricing import job_price
+from tests.jobs.core.price_tables import stand_in_for_the_platform, write_stand_in
 from tests.jobs.local.local_helpers import PARENT, client, custom_job, pool, wait_for, wait_terminal
 from tests.jobs.local.training.executor_helpers import SLEEP, service_lines
+from tests.jobs.runs.run_records import rest_job
 
 CANCELLED = 7  # JobState.JOB_STATE_CANCELLED
 DOLLAR_AN_HOUR = {"us-central1": (1.0, 0.25)}
@@ -88,3 +90,20 @@ def test_the_runs_earlier_attempts_count_toward_its_budget(
     assert spent_usd is not None, done.error.message
     # Not this attempt's alone (it crossed $0.02 at once): the first attempt's too.
     assert float(spent_usd[1]) >= round(first_usd, 6)
+
+
+def test_a_flex_start_job_is_held_to_its_budget_at_the_flex_start_figure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    write_stand_in(tmp_path, {"us-central1": (1.0, 0.25, 0.5)})
+    resource = rest_job("1", 0, strategy="FLEX_START")  # three n1-standard-4
+    price = job_price(resource)
+    assert (price.usd_per_h, price.kind) == (1.5, "FLEX_START")  # not 3.0 on-demand, 0.75 Spot
+    # A newer table without the FLEX_START figure: unknown, so no budget is enforced on a guess.
+    write_stand_in(tmp_path, {"us-central1": (1.0, 0.25)}, "2026-11-28")
+    unknown = job_price(resource)
+    assert unknown.usd_per_h is None
+    assert unknown.unknown_because == (
+        "no FLEX_START price for n1-standard-4 in billing-local-training-us-central1-2026-11-28"
+    )
