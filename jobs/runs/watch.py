@@ -36,7 +36,7 @@ from jobs.core.formats import fine_money
 from jobs.core.states import JobState
 from jobs.runs.checkpoints import Stored
 from jobs.runs.logs import LogEntry, payload
-from jobs.training.cost import estimate
+from jobs.training.cost import PricedSku, estimate
 from jobs.training.facts import facts_from_rest_job
 from jobs.vertex.client import JobRecord, PoolRecord, rfc3339
 
@@ -189,6 +189,9 @@ class Price:
     region: str = ""
     unknown_because: str | None = None
     """Why ``usd_per_h`` is unknown (`jobs.training.cost.CostEstimate.unknown_because`)."""
+    table_as_of: str | None = None
+    skus: tuple[PricedSku, ...] = ()
+    """The billing catalog SKUs behind its figures (refreshed tables only)."""
 
 
 def price_of(job: JobRecord, region: str, catalog: Catalog | None = None) -> Price:
@@ -205,6 +208,8 @@ def price_of(job: JobRecord, region: str, catalog: Catalog | None = None) -> Pri
         tuple(cost.unpriced),
         cost.region,
         cost.unknown_because,
+        cost.table.as_of if cost.table is not None else None,
+        tuple(cost.skus),
     )
 
 

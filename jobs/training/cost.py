@@ -66,6 +66,28 @@ class PoolCost:
     """ANY_RESERVATION or SPECIFIC_RESERVATION when the pool may run on a reservation."""
 
 
+@dataclass(frozen=True)
+class PricedSku:
+    """A billing catalog SKU behind a figure an estimate's price uses (refreshed tables)."""
+
+    name: str
+    """The machine or accelerator it prices."""
+    kind: str
+    """The price kind: on-demand, Spot or FLEX_START."""
+    sku: str
+    """Its id; FLEX_START's and composed figures name several, joined by "+"."""
+    description: str | None
+    fetched_at: str | None
+
+
+SKU_FIELDS: dict[str, tuple[str, str]] = {
+    "on-demand": ("sku", "sku_description"),
+    "Spot": ("spot_sku", "spot_sku_description"),
+    "FLEX_START": ("flex_start_sku", "flex_start_sku_description"),
+}
+"""A price kind -> the `Price` fields naming its SKU and description."""
+
+
 @dataclass
 class CostEstimate:
     table: PriceTable | None
@@ -152,6 +174,27 @@ class CostEstimate:
             "Engine price the project pays for it (committed-use discounts included), no list "
             "price"
         )
+
+    @property
+    def skus(self) -> list[PricedSku]:
+        """The SKU behind each figure this job's price uses, once each, pools in order (the
+        on-demand ones for a reservation's price, which no SKU gives); none from a shipped
+        table."""
+        kind = self.price_kind if self.price_kind in SKU_FIELDS else "on-demand"
+        sku_field, description_field = SKU_FIELDS[kind]
+        found: dict[tuple[str, str], PricedSku] = {}
+        for pool in self.pools:
+            for name, prices in (
+                (pool.machine, self.table.machines if self.table else {}),
+                (pool.accelerator, self.table.accelerators if self.table else {}),
+            ):
+                price = prices.get(name or "")
+                sku = getattr(price, sku_field) if price else None
+                if price is None or sku is None or name is None:
+                    continue
+                description = getattr(price, description_field)
+                found[(name, sku)] = PricedSku(name, kind, sku, description, price.fetched_at)
+        return list(found.values())
 
     @property
     def bases(self) -> set[str]:

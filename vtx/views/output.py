@@ -13,7 +13,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from jobs.core.catalog import QUOTA_PREFIX, Catalog, Price, PriceTable
+from jobs.core.catalog import QUOTA_PREFIX, Catalog, Price
 from jobs.core.credentials import redact
 from jobs.core.durations import human_duration
 from jobs.core.formats import UNKNOWN, money, usd_per_h
@@ -381,7 +381,7 @@ def print_price_source(console: Console, estimate: CostEstimate) -> None:
             style="dim",
             highlight=False,
         )
-    for line in _sku_lines(estimate, table):
+    for line in _sku_lines(estimate):
         console.print(line, style="dim", highlight=False)
     if estimate.unpriced:
         kind = estimate.price_kind
@@ -393,31 +393,12 @@ def print_price_source(console: Console, estimate: CostEstimate) -> None:
         )
 
 
-def _sku_lines(estimate: CostEstimate, table: PriceTable) -> list[str]:
+def _sku_lines(estimate: CostEstimate) -> list[str]:
     """The SKU behind each figure the job's price uses (refreshed tables name one)."""
-    kind = estimate.price_kind if estimate.price_kind in SKU_FIELDS else "on-demand"
-    sku_field, description_field = SKU_FIELDS[kind]
-    lines = []
-    for pool in estimate.pools:
-        for name, prices in (
-            (pool.machine, table.machines),
-            (pool.accelerator, table.accelerators),
-        ):
-            price = prices.get(name or "")
-            sku = price and getattr(price, sku_field)
-            if price is None or sku is None:
-                continue
-            line = f'  {name} ({kind}): SKU {sku} "{getattr(price, description_field)}"'
-            lines.append(f"{line}, fetched {price.fetched_at}")
-    return list(dict.fromkeys(lines))
-
-
-SKU_FIELDS = {
-    "on-demand": ("sku", "sku_description"),
-    "Spot": ("spot_sku", "spot_sku_description"),
-    "FLEX_START": ("flex_start_sku", "flex_start_sku_description"),
-}
-"""A price kind -> the `Price` fields naming its SKU."""
+    return [
+        f'  {s.name} ({s.kind}): SKU {s.sku} "{s.description}", fetched {s.fetched_at}'
+        for s in estimate.skus
+    ]
 
 
 def _price_cell(price: Price | None, spot: bool) -> str:
@@ -602,6 +583,23 @@ def _quota_cells(estimate: CostEstimate, check: QuotaCheck) -> tuple[str, str]:
     by_metric = {m.metric: _available(m) for m in check.metrics}
     available = "\n".join(by_metric.get(m, "-") for m in sorted(estimate.quota))
     return needed or "-", available or "-"
+
+
+def rung_price_lines(rows: list[RungRow]) -> list[str]:
+    """Where each rung's price comes from: its table and date, and the SKU behind each figure
+    (refreshed tables), every rung's as traceable as the first's."""
+    lines = []
+    for row in rows:
+        est = row.estimate
+        where = f"rung {row.number} {est.region} {est.price_kind} price"
+        if est.table is None:
+            lines.append(f"{where}: no price table for {est.region}")
+            continue
+        skus = (
+            ", ".join(f"{s.name} SKU {s.sku}" for s in est.skus) or "no SKU (not a refreshed table)"
+        )
+        lines.append(f"{where}: table {est.table.name}, as of {est.table.as_of}: {skus}")
+    return lines
 
 
 def ladder_table(rows: list[RungRow]) -> Table:

@@ -66,3 +66,13 @@ def test_refresh_then_cost_names_the_sku_and_date(
         r"NVIDIA_H100_80GB \(FLEX_START\): SKU [0-9A-F-]{14}\+[0-9A-F-]{14}", flex_text
     )
     assert "attached to DWS Defined Duration VMs" in flex_text and "management fee" in flex_text
+
+    # A ladder's plan names every rung's table, date and SKUs, not only the first rung's.
+    ladder = str(TEMPLATES / "l4-ladder.yaml")
+    plan = runner.invoke(app, ["launch", ladder, *local[:2], "--dry-run", "--run-id", "skus-1"])
+    assert plan.exit_code == 0, plan.output
+    table = f"table billing-local-training-us-central1-{today}, as of {today}"
+    sku = "[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}"
+    for rung, kind, joined in ((1, "Spot", ""), (2, "on-demand", ""), (3, "FLEX_START", "\\+")):
+        line = rf"rung {rung} us-central1 {kind} price: {table}: g2-standard-8 SKU {sku}{joined}"
+        assert re.search(line, _flat(plan.output)), (line, plan.output)
