@@ -315,11 +315,22 @@ def budget_crossed(attempts: Sequence[AttemptStatus]) -> str | None:
     """Why a run must stop: its meter (every attempt, `usd_of`) reached the budget its newest
     attempt carries; None under it, without a budget, or while the meter is unknown (no run
     is stopped on a made-up figure)."""
-    budget, usd = budget_of(attempts[-1].job.labels), usd_of(attempts)
+    return _crossed("run", budget_of(attempts[-1].job.labels), usd_of(attempts))
+
+
+def study_budget_crossed(labels: dict[str, str], trials: Sequence[AttemptStatus]) -> str | None:
+    """Why a study must stop: its meter (every trial's job at its price, `trials_metered`)
+    reached the budget the study carries (its ``labels``, the trial template's
+    ``budget.max_cost_usd``); None under it, without a budget, or while the meter is unknown."""
+    return _crossed("study", budget_of(labels), usd_of(trials) if trials else None)
+
+
+def _crossed(what: str, budget: float | None, usd: float | None) -> str | None:
     if budget is None or usd is None or usd < budget:
         return None
     return (
-        f"the run's cost so far {fine_money(usd)} crossed budget.max_cost_usd {fine_money(budget)}"
+        f"the {what}'s cost so far {fine_money(usd)} crossed budget.max_cost_usd "
+        f"{fine_money(budget)}"
     )
 
 
