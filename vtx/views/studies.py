@@ -172,7 +172,7 @@ def print_study_status(
         lines["budget"] = f"budget.max_cost_usd {fine_money(budget)} (every trial's job)"
     stopped = stopped_by_budget(study, trials)
     if stopped is not None:
-        lines["stopped"] = f"stopped by its budget: {stopped}"
+        lines["stopped"] = f"by its budget: {stopped}"
     for key, value in lines.items():
         out.print(f"{key:>10}: {escape(value)}", highlight=False)
     if study.error:

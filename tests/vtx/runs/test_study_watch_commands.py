@@ -220,7 +220,7 @@ def test_status_of_a_study_stopped_by_its_budget_says_so(monkeypatch: pytest.Mon
     args = ["status", "tiny-tune-1", "--stack-file", str(STACK_FILE)]
     shown = " ".join(runner.invoke(app, args).output.split())
     assert "budget: budget.max_cost_usd $0.50 (every trial's job)" in shown
-    assert "stopped: stopped by its budget: the study's cost so far $" in shown
+    assert "stopped: by its budget: the study's cost so far $" in shown
     cost = json.loads(runner.invoke(app, [*args, "--format", "json"]).output)["cost"]
     assert cost["budget_usd"] == 0.5
     assert "crossed budget.max_cost_usd $0.50" in cost["stopped_by_budget"]
