@@ -36,7 +36,7 @@ from jobs.core.formats import fine_money
 from jobs.core.states import JobState
 from jobs.runs.checkpoints import Stored
 from jobs.runs.logs import LogEntry, payload
-from jobs.training.cost import estimate
+from jobs.training.cost import PricedSku, estimate
 from jobs.training.facts import facts_from_rest_job
 from jobs.vertex.client import JobRecord, PoolRecord, rfc3339
 
@@ -189,6 +189,9 @@ class Price:
     region: str = ""
     unknown_because: str | None = None
     """Why ``usd_per_h`` is unknown (`jobs.training.cost.CostEstimate.unknown_because`)."""
+    table_as_of: str | None = None
+    skus: tuple[PricedSku, ...] = ()
+    """The billing catalog SKUs behind its figures (refreshed tables only)."""
 
 
 def price_of(job: JobRecord, region: str, catalog: Catalog | None = None) -> Price:
@@ -205,6 +208,8 @@ def price_of(job: JobRecord, region: str, catalog: Catalog | None = None) -> Pri
         tuple(cost.unpriced),
         cost.region,
         cost.unknown_because,
+        cost.table.as_of if cost.table is not None else None,
+        tuple(cost.skus),
     )
 
 
@@ -310,11 +315,22 @@ def budget_crossed(attempts: Sequence[AttemptStatus]) -> str | None:
     """Why a run must stop: its meter (every attempt, `usd_of`) reached the budget its newest
     attempt carries; None under it, without a budget, or while the meter is unknown (no run
     is stopped on a made-up figure)."""
-    budget, usd = budget_of(attempts[-1].job.labels), usd_of(attempts)
+    return _crossed("run", budget_of(attempts[-1].job.labels), usd_of(attempts))
+
+
+def study_budget_crossed(labels: dict[str, str], trials: Sequence[AttemptStatus]) -> str | None:
+    """Why a study must stop: its meter (every trial's job at its price, `trials_metered`)
+    reached the budget the study carries (its ``labels``, the trial template's
+    ``budget.max_cost_usd``); None under it, without a budget, or while the meter is unknown."""
+    return _crossed("study", budget_of(labels), usd_of(trials) if trials else None)
+
+
+def _crossed(what: str, budget: float | None, usd: float | None) -> str | None:
     if budget is None or usd is None or usd < budget:
         return None
     return (
-        f"the run's cost so far {fine_money(usd)} crossed budget.max_cost_usd {fine_money(budget)}"
+        f"the {what}'s cost so far {fine_money(usd)} crossed budget.max_cost_usd "
+        f"{fine_money(budget)}"
     )
 
 

@@ -13,6 +13,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from jobs.core.catalog import Catalog, Price, PriceTable, load_catalog, vertex_default_timeout_s
 from jobs.core.durations import human_duration
@@ -56,10 +57,35 @@ class PoolCost:
     """All replicas of the pool; None when the machine's or accelerator's price is unknown."""
     spot_usd_per_h: float | None
     """As published per SKU; None when unknown (never on-demand times a discount)."""
+    flex_start_usd_per_h: float | None = None
+    """FLEX_START's (Compute Engine's DWS hour plus Vertex's fee, from refreshed tables); None
+    when unknown (never the on-demand or Spot figure)."""
     bases: set[str] = field(default_factory=set)
     spot_bases: set[str] = field(default_factory=set)
     reservation: str | None = None
     """ANY_RESERVATION or SPECIFIC_RESERVATION when the pool may run on a reservation."""
+
+
+@dataclass(frozen=True)
+class PricedSku:
+    """A billing catalog SKU behind a figure an estimate's price uses (refreshed tables)."""
+
+    name: str
+    """The machine or accelerator it prices."""
+    kind: str
+    """The price kind: on-demand, Spot or FLEX_START."""
+    sku: str
+    """Its id; FLEX_START's and composed figures name several, joined by "+"."""
+    description: str | None
+    fetched_at: str | None
+
+
+SKU_FIELDS: dict[str, tuple[str, str]] = {
+    "on-demand": ("sku", "sku_description"),
+    "Spot": ("spot_sku", "spot_sku_description"),
+    "FLEX_START": ("flex_start_sku", "flex_start_sku_description"),
+}
+"""A price kind -> the `Price` fields naming its SKU and description."""
 
 
 @dataclass
@@ -76,6 +102,8 @@ class CostEstimate:
     """Machine or accelerator names with no on-demand price in ``region``."""
     spot_missing: list[str] = field(default_factory=list)
     """Machine or accelerator names with no Spot price in ``region``."""
+    flex_start_missing: list[str] = field(default_factory=list)
+    """Machine or accelerator names with no FLEX_START price in ``region``."""
     region_assumed: bool = False
     """True when neither the job nor the caller named a region (priced in DEFAULT_REGION)."""
 
@@ -88,15 +116,19 @@ class CostEstimate:
         return _total(p.spot_usd_per_h for p in self.pools)
 
     @property
+    def flex_start_usd_per_h(self) -> float | None:
+        return _total(p.flex_start_usd_per_h for p in self.pools)
+
+    @property
     def reservation_pools(self) -> list[PoolCost]:
         return [p for p in self.pools if p.reservation is not None]
 
     @property
     def price_kind(self) -> str:
-        """Which price this job pays: "Spot", "on-demand", or one in no table: "FLEX_START"
-        (Dynamic Workload Scheduler's own prices) or "reservation" (a pool may run on a
-        reservation: its Compute Engine price plus Vertex's fee, or on-demand for
-        ANY_RESERVATION when no reservation matches)."""
+        """Which price this job pays: "Spot", "on-demand", "FLEX_START" (Dynamic Workload
+        Scheduler: Compute Engine's DWS hour plus Vertex's fee, in refreshed tables), or one in
+        no table: "reservation" (a pool may run on a reservation: its Compute Engine price plus
+        Vertex's fee, or on-demand for ANY_RESERVATION when no reservation matches)."""
         if self.strategy == "FLEX_START":
             return "FLEX_START"
         if self.reservation_pools:
@@ -105,11 +137,13 @@ class CostEstimate:
 
     @property
     def usd_per_h(self) -> float | None:
-        """What this job pays per hour with its strategy; None when unknown (FLEX_START's and
-        reservations' prices are in no table)."""
-        return {"Spot": self.spot_usd_per_h, "on-demand": self.on_demand_usd_per_h}.get(
-            self.price_kind
-        )
+        """What this job pays per hour with its strategy; None when unknown (a figure the table
+        lacks; reservations' prices are in no table)."""
+        return {
+            "Spot": self.spot_usd_per_h,
+            "on-demand": self.on_demand_usd_per_h,
+            "FLEX_START": self.flex_start_usd_per_h,
+        }.get(self.price_kind)
 
     @property
     def usd_at_timeout(self) -> float | None:
@@ -118,9 +152,13 @@ class CostEstimate:
 
     @property
     def unpriced(self) -> list[str]:
-        """The names whose missing price makes ``usd_per_h`` unknown (empty for FLEX_START and
-        reservations, whose prices no table has)."""
-        return {"Spot": self.spot_missing, "on-demand": self.missing}.get(self.price_kind, [])
+        """The names whose missing price makes ``usd_per_h`` unknown (empty for reservations,
+        whose prices no table has)."""
+        return {
+            "Spot": self.spot_missing,
+            "on-demand": self.missing,
+            "FLEX_START": self.flex_start_missing,
+        }.get(self.price_kind, [])
 
     @property
     def unknown_because(self) -> str | None:
@@ -131,7 +169,32 @@ class CostEstimate:
             return f"no price table for {self.region} (run `vtx prices refresh`)"
         if self.unpriced:
             return f"no {self.price_kind} price for {', '.join(self.unpriced)} in {self.table.name}"
-        return f"{self.price_kind} prices are in no table"
+        return (
+            "reservation prices are in no table: Vertex bills a reservation's VMs at the Compute "
+            "Engine price the project pays for it (committed-use discounts included), no list "
+            "price"
+        )
+
+    @property
+    def skus(self) -> list[PricedSku]:
+        """The SKU behind each figure this job's price uses, once each, pools in order (the
+        on-demand ones for a reservation's price, which no SKU gives); none from a shipped
+        table."""
+        kind = self.price_kind if self.price_kind in SKU_FIELDS else "on-demand"
+        sku_field, description_field = SKU_FIELDS[kind]
+        found: dict[tuple[str, str], PricedSku] = {}
+        for pool in self.pools:
+            for name, prices in (
+                (pool.machine, self.table.machines if self.table else {}),
+                (pool.accelerator, self.table.accelerators if self.table else {}),
+            ):
+                price = prices.get(name or "")
+                sku = getattr(price, sku_field) if price else None
+                if price is None or sku is None or name is None:
+                    continue
+                description = getattr(price, description_field)
+                found[(name, sku)] = PricedSku(name, kind, sku, description, price.fetched_at)
+        return list(found.values())
 
     @property
     def bases(self) -> set[str]:
@@ -170,8 +233,17 @@ def _accelerator(pool: PoolFacts, cat: Catalog) -> tuple[str | None, int]:
     return accelerator, count * hosts(pool, cat) if per_vm else count
 
 
+Figure = Literal["on-demand", "spot", "flex-start"]
+_FIGURES: dict[Figure, tuple[str, str]] = {
+    "on-demand": ("usd_per_h", "basis"),
+    "spot": ("spot_usd_per_h", "spot_basis"),
+    "flex-start": ("flex_start_usd_per_h", "flex_start_basis"),
+}
+"""Each figure's (price, basis) fields on a table's `Price`."""
+
+
 def _parts(
-    pool: PoolFacts, table: PriceTable | None, cat: Catalog, spot: bool
+    pool: PoolFacts, table: PriceTable | None, cat: Catalog, figure: Figure
 ) -> list[tuple[str, int, float | None, str | None]]:
     """One replica's priced parts: its machines (a multi-host TPU slice's every host), then its
     accelerators (Vertex bills them apart)."""
@@ -184,16 +256,16 @@ def _parts(
         prices.append(
             (accelerator, count, (table.accelerators if table else {}).get(accelerator, empty))
         )
-    if spot:
-        return [(name, n, p.spot_usd_per_h, p.spot_basis) for name, n, p in prices]
-    return [(name, n, p.usd_per_h, p.basis) for name, n, p in prices]
+    usd, basis = _FIGURES[figure]
+    return [(name, n, getattr(p, usd), getattr(p, basis)) for name, n, p in prices]
 
 
 def _pool_cost(pool: PoolFacts, table: PriceTable | None, cat: Catalog) -> PoolCost:
     accelerator, count = _accelerator(pool, cat)
     replicas = pool.replicas or 0
-    on_demand = _add(_parts(pool, table, cat, spot=False))
-    spot = _add(_parts(pool, table, cat, spot=True))
+    on_demand = _add(_parts(pool, table, cat, "on-demand"))
+    spot = _add(_parts(pool, table, cat, "spot"))
+    flex_start = _add(_parts(pool, table, cat, "flex-start"))
     return PoolCost(
         role=pool.role,
         machine=pool.machine or "",
@@ -202,6 +274,7 @@ def _pool_cost(pool: PoolFacts, table: PriceTable | None, cat: Catalog) -> PoolC
         replicas=replicas,
         on_demand_usd_per_h=_times(on_demand.usd_per_h, replicas),
         spot_usd_per_h=_times(spot.usd_per_h, replicas),
+        flex_start_usd_per_h=_times(flex_start.usd_per_h, replicas),
         bases=set(on_demand.bases),
         spot_bases=set(spot.bases),
         reservation=pool.reservation_affinity
@@ -232,8 +305,8 @@ def quota_needed(job: JobFacts, cat: Catalog) -> dict[str, int]:
     return dict(needed)
 
 
-def _unpriced(job: JobFacts, table: PriceTable | None, cat: Catalog, spot: bool) -> list[str]:
-    names = {n for pool in job.pools for n in _add(_parts(pool, table, cat, spot)).missing}
+def _unpriced(job: JobFacts, table: PriceTable | None, cat: Catalog, figure: Figure) -> list[str]:
+    names = {n for pool in job.pools for n in _add(_parts(pool, table, cat, figure)).missing}
     return sorted(names)
 
 
@@ -252,8 +325,9 @@ def estimate(
         timeout_s=job.timeout_s or vertex_default_timeout_s(),
         pools=[_pool_cost(pool, table, cat) for pool in job.pools],
         quota=quota_needed(job, cat),
-        missing=_unpriced(job, table, cat, spot=False),
-        spot_missing=_unpriced(job, table, cat, spot=True),
+        missing=_unpriced(job, table, cat, "on-demand"),
+        spot_missing=_unpriced(job, table, cat, "spot"),
+        flex_start_missing=_unpriced(job, table, cat, "flex-start"),
         region_assumed=priced_in is None,
     )
 

@@ -30,8 +30,10 @@ CLOUD_BILLING = "https://cloudbilling.googleapis.com"
 VERTEX_SERVICE = "C7E2-9256-1C43"
 """Vertex AI's service id in the billing catalog."""
 COMPUTE_SERVICE = "6F81-5844-456A"
-"""Compute Engine's: the price of VMs a reservation serves (not read yet: reservations stay
-unknown)."""
+"""Compute Engine's: read for its DWS Defined Duration SKUs, the VM half of a FLEX_START job's
+price. Not for reservations: Vertex bills a reservation's VMs at the Compute Engine price the
+project pays for that reservation (its committed-use discounts included), which no list price
+says (docs/vertex-facts.md, "Billing catalog")."""
 API_KEY_ENV = "VTX_BILLING_API_KEY"
 """An API key for the catalog (Google's how-to uses one); never a command-line option: any
 user of the machine can read a command line."""
@@ -129,15 +131,22 @@ def refresh(
     now: datetime | None = None,
     directory: Path | None = None,
 ) -> Refresh:
-    """Read Vertex AI's SKUs, match them and write one table per region and kind."""
+    """Read Vertex AI's and Compute Engine's SKUs, match them and write one table per region
+    and kind."""
     at = (now or datetime.now(UTC)).replace(microsecond=0)
     skus = reader.skus(VERTEX_SERVICE)
-    matched = match(skus, catalog, regions, CURRENCY)
+    matched = match(skus, catalog, regions, CURRENCY, reader.skus(COMPUTE_SERVICE))
     local = reader.stack.is_local
     source = (
         f"the local platform's billing catalog stand-in at {reader.base} (not Google's prices)"
         if local
         else f"{CLOUD_BILLING}/v1/services/{VERTEX_SERVICE}/skus"
+    )
+    flex_start_source = (
+        source
+        if local
+        else f"{CLOUD_BILLING}/v1/services/{COMPUTE_SERVICE}/skus (DWS Defined Duration) + {source}"
+        " (management fee)"
     )
     found = tables(
         matched,
@@ -148,6 +157,7 @@ def refresh(
         source=source,
         name_prefix=LOCAL_PREFIX if local else "billing",
         stand_in=local,
+        flex_start_source=flex_start_source,
     )
     # A table without a figure would only hide the shipped one: it is not written.
     found = [t for t in found if t.machines or t.accelerators]

@@ -182,14 +182,15 @@ def list_(
     """Jobs launched with vtx in this stack, newest first: state, resources, duration, cost."""
     out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
-        jobs = vertex.list(run_id)
+        listed = vertex.list(run_id)
         studies = study_watch.list_studies(vertex, run_id)
-        jobs = [j for j in jobs if j.name not in study_watch.trial_job_names(studies)]
+        jobs = [j for j in listed if j.name not in study_watch.trial_job_names(studies)]
     catalog = load_catalog().for_stack(vertex.stack)
     attempts = numbered(jobs, vertex.stack.region, datetime.now(UTC), catalog)
     if fmt is OutputFormat.table:
         out.print(list_table(attempts))
-    studies_json = study_watch.show_list(out, studies, fmt)  # studies beside the jobs
+    with api_errors(out):  # a study's cost reads its trials' jobs
+        studies_json = study_watch.show_list(out, studies, fmt, vertex, listed)  # beside jobs
     if fmt is not OutputFormat.table:
         print_document(out, list_json(attempts) + studies_json, fmt)
 

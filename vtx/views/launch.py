@@ -11,7 +11,7 @@ from jobs.spec.template import JobTemplate
 from jobs.training.cost import CostEstimate, StudyCost, budget_warning
 from jobs.training.plan import Plan
 from jobs.training.quotas import QuotaCheck
-from vtx.views.output import RungRow, ladder_table, print_cost, print_error
+from vtx.views.output import RungRow, ladder_table, print_cost, print_error, rung_price_lines
 from vtx.views.studies import print_study_plan
 
 
@@ -53,6 +53,8 @@ def print_launch_plan(out: Console, launch: LaunchPlan) -> None:
         rows = [RungRow(r.number, r.plan.cost, r.check, r.max_wait_s, r.hopeless)
                 for r in launch.rungs]  # fmt: skip
         out.print(ladder_table(rows))
+        for line in rung_price_lines(rows):
+            out.print(line, style="dim", highlight=False, markup=False)
         for rung in launch.rungs:
             if rung.hopeless:
                 out.print(f"{rung.label}: skipped: {rung.hopeless}", highlight=False, markup=False)

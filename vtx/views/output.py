@@ -13,7 +13,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from jobs.core.catalog import QUOTA_PREFIX, Catalog, Machine, Price, PriceTable
+from jobs.core.catalog import QUOTA_PREFIX, Catalog, Machine, Price
 from jobs.core.credentials import redact
 from jobs.core.durations import human_duration
 from jobs.core.formats import UNKNOWN, money, usd_per_h
@@ -169,12 +169,16 @@ def _where(estimate: CostEstimate) -> str:
 def cost_table(estimate: CostEstimate, title: str) -> Table:
     # The column of the price this job pays is starred, so a reader never quotes the wrong one.
     star = {estimate.price_kind: " *"}
-    price_columns = (f"on-demand $/h{star.get('on-demand', '')}", f"Spot $/h{star.get('Spot', '')}")
+    price_columns = [f"on-demand $/h{star.get('on-demand', '')}", f"Spot $/h{star.get('Spot', '')}"]
+    # FLEX_START's column only for a FLEX_START job: no other job can pay it.
+    flex = estimate.price_kind == "FLEX_START"
+    if flex:
+        price_columns.append("FLEX_START $/h *")
     table = FitTable(
         title=f"{title} in {_where(estimate)}",
         title_justify="left",
         caption=f"* the price this job pays (strategy {estimate.strategy})"
-        if estimate.price_kind in ("on-demand", "Spot")
+        if estimate.price_kind in ("on-demand", "Spot", "FLEX_START")
         else f"this job pays {estimate.price_kind} prices, in no column here (see below)",
         caption_justify="left",
     )
@@ -193,9 +197,11 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
             str(pool.replicas),
             money(pool.on_demand_usd_per_h),
             money(pool.spot_usd_per_h),
+            *([money(pool.flex_start_usd_per_h)] if flex else []),
         )
     table.add_row(
         "total", "", "", "", money(estimate.on_demand_usd_per_h), money(estimate.spot_usd_per_h),
+        *([money(estimate.flex_start_usd_per_h)] if flex else []),
         style="bold",
     )  # fmt: skip
     return table
@@ -323,11 +329,12 @@ def print_cost(
         f"at its timeout cap ({cap}): {money(estimate.usd_at_timeout)}",
         highlight=False,
     )
-    if kind == "FLEX_START":
+    if kind == "FLEX_START" and estimate.usd_per_h is None:
         console.print(
-            "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices, which no table "
-            f"here has: unknown. On-demand in the same region: "
-            f"{usd_per_h(estimate.on_demand_usd_per_h)}.",
+            "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices (Compute "
+            "Engine's DWS Defined Duration hour plus Vertex's management fee), which "
+            f"`vtx prices refresh` reads: unknown here ({estimate.unknown_because}). On-demand "
+            f"in the same region: {usd_per_h(estimate.on_demand_usd_per_h)}.",
             style="yellow",
             highlight=False,
         )
@@ -380,7 +387,13 @@ def print_price_source(console: Console, estimate: CostEstimate) -> None:
         style="dim",
         highlight=False,
     )  # fmt: skip
-    for line in _sku_lines(estimate, table):
+    if estimate.price_kind == "FLEX_START":
+        console.print(
+            f"FLEX_START figures: {table.flex_start_source or 'none in this table'}",
+            style="dim",
+            highlight=False,
+        )
+    for line in _sku_lines(estimate):
         console.print(line, style="dim", highlight=False)
     if estimate.unpriced:
         kind = estimate.price_kind
@@ -392,23 +405,12 @@ def print_price_source(console: Console, estimate: CostEstimate) -> None:
         )
 
 
-def _sku_lines(estimate: CostEstimate, table: PriceTable) -> list[str]:
+def _sku_lines(estimate: CostEstimate) -> list[str]:
     """The SKU behind each figure the job's price uses (refreshed tables name one)."""
-    spot = estimate.price_kind == "Spot"
-    lines = []
-    for pool in estimate.pools:
-        for name, prices in (
-            (pool.machine, table.machines),
-            (pool.accelerator, table.accelerators),
-        ):
-            price = prices.get(name or "")
-            sku = price and (price.spot_sku if spot else price.sku)
-            if price is None or sku is None:
-                continue
-            description = price.spot_sku_description if spot else price.sku_description
-            line = f'  {name} ({"Spot" if spot else "on-demand"}): SKU {sku} "{description}"'
-            lines.append(f"{line}, fetched {price.fetched_at}")
-    return list(dict.fromkeys(lines))
+    return [
+        f'  {s.name} ({s.kind}): SKU {s.sku} "{s.description}", fetched {s.fetched_at}'
+        for s in estimate.skus
+    ]
 
 
 def _price_cell(price: Price | None, spot: bool) -> str:
@@ -604,6 +606,23 @@ def _quota_cells(estimate: CostEstimate, check: QuotaCheck) -> tuple[str, str]:
     by_metric = {m.metric: _available(m) for m in check.metrics}
     available = "\n".join(by_metric.get(m, "-") for m in sorted(estimate.quota))
     return needed or "-", available or "-"
+
+
+def rung_price_lines(rows: list[RungRow]) -> list[str]:
+    """Where each rung's price comes from: its table and date, and the SKU behind each figure
+    (refreshed tables), every rung's as traceable as the first's."""
+    lines = []
+    for row in rows:
+        est = row.estimate
+        where = f"rung {row.number} {est.region} {est.price_kind} price"
+        if est.table is None:
+            lines.append(f"{where}: no price table for {est.region}")
+            continue
+        skus = (
+            ", ".join(f"{s.name} SKU {s.sku}" for s in est.skus) or "no SKU (not a refreshed table)"
+        )
+        lines.append(f"{where}: table {est.table.name}, as of {est.table.as_of}: {skus}")
+    return lines
 
 
 def ladder_table(rows: list[RungRow]) -> Table:

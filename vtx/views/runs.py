@@ -14,8 +14,11 @@ money is US dollars (``usd``) at the catalog's price.
     outputs       the run's output prefix (baseOutputDirectory)
     attempts      [{attempt (1 = the first CustomJob of the run), job, state, created, started,
                   ended, running_s, usd_per_h, usd, price (what it pays: on-demand, Spot or
-                  FLEX_START), price_region, price_table, usd_unknown_because, error}],
-                  oldest first: each attempt at its own strategy's price in its own region
+                  FLEX_START), price_region, price_table, price_table_as_of, price_skus:
+                  [{name, sku, description, fetched_at}] (the billing catalog SKUs behind its
+                  price; [] from a shipped table), usd_unknown_because, error}], oldest first:
+                  each attempt (a ladder's rungs too) at its own strategy's price in its own
+                  region
     pools         [{pool (workerpool0...), role, machine, accelerator, accelerator_count,
                   replica_count, replicas: [{replica (workerpool1-0...), last_log, restarts
                   (starts after the first, whatever the cause; local only)}]}] of the newest
@@ -111,6 +114,11 @@ def attempt_json(attempt: AttemptStatus) -> dict[str, Any]:
         "price": attempt.price.kind,
         "price_region": attempt.price.region,
         "price_table": attempt.price.table,
+        "price_table_as_of": attempt.price.table_as_of,
+        "price_skus": [
+            {"name": s.name, "sku": s.sku, "description": s.description, "fetched_at": s.fetched_at}
+            for s in attempt.price.skus
+        ],
         "usd_unknown_because": attempt.price.unknown_because if attempt.usd is None else None,
         "error": job.error,
     }

@@ -11,10 +11,13 @@ table and the best trial of a submitted study, and their JSON/YAML documents.
                   duration_s, custom_job, outputs (the trial's own prefix)}]
     best          the trial above with the best final metric by the goal, or null
     cost          {usd (every trial's CustomJob at its price, summed; null when one's price is
-                  unknown), usd_unknown_because, trials: {custom_job: usd}}
+                  unknown), usd_unknown_because, trials: {custom_job: usd}, budget_usd (the
+                  study's budget.max_cost_usd, or null), stopped_by_budget (a cancelled study
+                  whose meter had crossed its budget: why; else null)}
 
 ``vtx list --format json`` adds one entry per study beside the jobs: {run_id, kind: "study",
-job (its resource name), name, state, trials, succeeded, best_metric, created}."""
+job (its resource name), name, state, trials, succeeded, best_metric, created, usd (every
+trial's job, summed; null when unknown), usd_unknown_because, budget_usd}."""
 
 from __future__ import annotations
 
@@ -26,8 +29,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from jobs.core.formats import duration, money, usd_per_h
-from jobs.runs.watch import AttemptStatus, usd_of
+from jobs.core.contract import budget_of
+from jobs.core.formats import duration, fine_money, money, usd_per_h
+from jobs.runs.watch import AttemptStatus, study_budget_crossed, usd_of
 from jobs.spec.study import Parameter, Study
 from jobs.training.cost import StudyCost
 from jobs.tuning.study_records import StudyRecord, TrialRecord
@@ -163,6 +167,12 @@ def print_study_status(
     }
     if trials:
         lines["cost"] = study_cost(trials)
+    budget = budget_of(study.labels)
+    if budget is not None:
+        lines["budget"] = f"budget.max_cost_usd {fine_money(budget)} (every trial's job)"
+    stopped = stopped_by_budget(study, trials)
+    if stopped is not None:
+        lines["stopped"] = f"by its budget: {stopped}"
     for key, value in lines.items():
         out.print(f"{key:>10}: {escape(value)}", highlight=False)
     if study.error:
@@ -177,6 +187,14 @@ def print_study_status(
         f"({escape(_parameters(best))}); outputs {escape(study.trial_output(best) or '-')}",
         highlight=False,
     )
+
+
+def stopped_by_budget(study: StudyRecord, trials: Sequence[AttemptStatus]) -> str | None:
+    """Why a cancelled study was stopped when its meter had crossed its budget (what `vtx
+    launch --follow` cancels it for); None otherwise."""
+    if study.state != "JOB_STATE_CANCELLED":
+        return None
+    return study_budget_crossed(study.labels, trials)
 
 
 def trial_json(study: StudyRecord, trial: TrialRecord, now: datetime) -> dict[str, Any]:
@@ -215,14 +233,28 @@ def study_json(
             "usd": rounded(usd_of(trials)) if trials else None,
             "usd_unknown_because": _unknown_trial(trials),
             "trials": {a.job.name: rounded(a.usd) for a in trials},
+            "budget_usd": budget_of(study.labels),
+            "stopped_by_budget": stopped_by_budget(study, trials),
         },
     }
 
 
-def studies_table(studies: list[StudyRecord]) -> Table:
-    """`vtx list`'s studies, beside its jobs table."""
+def list_cost(trials: Sequence[AttemptStatus]) -> str:
+    """`vtx list`'s cost cell of a study: every trial's job summed, or unknown and why."""
+    if not trials:
+        return money(0.0)
+    usd = usd_of(trials)
+    return money(usd) if usd is not None else f"unknown ({_unknown_trial(trials)})"
+
+
+def studies_table(
+    studies: list[StudyRecord], metered: dict[str, list[AttemptStatus]] | None = None
+) -> Table:
+    """`vtx list`'s studies, beside its jobs table; ``metered``: each study's trials' jobs at
+    their prices (by study name), for the cost column."""
+    metered = metered or {}
     table = FitTable(title="studies (hyperparameter tuning)", title_justify="left")
-    for column in ("run id", "state", "trials", "best", "created"):
+    for column in ("run id", "state", "trials", "best", "cost", "created"):
         table.add_column(column, overflow="fold")
     for study in studies:
         best = study.best
@@ -232,12 +264,16 @@ def studies_table(studies: list[StudyRecord]) -> Table:
             study.state,
             f"{succeeded} ok / {len(study.trials)} of {study.max_trials}",
             "-" if best is None else f"{study.metric_id}={best.metric:.5g} (trial {best.id})",
+            list_cost(metered.get(study.name, [])),
             when(study.create_time) or "-",
         )
     return table
 
 
-def studies_json(studies: list[StudyRecord]) -> list[dict[str, Any]]:
+def studies_json(
+    studies: list[StudyRecord], metered: dict[str, list[AttemptStatus]] | None = None
+) -> list[dict[str, Any]]:
+    metered = metered or {}
     return [
         {
             "run_id": s.run_id,
@@ -249,6 +285,9 @@ def studies_json(studies: list[StudyRecord]) -> list[dict[str, Any]]:
             "succeeded": sum(t.state == "SUCCEEDED" for t in s.trials),
             "best_metric": None if s.best is None else s.best.metric,
             "created": when(s.create_time),
+            "usd": rounded(usd_of(metered.get(s.name, []))),
+            "usd_unknown_because": _unknown_trial(metered.get(s.name, [])),
+            "budget_usd": budget_of(s.labels),
         }
         for s in studies
     ]

@@ -7,18 +7,20 @@ Their lines are numbered like a run's attempts, so ``a3`` in `vtx logs` is the l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
 
 from jobs.core.catalog import load_catalog
+from jobs.core.contract import budget_of
 from jobs.core.states import succeeded
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource, stream
-from jobs.runs.watch import trials_metered
+from jobs.runs.watch import AttemptStatus, study_budget_crossed, trials_metered
 from jobs.tuning.study_records import StudyRecord, TrialRecord
-from jobs.vertex.client import VertexRest
+from jobs.vertex.client import JobRecord, VertexError, VertexRest
 from vtx.views.runs import OutputFormat, print_document
 from vtx.views.studies import print_study_status, studies_json, studies_table, study_json
 
@@ -35,16 +37,26 @@ def find_study(vertex: VertexRest, ref: str) -> StudyRecord | None:
     return StudyRecord.from_rest(found[0]) if found else None
 
 
+def metered_trials(
+    vertex: VertexRest,
+    study: StudyRecord,
+    now: datetime,
+    known: dict[str, JobRecord] | None = None,
+) -> list[AttemptStatus]:
+    """The study's trials' CustomJobs, each at its price from the stack's catalog (its meter);
+    ``known``: jobs already read (by name), not asked for again."""
+    known = known or {}
+    jobs = [known.get(name) or vertex.get(name) for name, _ in trial_jobs(study)]
+    catalog = load_catalog().for_stack(vertex.stack)
+    return trials_metered(jobs, vertex.stack.region, now, catalog)
+
+
 def show_status(
     out: Console, study: StudyRecord, fmt: OutputFormat, vertex: VertexRest | None = None
 ) -> None:
     """The study, its trials and the best; with ``vertex``, what its trials' jobs cost so far."""
     now = datetime.now(UTC)
-    metered = []
-    if vertex is not None:
-        jobs = [vertex.get(name) for name, _ in trial_jobs(study)]
-        catalog = load_catalog().for_stack(vertex.stack)
-        metered = trials_metered(jobs, vertex.stack.region, now, catalog)
+    metered = metered_trials(vertex, study, now) if vertex is not None else []
     if fmt is OutputFormat.table:
         print_study_status(out, study, now, metered)
     else:
@@ -60,13 +72,23 @@ def trial_job_names(studies: list[StudyRecord]) -> set[str]:
     return {job for study in studies for job, _ in trial_jobs(study)}
 
 
-def show_list(out: Console, studies: list[StudyRecord], fmt: OutputFormat) -> list[dict]:
-    """The studies table (printed), or their JSON entries for the caller to add to its list."""
+def show_list(
+    out: Console,
+    studies: list[StudyRecord],
+    fmt: OutputFormat,
+    vertex: VertexRest | None = None,
+    jobs: Sequence[JobRecord] = (),
+) -> list[dict]:
+    """The studies table (printed), or their JSON entries for the caller to add to its list;
+    with ``vertex``, each study's cost so far (its trials' jobs at their prices; ``jobs``: those
+    the list already read)."""
+    now, known = datetime.now(UTC), {j.name: j for j in jobs}
+    metered = {s.name: metered_trials(vertex, s, now, known) for s in studies} if vertex else {}
     if fmt is OutputFormat.table:
         if studies:
-            out.print(studies_table(studies))
+            out.print(studies_table(studies, metered))
         return []
-    return studies_json(studies)
+    return studies_json(studies, metered)
 
 
 def cancel(out: Console, vertex: VertexRest, study: StudyRecord) -> None:
@@ -129,6 +151,37 @@ def done(vertex: VertexRest, study: StudyRecord) -> Callable[[], bool]:
     return lambda: StudyRecord.from_rest(vertex.get_study(study.name)).terminal
 
 
+@dataclass
+class StudyBudgetGuard:
+    """`vtx launch --follow`'s hand on a study's budget, as `BudgetGuard`'s on a run's: once the
+    study's meter (every trial's job at its price) crosses the budget the study carries, the
+    study is cancelled (Vertex cancels its running trials with it). On Vertex only a follower
+    can; the local platform holds each trial to it too."""
+
+    out: Console
+    vertex: VertexRest
+    cancelled: str | None = None
+
+    def check(self, study: StudyRecord) -> None:
+        if self.cancelled or study.terminal or budget_of(study.labels) is None:
+            return
+        why = study_budget_crossed(study.labels, metered_trials(self.vertex, study, _now()))
+        if why is None:
+            return
+        self.out.print(f"{why}: cancelling study {study.name}", highlight=False, markup=False)
+        try:
+            self.vertex.cancel_study(study.name)
+        except VertexError:
+            current = StudyRecord.from_rest(self.vertex.get_study(study.name))
+            if not current.terminal:  # else it ended as we asked
+                raise
+        self.cancelled = why
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
 def follow(
     out: Console,
     vertex: VertexRest,
@@ -137,15 +190,25 @@ def follow(
     poll_s: float = 5.0,
 ) -> int:
     """Stream the study's trials' logs (``show`` prints each) until it ends, then its trials
-    table and best trial; 0 only when it succeeded. Ctrl-C leaves the study running."""
+    table and best trial; 0 only when it succeeded. The study is cancelled once its meter
+    crosses its budget (`StudyBudgetGuard`). Ctrl-C leaves the study running."""
     study = StudyRecord.from_rest(vertex.get_study(name))
     source = log_source(vertex, study, "DEFAULT")
+    guard = StudyBudgetGuard(out, vertex)
+
+    def ended() -> bool:
+        current = StudyRecord.from_rest(vertex.get_study(name))
+        guard.check(current)
+        return current.terminal
+
     try:
-        for entry in stream(source, done(vertex, study), follow=True, poll_s=poll_s):
+        for entry in stream(source, ended, follow=True, poll_s=poll_s):
             show(entry)
     except KeyboardInterrupt:
         out.print(f"stopped following; the study goes on (`vtx cancel {study.run_id}` stops it)")
         return 130
     final = StudyRecord.from_rest(vertex.get_study(name))
-    print_study_status(out, final, datetime.now(UTC))
+    print_study_status(out, final, _now(), metered_trials(vertex, final, _now()))
+    if guard.cancelled:
+        out.print(f"stopped by its budget: {guard.cancelled}", highlight=False, markup=False)
     return 0 if succeeded(final.state) else 1

@@ -173,12 +173,24 @@ class Price(_Data):
     spot_sku: str | None = None
     """The billing catalog SKU id behind ``spot_usd_per_h`` (refreshed tables only)."""
     spot_sku_description: str | None = None
+    flex_start_usd_per_h: float | None = None
+    """FLEX_START (Dynamic Workload Scheduler) $/h: Compute Engine's DWS SKU plus Vertex's
+    management fee SKU (refreshed tables only); None: not known. Never taken from the on-demand
+    or Spot figure."""
+    flex_start_basis: Basis | None = None
+    flex_start_sku: str | None = None
+    """The two SKU ids behind ``flex_start_usd_per_h`` ("<Compute Engine>+<Vertex fee>")."""
+    flex_start_sku_description: str | None = None
     fetched_at: str | None = None
     """When the SKUs were read (UTC, ISO 8601): refreshed tables only."""
 
     @model_validator(mode="after")
     def _figures_have_a_basis(self) -> Price:
-        for figure, basis in (("usd_per_h", "basis"), ("spot_usd_per_h", "spot_basis")):
+        for figure, basis in (
+            ("usd_per_h", "basis"),
+            ("spot_usd_per_h", "spot_basis"),
+            ("flex_start_usd_per_h", "flex_start_basis"),
+        ):
             if (getattr(self, figure) is None) != (getattr(self, basis) is None):
                 raise ValueError(f"{figure} and {basis} go together: give both or neither")
         return self
@@ -196,6 +208,8 @@ class PriceTable(_Data):
     source: str
     spot_source: str | None = None
     """Where the Spot figures come from; None when the table has none."""
+    flex_start_source: str | None = None
+    """Where the FLEX_START figures come from; None when the table has none."""
     machines: dict[str, Price] = Field(default_factory=dict)
     accelerators: dict[str, Price] = Field(default_factory=dict)
     stand_in: bool = False

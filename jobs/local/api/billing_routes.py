@@ -1,5 +1,5 @@
-"""The Cloud Billing Catalog API's ``services.skus.list`` (v1) for Vertex AI's service, from the
-local platform's stand-in (jobs/local/platform/billing_catalog.py): ``GET
+"""The Cloud Billing Catalog API's ``services.skus.list`` (v1) for Vertex AI's and Compute Engine's
+services, from the local platform's stand-in (jobs/local/platform/billing_catalog.py): ``GET
 /v1/services/{service}/skus`` with ``currencyCode``, ``pageSize`` (at most 5,000, the API's page
 limit) and ``pageToken``, answering ``skus`` and ``nextPageToken`` ("" on the last page). Like
 the quota routes it takes no token: a billing client sends none here."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse
 
-from jobs.local.platform.billing_catalog import CURRENCY, SERVICE_ID, skus
+from jobs.local.platform.billing_catalog import CURRENCY, SERVICES
 from jobs.local.platform.guard import error_body
 
 MAX_PAGE_SIZE = 5000
@@ -27,13 +27,14 @@ def add_billing_routes(app: FastAPI) -> None:
         pageSize: int = Query(MAX_PAGE_SIZE, ge=0, le=2**31 - 1),
         pageToken: str = "",
     ) -> dict | JSONResponse:
-        if service != SERVICE_ID:
-            message = f"service {service!r} is not served here: only Vertex AI ({SERVICE_ID})"
+        if service not in SERVICES:
+            served = " and ".join(SERVICES)
+            message = f"service {service!r} is not served here: only {served}"
             return _error(404, "NOT_FOUND", message)
         if currencyCode != CURRENCY:
             message = f"currencyCode {currencyCode!r}: the local stand-in prices in {CURRENCY} only"
             return _error(400, "INVALID_ARGUMENT", message)
-        found = skus()
+        found = SERVICES[service]()
         if pageToken and not (pageToken.isdigit() and int(pageToken) < len(found)):
             message = f"invalid pageToken {pageToken!r}: pass the nextPageToken given"
             return _error(400, "INVALID_ARGUMENT", message)

@@ -1,7 +1,9 @@
 """The local platform's billing catalog stand-in: Vertex AI's SKUs in the Cloud Billing Catalog
 API's shape (v1 ``Sku``), one per region, machine or accelerator, training or prediction,
-on-demand or Spot, for every region, machine and accelerator the catalog knows, so that
-`vtx prices refresh --stack local` fills every table offline.
+on-demand or Spot, for every region, machine and accelerator the catalog knows, and the two
+halves of a FLEX_START price where FLEX_START runs the machine or GPU (Vertex's management fee
+per kind; Compute Engine's DWS Defined Duration VM hour, served as Compute Engine's service), so
+that `vtx prices refresh --stack local` fills every table offline.
 
 Fields as Google's reference names them
 (https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list): ``name``
@@ -13,8 +15,9 @@ currencyConversionRate}]``, ``serviceProviderName``. Descriptions follow the for
 reads (docs/vertex-facts.md, "Billing catalog") and each ends by saying it is this stand-in's.
 
 THE FIGURES ARE NOT GOOGLE'S: each is made up from the machine's size (``STAND_IN_RATES``), the
-same in every region, Spot at ``SPOT_SHARE`` of it, so that a local run has a cost to show and
-test. Only USD is served: another ``currencyCode`` is answered 400, as nothing converts here."""
+same in every region, Spot at ``SPOT_SHARE`` of it, FLEX_START's VM hour at ``DWS_SHARE`` and its
+fee at ``FEE_SHARE``, so that a local run has a cost to show and test. Only USD is served:
+another ``currencyCode`` is answered 400, as nothing converts here."""
 
 from __future__ import annotations
 
@@ -22,15 +25,20 @@ import hashlib
 from decimal import ROUND_HALF_UP, Decimal
 
 from jobs.core.catalog import Catalog, load_catalog
-from jobs.core.catalog.billing_skus import GPU_WORDS
+from jobs.core.catalog.billing_skus import FEE_WORDS, GPU_WORDS, takes_flex_start
 
 SERVICE_ID = "C7E2-9256-1C43"
+COMPUTE_SERVICE_ID = "6F81-5844-456A"
 CURRENCY = "USD"
 EFFECTIVE_TIME = "2026-11-01T00:00:00Z"
 STAND_IN = "vtx local stand-in, not a Google price"
 STAND_IN_RATES = {"vcpu": Decimal("0.04"), "gb": Decimal("0.005"), "gpu_gb": Decimal("0.03")}
 """$/h per vCPU, per GB of machine memory, per GB of accelerator memory: invented."""
 SPOT_SHARE = Decimal("0.4")
+DWS_SHARE = Decimal("0.45")
+FEE_SHARE = Decimal("0.06")
+GPU_NAMES = {"NVIDIA_B200": "Nvidia B200 (1 gpu slice)"}
+"""A GPU whose SKUs name it otherwise than "Nvidia <words> GPU" (docs/vertex-facts.md)."""
 
 
 def _sku_id(*parts: str) -> str:
@@ -44,21 +52,19 @@ def _money(usd: Decimal) -> dict:
     return {"currencyCode": CURRENCY, "units": str(units), "nanos": int((usd - units) * 10**9)}
 
 
-def _sku(region: str, kind: str, resource: str, group: str, spot: bool, usd: Decimal) -> dict:
-    product = "Custom Training" if kind == "training" else "Custom Prediction"
-    spot_words = "Spot Preemptible " if spot else ""
-    description = f"{spot_words}{product} {resource} running in {region} ({STAND_IN})"
-    sku_id = _sku_id(region, kind, resource, str(spot))
-    price = usd * SPOT_SHARE if spot else usd
+def _sku(
+    region: str, description: str, group: str, usage: str, usd: Decimal, service: str = SERVICE_ID
+) -> dict:
+    sku_id = _sku_id(service, region, description, usage)
     return {
-        "name": f"services/{SERVICE_ID}/skus/{sku_id}",
+        "name": f"services/{service}/skus/{sku_id}",
         "skuId": sku_id,
-        "description": description,
+        "description": f"{description} running in {region} ({STAND_IN})",
         "category": {
-            "serviceDisplayName": "Vertex AI",
+            "serviceDisplayName": "Vertex AI" if service == SERVICE_ID else "Compute Engine",
             "resourceFamily": "Compute",
             "resourceGroup": group,
-            "usageType": "Preemptible" if spot else "OnDemand",
+            "usageType": "Preemptible" if usage == "spot" else "OnDemand",
         },
         "serviceRegions": [region],
         "pricingInfo": [
@@ -72,7 +78,7 @@ def _sku(region: str, kind: str, resource: str, group: str, spot: bool, usd: Dec
                     "baseUnitDescription": "second",
                     "baseUnitConversionFactor": 3600,
                     "displayQuantity": 1,
-                    "tieredRates": [{"startUsageAmount": 0, "unitPrice": _money(price)}],
+                    "tieredRates": [{"startUsageAmount": 0, "unitPrice": _money(usd)}],
                 },
                 "currencyConversionRate": 1,
             }
@@ -81,9 +87,9 @@ def _sku(region: str, kind: str, resource: str, group: str, spot: bool, usd: Dec
     }
 
 
-def skus(cat: Catalog | None = None) -> list[dict]:
-    """Every SKU of the stand-in, in a stable order (pages are slices of it)."""
-    cat = cat or load_catalog()
+def _priced(cat: Catalog) -> list[tuple[str, str, str, str, str, Decimal]]:
+    """(region, kind, item, resource words, resource group, on-demand $/h) for every machine
+    and GPU of every region, training and serving."""
     found = []
     for region in cat.regions.values():
         for kind, machines in (("training", cat.machines), ("serving", cat.serving_machines)):
@@ -92,14 +98,52 @@ def skus(cat: Catalog | None = None) -> list[dict]:
                     continue  # cloud-tpu: no vCPU figure to price
                 usd = machine.vcpus * STAND_IN_RATES["vcpu"]
                 usd += Decimal(str(machine.memory_gb or 0)) * STAND_IN_RATES["gb"]
-                for spot in (False, True):
-                    found.append(_sku(region.name, kind, machine.name, "CPU", spot, usd))
+                found.append((region.name, kind, machine.name, machine.name, "CPU", usd))
             for name in region.accelerators:
                 acc = cat.accelerators.get(name)
                 if acc is None or name not in GPU_WORDS:
                     continue  # TPUs: no SKU form known (docs/vertex-facts.md)
                 usd = Decimal(str(acc.memory_gb)) * STAND_IN_RATES["gpu_gb"]
-                resource = f"Nvidia {GPU_WORDS[name].title()} GPU"
-                for spot in (False, True):
-                    found.append(_sku(region.name, kind, resource, "GPU", spot, usd))
+                words = GPU_NAMES.get(name, f"Nvidia {GPU_WORDS[name][0].title()} GPU")
+                found.append((region.name, kind, name, words, "GPU", usd))
     return found
+
+
+def _item(name: str) -> str:
+    return "accelerator" if name.isupper() else "machine"
+
+
+def skus(cat: Catalog | None = None) -> list[dict]:
+    """Every Vertex AI SKU of the stand-in, in a stable order (pages are slices of it)."""
+    cat = cat or load_catalog()
+    found = []
+    for region, kind, name, words, group, usd in _priced(cat):
+        product = "Custom Training" if kind == "training" else "Custom Prediction"
+        found.append(_sku(region, f"{product} {words}", group, "on-demand", usd))
+        found.append(
+            _sku(region, f"Spot Preemptible {product} {words}", group, "spot", usd * SPOT_SHARE)
+        )
+        if takes_flex_start(cat, _item(name), name):  # type: ignore[arg-type]
+            fee = f"{product} {FEE_WORDS} {words}"
+            found.append(_sku(region, fee, group, "on-demand", usd * FEE_SHARE))
+    return found
+
+
+def compute_skus(cat: Catalog | None = None) -> list[dict]:
+    """The stand-in's Compute Engine SKUs: a DWS Defined Duration VM hour for every machine and
+    GPU FLEX_START runs, once per region (training and serving share it, as on Google's)."""
+    cat = cat or load_catalog()
+    found, seen = [], set()
+    for region, _, name, words, group, usd in _priced(cat):
+        if (region, name) in seen or not takes_flex_start(cat, _item(name), name):  # type: ignore[arg-type]
+            continue
+        seen.add((region, name))
+        description = f"{words} attached to DWS Defined Duration VMs"
+        found.append(
+            _sku(region, description, group, "on-demand", usd * DWS_SHARE, COMPUTE_SERVICE_ID)
+        )
+    return found
+
+
+SERVICES = {SERVICE_ID: skus, COMPUTE_SERVICE_ID: compute_skus}
+"""The services the stand-in answers for: Vertex AI's and Compute Engine's."""

@@ -8,7 +8,8 @@ from enum import IntEnum
 
 
 class Code(IntEnum):
-    """google.rpc.Code values Vertex puts into CustomJob.error."""
+    """google.rpc.Code values Vertex puts into CustomJob.error. CANCELLED (1) is what a
+    cancelled job's error carries (docs/vertex-facts.md, "Job states")."""
 
     CANCELLED = 1
     INVALID_ARGUMENT = 3

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -116,8 +117,8 @@ class ActiveJob:
     rt: Runtime
     price: JobPrice | None = None
     """What it pays per hour, read once it runs with a budget (`_over_budget`)."""
-    earlier_usd: float | None = None
-    """What the run's attempts before it cost (read with ``price``); None: unknown."""
+    others_unpriced: bool = False
+    """Whether its log has said that another of the run's jobs has no price."""
 
     @property
     def id(self) -> str:
@@ -133,6 +134,7 @@ class Executor:
         self.store = store
         self.settings = settings
         self._jobs: dict[str, ActiveJob] = {}
+        self._prices: dict[str, JobPrice] = {}
         self._capacity = settings.capacity
         self._needs: dict[str, Need] = {}
         """Job id -> what it asks of its region, read once from its REST form."""
@@ -733,31 +735,42 @@ class Executor:
             self._persist(job)
 
     def _over_budget(self, job: ActiveJob, running_s: float) -> JobError | None:
-        """Its budget's error once the meter crossed it (the job's label, `budget:` in its
-        template); priced once per job, saying in its log when no price is known."""
+        """Its budget's error once the run's meter crossed it (the job's label, `budget:` in its
+        template): this job at its price, plus every other job of the run for the time it ran
+        or runs (`_others`); priced once per job, saying in its log when no price is known."""
         budget = budget_of(job.resource.get("labels") or {})
         if budget is None:
             return None
         if job.price is None:
-            job.price = job_price(job.resource)
-            job.earlier_usd, why = spent(self._earlier_attempts(job))
+            job.price = self._price(job.resource)
             if job.price.usd_per_h is None:
                 self._service_log(job, lifecycle.budget_not_enforced(budget, job.price))
-            elif why is not None:
-                self._service_log(job, lifecycle.budget_not_enforced(budget, job.price, why))
-        if job.earlier_usd is None:
+        if job.price.usd_per_h is None:
             return None
-        return lifecycle.over_budget(budget, job.price, running_s, job.earlier_usd)
+        others_usd, why = spent(self._others(job), datetime.now(UTC), self._price)
+        if others_usd is None:
+            if not job.others_unpriced:
+                self._service_log(job, lifecycle.budget_not_enforced(budget, job.price, why))
+                job.others_unpriced = True
+            return None
+        return lifecycle.over_budget(budget, job.price, running_s, others_usd)
 
-    def _earlier_attempts(self, job: ActiveJob) -> list[dict]:
-        """The run's other jobs that ended: its earlier attempts (a ladder's rungs, a resubmit)."""
+    def _others(self, job: ActiveJob) -> list[dict]:
+        """The run's other jobs: its earlier attempts (a ladder's rungs, a resubmit) and, for a
+        study's trials (which share the study's run id), the trials that ran or run beside it."""
         if job.view.run_id is None:
             return []
         return [
-            r
-            for r in self.store.run_jobs(job.view.run_id)
-            if r["name"] != job.resource["name"] and JobState(r["state"]).final
+            r for r in self.store.run_jobs(job.view.run_id) if r["name"] != job.resource["name"]
         ]
+
+    def _price(self, resource: dict) -> JobPrice:
+        """A job's price, read once: the tables do not change under a running platform's jobs
+        often enough to be read every tick."""
+        name = resource["name"]
+        if name not in self._prices:
+            self._prices[name] = job_price(resource)
+        return self._prices[name]
 
     def _finish_stop(self, job: ActiveJob, reason: StopReason) -> None:
         state = lifecycle.final_state(reason)

@@ -103,10 +103,10 @@ class JobPrice:
 def over_budget(
     budget_usd: float, price: JobPrice, running_s: float, earlier_usd: float = 0.0
 ) -> JobError | None:
-    """The error a job is cancelled with once its run's meter (what the run's earlier attempts
-    cost, ``earlier_usd``, plus this job's running time at its price, as Vertex bills from its
-    start) crosses its budget; None below it, or when the price is unknown: a made-up figure
-    never stops a job."""
+    """The error a job is cancelled with once its run's meter (what the run's other jobs cost,
+    ``earlier_usd``: its earlier attempts, a study's other trials; plus this job's running time
+    at its price, as Vertex bills from its start) crosses its budget; None below it, or when
+    the price is unknown: a made-up figure never stops a job."""
     if price.usd_per_h is None:
         return None
     usd = earlier_usd + price.usd_per_h * running_s / 3600
@@ -121,9 +121,13 @@ def over_budget(
 
 
 def budget_not_enforced(budget_usd: float, price: JobPrice, earlier: str | None = None) -> str:
-    """The log line of a budget no figure is known to enforce: this job's price, or an earlier
-    attempt's (``earlier``)."""
-    why = price.unknown_because if earlier is None else f"an earlier attempt has none: {earlier}"
+    """The log line of a budget no figure is known to enforce: this job's price, or another of
+    the run's jobs' (``earlier``: an earlier attempt's, a study's other trial's)."""
+    why = (
+        price.unknown_because
+        if earlier is None
+        else f"another of the run's jobs has none: {earlier}"
+    )
     return f"budget.max_cost_usd {fine_money(budget_usd)} not enforced: {why}"
 
 

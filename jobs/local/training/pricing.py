@@ -5,7 +5,7 @@ at the figure `vtx status` shows. Reads the catalog's files: kept out of the pur
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from jobs.core.catalog import load_catalog
@@ -24,24 +24,33 @@ def job_price(resource: dict) -> JobPrice:
     return JobPrice(cost.usd_per_h, cost.price_kind, table, cost.unknown_because)
 
 
-def spent(attempts: Iterable[dict]) -> tuple[float | None, str | None]:
-    """What ``attempts`` (a run's ended jobs, REST form) cost together, each at its own price
-    for the time it ran; (None, why) once one that ran has no price."""
+def spent(
+    jobs: Iterable[dict],
+    now: datetime | None = None,
+    price: Callable[[dict], JobPrice] = job_price,
+) -> tuple[float | None, str | None]:
+    """What ``jobs`` (a run's other jobs, REST form) cost together, each at its own ``price``
+    for the time it ran: to its end, or to ``now`` for one still running (none without
+    ``now``); (None, why) once one that ran has no price."""
     total = 0.0
-    for resource in attempts:
-        ran_s = _ran_s(resource)
+    for resource in jobs:
+        ran_s = _ran_s(resource, now)
         if not ran_s:
             continue
-        price = job_price(resource)
-        if price.usd_per_h is None:
-            return None, f"{resource['name']}: {price.unknown_because}"
-        total += price.usd_per_h * ran_s / 3600
+        paid = price(resource)
+        if paid.usd_per_h is None:
+            return None, f"{resource['name']}: {paid.unknown_because}"
+        total += paid.usd_per_h * ran_s / 3600
     return total, None
 
 
-def _ran_s(resource: dict) -> float:
-    """From ``startTime`` to ``endTime`` as the platform stamps them (`jobs.core.formats`)."""
+def _ran_s(resource: dict, now: datetime | None = None) -> float:
+    """From ``startTime`` to ``endTime`` (or ``now``) as the platform stamps them
+    (`jobs.core.formats`)."""
     start, end = resource.get("startTime"), resource.get("endTime")
-    if not start or not end:
+    if not start:
         return 0.0
-    return max((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds(), 0)
+    until = datetime.fromisoformat(end) if end else now
+    if until is None:
+        return 0.0
+    return max((until - datetime.fromisoformat(start)).total_seconds(), 0)

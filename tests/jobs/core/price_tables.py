@@ -57,12 +57,12 @@ SPOT_TABLE = {
 
 
 def write_stand_in(
-    directory: Path, figures: dict[str, tuple[float, float]], as_of: str = "2026-11-27"
+    directory: Path, figures: dict[str, tuple[float, ...]], as_of: str = "2026-11-27"
 ) -> list[Path]:
     """What `vtx prices refresh --stack local` writes, for n1-standard-4 only: a stand-in table
-    per region of ``figures`` (region -> (on-demand, Spot) $/h)."""
+    per region of ``figures`` (region -> (on-demand, Spot[, FLEX_START]) $/h)."""
     written = []
-    for region, (on_demand, spot) in figures.items():
+    for region, (on_demand, spot, *flex_start) in figures.items():
         name = f"billing-local-training-{region}-{as_of}"
         table = {
             "name": name,
@@ -81,6 +81,11 @@ def write_stand_in(
                 }
             },
         }
+        for usd in flex_start:
+            table["flex_start_source"] = "the same"
+            table["machines"]["n1-standard-4"].update(  # type: ignore[index]
+                flex_start_usd_per_h=usd, flex_start_basis="catalog"
+            )
         path = directory / f"{name}.yaml"
         path.write_text(yaml.safe_dump(table))
         written.append(path)

@@ -1,12 +1,14 @@
 """The billing catalog matcher on SKUs in the Cloud Billing Catalog API's shape
-(tests/data/billing-skus-vertex.json: its figures are test figures, not Google's prices; its
-description forms are those docs/vertex-facts.md "Billing catalog" records): on-demand and
-Spot figures each from their own SKU, nothing borrowed across regions, kinds or usage types,
-ambiguous pairs and other currencies left unknown with the reason."""
+(tests/data/billing-skus-vertex.json for Vertex AI, billing-skus-compute.json for Compute
+Engine: their figures are test figures, not Google's prices; their description forms are those
+docs/vertex-facts.md "Billing catalog" records): on-demand, Spot and FLEX_START figures each
+from their own SKUs, nothing borrowed across regions, kinds or usage types, ambiguous pairs and
+other currencies left unknown with the reason."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,12 +19,13 @@ from jobs.training.prices import write_tables
 from tests.conftest import TEST_DATA, stack_outputs
 
 SKUS = json.loads((TEST_DATA / "billing-skus-vertex.json").read_text())["skus"]
+COMPUTE_SKUS = json.loads((TEST_DATA / "billing-skus-compute.json").read_text())["skus"]
 REGIONS = ["us-central1", "us-east4", "us-west1", "europe-west4", "europe-west1"]
 
 
 @pytest.fixture(scope="module")
 def matched():
-    return match(SKUS, load_catalog(), REGIONS, "USD")
+    return match(SKUS, load_catalog(), REGIONS, "USD", COMPUTE_SKUS)
 
 
 def _sku(sku_id: str) -> dict:
@@ -130,6 +133,109 @@ def test_skus_that_price_no_table_figure_say_why(sku_id: str, reason: str) -> No
     assert isinstance(said, str) and reason in said
 
 
+@pytest.mark.parametrize(
+    ("description", "gpu"),
+    [
+        # Compute Engine's words (SkyPilot's GCP catalog fetcher; docs/vertex-facts.md).
+        ("Custom Training Nvidia H100 80GB Mega GPU running in Americas", "NVIDIA_H100_MEGA_80GB"),
+        ("Custom Training H100 Mega 80GB GPU running in Americas", "NVIDIA_H100_MEGA_80GB"),
+        ("Custom Training H100 80GB Plus GPU running in Americas", "NVIDIA_H100_MEGA_80GB"),
+        ("Custom Training H200 141GB GPU running in Netherlands", "NVIDIA_H200_141GB"),
+        ("Custom Training Nvidia H200 141GB GPU running in Americas", "NVIDIA_H200_141GB"),
+        ("Custom Training A4 Nvidia B200 (1 gpu slice) running in Americas", "NVIDIA_B200"),
+        # Vertex's own training form names no "GPU" (a billing report's SKU).
+        ("Vertex AI: Training/Pipelines on NVIDIA H100 80GB in Iowa", "NVIDIA_H100_80GB"),
+        (
+            "Vertex AI: Online/Batch Prediction Nvidia H100 80gb GPU running in Iowa",
+            "NVIDIA_H100_80GB",
+        ),
+        ("Custom Training Nvidia Tesla A100 80GB GPU running in Americas", "NVIDIA_A100_80GB"),
+    ],
+)
+def test_each_gpu_is_named_in_the_words_public_skus_use(description: str, gpu: str) -> None:
+    sku = {"description": description, "category": {"usageType": "OnDemand"}}
+    said = classify(sku, load_catalog())
+    assert not isinstance(said, str), said
+    assert (said.item, said.name) == ("accelerator", gpu)
+
+
+@pytest.mark.parametrize(
+    "description",
+    [
+        "Custom Training Nvidia H100 80GB Ultra GPU running in Americas",
+        "Custom Training Nvidia B200 (8 gpu slice) running in Americas",
+        "Custom Training Nvidia Foo H200 141GB GPU running in Americas",
+    ],
+)
+def test_a_gpu_worded_otherwise_is_matched_to_none(description: str) -> None:
+    sku = {"description": description, "category": {"usageType": "OnDemand"}}
+    assert classify(sku, load_catalog()) == (
+        "a GPU this catalog does not name (or words it otherwise)"
+    )
+
+
+def test_the_new_gpus_figures_come_from_their_own_skus(matched) -> None:
+    def figure(region: str, name: str, usage: str = "on-demand"):
+        return matched.figures[Key(region, "training", "accelerator", name, usage)]  # type: ignore[arg-type]
+
+    assert figure("us-central1", "NVIDIA_H100_80GB").sku == "A001-0000-0021"
+    assert figure("us-central1", "NVIDIA_H100_MEGA_80GB").sku == "A001-0000-0026"
+    assert figure("us-central1", "NVIDIA_H100_MEGA_80GB", "spot").sku == "A001-0000-0027"
+    assert figure("us-east4", "NVIDIA_H100_MEGA_80GB").sku == "A001-0000-0030"
+    assert figure("us-central1", "NVIDIA_H200_141GB").sku == "A001-0000-0028"
+    assert figure("us-central1", "NVIDIA_B200").sku == "A001-0000-0029"
+
+
+def test_flex_start_is_compute_engines_dws_hour_plus_vertexs_fee(matched) -> None:
+    h100 = Key("us-central1", "training", "accelerator", "NVIDIA_H100_80GB", "flex-start")
+    flex = matched.figures[h100]
+    assert (flex.usd_per_h, flex.sku) == (pytest.approx(4.2 + 1.5), "B001-0000-0001+A001-0000-0022")
+    assert "DWS Defined Duration" in flex.description and "management fee" in flex.description
+    # One Compute Engine SKU serves both kinds; each kind pays its own Vertex fee.
+    serving = matched.figures[replace(h100, kind="serving")]
+    assert (serving.usd_per_h, serving.sku) == (
+        pytest.approx(4.2 + 1.4),
+        "B001-0000-0001+A001-0000-0025",
+    )
+    # A machine: its family's DWS Core and Ram plus the fee's Core and RAM, per vCPU and GiB.
+    a3 = matched.figures[Key("us-central1", "training", "machine", "a3-highgpu-8g", "flex-start")]
+    assert a3.usd_per_h == pytest.approx(208 * (0.011 + 0.004) + 1872 * (0.001 + 0.0003))
+    assert a3.sku == "B001-0000-0002+B001-0000-0003+A001-0000-0023+A001-0000-0024"
+    # Neither on-demand nor Spot lends FLEX_START a figure, nor FLEX_START them.
+    assert matched.figures[replace(h100, usage="on-demand")].sku == "A001-0000-0021"
+    assert replace(h100, usage="spot") in matched.unknown
+
+
+def test_flex_start_without_both_halves_is_unknown_and_says_which(matched) -> None:
+    # us-east4: Compute Engine's DWS SKU lists it, no Vertex fee SKU does.
+    east = Key("us-east4", "training", "accelerator", "NVIDIA_H100_80GB", "flex-start")
+    assert matched.unknown[east] == "Vertex management fee SKU: no SKU lists this region for it"
+    mega = Key("us-central1", "training", "accelerator", "NVIDIA_H100_MEGA_80GB", "flex-start")
+    assert matched.unknown[mega] == (
+        "Compute Engine DWS Defined Duration SKU: no SKU lists this region for it"
+    )
+    l4 = Key("us-central1", "training", "accelerator", "NVIDIA_L4", "flex-start")
+    assert matched.unknown[l4].startswith("Vertex management fee SKU:")
+    # FLEX_START does not take a T4: no such figure is expected at all.
+    t4 = Key("us-central1", "training", "accelerator", "NVIDIA_TESLA_T4", "flex-start")
+    assert t4 not in matched.unknown and t4 not in matched.figures
+
+
+@pytest.mark.parametrize(
+    ("sku_id", "reason"),
+    [
+        ("B001-0000-0004", "a Compute Engine SKU but not DWS Defined Duration"),
+        ("B001-0000-0005", "a reserved SKU"),
+        ("B001-0000-0007", "usageType Preemptible, not OnDemand"),
+        ("B001-0000-0008", "a commitment SKU"),
+    ],
+)
+def test_compute_engine_skus_other_than_dws_price_nothing(sku_id: str, reason: str) -> None:
+    sku = next(s for s in COMPUTE_SKUS if s["skuId"] == sku_id)
+    said = classify(sku, load_catalog(), compute_engine=True)
+    assert isinstance(said, str) and reason in said
+
+
 def write_refreshed(matched, **table: Any) -> None:
     """The tables a refresh on 2026-11-27 would write, into the prices folder."""
     found = tables(
@@ -162,6 +268,13 @@ def test_tables_name_each_figures_sku_and_the_newest_table_wins(
         "catalog",
         "2026-11-27T03:00:00Z",
     )
+    h100 = table.accelerators["NVIDIA_H100_80GB"]
+    assert (h100.flex_start_usd_per_h, h100.flex_start_basis, h100.flex_start_sku) == (
+        pytest.approx(5.7),
+        "catalog",
+        "B001-0000-0001+A001-0000-0022",
+    )
+    assert t4.flex_start_usd_per_h is None and table.flex_start_source is not None
     serving = cat.serving_price_table("us-central1")
     assert serving is not None and serving.machines["n1-standard-4"].sku == "A001-0000-0014"
     refreshed = str(tmp_path / "billing-training-us-central1-2026-11-27.yaml")

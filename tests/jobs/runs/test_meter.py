@@ -61,14 +61,27 @@ def test_the_stand_ins_tables_never_price_a_real_stacks_run(local_catalog, monke
     )
 
 
-def test_a_flex_start_attempt_leaves_the_sum_unknown_and_says_why(local_catalog) -> None:
+def test_a_flex_start_attempt_without_its_figure_leaves_the_sum_unknown(local_catalog) -> None:
     spot = attempt("1", 0, "us-central1", "SPOT", started_s=0, ended_s=3600)
     flex = attempt("2", 3600, "us-central1", "FLEX_START", started_s=3600)
     now = T0 + timedelta(seconds=7200)
     status = run_status([spot, flex], [], "us-central1", now, False, local_catalog)
     assert status.attempts[0].usd == pytest.approx(0.75)
-    assert status.usd is None  # never the Spot attempt's cost alone, never 0
-    assert status.unknown_because == "attempt 2: FLEX_START prices are in no table"
+    assert status.usd is None  # never the Spot or on-demand figure, never 0
+    assert status.unknown_because == (
+        "attempt 2: no FLEX_START price for n1-standard-4 in "
+        "billing-local-training-us-central1-2026-11-27"
+    )
+
+
+def test_a_flex_start_attempt_is_metered_at_the_flex_start_figure(local_catalog, tmp_path) -> None:
+    write_stand_in(tmp_path, {"us-central1": (1.0, 0.25, 0.5)}, "2026-11-28")
+    local = stack_outputs().model_copy(update={"vertex_endpoint": "http://127.0.0.1:1"})
+    catalog = load_catalog().for_stack(local)
+    flex = attempt("1", 0, "us-central1", "FLEX_START", started_s=0)
+    status = run_status([flex], [], "us-central1", T0 + timedelta(hours=2), False, catalog)
+    assert (status.newest.price.kind, status.newest.price.usd_per_h) == ("FLEX_START", 1.5)
+    assert status.usd == pytest.approx(3.0)  # 3 x n1-standard-4 x 0.5 $/h x 2 h
 
 
 def test_the_projection_adds_the_rest_at_the_current_pace(local_catalog) -> None:

@@ -14,11 +14,18 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
-from jobs.training.prices import VERTEX_SERVICE, BillingCatalogReader, PricesUnavailable
+from jobs.training.prices import (
+    COMPUTE_SERVICE,
+    VERTEX_SERVICE,
+    BillingCatalogReader,
+    PricesUnavailable,
+)
 from tests.conftest import TEST_DATA, stack_outputs
 from tests.json_handler import JsonHandler
 
 SKUS = json.loads((TEST_DATA / "billing-skus-vertex.json").read_text())["skus"]
+COMPUTE_SKUS = json.loads((TEST_DATA / "billing-skus-compute.json").read_text())["skus"]
+SERVED = {VERTEX_SERVICE: SKUS, COMPUTE_SERVICE: COMPUTE_SKUS}
 
 
 class _Catalog(JsonHandler):
@@ -28,12 +35,14 @@ class _Catalog(JsonHandler):
         url = urlparse(self.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         type(self).requests.append({"path": url.path, **query})
-        if url.path != f"/v1/services/{VERTEX_SERVICE}/skus":
+        service = url.path.removeprefix("/v1/services/").removesuffix("/skus")
+        if service not in SERVED:
             return self.answer(404, {"error": {"code": 404, "message": "no such service"}})
+        skus = SERVED[service]
         size, start = int(query["pageSize"]), int(query.get("pageToken") or 0)
         end = start + size
         self.answer(
-            200, {"skus": SKUS[start:end], "nextPageToken": str(end) if end < len(SKUS) else ""}
+            200, {"skus": skus[start:end], "nextPageToken": str(end) if end < len(skus) else ""}
         )
 
 
@@ -54,14 +63,14 @@ def test_every_page_is_read_with_the_currency(server: str) -> None:
     reader = BillingCatalogReader(stack_outputs(vertex_endpoint=server))
     found = reader.skus(VERTEX_SERVICE, page_size=5)
     assert [s["skuId"] for s in found] == [s["skuId"] for s in SKUS]
-    assert [r.get("pageToken") for r in _Catalog.requests] == [None, "5", "10", "15"]
+    assert [r.get("pageToken") for r in _Catalog.requests] == [None, "5", "10", "15", "20", "25"]
     assert {(r["currencyCode"], r["pageSize"]) for r in _Catalog.requests} == {("USD", "5")}
 
 
 def test_an_error_answer_is_one_line_naming_the_url(server: str) -> None:
     reader = BillingCatalogReader(stack_outputs(vertex_endpoint=server))
     with pytest.raises(PricesUnavailable, match=r"^HTTP 404 no such service from http://127"):
-        reader.skus("6F81-5844-456A")
+        reader.skus("E000-3F24-B8AA")
 
 
 def test_a_server_that_does_not_answer_is_named() -> None:
@@ -91,6 +100,19 @@ def test_refresh_writes_a_dated_table_only_where_a_figure_matched(server: str, t
     assert (
         written["source"] == "https://cloudbilling.googleapis.com/v1/services/C7E2-9256-1C43/skus"
     )
+    # FLEX_START from both services: Compute Engine's DWS hour and Vertex's fee.
+    assert written["flex_start_source"].startswith(
+        "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus (DWS Defined Duration)"
+    )
+    h100 = written["accelerators"]["NVIDIA_H100_80GB"]
+    assert (h100["flex_start_usd_per_h"], h100["flex_start_sku"]) == (
+        pytest.approx(5.7),
+        "B001-0000-0001+A001-0000-0022",
+    )
+    assert [r["path"] for r in _Catalog.requests] == [
+        "/v1/services/C7E2-9256-1C43/skus",
+        "/v1/services/6F81-5844-456A/skus",
+    ]
     assert written["accelerators"]["NVIDIA_TESLA_T4"] == {
         "usd_per_h": 0.4025,
         "basis": "catalog",

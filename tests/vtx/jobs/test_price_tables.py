@@ -71,6 +71,41 @@ def test_flex_start_prices_are_unknown_with_on_demand_shown_beside() -> None:
     assert "$0.22/h" in text
 
 
+def test_a_flex_start_job_pays_the_flex_start_column_and_names_its_skus() -> None:
+    flex = {"flex_start_basis": "catalog", "fetched_at": "2026-11-27T03:00:00Z"}
+    table = {
+        **SPOT_TABLE,
+        "flex_start_source": "https://example.invalid/dws + https://example.invalid/fee",
+        "machines": {
+            "g2-standard-8": {
+                **SPOT_TABLE["machines"]["g2-standard-8"],  # type: ignore[index]
+                **flex,
+                "flex_start_usd_per_h": 0.6,
+                "flex_start_sku": "B1+A1",
+                "flex_start_sku_description": "DWS g2 + fee g2",
+            }
+        },
+        "accelerators": {
+            "NVIDIA_L4": {
+                **SPOT_TABLE["accelerators"]["NVIDIA_L4"],  # type: ignore[index]
+                **flex,
+                "flex_start_usd_per_h": 0.25,
+                "flex_start_sku": "B2+A2",
+                "flex_start_sku_description": "DWS L4 + fee L4",
+            }
+        },
+    }
+    pools = {"chief": {"machine": "g2-standard-8"}}  # its one L4 comes with it
+    result = estimate(priced_job(pools, "europe-west4", "flex_start"), catalog=with_table(table))
+    # Neither the on-demand (1.5) nor the Spot (0.5) figure: FLEX_START's own.
+    assert (result.price_kind, result.usd_per_h) == ("FLEX_START", pytest.approx(0.85))
+    text = _printed(lambda c: print_cost(c, result, "plan"))
+    assert "FLEX_START $/h *" in text and "$0.85" in text
+    assert "is billed at its own prices" not in text
+    assert 'NVIDIA_L4 (FLEX_START): SKU B2+A2 "DWS L4 + fee L4"' in text
+    assert "FLEX_START figures: https://example.invalid/dws + https://example.invalid/fee" in text
+
+
 def test_catalog_tables_show_each_regions_figure_or_unknown() -> None:
     cat = load_catalog()
     everywhere = _printed(catalog_table(cat, "NVIDIA_TESLA_T4", None))

@@ -1,5 +1,6 @@
 """`vtx prices refresh --stack local` against the running local platform, then `vtx cost` on a
-Spot template in europe-west4: a dollar figure with the table, its date and the SKU behind it."""
+Spot template in europe-west4 and a FLEX_START one in us-central1: a dollar figure with the
+table, its date and the SKU(s) behind it."""
 
 from __future__ import annotations
 
@@ -54,3 +55,26 @@ def test_refresh_then_cost_names_the_sku_and_date(
     assert sku is not None, text
     assert "Spot Preemptible Custom Training g2-standard-8 running in europe-west4" in text
     assert f"fetched {today}T" in text
+    # FLEX_START: its own column, from the stand-in's Compute Engine DWS and Vertex fee SKUs.
+    flex_template = str(TEMPLATES / "h100x16-flex-start.yaml")
+    flex = runner.invoke(
+        app, ["cost", flex_template, "--stack", "local", "--region", "us-central1"]
+    )
+    assert flex.exit_code == 0, flex.output
+    flex_text = _flat(flex.output)
+    assert re.search(r"This job \(FLEX_START price in us-central1\): \$[\d,]+\.\d+/h", flex_text)
+    assert "FLEX_START $/h *" in flex_text
+    assert re.search(
+        r"NVIDIA_H100_80GB \(FLEX_START\): SKU [0-9A-F-]{14}\+[0-9A-F-]{14}", flex_text
+    )
+    assert "attached to DWS Defined Duration VMs" in flex_text and "management fee" in flex_text
+
+    # A ladder's plan names every rung's table, date and SKUs, not only the first rung's.
+    ladder = str(TEMPLATES / "l4-ladder.yaml")
+    plan = runner.invoke(app, ["launch", ladder, *local[:2], "--dry-run", "--run-id", "skus-1"])
+    assert plan.exit_code == 0, plan.output
+    table = f"table billing-local-training-us-central1-{today}, as of {today}"
+    sku = "[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}"
+    for rung, kind, joined in ((1, "Spot", ""), (2, "on-demand", ""), (3, "FLEX_START", "\\+")):
+        line = rf"rung {rung} us-central1 {kind} price: {table}: g2-standard-8 SKU {sku}{joined}"
+        assert re.search(line, _flat(plan.output)), (line, plan.output)

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from jobs.core.catalog import PriceTable, load_catalog
 from jobs.runs.watch import run_status
 from jobs.vertex.client import JobRecord
 from tests.jobs.runs.run_records import T0, rest_job, trainer
@@ -95,7 +96,8 @@ def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
     }  # fmt: skip
     assert set(document["attempts"][0]) == {
         "attempt", "job", "state", "created", "started", "ended", "running_s", "usd_per_h",
-        "usd", "price", "price_region", "price_table", "usd_unknown_because", "error",
+        "usd", "price", "price_region", "price_table", "price_table_as_of", "price_skus",
+        "usd_unknown_because", "error",
     }  # fmt: skip
     replica = document["pools"][1]["replicas"][0]
     assert set(replica) == {"replica", "last_log", "restarts"}
@@ -107,6 +109,59 @@ def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
     assert json.loads(capsys.readouterr().out) == document
     print_document(out, document, OutputFormat.yaml)
     assert yaml.safe_load(capsys.readouterr().out) == document
+
+
+def _refreshed(region: str, on_demand_sku: str, spot_sku: str) -> PriceTable:
+    """A refreshed table for ``region`` pricing n1-standard-4 with the SKUs named."""
+    figure = {"basis": "catalog", "spot_basis": "catalog", "fetched_at": "2026-11-27T03:00:00Z"}
+    return PriceTable.model_validate(
+        {
+            "name": f"billing-training-{region}-2026-11-27",
+            "region": region,
+            "currency": "USD",
+            "as_of": "2026-11-27",
+            "source": "https://cloudbilling.googleapis.com/v1/services/C7E2-9256-1C43/skus",
+            "machines": {
+                "n1-standard-4": {
+                    **figure,
+                    "usd_per_h": 0.2,
+                    "sku": on_demand_sku,
+                    "sku_description": f"Custom Training n1-standard-4 in {region}",
+                    "spot_usd_per_h": 0.05,
+                    "spot_sku": spot_sku,
+                    "spot_sku_description": f"Spot Custom Training n1-standard-4 in {region}",
+                }
+            },
+        }
+    )
+
+
+def test_each_ladder_attempt_names_the_table_and_skus_of_its_own_price() -> None:
+    cat = load_catalog()
+    regions = ("us-central1", "europe-west4")
+    others = tuple(t for t in cat.price_tables if t.region not in regions)
+    tables = (
+        _refreshed("us-central1", "US-OD", "US-SPOT"),
+        _refreshed("europe-west4", "EU-OD", "EU-SPOT"),
+    )
+    cat = cat.model_copy(update={"price_tables": (*others, *tables)})
+    spot_us = JobRecord.from_rest(rest_job("1", 0, strategy="SPOT", started_s=0, ended_s=60))
+    on_demand_eu = rest_job("2", 60, started_s=60)
+    on_demand_eu["name"] = on_demand_eu["name"].replace("us-central1", "europe-west4")
+    rungs = [spot_us, JobRecord.from_rest(on_demand_eu)]
+    status = run_status(rungs, [], "us-central1", T0 + timedelta(seconds=120), False, cat)
+    attempts = status_json(status)["attempts"]
+    assert [(a["price_table"], a["price_table_as_of"]) for a in attempts] == [
+        ("billing-training-us-central1-2026-11-27", "2026-11-27"),
+        ("billing-training-europe-west4-2026-11-27", "2026-11-27"),
+    ]
+    assert [[s["sku"] for s in a["price_skus"]] for a in attempts] == [["US-SPOT"], ["EU-OD"]]
+    assert attempts[1]["price_skus"][0] == {
+        "name": "n1-standard-4",
+        "sku": "EU-OD",
+        "description": "Custom Training n1-standard-4 in europe-west4",
+        "fetched_at": "2026-11-27T03:00:00Z",
+    }
 
 
 def test_list_json_rows() -> None:

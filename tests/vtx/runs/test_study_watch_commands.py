@@ -104,19 +104,22 @@ def test_status_of_a_study_sums_what_its_trials_jobs_cost(
     assert "so far over 4 trial job(s)" in shown.output
 
 
+def _trial_job(number: int, **times: Any) -> dict:
+    """A trial's CustomJob as the study names it (``customJobs/10<n>``): three n1-standard-4."""
+    job = rest_job(f"10{number}", 0, run_id="tiny-tune-1", **times)
+    job["name"] = f"{PARENT}/customJobs/10{number}"
+    return job
+
+
 def test_list_shows_studies_beside_jobs_and_their_trials_jobs_under_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    trial_job = {  # the local platform labels a trial's CustomJob with the study's labels
-        "name": f"{PARENT}/customJobs/101",
-        "displayName": "trial",
-        "state": "JOB_STATE_SUCCEEDED",
-        "labels": {"vtx-run-id": "tiny-tune-1"},
-        "jobSpec": {"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}}]},
-    }
+    hour = {"state": "JOB_STATE_SUCCEEDED", "started_s": 0, "ended_s": 3600}
+    # The local platform labels a trial's CustomJob with the study's labels: listed with it.
+    trials = [_trial_job(1, **hour), _trial_job(2, **hour), _trial_job(3), _trial_job(4)]
     session = Scripted(
         {
-            ("GET", "/customJobs"): [{"customJobs": [trial_job]}],
+            ("GET", "/customJobs"): [{"customJobs": trials}],
             ("GET", "/hyperparameterTuningJobs"): [{"hyperparameterTuningJobs": [rest_study()]}],
         }
     )
@@ -125,6 +128,13 @@ def test_list_shows_studies_beside_jobs_and_their_trials_jobs_under_them(
     assert result.exit_code == 0, result.output
     assert "studies (hyperparameter tuning)" in result.output
     assert "eval_loss=1.25 (trial 2)" in result.output
+    table = load_catalog().price_table("us-central1")
+    assert table is not None
+    usd = 2 * 3 * (table.machines["n1-standard-4"].usd_per_h or 0)  # two trials ran an hour
+    assert "│ cost " in result.output or " cost " in result.output
+    assert f"${usd:,.2f}" in result.output
+    # Its trials' jobs were listed already: none is asked for again.
+    assert not [url for _, url, _ in session.seen if "/customJobs/10" in url]
     as_json = runner.invoke(app, ["list", "--stack-file", str(STACK_FILE), "--format", "json"])
     entries = json.loads(as_json.output)
     assert entries == [
@@ -138,8 +148,82 @@ def test_list_shows_studies_beside_jobs_and_their_trials_jobs_under_them(
             "succeeded": 2,
             "best_metric": 1.25,
             "created": stamp(0),
+            "usd": pytest.approx(usd, abs=1e-6),
+            "usd_unknown_because": None,
+            "budget_usd": None,
         }
     ]
+
+
+def test_a_studys_cost_in_the_list_is_unknown_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    odd = _trial_job(1, state="JOB_STATE_SUCCEEDED", started_s=0, ended_s=60)
+    odd["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["machineType"] = "n9-imaginary-4"
+    trials = [odd, _trial_job(2), _trial_job(3), _trial_job(4)]
+    session = Scripted(
+        {
+            ("GET", "/customJobs"): [{"customJobs": trials}],
+            ("GET", "/hyperparameterTuningJobs"): [{"hyperparameterTuningJobs": [rest_study()]}],
+        }
+    )
+    cli_with(monkeypatch, session)
+    result = runner.invoke(app, ["list", "--stack-file", str(STACK_FILE)])
+    assert result.exit_code == 0, result.output
+    assert "unknown (trial job 101: no on-demand price for n9-imaginary-4" in " ".join(
+        result.output.replace("│", " ").split()
+    )
+
+
+BUDGETED = {"vtx-run-id": "tiny-tune-1", "vtx-budget-usd": "0_5"}
+
+
+def test_the_study_follower_cancels_a_study_whose_meter_crosses_its_budget() -> None:
+    hour = {"state": "JOB_STATE_SUCCEEDED", "started_s": 0, "ended_s": 3600}
+    answers: dict[tuple[str, str], list[dict]] = {
+        ("GET", f"/customJobs/10{n}"): [_trial_job(n, **hour)] for n in (1, 2)
+    }
+    answers.update(
+        {
+            ("GET", "/customJobs/103"): [_trial_job(3)],
+            ("GET", "/customJobs/104"): [_trial_job(4)],
+            ("POST", "/hyperparameterTuningJobs/77:cancel"): [{}],
+        }
+    )
+    session = Scripted(answers)
+    vertex = VertexRest(dev_stack(), session=session, backoff=FAST)
+    out = Console(width=200, record=True, file=io.StringIO())
+    guard = study_watch.StudyBudgetGuard(out, vertex)
+    guard.check(StudyRecord.from_rest(rest_study(labels={"vtx-run-id": "tiny-tune-1"})))
+    assert guard.cancelled is None  # no budget: nothing to hold it to
+    guard.check(StudyRecord.from_rest(rest_study(labels=BUDGETED)))
+    assert guard.cancelled is not None
+    assert guard.cancelled.startswith("the study's cost so far $")
+    assert "crossed budget.max_cost_usd $0.50" in guard.cancelled
+    assert session.seen[-1][:2] == (
+        "POST",
+        f"https://us-central1-aiplatform.googleapis.com/v1/{PARENT}/hyperparameterTuningJobs/77:cancel",
+    )
+    assert "cancelling study" in out.export_text()
+    guard.check(StudyRecord.from_rest(rest_study(labels=BUDGETED)))  # once only
+    assert [m for m, *_ in session.seen].count("POST") == 1
+
+
+def test_status_of_a_study_stopped_by_its_budget_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    stopped = rest_study(labels=BUDGETED, state="JOB_STATE_CANCELLED")
+    hour = {"state": "JOB_STATE_SUCCEEDED", "started_s": 0, "ended_s": 3600}
+    answers: dict[tuple[str, str], list[dict]] = {
+        ("GET", "/hyperparameterTuningJobs"): [{"hyperparameterTuningJobs": [stopped]}],
+        **{("GET", f"/customJobs/10{n}"): [_trial_job(n, **hour)] for n in (1, 2, 3, 4)},
+    }
+    cli_with(monkeypatch, Scripted(answers))
+    args = ["status", "tiny-tune-1", "--stack-file", str(STACK_FILE)]
+    shown = " ".join(runner.invoke(app, args).output.split())
+    assert "budget: budget.max_cost_usd $0.50 (every trial's job)" in shown
+    assert "stopped: by its budget: the study's cost so far $" in shown
+    cost = json.loads(runner.invoke(app, [*args, "--format", "json"]).output)["cost"]
+    assert cost["budget_usd"] == 0.5
+    assert "crossed budget.max_cost_usd $0.50" in cost["stopped_by_budget"]
 
 
 def test_cancel_of_a_study_run_cancels_the_study(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,7 @@
 """The local platform's billing catalog stand-in through its real route: the Cloud Billing
 Catalog API's paging, currency and Sku shape, a SKU for every region, machine and GPU the
-catalog knows (training and prediction, on-demand and Spot), each marked as the stand-in's."""
+catalog knows (training and prediction, on-demand and Spot, and FLEX_START's Vertex fee and
+Compute Engine DWS hour where FLEX_START runs it), each marked as the stand-in's."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import json
 import re
 import urllib.error
 import urllib.request
+from dataclasses import replace
 
 import pytest
 
 from jobs.core.catalog import load_catalog
-from jobs.core.catalog.billing_skus import GPU_WORDS, match
+from jobs.core.catalog.billing_skus import GPU_WORDS, Key, match
 from jobs.core.stack import StackOutputs
 
 SKUS_PATH = "/v1/services/C7E2-9256-1C43/skus"
+COMPUTE_SKUS_PATH = "/v1/services/6F81-5844-456A/skus"
 
 
 def _get(url: str) -> dict:
@@ -23,10 +26,10 @@ def _get(url: str) -> dict:
         return json.load(resp)
 
 
-def _all_pages(base: str, page_size: int) -> tuple[list[dict], int]:
+def _all_pages(base: str, page_size: int, path: str = SKUS_PATH) -> tuple[list[dict], int]:
     skus, token, pages = [], "", 0
     while True:
-        page = _get(f"{base}{SKUS_PATH}?currencyCode=USD&pageSize={page_size}&pageToken={token}")
+        page = _get(f"{base}{path}?currencyCode=USD&pageSize={page_size}&pageToken={token}")
         skus += page["skus"]
         pages += 1
         token = page["nextPageToken"]
@@ -34,16 +37,18 @@ def _all_pages(base: str, page_size: int) -> tuple[list[dict], int]:
             return skus, pages
 
 
-def test_pages_hold_every_sku_in_the_apis_shape(local_platform: StackOutputs) -> None:
+@pytest.mark.parametrize("path", [SKUS_PATH, COMPUTE_SKUS_PATH])
+def test_pages_hold_every_sku_in_the_apis_shape(local_platform: StackOutputs, path: str) -> None:
     base = local_platform.vertex_endpoint
-    skus, pages = _all_pages(base, 500)
-    assert len(skus) == len(_get(f"{base}{SKUS_PATH}")["skus"])  # the default page holds all
+    skus, pages = _all_pages(base, 500, path)
+    assert len(skus) == len(_get(f"{base}{path}")["skus"])  # the default page holds all
     assert pages == -(-len(skus) // 500)
     assert len({s["skuId"] for s in skus}) == len(skus)
     regions = load_catalog().regions
+    service = path.split("/")[3]
     for sku in skus:
         assert re.fullmatch(r"[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}", sku["skuId"])
-        assert sku["name"] == f"services/C7E2-9256-1C43/skus/{sku['skuId']}"
+        assert sku["name"] == f"services/{service}/skus/{sku['skuId']}"
         assert sku["description"].endswith("(vtx local stand-in, not a Google price)")
         assert sku["category"]["usageType"] in ("OnDemand", "Preemptible")
         assert [r for r in sku["serviceRegions"] if r in regions] == sku["serviceRegions"]
@@ -59,14 +64,23 @@ def test_every_catalog_figure_but_the_tpus_has_exactly_one_sku(
     local_platform: StackOutputs,
 ) -> None:
     skus, _ = _all_pages(local_platform.vertex_endpoint, 5000)
+    compute, _ = _all_pages(local_platform.vertex_endpoint, 5000, COMPUTE_SKUS_PATH)
     cat = load_catalog()
-    matched = match(skus, cat, list(cat.regions), "USD")
+    matched = match(skus, cat, list(cat.regions), "USD", compute)
     assert matched.figures and matched.ignored == 0
     tpus = {a for a in cat.accelerators if a not in GPU_WORDS}
     # cloud-tpu (TPU v2/v3): Google gives no vCPU or memory figure to price its machine from.
     no_figures = {name for name, m in cat.machines.items() if m.vcpus is None}
     assert no_figures == {"cloud-tpu"}
     assert {k.name for k in matched.unknown} <= tpus | no_figures
+    # FLEX_START: the DWS hour plus the fee, never the on-demand or Spot figure.
+    h100 = Key("us-central1", "training", "accelerator", "NVIDIA_H100_80GB", "flex-start")
+    on_demand = matched.figures[replace(h100, usage="on-demand")]
+    flex = matched.figures[h100]
+    assert flex.usd_per_h == pytest.approx(on_demand.usd_per_h * (0.45 + 0.06))
+    assert "DWS Defined Duration" in flex.description and "management fee" in flex.description
+    b200 = matched.figures[replace(h100, name="NVIDIA_B200")]
+    assert "B200 (1 gpu slice)" in b200.description
 
 
 @pytest.mark.parametrize(
@@ -86,6 +100,7 @@ def test_what_the_stand_in_cannot_answer_is_an_api_error(
 
 
 def test_another_service_is_a_404(local_platform: StackOutputs) -> None:
+    # Cloud TPU's service: the stand-in serves only Vertex AI's and Compute Engine's.
     with pytest.raises(urllib.error.HTTPError) as caught:
-        urllib.request.urlopen(f"{local_platform.vertex_endpoint}/v1/services/6F81-5844-456A/skus")
+        urllib.request.urlopen(f"{local_platform.vertex_endpoint}/v1/services/E000-3F24-B8AA/skus")
     assert caught.value.code == 404
