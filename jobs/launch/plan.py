@@ -5,7 +5,7 @@ and says why it would be skipped. `jobs.launch.run` walks the plan."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import new_run_id
@@ -16,9 +16,10 @@ from jobs.serving.model_upload import UploadOptions
 from jobs.spec.ladder import next_rung, rung_documents
 from jobs.spec.template import JobTemplate, TemplateError
 from jobs.training.compile import CompiledJob, CompileError, compile_job
+from jobs.training.egress_advice import egress_warnings
 from jobs.training.plan import Plan, plan_job
 from jobs.training.quotas import QuotaCheck, QuotaReader, preflight
-from jobs.training.validate import check_compiled
+from jobs.training.validate import check_compiled, with_source
 from jobs.tuning.study_job import StudyPlan, plan_study, reporting_metric, study_of
 
 
@@ -102,6 +103,9 @@ class LaunchPlan:
     study: StudyPlan | None = None
     refusal: str | None = None
     """Why nothing may be submitted (a quota limit below the need); None: it may."""
+    warnings: list[Problem] = field(default_factory=list)
+    """What the rungs' jobs would reach for and cannot on a closed stack (the warnings of
+    `vtx validate --stack`): shown with the plan, never a refusal."""
 
     @property
     def job(self) -> Rung:
@@ -200,7 +204,18 @@ def plan_launch(
     run_id = options.run_id or new_run_id(template.name)
     reader = reader or QuotaReader(stack)
     if template.study is not None:
-        return _study(template, stack, source, run_id, options, reader)
-    if template.capacity is not None and template.capacity.ladder:
-        return _ladder(template, stack, source, run_id, options, reader)
-    return _job(template, stack, source, run_id, options, reader)
+        plan = _study(template, stack, source, run_id, options, reader)
+    elif template.capacity is not None and template.capacity.ladder:
+        plan = _ladder(template, stack, source, run_id, options, reader)
+    else:
+        plan = _job(template, stack, source, run_id, options, reader)
+    return replace(plan, warnings=_egress_warnings(plan, stack, source))
+
+
+def _egress_warnings(plan: LaunchPlan, stack: StackOutputs, source: str) -> list[Problem]:
+    """Every rung's closed-egress warnings, once each: a ladder's rungs mostly share their
+    pools' commands and images, and one warning per rung would say the same thing again."""
+    found: list[Problem] = []
+    for rung in plan.rungs:
+        found += with_source(egress_warnings(rung.plan.job.rest, stack), source)
+    return list(dict.fromkeys(found))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from trainer.config.env import VertexEnv
 from trainer.config.schema import parse_config
@@ -29,6 +31,17 @@ TINY_LLAMA = {
     "max_position_embeddings": 256,
     "tie_word_embeddings": True,
 }
+
+
+def save_tiny_model(root: Path) -> Path:
+    """TINY_LLAMA randomly initialised and saved as a pretrained model directory (weights,
+    config, the shipped tokenizer's files) at ``root``: what `vtx model mirror` copies."""
+    options = dict(TINY_LLAMA)
+    config = AutoConfig.for_model(options.pop("model_type"), **options)
+    AutoModelForCausalLM.from_config(config).save_pretrained(root)
+    for file in TOKENIZER.iterdir():
+        shutil.copy(file, root / file.name)
+    return root
 
 
 def tiny_config(data_path: str, output_dir: str, **overrides: Any) -> dict[str, Any]:

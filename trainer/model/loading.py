@@ -93,6 +93,9 @@ def build_model(cfg: ModelConfig, seed: int, local_rank: int = 0) -> torch.nn.Mo
         model = AutoModelForCausalLM.from_pretrained(
             localize(cfg.name_or_path, local_rank), dtype=torch.float32
         )
+        # Where the weights came from, as the config named it (not the local copy): on a stack
+        # with no internet, a job's logs show it read a mirror in the models bucket.
+        log.info("model loaded", extra={"name_or_path": cfg.name_or_path})
     model.config.use_cache = False  # training never reuses keys and values
     use_segment_attention(model)  # batches are bucketed layouts (trainer.data.batches.collate)
     if cfg.gradient_checkpointing:

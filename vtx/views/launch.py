@@ -11,7 +11,14 @@ from jobs.spec.template import JobTemplate
 from jobs.training.cost import CostEstimate, StudyCost, budget_warning
 from jobs.training.plan import Plan
 from jobs.training.quotas import QuotaCheck
-from vtx.views.output import RungRow, ladder_table, print_cost, print_error, rung_price_lines
+from vtx.views.output import (
+    RungRow,
+    ladder_table,
+    print_cost,
+    print_error,
+    print_warnings,
+    rung_price_lines,
+)
 from vtx.views.studies import print_study_plan
 
 
@@ -46,7 +53,7 @@ def _budget(template: JobTemplate) -> float | None:
 
 def print_launch_plan(out: Console, launch: LaunchPlan) -> None:
     """The plan of the first rung (the job, the ladder's first rung, the study's trial), then
-    the ladder's rungs or the study's trials."""
+    the ladder's rungs or the study's trials, then what a closed stack's job cannot reach."""
     first = launch.job
     print_plan(out, first.plan, first.check)
     if launch.ladder:
@@ -72,6 +79,7 @@ def print_launch_plan(out: Console, launch: LaunchPlan) -> None:
             highlight=False,
         )
         print_study_plan(out, study.study.study, study.cost)
+    print_warnings(out, launch.warnings)
 
 
 def print_study_cost(

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from jobs.core.catalog import load_catalog
 from tests.conftest import REPO, TEST_DATA
+from tests.jobs.training.quota_fakes import FakeGoogle
 from vtx.cli import app
 
 TEMPLATES = REPO / "jobs" / "templates"
@@ -457,10 +458,12 @@ def test_a_file_name_that_is_not_utf8_is_named_not_a_crash(tmp_path: Path) -> No
     assert "caf\\udce9.yaml: (file): does not exist" in out
 
 
-def test_validate_on_a_closed_stack_warns_and_still_passes(tmp_path: Path) -> None:
+def closed_stack_job(tmp_path: Path, **stack_changes: str) -> tuple[Path, Path]:
+    """A job that pip-installs from PyPI and trains a Hub model id, and the dev stack closed
+    (``egress: none``): the template and the stack file."""
     stack = json.loads(STACK.read_text())
     closed = tmp_path / "closed.json"
-    closed.write_text(json.dumps({**stack, "egress": "none"}))
+    closed.write_text(json.dumps({**stack, "egress": "none", **stack_changes}))
     config = tmp_path / "lora.yaml"
     config.write_text("model:\n  name_or_path: Qwen/Qwen2.5-0.5B-Instruct\n")
     template = tmp_path / "job.yaml"
@@ -472,9 +475,24 @@ def test_validate_on_a_closed_stack_warns_and_still_passes(tmp_path: Path) -> No
                 "command": ["sh", "-c"],
                 "args": [f"pip install peft && python -m trainer.launch --config {config}"],
                 "pools": {"chief": {"machine": "n1-standard-4"}},
+                "scheduling": {"timeout": "1h"},  # the dev stack's launch policy caps it
             }
         )
     )
+    return template, closed
+
+
+def warning_lines(out: str) -> list[str]:
+    """Each warning with its `instead:` line, as one line (rich wraps long ones)."""
+    blocks = " ".join(out.split()).replace("! warning:", "\n! warning:").splitlines()[1:]
+    ends = (" ✓ ", " dry run:")
+    for end in ends:
+        blocks = [block.split(end)[0] for block in blocks]
+    return [block.strip() for block in blocks]
+
+
+def test_validate_on_a_closed_stack_warns_and_still_passes(tmp_path: Path) -> None:
+    template, closed = closed_stack_job(tmp_path)
     code, out = vtx("validate", str(template), "--stack-file", str(closed))
     assert code == 0, out
     flat = " ".join(out.split())
@@ -482,4 +500,22 @@ def test_validate_on_a_closed_stack_warns_and_still_passes(tmp_path: Path) -> No
     assert "`vtx model mirror Qwen/Qwen2.5-0.5B-Instruct --stack <stack>`" in flat
     # The dev stack (egress nat) says nothing of the kind.
     code, out = vtx("validate", str(template), "--stack-file", str(STACK))
+    assert code == 0 and "warning" not in out, out
+
+
+def test_launch_on_a_closed_stack_shows_validates_warnings_and_goes_on(
+    google: FakeGoogle, tmp_path: Path
+) -> None:
+    template, closed = closed_stack_job(tmp_path, vertex_endpoint=google.url)
+    code, validated = vtx("validate", str(template), "--stack-file", str(closed))
+    assert code == 0, validated
+    code, out = vtx("launch", str(template), "--stack-file", str(closed), "--dry-run")
+    assert code == 0, out
+    assert "dry run: nothing submitted" in out
+    shown = warning_lines(out)
+    assert len(shown) == 2 and shown == warning_lines(validated), out
+    assert f"{template}: jobSpec.workerPoolSpecs[0].containerSpec.command" in shown[0]
+    # An open stack's plan says nothing of the kind.
+    _, open_stack = closed_stack_job(tmp_path, egress="nat", vertex_endpoint=google.url)
+    code, out = vtx("launch", str(template), "--stack-file", str(open_stack), "--dry-run")
     assert code == 0 and "warning" not in out, out
