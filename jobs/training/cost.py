@@ -218,19 +218,10 @@ def hosts(pool: PoolFacts, cat: Catalog) -> int:
 
 
 def _accelerator(pool: PoolFacts, cat: Catalog) -> tuple[str | None, int]:
-    """The accelerator and its units in one replica: a TPU slice's chips on all its hosts
-    (cloud-tpu's acceleratorCount already counts the whole Pod's cores)."""
-    builtin = cat.builtin_accelerator(pool.machine)
-    if pool.accelerator is None and builtin is not None:
-        accelerator, count = builtin
-    elif pool.accelerator is None:
-        return None, 0
-    else:
-        accelerator = pool.accelerator
-        count = pool.accelerator_count or (builtin[1] if builtin else 1)
-    machine = cat.machines.get(pool.machine or "")
-    per_vm = machine is not None and bool(machine.tpu_topologies)
-    return accelerator, count * hosts(pool, cat) if per_vm else count
+    """The accelerator and its units in one replica (a TPU slice's chips on all its hosts)."""
+    return cat.replica_accelerators(
+        pool.machine, pool.accelerator, pool.accelerator_count, pool.tpu_topology
+    )
 
 
 Figure = Literal["on-demand", "spot", "flex-start"]

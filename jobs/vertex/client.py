@@ -446,7 +446,9 @@ def _int(value: object, default: int) -> int:
 
 @dataclass(frozen=True)
 class PoolRecord:
-    """One worker pool as submitted: ``index`` is its position (workerpool0 is the primary)."""
+    """One worker pool as submitted: ``index`` is its position (workerpool0 is the primary).
+    A TPU VM pool is submitted with its machine and topology only: its accelerator and count
+    are the slice's chips, from the catalog, so it reads as a GPU pool does."""
 
     index: int
     machine: str
@@ -469,11 +471,18 @@ class PoolRecord:
         accelerator = machine.get("acceleratorType")
         if accelerator in (None, "", "ACCELERATOR_TYPE_UNSPECIFIED"):
             accelerator = None
+        count = _int(machine.get("acceleratorCount"), 0) if accelerator else 0
+        machine_type = str(machine.get("machineType", ""))
+        known = load_catalog().machines.get(machine_type)
+        if accelerator is None and known is not None and known.tpu_topologies:
+            accelerator, count = load_catalog().replica_accelerators(
+                machine_type, None, None, machine.get("tpuTopology")
+            )
         return cls(
             index=index,
-            machine=str(machine.get("machineType", "")),
+            machine=machine_type,
             accelerator=accelerator,
-            accelerator_count=_int(machine.get("acceleratorCount"), 0) if accelerator else 0,
+            accelerator_count=count,
             # The API defaults an absent replicaCount to 1 for pool 0 only.
             replicas=_int(spec.get("replicaCount"), 1 if index == 0 else 0),
         )

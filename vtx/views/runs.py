@@ -12,8 +12,9 @@ money is US dollars (``usd``) at the catalog's price.
     job           the newest attempt's resource name
     state         its state (JOB_STATE_...); error: its error message or null
     outputs       the run's output prefix (baseOutputDirectory)
-    attempts      [{attempt (1 = the first CustomJob of the run), job, state, created, started,
-                  ended, running_s, usd_per_h, usd, price (what it pays: on-demand, Spot or
+    attempts      [{attempt (1 = the first CustomJob of the run), job, state, resources (what
+                  it ran on, as `vtx list` says it: a ladder's moves), created, started, ended,
+                  running_s, usd_per_h, usd, price (what it pays: on-demand, Spot or
                   FLEX_START), price_region, price_table, price_table_as_of, price_skus:
                   [{name, sku, description, fetched_at}] (the billing catalog SKUs behind its
                   price; [] from a shipped table), usd_unknown_because, error}], oldest first:
@@ -105,6 +106,7 @@ def attempt_json(attempt: AttemptStatus) -> dict[str, Any]:
         "attempt": attempt.number,
         "job": job.name,
         "state": job.state,
+        "resources": resources(job),
         "created": when(job.create_time),
         "started": when(job.start_time),
         "ended": when(job.end_time),
@@ -335,13 +337,15 @@ def status_table(status: RunStatus) -> Table:
 
 def attempts_table(status: RunStatus) -> Table:
     table = FitTable(title="attempts (one CustomJob each)", title_justify="left")
-    for column in ("attempt", "job", "region", "state", "created", "running", "cost"):
+    columns = ("attempt", "job", "region", "resources", "state", "created", "running", "cost")
+    for column in columns:
         table.add_column(column, overflow="fold")
     for a in status.attempts:
         table.add_row(
             str(a.number),
             a.job.job_id,
             a.job.region,
+            escape(resources(a.job, "\n")),
             bare_name(a.job.state),
             (when(a.job.create_time) or "-")[:19],
             duration(a.running_s),

@@ -282,6 +282,28 @@ class Catalog(_Data):
         (accelerator, counts), *_ = machine.accelerators.items()
         return accelerator, counts[0]
 
+    def replica_accelerators(
+        self,
+        machine_name: str | None,
+        accelerator: str | None,
+        count: int | None,
+        tpu_topology: str | None,
+    ) -> tuple[str | None, int]:
+        """The accelerator and its units in one replica of a pool: those it names, else those
+        its machine comes with (a G2's L4s, a TPU VM's chips); a TPU slice's chips on all its
+        hosts (cloud-tpu's acceleratorCount already counts the whole Pod's cores)."""
+        builtin = self.builtin_accelerator(machine_name)
+        if accelerator is None:
+            if builtin is None:
+                return None, 0
+            accelerator, count = builtin
+        else:
+            count = count or (builtin[1] if builtin else 1)
+        machine = self.machines.get(machine_name or "")
+        if machine is None or not machine.tpu_topologies:
+            return accelerator, count
+        return accelerator, count * machine.hosts(tpu_topology, count)
+
     def boot_disk_types(self, machine_name: str | None) -> tuple[str, ...]:
         """The boot disk types a machine takes, its default first."""
         machine = self.machines.get(machine_name or "")

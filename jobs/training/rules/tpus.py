@@ -61,7 +61,7 @@ def tpu_topology_valid(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
                 yield Problem(
                     pool.path("tpu_topology"),
                     f"tpu topology is only for TPU VM machines, not {machine.name}{sized}",
-                    "remove it",
+                    "remove it (in a ladder rung's set or --set: tpu_topology: null)",
                 )
             continue
         if pool.tpu_topology in machine.tpu_topologies:

@@ -108,3 +108,29 @@ def test_a_tpu_pod_counts_its_cores_once() -> None:
     cost = estimate(template_facts(load_template(TEMPLATES / "tpu-v2-pod.yaml")), "us-central1")
     # cloud-tpu: Google gives no vCPU figure, so no CPU quota is counted (UNCONFIRMED).
     assert cost.quota == {"aiplatform.googleapis.com/custom_model_training_tpu_v2": 32}
+
+
+LORA = yaml.safe_load((TEMPLATES / "v5e-lora.yaml").read_text())
+
+
+def with_rung(doc: dict, **changes: Any) -> dict:
+    return {**doc, "capacity": {"ladder": [{"set": changes}]}}
+
+
+def test_a_ladder_rung_may_leave_a_tpu_slice_for_a_gpu_machine_dropping_its_topology() -> None:
+    to_l4 = {"pools.chief.machine": "g2-standard-8", "scheduling.strategy": "standard"}
+    assert problems(with_rung(LORA, **to_l4, **{"pools.chief.tpu_topology": None})) == []
+    assert problems(with_rung(LORA, **to_l4)) == [
+        "capacity.ladder[0]: pools.chief.tpu_topology: tpu topology is only for TPU VM "
+        "machines, not g2-standard-8 (hint: remove it (in a ladder rung's set or --set: "
+        "tpu_topology: null))"
+    ]
+
+
+def test_a_ladder_rung_may_leave_a_gpu_for_a_tpu_slice_dropping_its_accelerator() -> None:
+    on_t4 = with_chief(machine="n1-standard-8", accelerator="NVIDIA_TESLA_T4", accelerator_count=1)
+    to_v5e = {"pools.chief.machine": "ct5lp-hightpu-4t", "pools.chief.tpu_topology": "4x4"}
+    dropped = {"pools.chief.accelerator": None, "pools.chief.accelerator_count": None}
+    assert problems(with_rung(on_t4, **to_v5e, **dropped)) == []
+    [kept] = problems(with_rung(on_t4, **to_v5e))
+    assert kept.startswith("capacity.ladder[0]: pools.chief.accelerator: NVIDIA_TESLA_T4 cannot")

@@ -16,6 +16,7 @@ from jobs.vertex.client import JobRecord
 from tests.jobs.runs.run_records import T0, rest_job, trainer
 from vtx.views.runs import (
     OutputFormat,
+    attempts_table,
     list_json,
     print_document,
     resources,
@@ -95,9 +96,9 @@ def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
         "usd_unknown_because", "projected_usd", "budget_usd", "stopped_by_budget",
     }  # fmt: skip
     assert set(document["attempts"][0]) == {
-        "attempt", "job", "state", "created", "started", "ended", "running_s", "usd_per_h",
-        "usd", "price", "price_region", "price_table", "price_table_as_of", "price_skus",
-        "usd_unknown_because", "error",
+        "attempt", "job", "state", "resources", "created", "started", "ended", "running_s",
+        "usd_per_h", "usd", "price", "price_region", "price_table", "price_table_as_of",
+        "price_skus", "usd_unknown_because", "error",
     }  # fmt: skip
     replica = document["pools"][1]["replicas"][0]
     assert set(replica) == {"replica", "last_log", "restarts"}
@@ -162,6 +163,40 @@ def test_each_ladder_attempt_names_the_table_and_skus_of_its_own_price() -> None
         "description": "Custom Training n1-standard-4 in europe-west4",
         "fetched_at": "2026-11-27T03:00:00Z",
     }
+
+
+def _on(job_id: str, created_s: float, machine: dict, state: str) -> JobRecord:
+    rest = rest_job(job_id, created_s, state=state, started_s=created_s, ended_s=created_s + 1)
+    rest["jobSpec"]["workerPoolSpecs"] = [{"machineSpec": machine, "replicaCount": "1"}]
+    return JobRecord.from_rest(rest)
+
+
+def test_a_ladder_from_a_tpu_slice_to_a_gpu_shows_what_each_attempt_ran_on() -> None:
+    # A TPU VM is submitted with its machine and topology only (no acceleratorType): its chips
+    # come from the catalog, so it reads as the GPU rung after it does.
+    stocked_out = _on(
+        "1", 0, {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "4x4"}, "JOB_STATE_FAILED"
+    )
+    on_l4 = _on(
+        "2", 5, {"machineType": "g2-standard-8", "acceleratorType": "NVIDIA_L4",
+                 "acceleratorCount": 1}, "JOB_STATE_SUCCEEDED",
+    )  # fmt: skip
+    pod = _on("3", 9, {"machineType": "cloud-tpu", "acceleratorType": "TPU_V2",
+                       "acceleratorCount": 32}, "JOB_STATE_FAILED")  # fmt: skip
+    assert resources(stocked_out) == "1 x ct5lp-hightpu-4t + 16 x TPU_V5_LITEPOD"
+    assert resources(pod) == "1 x cloud-tpu + 32 x TPU_V2"  # as submitted
+    status = run_status([on_l4, stocked_out], [], "us-central1", T0 + timedelta(hours=1),
+                        local=False)  # fmt: skip
+    shown = _text(status_table(status)) + _text(attempts_table(status))
+    assert "1 x g2-standard-8 + 1 x NVIDIA_L4" in shown
+    assert "1 x ct5lp-hightpu-4t + 16 x TPU_V5_LITEPOD" in shown
+    document = status_json(status)
+    assert [a["resources"] for a in document["attempts"]] == [
+        "1 x ct5lp-hightpu-4t + 16 x TPU_V5_LITEPOD",
+        "1 x g2-standard-8 + 1 x NVIDIA_L4",
+    ]
+    [pool] = list_json(status.attempts[:1])[0]["pools"]  # the first attempt, on the slice
+    assert (pool["accelerator"], pool["accelerator_count"]) == ("TPU_V5_LITEPOD", 16)
 
 
 def test_list_json_rows() -> None:
