@@ -12,6 +12,7 @@ table and the best trial of a submitted study, and their JSON/YAML documents.
     best          the trial above with the best final metric by the goal, or null
     cost          {usd (every trial's CustomJob at its price, summed; null when one's price is
                   unknown), usd_unknown_because, trials: {custom_job: usd}}
+    goodput       the trials' goodput, each and summed (its keys: `vtx.views.study_goodput`)
 
 ``vtx list --format json`` adds one entry per study beside the jobs: {run_id, kind: "study",
 job (its resource name), name, state, trials, succeeded, best_metric, created}."""
