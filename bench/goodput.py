@@ -284,8 +284,11 @@ def comparison(ours: dict[str, Any], old: dict[str, Any]) -> str:
          "from the job's createTime (the platform's record) vs from the bench's clock just "
          "before its create request: the request's round trip, and two clocks"],
         ["productive step time, s", f"{ours['productive_s']:.2f}", f"{old['productive_s']:.2f}",
-         "the product takes the evaluations' eval_s and the save stalls' blocked_s out of the "
-         "gaps between step lines; the earlier definition counts every gap as step time"],
+         "the product counts a gap between step-loop lines as step time only when the later "
+         "line advanced the step, less what that line measured (eval_s, blocked_s); the "
+         "earlier definition counts every gap before a train or stop line as a step's, and "
+         "its stop line (which carries the last finished step's number) replaces that step's "
+         "duration with the moments since its train line"],
         ["goodput over wall time", f"{ours['goodput']:.1%}", f"{old['goodput']:.1%}",
          "the two rows above"],
         ["goodput over paid time", f"{ours['paid_goodput']:.1%}", "(not defined)",
@@ -397,7 +400,8 @@ def run(preemptions: int = 3, steps: int = 100, seed: int = 0) -> Section:
                 rows,
             ),
             (
-                f"What it means: preempted {preemptions} times, the vtx job recomputed "
+                f"What it means: preempted {len(ours['preempted_at_s'])} times, the vtx job "
+                "recomputed "
                 f"{ours['steps_recomputed']} steps (it checkpoints on SIGTERM and resumes from "
                 f"there); the tutorial pattern would have recomputed {sim['steps_recomputed']} "
                 "(everything done before each preemption). Both goodputs are low because this "
