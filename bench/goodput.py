@@ -13,6 +13,15 @@ recomputed (steps trained more than once); time to first step after each restart
 trainer's stop request, logged as the SIGTERM's step ends, to the restarted replica's first
 step).
 
+Beside them, the same run read by the bench's earlier definition (`earlier`, what this section
+reported before the product had a model), where the two differ: its wall time starts at the
+bench's clock just before the create request, not at the job's createTime; its step time is
+every gap between two step lines of one start of the trainer (from its ``training`` line), so
+the evaluations and save stalls between them count as steps; its time to first step starts at
+the bench's preempt request, not at the trainer's stop line. The product also gives what the
+earlier definition had no record for: goodput over the paid time, and badput by category in
+seconds and dollars.
+
 The tutorial pattern (HF Trainer saving every N steps to the VM's local disk, `gsutil cp` at
 the end) loses everything on a preemption: the disk goes with the VM. It is simulated on the
 same run: the same preemption instants, this run's mean step time, its first start-up time
@@ -36,8 +45,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, Section, table
+from jobs.core.catalog import load_catalog
+from jobs.core.formats import fine_money
 from jobs.core.states import is_final
-from jobs.runs.goodput import goodput_of
+from jobs.runs.goodput import CATEGORY, STOP, Goodput, goodput_of
 from jobs.runs.logs import local_entry
 from jobs.runs.watch import attempts_of
 from jobs.vertex.client import JobRecord, VertexRest
@@ -181,13 +192,21 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
     return run
 
 
-def analyse(run: Run, steps: int) -> dict[str, Any]:
+def product_goodput(run: Run) -> Goodput:
     """The product's goodput timeline of the job (`jobs.runs.goodput`, what `vtx status`
     shows), read off the platform's record of the job and its log entries."""
     assert run.record is not None, "the job's record was not read"
     ended = run.record.end_time or datetime.now(UTC)
-    attempts = attempts_of([run.record], run.record.region, ended)
-    found = goodput_of(attempts, [local_entry(e) for e in run.entries], ended)
+    # Priced as `vtx status --stack local` prices it: the local stack's stand-in tables.
+    catalog = load_catalog().with_stand_in_prices()
+    attempts = attempts_of([run.record], run.record.region, ended, catalog)
+    return goodput_of(attempts, [local_entry(e) for e in run.entries], ended)
+
+
+def analyse(run: Run, steps: int) -> dict[str, Any]:
+    """The product's figures of the run (`product_goodput`)."""
+    found = product_goodput(run)
+    (attempt,) = found.attempts
     submitted = found.submitted.timestamp()
     per_step = [
         p.seconds / (p.steps[1] - p.steps[0] + 1)
@@ -201,8 +220,10 @@ def analyse(run: Run, steps: int) -> dict[str, Any]:
         "state": run.state,
         "error": run.error,
         "wall_s": found.wall_s,
+        "paid_s": found.paid_s,
         "productive_s": found.productive_s,
         "goodput": found.goodput or 0.0,
+        "paid_goodput": found.paid_goodput or 0.0,
         "steps_trained": found.steps_trained,
         "steps_recomputed": found.steps_lost,
         "unique_steps": found.unique_steps,
@@ -212,7 +233,99 @@ def analyse(run: Run, steps: int) -> dict[str, Any]:
         "mean_step_s": found.productive_s / max(found.unique_steps, 1),
         "preempted_at_s": [p - submitted for p in run.preempted_at],
         "badput_s": {f.key: f.seconds for f in found.badput},
+        "badput_usd": {f.key: f.usd for f in found.badput},
+        "usd_per_h": attempt.usd_per_h,
+        "usd_unknown_because": attempt.usd_unknown_because,
     }
+
+
+def earlier(run: Run) -> dict[str, Any]:
+    """The bench's own definition from before the product's model, on the same run: wall time
+    from the bench's clock at submission to the job's end; each step's time the gap since the
+    previous step line of the same start (from its ``training`` line), its last execution
+    counted; time to first step from the bench's preempt request."""
+    durations: dict[int, float] = {}
+    first_step: dict[int, float] = {}
+    previous: dict[int, float] = {}
+    for restart, t, record in _step_records(run.entries):
+        message = record.get("message", "")
+        if message == "training":
+            previous[restart] = t
+        # A step ends with its metrics line, or, for the step a SIGTERM interrupted, with the
+        # trainer's stop line (it checkpoints instead of logging metrics).
+        if message != "train" and not message.startswith(STOP):
+            continue
+        first_step.setdefault(restart, t)
+        durations[record["step"]] = t - previous.get(restart, t)  # the last run of it wins
+        previous[restart] = t
+    productive = sum(durations.values())
+    wall = run.ended - run.submitted
+    restarts = sorted(a for a in first_step if a > 0)
+    to_first_step = [first_step[a] - p for p, a in zip(run.preempted_at, restarts, strict=False)]
+    return {
+        "wall_s": wall,
+        "productive_s": productive,
+        "goodput": productive / wall if wall else 0.0,
+        "to_first_step_s": to_first_step,
+        "first_start_s": min(first_step.values(), default=run.submitted) - run.submitted,
+    }
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}"
+
+
+def comparison(ours: dict[str, Any], old: dict[str, Any]) -> str:
+    """The product's figures beside the earlier definition's, and why each pair differs."""
+    rows = [
+        ["wall time, s", f"{ours['wall_s']:.2f}", f"{old['wall_s']:.2f}",
+         "from the job's createTime (the platform's record) vs from the bench's clock just "
+         "before its create request: the request's round trip, and two clocks"],
+        ["productive step time, s", f"{ours['productive_s']:.2f}", f"{old['productive_s']:.2f}",
+         "the product counts a gap between step-loop lines as step time only when the later "
+         "line advanced the step, less what that line measured (eval_s, blocked_s); the "
+         "earlier definition counts every gap before a train or stop line as a step's, and "
+         "its stop line (which carries the last finished step's number) replaces that step's "
+         "duration with the moments since its train line"],
+        ["goodput over wall time", f"{ours['goodput']:.1%}", f"{old['goodput']:.1%}",
+         "the two rows above"],
+        ["goodput over paid time", f"{ours['paid_goodput']:.1%}", "(not defined)",
+         f"the product's only: over the job's running time ({ours['paid_s']:.1f} s, startTime "
+         "to endTime), the time the meter prices"],
+        ["time to first step after restart, min / median / max s",
+         _spread(ours["to_first_step_s"]), _spread(old["to_first_step_s"]),
+         "from the trainer's stop line (logged when the SIGTERM's step ends, after the bench's "
+         "preempt request reached it) vs from the bench's preempt request"],
+        ["first start-up, s", f"{ours['first_start_s']:.1f}", f"{old['first_start_s']:.1f}",
+         "to the first train line vs to the first step line, each from its own start of the "
+         "wall time"],
+    ]  # fmt: skip
+    return table(["figure", "product (jobs.runs.goodput)", "bench's earlier definition",
+                  "why they differ"], rows)  # fmt: skip
+
+
+def _priced(ours: dict[str, Any]) -> str:
+    """What the dollars are: the price `vtx status --stack local` meters this job at."""
+    if ours["usd_per_h"] is None:
+        return f"dollars unknown: {ours['usd_unknown_because']}"
+    return (
+        f"dollars at {fine_money(ours['usd_per_h'])}/h for the job's running time, the Spot "
+        "n1-standard-4 price `vtx status --stack local` meters it at (the local platform's "
+        "stand-in table, once `vtx prices refresh --stack local` has read it; not Google's)"
+    )
+
+
+def badput_table(ours: dict[str, Any]) -> str:
+    """The product's badput by category: seconds, share of the wall time, dollars."""
+    rows = [
+        [CATEGORY[key].label, CATEGORY[key].library or "(vtx's own)", f"{seconds:.2f}",
+         f"{seconds / ours['wall_s']:.1%}", fine_money(ours["badput_usd"][key])]
+        for key, seconds in ours["badput_s"].items()
+    ]  # fmt: skip
+    return table(["badput category", "ml-goodput-measurement", "seconds", "share of wall",
+                  "dollars"], rows)  # fmt: skip
 
 
 def tutorial(ours: dict[str, Any], steps: int) -> dict[str, Any]:
@@ -238,6 +351,7 @@ def tutorial(ours: dict[str, Any], steps: int) -> dict[str, Any]:
 def run(preemptions: int = 3, steps: int = 100, seed: int = 0) -> Section:
     measured = run_job(preemptions, steps, seed)
     ours = analyse(measured, steps)
+    old = earlier(measured)
     sim = tutorial(ours, steps)
     restart = ours["to_first_step_s"]
     restart_cell = (
@@ -267,9 +381,10 @@ def run(preemptions: int = 3, steps: int = 100, seed: int = 0) -> Section:
     state_ok = "SUCCEEDED" if ours["state"] == 4 else f"state {ours['state']} ({ours['error']})"
     body = "\n\n".join(
         [
-            f"One job of {steps} steps, {preemptions} preemptions at seeded steps (seed {seed}); "
-            f"job {state_ok}; {ours['steps_trained']} step executions for {ours['unique_steps']}"
-            f" steps. Preemptions at {', '.join(f'{p:.1f}' for p in ours['preempted_at_s'])} s "
+            f"One job of {steps} steps, {preemptions} preemptions at seeded steps (seed {seed}), "
+            f"{len(ours['preempted_at_s'])} delivered before the job ended; job {state_ok}; "
+            f"{ours['steps_trained']} step executions for {ours['unique_steps']} steps. "
+            f"Preemptions at {', '.join(f'{p:.1f}' for p in ours['preempted_at_s'])} s "
             f"after submission; step time median {ours['median_step_s']:.3f} s, mean "
             f"{ours['mean_step_s']:.3f} s (the simulation uses the mean); first start-up "
             f"{ours['first_start_s']:.1f} s.",
@@ -285,7 +400,8 @@ def run(preemptions: int = 3, steps: int = 100, seed: int = 0) -> Section:
                 rows,
             ),
             (
-                f"What it means: preempted {preemptions} times, the vtx job recomputed "
+                f"What it means: preempted {len(ours['preempted_at_s'])} times, the vtx job "
+                "recomputed "
                 f"{ours['steps_recomputed']} steps (it checkpoints on SIGTERM and resumes from "
                 f"there); the tutorial pattern would have recomputed {sim['steps_recomputed']} "
                 "(everything done before each preemption). Both goodputs are low because this "
@@ -296,13 +412,21 @@ def run(preemptions: int = 3, steps: int = 100, seed: int = 0) -> Section:
                 "with the run, the work the tutorial pattern loses grows with the time between "
                 "preemptions."
             ),
+            "**The product's figures beside the bench's earlier definition.** The table above "
+            "is the product's (`jobs.runs.goodput`, what `vtx status` shows); before that "
+            "model existed this section read the run its own way. Both, on this same run:",
+            comparison(ours, old),
+            f"**Badput by category** (the product's; the phases tile the {ours['wall_s']:.1f} s "
+            f"of wall time with the productive steps; {_priced(ours)}; $0 for time nobody is "
+            "billed for; docs/goodput.md says what each is read from):",
+            badput_table(ours),
         ]
     )
     return Section(
         "Goodput under preemption",
         f"python -m bench.goodput --preemptions {preemptions} --steps {steps} --seed {seed}",
         body,
-        raw={"ours": ours, "tutorial": sim},
+        raw={"ours": ours, "earlier": old, "tutorial": sim},
     )
 
 

@@ -46,6 +46,7 @@ from vtx.views.runs import (
     print_status,
     status_json,
 )
+from vtx.views.study_goodput_page import study_goodput_page
 
 app = typer.Typer()
 
@@ -85,7 +86,8 @@ TimelineOpt = Annotated[
     bool,
     typer.Option(
         "--timeline",
-        help="Add a bar per attempt: where the run's time went (phases as letters, a legend).",
+        help="Add a bar per attempt (per trial, for a study): where the time went (phases as "
+        "letters, a legend).",
     ),
 ]
 
@@ -120,7 +122,7 @@ def status(
     out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
         if study := study_watch.find_study(vertex, ref):  # a study: its trials, the best one
-            return study_watch.show_status(out, study, fmt, vertex)
+            return study_watch.show_status(out, study, fmt, vertex, timeline)
     found, goodput = watched_run(out, vertex, ref)
     newest, progress = found.newest.job, found.progress
     storage = Storage(vertex.stack)
@@ -148,14 +150,22 @@ def report(
     ref: RefArg, output: OutputArg, stack: StackOpt = None, stack_file: StackFileOpt = None
 ) -> None:
     """One self-contained HTML page of a run: its timeline per attempt, loss and tokens/s over
-    wall time, and the goodput and badput figures (no network, no script)."""
+    wall time, and the goodput and badput figures (no network, no script); of a study: a lane
+    per trial and the figures summed over its trials."""
     try:  # before anything is read: a wrong path costs no API call
         require_regular_target(output)
     except UserFileError as exc:
         raise fail(f"--output {exc}") from None
     out, vertex = console(), rest_client(stack, stack_file)
-    found, goodput = watched_run(out, vertex, ref)
-    write_output(output, goodput_page(found.run_id or found.newest.job.job_id, goodput))
+    with api_errors(out):
+        study = study_watch.find_study(vertex, ref)
+        if study is not None:  # a study: a lane per trial
+            _, summed = study_watch.watched_study(vertex, study, datetime.now(UTC))
+            html = study_goodput_page(study.run_id or study.job_id, summed)
+    if study is None:
+        found, goodput = watched_run(out, vertex, ref)
+        html = goodput_page(found.run_id or found.newest.job.job_id, goodput)
+    write_output(output, html)
     out.print(f"wrote {shown_path(output)}", highlight=False)
 
 

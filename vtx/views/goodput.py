@@ -19,12 +19,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rich.text import Text
 
 from jobs.core.formats import duration, money
-from jobs.runs.goodput import CATEGORIES, CATEGORY, AttemptTimeline, Goodput, Phase
+from jobs.runs.goodput import (
+    CATEGORIES,
+    CATEGORY,
+    AttemptTimeline,
+    CategoryFigure,
+    Goodput,
+    Phase,
+)
 from vtx.views.runs import rounded, when
 
 BAR_WIDTH = 60
@@ -48,20 +56,24 @@ def goodput_json(found: Goodput) -> dict[str, Any]:
         "unique_steps": found.unique_steps,
         "steps_lost": found.steps_lost,
         "to_first_step_s": [rounded(s, 3) for s in found.to_first_step_s],
-        "categories": [
-            {
-                "category": f.key,
-                "label": CATEGORY[f.key].label,
-                "badput_type": CATEGORY[f.key].library,
-                "source": CATEGORY[f.key].source,
-                "seconds": rounded(f.seconds, 3),
-                "usd": rounded(f.usd),
-                "usd_unknown_because": f.usd_unknown_because,
-            }
-            for f in found.categories
-        ],
+        "categories": categories_json(found.categories),
         "attempts": [_attempt_json(a) for a in found.attempts],
     }
+
+
+def categories_json(figures: list[CategoryFigure]) -> list[dict[str, Any]]:
+    return [
+        {
+            "category": f.key,
+            "label": CATEGORY[f.key].label,
+            "badput_type": CATEGORY[f.key].library,
+            "source": CATEGORY[f.key].source,
+            "seconds": rounded(f.seconds, 3),
+            "usd": rounded(f.usd),
+            "usd_unknown_because": f.usd_unknown_because,
+        }
+        for f in figures
+    ]
 
 
 def _attempt_json(attempt: AttemptTimeline) -> dict[str, Any]:
@@ -89,27 +101,40 @@ def _phase_json(phase: Phase) -> dict[str, Any]:
     }
 
 
-def _share(part: float | None) -> str:
+def share(part: float | None) -> str:
     return "-" if part is None else f"{100 * part:.1f}%"
 
 
 def goodput_line(found: Goodput) -> str:
     """``21.0% of 1m 40s since submission, 23.3% of 1m 30s paid; most lost: ...``."""
-    parts = [
-        f"{_share(found.goodput)} of {duration(found.wall_s)} since submission, "
-        f"{_share(found.paid_goodput)} of {duration(found.paid_s)} paid"
-    ]
-    worst = found.badput[:2]
-    if worst:
+    head = (
+        f"{share(found.goodput)} of {duration(found.wall_s)} since submission, "
+        f"{share(found.paid_goodput)} of {duration(found.paid_s)} paid"
+    )
+    return line_of(head, found.badput, found.steps_lost, found.tokens_per_usd,
+                   found.tokens_per_usd_unknown_because)  # fmt: skip
+
+
+def line_of(
+    head: str,
+    badput: list[CategoryFigure],
+    steps_lost: int,
+    tokens_per_usd: float | None,
+    tokens_unknown_because: str | None,
+) -> str:
+    """The goodput line after its ``head`` (the shares): the two largest badputs, steps
+    computed again, tokens per dollar (a run's and a study's say these alike)."""
+    parts = [head]
+    if worst := badput[:2]:
         lost = ", ".join(
             f"{CATEGORY[f.key].label} {duration(f.seconds)} ({money(f.usd)})" for f in worst
         )
         parts.append(f"most lost to {lost}")
-    parts.append(f"{found.steps_lost} step(s) computed again")
-    if found.tokens_per_usd is not None:
-        parts.append(f"{found.tokens_per_usd:,.0f} tokens per $")
+    parts.append(f"{steps_lost} step(s) computed again")
+    if tokens_per_usd is not None:
+        parts.append(f"{tokens_per_usd:,.0f} tokens per $")
     else:
-        parts.append(f"tokens per $ unknown: {found.tokens_per_usd_unknown_because}")
+        parts.append(f"tokens per $ unknown: {tokens_unknown_because}")
     return "; ".join(parts)
 
 
@@ -124,29 +149,41 @@ def _cell_category(phases: list[Phase], start: float, end: float, origin: float)
     return best
 
 
+def bar(phases: list[Phase], origin: datetime, span_s: float, width: int = BAR_WIDTH) -> Text:
+    """``width`` cells over ``span_s`` seconds from ``origin``, each the letter of the phase
+    that held most of it; blank outside the phases."""
+    start, cell = origin.timestamp(), max(span_s, 1e-9) / width
+    text = Text()
+    for i in range(width):
+        key = _cell_category(phases, i * cell, (i + 1) * cell, start)
+        if key is None:
+            text.append(" ")
+        else:
+            text.append(CATEGORY[key].letter, style=f"bold {CATEGORY[key].colour}")
+    return text
+
+
+def legend(phases: list[Phase]) -> Text:
+    """The letters of the categories that hold any time in ``phases``."""
+    present = {p.category for p in phases if p.seconds}
+    text = Text("legend: ")
+    for category in CATEGORIES:
+        if category.key in present:
+            text.append(category.letter, style=f"bold {category.colour}")
+            text.append(f" {category.label}  ")
+    return text
+
+
 def timeline_rows(found: Goodput, width: int = BAR_WIDTH) -> list[Text]:
     """One bar per attempt over the run's whole wall time (an attempt's lane is blank outside
     its own time), each cell the letter of the phase that held most of it; then the legend."""
-    origin, span = found.submitted.timestamp(), max(found.wall_s, 1e-9)
-    cell = span / width
     rows = []
     for attempt in found.attempts:
         text = Text(f"a{attempt.number} {attempt.region:<12} {attempt.strategy:<8} |")
-        for i in range(width):
-            key = _cell_category(attempt.phases, i * cell, (i + 1) * cell, origin)
-            if key is None:
-                text.append(" ")
-            else:
-                text.append(CATEGORY[key].letter, style=f"bold {CATEGORY[key].colour}")
+        text.append_text(bar(attempt.phases, found.submitted, found.wall_s, width))
         text.append(f"| {attempt.state.removeprefix('JOB_STATE_')}")
         if attempt.preemptions:
             text.append(f", {len(attempt.preemptions)} preemption(s)")
         rows.append(text)
-    present = {p.category for a in found.attempts for p in a.phases if p.seconds}
-    legend = Text("legend: ")
-    for category in CATEGORIES:
-        if category.key in present:
-            legend.append(category.letter, style=f"bold {category.colour}")
-            legend.append(f" {category.label}  ")
-    rows.append(legend)
+    rows.append(legend([p for a in found.attempts for p in a.phases]))
     return rows

@@ -10,11 +10,19 @@ The SVG's parts carry classes a test reads back from the browser's DOM: ``svg.ti
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 
 from jobs.core.formats import duration, money
-from jobs.runs.goodput import CATEGORIES, CATEGORY, Goodput, TrainPoint
+from jobs.runs.goodput import (
+    CATEGORIES,
+    CATEGORY,
+    AttemptTimeline,
+    CategoryFigure,
+    Goodput,
+    TrainPoint,
+)
 
 WIDTH = 960
 LABEL_W = 170
@@ -37,15 +45,14 @@ svg text { font-size: 12px; fill: #333; }
 """
 
 
-def _x(found: Goodput, at: datetime) -> float:
-    span = max(found.wall_s, 1e-9)
-    return LABEL_W + (WIDTH - LABEL_W - 10) * (at - found.submitted).total_seconds() / span
+def _x(origin: datetime, span_s: float, at: datetime) -> float:
+    return LABEL_W + (WIDTH - LABEL_W - 10) * (at - origin).total_seconds() / max(span_s, 1e-9)
 
 
-def _axis(found: Goodput, y: float) -> str:
+def _axis(span_s: float, y: float) -> str:
     parts = [f'<line x1="{LABEL_W}" y1="{y}" x2="{WIDTH - 10}" y2="{y}" stroke="#999"/>']
     for i in range(6):
-        seconds = found.wall_s * i / 5
+        seconds = span_s * i / 5
         x = LABEL_W + (WIDTH - LABEL_W - 10) * i / 5
         anchor = "start" if i == 0 else "end" if i == 5 else "middle"
         parts.append(
@@ -56,49 +63,72 @@ def _axis(found: Goodput, y: float) -> str:
     return "".join(parts)
 
 
-def timeline_svg(found: Goodput, run: str) -> str:
-    """A lane per attempt, phases as coloured rectangles with their category in a tooltip."""
-    height = len(found.attempts) * (LANE_H + LANE_GAP) + AXIS_H
-    lanes = []
-    for i, attempt in enumerate(found.attempts):
-        y = i * (LANE_H + LANE_GAP) + 4
-        label = f"#{attempt.number} {attempt.region} {attempt.strategy}"
-        parts = [
-            f'<g class="lane" data-attempt="{attempt.number}">',
-            f'<text x="4" y="{y + LANE_H / 2 + 4}">{escape(label)}</text>',
-        ]
-        for phase in attempt.phases:
-            x0, x1 = _x(found, phase.start), _x(found, phase.end)
-            category = CATEGORY[phase.category]
-            steps = f", steps {phase.steps[0]}-{phase.steps[1]}" if phase.steps else ""
-            tip = f"{category.label}: {phase.seconds:.1f} s{steps}"
-            parts.append(
-                f'<rect class="phase" data-category="{category.key}" x="{x0:.2f}" y="{y}" '
-                f'width="{max(x1 - x0, 0):.2f}" height="{LANE_H}" fill="{category.colour}">'
-                f"<title>{escape(tip)}</title></rect>"
-            )
-        for at in attempt.preemptions:
-            x = _x(found, at)
-            parts.append(
-                f'<line class="preemption" x1="{x:.2f}" y1="{y - 3}" x2="{x:.2f}" '
-                f'y2="{y + LANE_H + 3}" stroke="#000" stroke-width="2" stroke-dasharray="3 2">'
-                "<title>preemption: stop requested (SIGTERM)</title></line>"
-            )
-        if attempt.moved_on:
-            x = _x(found, attempt.end)
-            parts.append(
-                f'<line class="rung-move" x1="{x:.2f}" y1="{y - 3}" x2="{x:.2f}" '
-                f'y2="{y + LANE_H + LANE_GAP + 3}" stroke="#b71c1c" stroke-width="3">'
-                "<title>the capacity ladder moved on to the next rung</title></line>"
-            )
-        parts.append("</g>")
-        lanes.append("".join(parts))
-    axis = _axis(found, height - AXIS_H + 2)
+@dataclass(frozen=True)
+class Lane:
+    """One row of the timeline: a run's attempt, or a study's trial (its one attempt)."""
+
+    data: str
+    """Its ``data-*`` attribute: ``data-attempt="2"``, ``data-trial="3"``."""
+    label: str
+    attempt: AttemptTimeline
+
+
+def _lane_svg(lane: Lane, y: float, origin: datetime, span_s: float) -> str:
+    attempt = lane.attempt
+    parts = [
+        f'<g class="lane" {lane.data}>',
+        f'<text x="4" y="{y + LANE_H / 2 + 4}">{escape(lane.label)}</text>',
+    ]
+    for phase in attempt.phases:
+        x0, x1 = _x(origin, span_s, phase.start), _x(origin, span_s, phase.end)
+        category = CATEGORY[phase.category]
+        steps = f", steps {phase.steps[0]}-{phase.steps[1]}" if phase.steps else ""
+        tip = f"{category.label}: {phase.seconds:.1f} s{steps}"
+        parts.append(
+            f'<rect class="phase" data-category="{category.key}" x="{x0:.2f}" y="{y}" '
+            f'width="{max(x1 - x0, 0):.2f}" height="{LANE_H}" fill="{category.colour}">'
+            f"<title>{escape(tip)}</title></rect>"
+        )
+    for at in attempt.preemptions:
+        x = _x(origin, span_s, at)
+        parts.append(
+            f'<line class="preemption" x1="{x:.2f}" y1="{y - 3}" x2="{x:.2f}" '
+            f'y2="{y + LANE_H + 3}" stroke="#000" stroke-width="2" stroke-dasharray="3 2">'
+            "<title>preemption: stop requested (SIGTERM)</title></line>"
+        )
+    if attempt.moved_on:
+        x = _x(origin, span_s, attempt.end)
+        parts.append(
+            f'<line class="rung-move" x1="{x:.2f}" y1="{y - 3}" x2="{x:.2f}" '
+            f'y2="{y + LANE_H + LANE_GAP + 3}" stroke="#b71c1c" stroke-width="3">'
+            "<title>the capacity ladder moved on to the next rung</title></line>"
+        )
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def lanes_svg(lanes: list[Lane], origin: datetime, span_s: float, aria: str) -> str:
+    """A lane per attempt (or trial), phases as coloured rectangles with their category in a
+    tooltip, over ``span_s`` seconds from ``origin``."""
+    height = len(lanes) * (LANE_H + LANE_GAP) + AXIS_H
+    rows = [
+        _lane_svg(lane, i * (LANE_H + LANE_GAP) + 4, origin, span_s) for i, lane in enumerate(lanes)
+    ]
+    axis = _axis(span_s, height - AXIS_H + 2)
     return (
-        f'<svg class="timeline" role="img" aria-label="timeline of run {escape(run)}" '
+        f'<svg class="timeline" role="img" aria-label="{escape(aria)}" '
         f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" '
-        f'xmlns="http://www.w3.org/2000/svg">{"".join(lanes)}{axis}</svg>'
+        f'xmlns="http://www.w3.org/2000/svg">{"".join(rows)}{axis}</svg>'
     )
+
+
+def timeline_svg(found: Goodput, run: str) -> str:
+    """A lane per attempt of the run."""
+    lanes = [
+        Lane(f'data-attempt="{a.number}"', f"#{a.number} {a.region} {a.strategy}", a)
+        for a in found.attempts
+    ]
+    return lanes_svg(lanes, found.submitted, found.wall_s, f"timeline of run {run}")
 
 
 def curve_svg(
@@ -115,7 +145,9 @@ def curve_svg(
         def y(v: float) -> float:
             return top + plot_h * (1 - (v - low) / spread)
 
-        coords = " ".join(f"{_x(found, at):.2f},{y(v):.2f}" for at, v in points)
+        coords = " ".join(
+            f"{_x(found.submitted, found.wall_s, at):.2f},{y(v):.2f}" for at, v in points
+        )
         body = (
             f'<polyline points="{coords}" fill="none" stroke="#1565c0" stroke-width="2"/>'
             f'<text x="4" y="{top + 10}">{escape(f"{high:.4g}")}</text>'
@@ -128,11 +160,11 @@ def curve_svg(
         f'<svg class="curve" data-metric="{metric}" role="img" '
         f'aria-label="{escape(label)} over wall time" viewBox="0 0 {WIDTH} {CURVE_H}" '
         f'width="{WIDTH}" height="{CURVE_H}" xmlns="http://www.w3.org/2000/svg">'
-        f"{body}{_axis(found, CURVE_H - AXIS_H + 2)}</svg>"
+        f"{body}{_axis(found.wall_s, CURVE_H - AXIS_H + 2)}</svg>"
     )
 
 
-def _share(part: float | None) -> str:
+def share(part: float | None) -> str:
     return "unknown" if part is None else f"{100 * part:.1f}%"
 
 
@@ -146,8 +178,8 @@ def _figures(found: Goodput) -> str:
         f" (unknown: {found.usd_unknown_because})" if found.usd is None else ""
     )
     rows = [
-        ("goodput (productive step time / wall time since submission)", _share(found.goodput)),
-        ("goodput of paid time (/ the attempts' running time)", _share(found.paid_goodput)),
+        ("goodput (productive step time / wall time since submission)", share(found.goodput)),
+        ("goodput of paid time (/ the attempts' running time)", share(found.paid_goodput)),
         ("wall time since submission", duration(found.wall_s)),
         ("paid time", duration(found.paid_s)),
         ("productive step time", f"{found.productive_s:.1f} s"),
@@ -160,36 +192,41 @@ def _figures(found: Goodput) -> str:
          ", ".join(f"{s:.1f} s" for s in found.to_first_step_s) or "-"),
         ("attempts", str(len(found.attempts))),
     ]  # fmt: skip
+    return figures_table(rows)
+
+
+def figures_table(rows: list[tuple[str, str]]) -> str:
     cells = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
     return f'<table class="figures">{cells}</table>'
 
 
-def _categories(found: Goodput) -> str:
+def categories_table(figures: list[CategoryFigure], span_s: float, span: str) -> str:
+    """Every category's seconds, share of ``span_s`` (named ``span``) and dollars."""
     head = (
         "<tr><th>category</th><th>ml-goodput-measurement</th><th>read from</th>"
-        "<th>seconds</th><th>share of wall time</th><th>dollars</th></tr>"
+        f"<th>seconds</th><th>share of {escape(span)}</th><th>dollars</th></tr>"
     )
     rows = []
-    for figure in found.categories:
+    for figure in figures:
         category = CATEGORY[figure.key]
         usd = (
             money(figure.usd)
             if figure.usd is not None
             else (f"unknown: {figure.usd_unknown_because}")
         )
-        share = figure.seconds / found.wall_s if found.wall_s else None
+        part = figure.seconds / span_s if span_s else None
         rows.append(
             f'<tr data-category="{category.key}"><td><span class="swatch" '
             f'style="background:{category.colour}"></span>{escape(category.label)}</td>'
             f"<td>{escape(category.library or '(vtx: not a BadputType)')}</td>"
             f"<td>{escape(category.source)}</td>"
-            f'<td class="num">{figure.seconds:.1f}</td><td class="num">{_share(share)}</td>'
+            f'<td class="num">{figure.seconds:.1f}</td><td class="num">{share(part)}</td>'
             f"<td>{escape(usd)}</td></tr>"
         )
     return f'<table class="categories">{head}{"".join(rows)}</table>'
 
 
-def _legend() -> str:
+def legend_html() -> str:
     items = "".join(
         f'<span class="item"><span class="swatch" style="background:{c.colour}"></span>'
         f"{escape(c.label)}</span>"
@@ -205,12 +242,11 @@ def _legend() -> str:
 def goodput_page(run: str, found: Goodput) -> str:
     title = f"vtx report: goodput of run {run}"
     body = [
-        f"<h1>{escape(title)}</h1>",
         f"<p>From {escape(found.submitted.isoformat())} (submission) to "
         f"{escape(found.ended.isoformat())}; one lane per attempt (CustomJob).</p>",
         "<h2>Timeline</h2>",
         timeline_svg(found, run),
-        _legend(),
+        legend_html(),
         "<h2>Loss over wall time</h2>",
         curve_svg(found, "loss", "loss", lambda p: p.loss),
         "<h2>Tokens/s over wall time</h2>",
@@ -218,12 +254,22 @@ def goodput_page(run: str, found: Goodput) -> str:
         "<h2>Figures</h2>",
         _figures(found),
         "<h2>Where the time went</h2>",
-        _categories(found),
-        "<p>Categories named after Google's ml-goodput-measurement BadputType where one fits; "
-        "see docs/goodput.md for what each is read from.</p>",
+        categories_table(found.categories, found.wall_s, "wall time"),
+        NAMES_NOTE,
     ]
+    return page(title, body)
+
+
+NAMES_NOTE = (
+    "<p>Categories named after Google's ml-goodput-measurement BadputType where one fits; "
+    "see docs/goodput.md for what each is read from.</p>"
+)
+
+
+def page(title: str, body: list[str]) -> str:
+    """The whole document: ``title`` as its heading, ``body``'s parts after it."""
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head>"
-        f"<body>{''.join(body)}</body></html>\n"
+        f"<body><h1>{escape(title)}</h1>{''.join(body)}</body></html>\n"
     )

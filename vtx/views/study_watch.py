@@ -13,16 +13,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import budget_of
 from jobs.core.states import succeeded
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource, stream
 from jobs.runs.watch import AttemptStatus, study_budget_crossed, trials_metered
+from jobs.tuning.study_goodput import StudyGoodput, study_goodput_of
 from jobs.tuning.study_records import StudyRecord, TrialRecord
 from jobs.vertex.client import JobRecord, VertexError, VertexRest
 from vtx.views.runs import OutputFormat, print_document
 from vtx.views.studies import print_study_status, studies_json, studies_table, study_json
+from vtx.views.study_goodput import study_goodput_json, study_goodput_line, study_timeline_rows
 
 STUDY_PATH = "/hyperparameterTuningJobs/"
 
@@ -52,15 +55,46 @@ def metered_trials(
 
 
 def show_status(
-    out: Console, study: StudyRecord, fmt: OutputFormat, vertex: VertexRest | None = None
+    out: Console,
+    study: StudyRecord,
+    fmt: OutputFormat,
+    vertex: VertexRest | None = None,
+    timeline: bool = False,
 ) -> None:
-    """The study, its trials and the best; with ``vertex``, what its trials' jobs cost so far."""
+    """The study, its trials and the best; with ``vertex``, what its trials' jobs cost so far
+    and its goodput (summed; a bar per trial with ``timeline``)."""
     now = datetime.now(UTC)
-    metered = metered_trials(vertex, study, now) if vertex is not None else []
+    metered: list[AttemptStatus] = []
+    goodput = None
+    if vertex is not None:
+        metered, goodput = watched_study(vertex, study, now)
     if fmt is OutputFormat.table:
         print_study_status(out, study, now, metered)
+        if goodput is not None:
+            out.print(Text("goodput: ") + Text(study_goodput_line(goodput)))
+            for row in study_timeline_rows(goodput) if timeline else []:
+                out.print(row, soft_wrap=False, overflow="ignore", crop=False)
     else:
-        print_document(out, study_json(study, now, metered), fmt)
+        doc = study_json(study, now, metered)
+        if goodput is not None:
+            doc["goodput"] = study_goodput_json(goodput)
+        print_document(out, doc, fmt)
+
+
+def watched_study(
+    vertex: VertexRest, study: StudyRecord, now: datetime
+) -> tuple[list[AttemptStatus], StudyGoodput]:
+    """The study's trial jobs metered (each at its price) and its goodput, read once (every
+    trial job, every log entry of them)."""
+    metered = metered_trials(vertex, study, now)
+    return metered, study_goodput_of(study, metered, trial_entries(vertex, study), now)
+
+
+def trial_entries(vertex: VertexRest, study: StudyRecord) -> list[LogEntry]:
+    """Every log entry of the study's trials' jobs as they stand in ``study``."""
+    trials = trial_jobs(study)
+    entries, _ = _trials_source(vertex, lambda: trials, "DEFAULT").fetch(None)
+    return entries
 
 
 def list_studies(vertex: VertexRest, run_id: str | None) -> list[StudyRecord]:
@@ -132,11 +166,18 @@ class TrialsLogSource:
 def log_source(vertex: VertexRest, study: StudyRecord, min_severity: str) -> LogSource:
     """Every trial's logs, the study read again on each fetch: Cloud Logging by the trials'
     job ids, or the local platform's."""
-    stack = vertex.stack
 
     def trials() -> list[tuple[str, int]]:
         return trial_jobs(StudyRecord.from_rest(vertex.get_study(study.name)))
 
+    return _trials_source(vertex, trials, min_severity)
+
+
+def _trials_source(
+    vertex: VertexRest, trials: Callable[[], list[tuple[str, int]]], min_severity: str
+) -> LogSource:
+    """The local platform's logs of each trial job, or Cloud Logging's by the jobs' ids."""
+    stack = vertex.stack
     if stack.vertex_endpoint:
         endpoint, token = stack.vertex_endpoint, stack.local_token or ""
         return TrialsLogSource(

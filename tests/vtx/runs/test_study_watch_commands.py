@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -18,7 +19,7 @@ from jobs.runs.logs import LocalLogSource, LogEntry
 from jobs.tuning.study_records import StudyRecord
 from jobs.vertex.client import VertexRest
 from tests.conftest import TEST_DATA, dev_stack
-from tests.jobs.runs.run_records import rest_job
+from tests.jobs.runs.run_records import preempted_once, rest_job, trainer
 from tests.jobs.tuning.study_fakes import FAST, PARENT, T0, Scripted, rest_study, stamp
 from vtx.cli import app
 from vtx.commands import runs as run_commands
@@ -50,11 +51,17 @@ def test_the_trials_table_and_json_show_parameters_metric_and_the_best() -> None
     assert doc["metric"] == {"id": "eval_loss", "goal": "MINIMIZE"}
 
 
-def cli_with(monkeypatch: pytest.MonkeyPatch, session: Scripted) -> None:
+def cli_with(
+    monkeypatch: pytest.MonkeyPatch, session: Scripted, entries: Sequence[LogEntry] = ()
+) -> None:
+    """The CLI on the dev stack, Vertex answered by ``session``, the trials' Cloud Logging
+    entries ``entries`` (tests/vtx/runs/test_logs_command.py tests that source itself)."""
+
     def rest_client(stack_name: str | None, stack_file: Path | None) -> VertexRest:
         return VertexRest(dev_stack(), session=session, backoff=FAST)
 
     monkeypatch.setattr(run_commands, "rest_client", rest_client)
+    monkeypatch.setattr(study_watch, "trial_entries", lambda vertex, study: list(entries))
 
 
 def test_status_of_a_study_run_shows_its_trials_and_the_best(
@@ -109,6 +116,64 @@ def _trial_job(number: int, **times: Any) -> dict:
     job = rest_job(f"10{number}", 0, run_id="tiny-tune-1", **times)
     job["name"] = f"{PARENT}/customJobs/10{number}"
     return job
+
+
+def test_status_and_report_of_a_study_show_its_goodput_per_trial_and_summed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ended = rest_study(state="JOB_STATE_CANCELLED", endTime=stamp(130))
+    cancelled = rest_job("104", 100, "JOB_STATE_CANCELLED", ended_s=130)
+    session = Scripted(
+        {
+            ("GET", "/hyperparameterTuningJobs"): [{"hyperparameterTuningJobs": [ended]}],
+            ("GET", "/customJobs/101"): [rest_job("101", 5, "JOB_STATE_SUCCEEDED", 10, 60)],
+            ("GET", "/customJobs/102"): [rest_job("102", 0, "JOB_STATE_SUCCEEDED", 10, 100)],
+            ("GET", "/customJobs/103"): [rest_job("103", 70, state="JOB_STATE_FAILED")],
+            ("GET", "/customJobs/104"): [cancelled],
+        }
+    )
+    lines = [
+        trainer("101", 20, "training", step=0, total_steps=10),
+        trainer("101", 40, "train", step=10, loss=2.0, tokens=500),
+        trainer("101", 45, "done", step=10),
+        *preempted_once("102"),
+    ]
+    cli_with(monkeypatch, session, lines)
+    args = ["status", "tiny-tune-1", "--stack-file", str(STACK_FILE)]
+
+    goodput = json.loads(runner.invoke(app, [*args, "--format", "json"]).output)["goodput"]
+    assert [t["trial"] for t in goodput["trials"]] == ["1", "2", "3", "4"]
+    assert [t["trial_state"] for t in goodput["trials"]][:3] == [
+        "SUCCEEDED",
+        "SUCCEEDED",
+        "INFEASIBLE",
+    ]
+    one, two = goodput["trials"][:2]
+    assert (one["productive_s"], two["productive_s"]) == (20, 21)
+    assert goodput["productive_s"] == 41 and goodput["slots"] == 2
+    assert (goodput["wall_s"], goodput["goodput"]) == (130, pytest.approx(41 / 260, abs=1e-6))
+    assert goodput["paid_s"] == sum(t["paid_s"] for t in goodput["trials"])
+    assert len(two["attempts"]) == 1 and len(two["attempts"][0]["preemptions"]) == 1
+    for summed in goodput["categories"]:
+        per_trial = [c for t in goodput["trials"] for c in t["categories"]]
+        parts = [c["seconds"] for c in per_trial if c["category"] == summed["category"]]
+        assert summed["seconds"] == pytest.approx(sum(parts), abs=1e-3)
+
+    table = runner.invoke(app, [*args, "--timeline"]).output
+    assert "goodput: " in table and "trial(s) at a time" in table
+    rows = [line for line in table.splitlines() if line.startswith("t") and "|" in line]
+    assert [row.split()[0] for row in rows] == ["trial", "t1", "t2", "t3", "t4"]
+    assert "#" in rows[1] and "X" in rows[2]  # trial 2's preemption: recovery
+    assert "legend: # productive steps" in table
+    assert "legend:" not in runner.invoke(app, args).output  # the bars only with --timeline
+
+    page = tmp_path / "study.html"
+    report = ["report", "tiny-tune-1", "--stack-file", str(STACK_FILE), "--output", str(page)]
+    assert runner.invoke(app, report).exit_code == 0
+    html = page.read_text()
+    assert html.count('class="lane"') == 4
+    assert all(f'data-trial="{n}"' in html for n in "1234")
+    assert html.count('class="preemption"') == 1 and "<script" not in html
 
 
 def test_list_shows_studies_beside_jobs_and_their_trials_jobs_under_them(
