@@ -50,10 +50,11 @@ def classify(method: str, path: str, query: dict[str, str]) -> str:
 
 
 # Probability that one request of a kind is broken, and at most how many are. A resume reads
-# a checkpoint with one request per tensor (a few hundred here): a low rate and a cap keep the
-# drill's retry back-offs (gcsfs sleeps 1-3 s per retry) to about half a minute in all.
-DEFAULT_RATES = {UPLOAD: 0.3, RESUMABLE: 0.2, DATA_READ: 0.5, CHECKPOINT_READ: 0.03}
-DEFAULT_CAPS = {UPLOAD: 6, RESUMABLE: 3, DATA_READ: 3, CHECKPOINT_READ: 5}
+# each checkpoint file in blocks of 16 MiB (trainer.checkpoint.store), a handful of requests
+# here: reads fail often, and the caps keep the drill's retry back-offs (gcsfs sleeps 1-3 s per
+# retry) to about half a minute in all.
+DEFAULT_RATES = {UPLOAD: 0.3, RESUMABLE: 0.2, DATA_READ: 0.5, CHECKPOINT_READ: 0.5}
+DEFAULT_CAPS = {UPLOAD: 6, RESUMABLE: 3, DATA_READ: 3, CHECKPOINT_READ: 3}
 
 
 @dataclass

@@ -22,19 +22,23 @@ list call on GCS, fine for the few dozen step directories save_total_limit leave
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import random
 import signal
 import time
+from collections.abc import Generator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from fsspec.implementations.local import LocalFileSystem
 from torch.distributed.checkpoint._fsspec_filesystem import FileSystem, FsspecReader, FsspecWriter
 
 log = logging.getLogger(__name__)
@@ -58,23 +62,54 @@ def _fs(root: str) -> tuple[Any, str]:
     return fsspec.core.url_to_fs(root)
 
 
-class _CopyRenameFileSystem(FileSystem):
-    """DCP's fsspec backend, renaming by copy + delete.
+READ_BLOCK_BYTES = 16 * 2**20
+"""What one request reads ahead of a remote checkpoint file."""
 
-    DCP renames one small file per save (`.metadata.tmp` -> `.metadata`). gcsfs first tries
-    GCS's `moveTo` API and falls back to copy + delete only after its retries, ~30 s later, on
-    any server that lacks it (GCS-compatible servers, the GCS emulator). Our commit marker, not
-    the rename, is what makes a checkpoint visible, so plain copy + delete is all we need."""
+
+class _CheckpointFileSystem(FileSystem):
+    """DCP's fsspec backend, renaming by copy + delete and reading remote files in large blocks.
+
+    Rename: DCP renames one small file per save (`.metadata.tmp` -> `.metadata`). gcsfs first
+    tries GCS's `moveTo` API and falls back to copy + delete only after its retries, ~30 s later,
+    on any server that lacks it (GCS-compatible servers, the GCS emulator). Our commit marker, not
+    the rename, is what makes a checkpoint visible, so plain copy + delete is all we need.
+
+    Reads: DCP unpickles each tensor with torch.load straight from the stream, a few bytes to a
+    few KB per read. gcsfs's default cache (an adaptive prefetcher in gcsfs 2026.x) sent one
+    ranged GET per such read: 1,767 requests and 28 s to restore the tiny example's checkpoint
+    from the local platform's GCS, against 0.03 s from a local disk. A read-ahead cache of
+    READ_BLOCK_BYTES turns them into one request per block, DCP reading each file front to back."""
 
     def rename(self, path: str | os.PathLike, new_path: str | os.PathLike) -> None:
         self.fs.copy(os.fspath(path), os.fspath(new_path))
         self.fs.rm(os.fspath(path))
 
+    @contextmanager
+    def create_stream(self, path: str | os.PathLike, mode: str) -> Generator[io.IOBase]:
+        if mode != "rb" or _is_local(self.fs):
+            with super().create_stream(path, mode) as stream:
+                yield stream
+            return
+        options = {"cache_type": "readahead", "block_size": READ_BLOCK_BYTES}
+        with self.fs.open(os.fspath(path), mode, **options) as stream:
+            yield stream
+
+
+def _is_local(fs: Any) -> bool:
+    return isinstance(fs, LocalFileSystem)
+
 
 class CheckpointWriter(FsspecWriter):
     def __init__(self, path: str, **kwargs: Any) -> None:
         super().__init__(path, **kwargs)
-        self.fs = _CopyRenameFileSystem()
+        self.fs = _CheckpointFileSystem()
+        self.path = self.fs.init_path(path)
+
+
+class CheckpointReader(FsspecReader):
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.fs = _CheckpointFileSystem()
         self.path = self.fs.init_path(path)
 
 
@@ -133,7 +168,7 @@ class Checkpointer:
 
     def load(self, step: int, state: dict[str, Any]) -> None:
         """Collective: load `step` into `state` (Stateful objects are updated in place)."""
-        dcp.load(state, storage_reader=FsspecReader(step_dir(self.root, step)))
+        dcp.load(state, storage_reader=CheckpointReader(step_dir(self.root, step)))
 
     def save(self, step: int, state: dict[str, Any], blocking: bool) -> float:
         """Collective: checkpoint `step`. Returns the seconds the caller was blocked.
