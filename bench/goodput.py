@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Section, table
+from bench.common import REPO, Section, count_of, table
 from jobs.core.catalog import load_catalog
 from jobs.core.formats import fine_money
 from jobs.core.states import is_final
@@ -400,7 +400,8 @@ def run(preemptions: int = 3, steps: int = 100, seed: int = 0) -> Section:
                 rows,
             ),
             (
-                f"What it means: preempted {len(ours['preempted_at_s'])} times, the vtx job "
+                "What it means: preempted "
+                f"{count_of(len(ours['preempted_at_s']), 'time')}, the vtx job "
                 "recomputed "
                 f"{ours['steps_recomputed']} steps (it checkpoints on SIGTERM and resumes from "
                 f"there); the tutorial pattern would have recomputed {sim['steps_recomputed']} "
