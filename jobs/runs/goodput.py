@@ -154,31 +154,19 @@ class TrainPoint:
     tokens_per_s: float | None
 
 
-@dataclass(frozen=True)
-class Goodput:
-    submitted: datetime
-    ended: datetime
-    wall_s: float
-    paid_s: float
+class Figures:
+    """What a run's and a study's goodput derive alike from their sums (a frozen dataclass
+    supplies the attributes)."""
+
     productive_s: float
-    categories: list[CategoryFigure]
-    """Every category (productive first), in ``CATEGORIES`` order."""
-    attempts: list[AttemptTimeline]
+    paid_s: float
     steps_trained: int
-    """Step executions, every repeat counted."""
     unique_steps: int
+    categories: list[CategoryFigure]
     tokens: int | None
     tokens_unknown_because: str | None
     usd: float | None
     usd_unknown_because: str | None
-    to_first_step_s: list[float]
-    """From each stop request to the next start's first reported step."""
-    points: list[TrainPoint]
-
-    @property
-    def goodput(self) -> float | None:
-        """Productive step time over the wall time since submission."""
-        return self.productive_s / self.wall_s if self.wall_s else None
 
     @property
     def paid_goodput(self) -> float | None:
@@ -213,6 +201,33 @@ class Goodput:
         """Every category but productive steps, largest first; those with no time left out."""
         found = [f for f in self.categories if f.key != "productive" and f.seconds > 0]
         return sorted(found, key=lambda f: f.seconds, reverse=True)
+
+
+@dataclass(frozen=True)
+class Goodput(Figures):
+    submitted: datetime
+    ended: datetime
+    wall_s: float
+    paid_s: float
+    productive_s: float
+    categories: list[CategoryFigure]
+    """Every category (productive first), in ``CATEGORIES`` order."""
+    attempts: list[AttemptTimeline]
+    steps_trained: int
+    """Step executions, every repeat counted."""
+    unique_steps: int
+    tokens: int | None
+    tokens_unknown_because: str | None
+    usd: float | None
+    usd_unknown_because: str | None
+    to_first_step_s: list[float]
+    """From each stop request to the next start's first reported step."""
+    points: list[TrainPoint]
+
+    @property
+    def goodput(self) -> float | None:
+        """Productive step time over the wall time since submission."""
+        return self.productive_s / self.wall_s if self.wall_s else None
 
 
 # ---- reading the lines ------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobs.runs.goodput import CATEGORIES, CategoryFigure, Goodput, goodput_of
+from jobs.runs.goodput import CATEGORIES, CategoryFigure, Figures, Goodput, goodput_of
 from jobs.runs.logs import LogEntry
 from jobs.runs.watch import AttemptStatus, same_job, seconds_between
 from jobs.tuning.study_records import StudyRecord, TrialRecord
@@ -34,7 +34,7 @@ class TrialGoodput:
 
 
 @dataclass(frozen=True)
-class StudyGoodput:
+class StudyGoodput(Figures):
     created: datetime
     ended: datetime
     wall_s: float
@@ -77,10 +77,6 @@ class StudyGoodput:
         return self.productive_s / self.slot_s if self.slot_s else None
 
     @property
-    def paid_goodput(self) -> float | None:
-        return self.productive_s / self.paid_s if self.paid_s else None
-
-    @property
     def steps_trained(self) -> int:
         return sum(t.goodput.steps_trained for t in self.trials)
 
@@ -88,32 +84,6 @@ class StudyGoodput:
     def unique_steps(self) -> int:
         """Each trial trains its own model: its steps are its own."""
         return sum(t.goodput.unique_steps for t in self.trials)
-
-    @property
-    def steps_lost(self) -> int:
-        return self.steps_trained - self.unique_steps
-
-    @property
-    def tokens_per_usd(self) -> float | None:
-        if self.tokens is None or not self.usd:
-            return None
-        return self.tokens / self.usd
-
-    @property
-    def tokens_per_usd_unknown_because(self) -> str | None:
-        if self.tokens is None:
-            return self.tokens_unknown_because
-        if self.usd is None:
-            return f"the cost is unknown ({self.usd_unknown_because})"
-        if not self.usd:
-            return "nothing was paid yet"
-        return None
-
-    @property
-    def badput(self) -> list[CategoryFigure]:
-        """Every category but productive steps, largest first; those with no time left out."""
-        found = [f for f in self.categories if f.key != "productive" and f.seconds > 0]
-        return sorted(found, key=lambda f: f.seconds, reverse=True)
 
 
 def _summed(trials: Sequence[TrialGoodput]) -> list[CategoryFigure]:
