@@ -20,6 +20,7 @@ from jobs.runs.goodput import (
     CATEGORY,
     AttemptTimeline,
     CategoryFigure,
+    Figures,
     Goodput,
     TrainPoint,
 )
@@ -168,7 +169,8 @@ def share(part: float | None) -> str:
     return "unknown" if part is None else f"{100 * part:.1f}%"
 
 
-def _figures(found: Goodput) -> str:
+def money_cells(found: Figures) -> tuple[str, str]:
+    """(tokens per paid dollar, cost): each figure, or unknown with the reason."""
     tokens_per_usd = (
         f"{found.tokens_per_usd:,.0f}"
         if found.tokens_per_usd is not None
@@ -177,6 +179,11 @@ def _figures(found: Goodput) -> str:
     cost = money(found.usd) + (
         f" (unknown: {found.usd_unknown_because})" if found.usd is None else ""
     )
+    return tokens_per_usd, cost
+
+
+def _figures(found: Goodput) -> str:
+    tokens_per_usd, cost = money_cells(found)
     rows = [
         ("goodput (productive step time / wall time since submission)", share(found.goodput)),
         ("goodput of paid time (/ the attempts' running time)", share(found.paid_goodput)),

@@ -17,20 +17,14 @@ from vtx.views.goodput_page import (
     figures_table,
     lanes_svg,
     legend_html,
+    money_cells,
     page,
     share,
 )
 
 
 def _figures(found: StudyGoodput) -> str:
-    tokens_per_usd = (
-        f"{found.tokens_per_usd:,.0f}"
-        if found.tokens_per_usd is not None
-        else f"unknown: {found.tokens_per_usd_unknown_because}"
-    )
-    cost = money(found.usd) + (
-        f" (unknown: {found.usd_unknown_because})" if found.usd is None else ""
-    )
+    tokens_per_usd, cost = money_cells(found)
     rows = [
         ("goodput (productive step time / slot time since creation)", share(found.goodput)),
         ("goodput of paid time (/ the trial jobs' running time)", share(found.paid_goodput)),
