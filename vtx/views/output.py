@@ -35,7 +35,6 @@ from jobs.training.quotas import (
 BASIS_NOTE = {
     "verified": "verified",
     "derived": "derived from verified figures",
-    "recalled": "recalled, not re-checked: confirm on the pricing page",
     "catalog": "read from the billing catalog (SKUs below)",
 }
 
