@@ -442,8 +442,9 @@ def _region_prices(
 
 PRICE_COLUMN = "region: on-demand / Spot $/h"
 PRICE_CAPTION = (
-    "Prices per region from jobs/core/catalog/prices/ (each table's source and date below); "
-    "'unknown': the region's table has no published figure."
+    "Prices per region from its newest table (each table's source and date below); 'unknown': "
+    "the region's table has no figure read from a source: `vtx prices refresh` reads them from "
+    "the billing catalog."
 )
 
 
