@@ -2,10 +2,11 @@
 cap, and the Vertex quota the job needs per metric and region. Read from the job's facts, so a
 template (``vtx cost``) and a compiled job (the launch plan) are priced by the same code.
 
-Prices come from the region's dated table in `jobs/core/catalog/prices/`; every estimate names the
-table and says which figures are verified, derived or recalled. A figure the table lacks is
-unknown (None), and so is every sum that needs it: no other region's table, no flat Spot
-discount and no partial total stand in for it."""
+Prices come from the region's dated table in `jobs/core/catalog/prices/` (or the newer one `vtx
+prices refresh` wrote); every estimate names the table and says which figures are verified, derived
+or read from the billing catalog. A figure the table lacks is unknown (None), and so is every sum
+that needs it: no other region's table, no flat Spot discount and no partial total stand in for
+it."""
 
 from __future__ import annotations
 

@@ -35,7 +35,6 @@ from jobs.training.quotas import (
 BASIS_NOTE = {
     "verified": "verified",
     "derived": "derived from verified figures",
-    "recalled": "recalled, not re-checked: confirm on the pricing page",
     "catalog": "read from the billing catalog (SKUs below)",
 }
 
@@ -443,8 +442,9 @@ def _region_prices(
 
 PRICE_COLUMN = "region: on-demand / Spot $/h"
 PRICE_CAPTION = (
-    "Prices per region from jobs/core/catalog/prices/ (each table's source and date below); "
-    "'unknown': the region's table has no published figure."
+    "Prices per region from its newest table (each table's source and date below); 'unknown': "
+    "the region's table has no figure read from a source: `vtx prices refresh` reads them from "
+    "the billing catalog."
 )
 
 

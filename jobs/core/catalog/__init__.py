@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobs.core.stack import StackOutputs
 
@@ -151,10 +151,15 @@ class Limits(_Data):
     parameter_id_pattern: str
 
 
-Basis = Literal["verified", "derived", "recalled", "catalog"]
-"""How far to trust a figure: read from Google's page, computed from such a figure, recalled
-from an earlier reading and not re-checked (each price file's header says more), or read from a
-billing catalog's SKU by `vtx prices refresh` (the figure names its SKU and fetch time)."""
+Basis = Literal["verified", "derived", "catalog"]
+"""How far to trust a figure: read from Google's page, computed from such a figure (each price
+file's header says more), or read from a billing catalog's SKU by `vtx prices refresh` (the figure
+names its SKU and fetch time)."""
+RECALLED = (
+    "basis 'recalled' is not accepted: a recalled figure has no source anyone can check; delete "
+    "the entry (its price is then unknown) or give a figure read from a source (basis verified "
+    "or derived)"
+)
 PRICES_DIR_ENV = "VTX_PRICES_DIR"
 
 
@@ -183,6 +188,14 @@ class Price(_Data):
     flex_start_sku_description: str | None = None
     fetched_at: str | None = None
     """When the SKUs were read (UTC, ISO 8601): refreshed tables only."""
+
+    @field_validator("basis", "spot_basis", "flex_start_basis", mode="before")
+    @classmethod
+    def _not_recalled(cls, basis: object) -> object:
+        # Earlier tables held such figures; say why they go rather than list the allowed words.
+        if basis == "recalled":
+            raise ValueError(RECALLED)
+        return basis
 
     @model_validator(mode="after")
     def _figures_have_a_basis(self) -> Price:
@@ -401,14 +414,18 @@ def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
     return _load_catalog(directory, stamp)
 
 
-def _refreshed_table(path: Path) -> PriceTable:
+def _table(path: Path, fix: str) -> PriceTable:
+    """The price table in ``path``; a file that is none is named in one line, with what is wrong
+    where (``machines.<name>.basis``) and ``fix``."""
     try:
         return PriceTable.model_validate(_read(path))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        problem = f"{where}: {error['msg'].removeprefix('Value error, ')}"
     except (ValueError, AttributeError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0]
-        raise ValueError(
-            f"{path}: not a price table ({first}); run `vtx prices refresh` again or delete it"
-        ) from None
+        problem = str(exc).splitlines()[0]
+    raise ValueError(f"{path}: not a price table ({problem}); {fix}") from None
 
 
 @cache
@@ -418,8 +435,8 @@ def _load_catalog(directory: Path, refreshed: tuple[tuple[str, int], ...]) -> Ca
     regions = _read(directory / "regions.yaml")
     limits = _read(directory / "limits.yaml")
     shipped = sorted((directory / "prices").glob("*.yaml"))
-    tables = [PriceTable.model_validate(_read(p)) for p in shipped]
-    tables += [_refreshed_table(Path(f)) for f, _ in refreshed]
+    tables = [_table(p, "correct the file") for p in shipped]
+    tables += [_table(Path(f), "run `vtx prices refresh` again or delete it") for f, _ in refreshed]
     sources = {
         name: f"{doc['source']} (as of {doc['as_of']})"
         for name, doc in [

@@ -56,6 +56,33 @@ SPOT_TABLE = {
 }
 
 
+US_CENTRAL1_TABLE = {
+    "region": "us-central1",
+    "as_of": "2026-11-27",
+    "source": "https://example.invalid/pricing",
+    "machines": {
+        "g2-standard-8": {"usd_per_h": 0.75, "basis": "verified"},
+        "a2-ultragpu-8g": {"usd_per_h": 10.0, "basis": "verified"},
+        "n1-highcpu-16": {"usd_per_h": 0.5, "basis": "derived", "note": "a test figure"},
+    },
+    "accelerators": {
+        "NVIDIA_L4": {"usd_per_h": 0.5, "basis": "verified"},
+        "NVIDIA_A100_80GB": {"usd_per_h": 4.0, "basis": "verified"},
+    },
+}
+"""Test figures, on-demand only (no Spot figures), for the machines and GPUs of the example
+templates that the shipped us-central1 table leaves unknown."""
+
+
+def write_table(directory: Path, table: dict) -> Path:
+    """``table`` where `vtx prices refresh` leaves its tables (``directory``: the user's prices
+    folder), so that the CLI prices with it; its ``as_of`` must be newer than the shipped one's."""
+    name = f"test-{table['region']}-{table['as_of']}"
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "currency": "USD", **table}))
+    return path
+
+
 def write_stand_in(
     directory: Path, figures: dict[str, tuple[float, ...]], as_of: str = "2026-11-27"
 ) -> list[Path]:

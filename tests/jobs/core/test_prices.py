@@ -3,6 +3,9 @@ region's figure, a flat Spot discount or a partial sum) wherever a figure is mis
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -27,7 +30,44 @@ def test_every_figure_needs_its_basis() -> None:
     with pytest.raises(ValidationError, match="spot_usd_per_h and spot_basis"):
         Price.model_validate({"usd_per_h": 1.0, "basis": "verified", "spot_usd_per_h": 0.3})
     with pytest.raises(ValidationError, match="usd_per_h and basis"):
-        Price.model_validate({"basis": "recalled"})
+        Price.model_validate({"basis": "verified"})
+
+
+RECALLED_TABLE = """\
+name: old-us-central1-2026-12
+region: us-central1
+currency: USD
+as_of: "2026-12"
+source: "https://example.invalid/pricing"
+machines:
+  n1-standard-4: {usd_per_h: 0.25, basis: verified}
+accelerators:
+  NVIDIA_TESLA_T4: {usd_per_h: 0.5, basis: recalled}
+"""
+
+
+@pytest.mark.parametrize("folder", ["shipped", "refreshed"])
+def test_a_table_with_a_recalled_figure_is_refused_naming_the_file_and_entry(
+    folder: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A recalled figure has no source anyone can check: no table may hold one, wherever it is.
+    shipped = tmp_path / "catalog"
+    shutil.copytree(CATALOG_DIR, shipped)
+    prices = tmp_path / "prices"
+    prices.mkdir()
+    monkeypatch.setenv("VTX_PRICES_DIR", str(prices))
+    path = (shipped / "prices" if folder == "shipped" else prices) / "old.yaml"
+    path.write_text(RECALLED_TABLE)
+    with pytest.raises(ValueError) as caught:
+        load_catalog(shipped)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: not a price table (accelerators.NVIDIA_TESLA_T4.basis: ")
+    assert "basis 'recalled' is not accepted: a recalled figure has no source" in message
+    assert "delete the entry (its price is then unknown)" in message
+    assert "basis verified or derived" in message and "\n" not in message
+    for spot in ("spot_basis", "flex_start_basis"):
+        with pytest.raises(ValidationError, match="basis 'recalled' is not accepted"):
+            Price.model_validate({"usd_per_h": 1.0, "basis": "verified", spot: "recalled"})
 
 
 def test_catalog_files_point_only_at_public_sources_not_outside_the_repository() -> None:

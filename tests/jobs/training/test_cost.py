@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.core.catalog import Price, load_catalog
+from jobs.core.catalog import Price
 from jobs.spec.gcloud import load_template
 from jobs.spec.template import JobTemplate
 from jobs.training.cost import budget_warning, estimate
 from jobs.training.facts import template_facts
 from tests.conftest import TEMPLATES
-from tests.jobs.core.price_tables import SPOT_TABLE, with_table
+from tests.jobs.core.price_tables import SPOT_TABLE, US_CENTRAL1_TABLE, with_table
 
 
 def _usd(price: Price) -> float:
@@ -19,9 +19,11 @@ def _usd(price: Price) -> float:
 
 
 def test_multi_pool_cost_adds_machines_accelerators_and_replicas() -> None:
-    table = load_catalog().price_table("us-central1")
+    cat = with_table(US_CENTRAL1_TABLE)
+    table = cat.price_table("us-central1")
     assert table is not None
-    result = estimate(template_facts(load_template(TEMPLATES / "a100x16-fsdp.yaml")), "us-central1")
+    job = template_facts(load_template(TEMPLATES / "a100x16-fsdp.yaml"))
+    result = estimate(job, "us-central1", catalog=cat)
     node = _usd(table.machines["a2-ultragpu-8g"]) + 8 * _usd(table.accelerators["NVIDIA_A100_80GB"])
     reduction = 4 * _usd(table.machines["n1-highcpu-16"])
     assert [p.role for p in result.pools] == ["chief", "workers", "reduction_server"]
@@ -36,10 +38,11 @@ def test_multi_pool_cost_adds_machines_accelerators_and_replicas() -> None:
 
 
 def test_spot_jobs_use_the_preemptible_quota_and_an_unknown_spot_price_stays_unknown() -> None:
-    result = estimate(template_facts(load_template(TEMPLATES / "l4-spot-lora.yaml")), "us-central1")
+    job = template_facts(load_template(TEMPLATES / "l4-spot-lora.yaml"))
+    result = estimate(job, "us-central1", catalog=with_table(US_CENTRAL1_TABLE))
     assert result.price_kind == "Spot"
-    # The us-central1 table has no Spot figure: no flat discount stands in for one.
-    assert result.on_demand_usd_per_h is not None and result.on_demand_usd_per_h > 0
+    # The table has on-demand figures but no Spot figure: no flat discount stands in for one.
+    assert result.on_demand_usd_per_h == pytest.approx(0.75 + 0.5)
     assert result.spot_usd_per_h is None
     assert result.usd_per_h is None and result.usd_at_timeout is None
     assert result.spot_missing == ["NVIDIA_L4", "g2-standard-8"] == result.unpriced

@@ -25,6 +25,7 @@ from jobs.training.cost import estimate
 from jobs.training.facts import facts_from_template, template_facts
 from jobs.training.rules.registry import run_rules
 from jobs.training.validate import validate_custom_job_spec
+from tests.jobs.core.price_tables import US_CENTRAL1_TABLE, with_table
 from tests.jobs.training.scheduling_templates import L4, RESERVATION, template, with_reservation
 
 RUN_ID = "sched-20261123-080000-f00d"
@@ -282,7 +283,8 @@ def test_gcloud_reservation_without_a_type_is_refused_at_its_path(tmp_path: Path
 
 def test_no_reservation_keeps_the_on_demand_price() -> None:
     doc = template({"chief": with_reservation(L4, affinity="none")})
-    result = estimate(template_facts(JobTemplate.from_document(doc)), "us-central1")
+    job = template_facts(JobTemplate.from_document(doc))
+    result = estimate(job, "us-central1", catalog=with_table(US_CENTRAL1_TABLE))
     assert result.price_kind == "on-demand"
     assert result.usd_per_h == result.on_demand_usd_per_h is not None
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from jobs.core.catalog import load_catalog
 from tests.conftest import REPO, TEST_DATA
+from tests.jobs.core.price_tables import US_CENTRAL1_TABLE, write_table
 from tests.jobs.training.quota_fakes import FakeGoogle
 from vtx.cli import app
 
@@ -132,11 +133,15 @@ def test_validate_refuses_a_job_without_one_of_the_stacks_teams(tmp_path: Path) 
     assert code == 0, out
 
 
-def test_cost_prints_pools_totals_spot_timeout_quota_and_table() -> None:
+def test_cost_prints_pools_totals_spot_timeout_quota_and_table(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    write_table(tmp_path, US_CENTRAL1_TABLE)
     code, out = vtx("cost", str(TEMPLATES / "l4-spot-lora.yaml"))
     assert code == 0, out
     table = load_catalog().price_table("us-central1")
-    assert table is not None
+    assert table is not None and table.name == "test-us-central1-2026-11-27"
     machine, gpu = table.machines["g2-standard-8"], table.accelerators["NVIDIA_L4"]
     assert machine.usd_per_h is not None and gpu.usd_per_h is not None
     assert f"${machine.usd_per_h + gpu.usd_per_h:,.2f}" in out

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import TEMPLATES
+from tests.jobs.core.price_tables import US_CENTRAL1_TABLE, write_table
 from tests.jobs.training.estimate_args import ON_L4, TINY
 from vtx.cli import app
 
 
-def test_vtx_cost_run_time_prints_the_estimate_and_says_when_the_price_is_unknown() -> None:
+def test_vtx_cost_run_time_prints_the_estimate_and_says_when_the_price_is_unknown(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    write_table(tmp_path, US_CENTRAL1_TABLE)  # on-demand figures for g2-standard-8 and its L4
     args = ["cost", str(TEMPLATES / "smoke-cpu.yaml"), "--run-time", *TINY, *ON_L4]
     env = {"COLUMNS": "200"}
     on_demand = CliRunner().invoke(

@@ -10,6 +10,7 @@ from rich.console import Console
 from jobs.spec.template import JobTemplate
 from jobs.training.cost import estimate
 from jobs.training.facts import template_facts
+from tests.jobs.core.price_tables import US_CENTRAL1_TABLE, with_table
 from tests.jobs.training.scheduling_templates import L4, RESERVATION, template, with_reservation
 from vtx.views.output import print_cost
 
@@ -22,7 +23,8 @@ def _printed(result: Any) -> str:
 
 def test_a_reservation_is_priced_unknown_never_silently_on_demand() -> None:
     doc = template({"chief": with_reservation(L4, affinity="specific", values=[RESERVATION])})
-    result = estimate(template_facts(JobTemplate.from_document(doc)), "us-central1")
+    job = template_facts(JobTemplate.from_document(doc))
+    result = estimate(job, "us-central1", catalog=with_table(US_CENTRAL1_TABLE))
     assert result.price_kind == "reservation" and result.usd_per_h is None
     assert result.usd_at_timeout is None and result.on_demand_usd_per_h is not None
     text = _printed(result)
