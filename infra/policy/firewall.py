@@ -11,11 +11,13 @@ egress rules (``destinationRanges``, ``match.destIpRanges``), for stacks with no
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from infra.policy.values import UNKNOWN, known
+
+T = TypeVar("T")
 
 FIREWALL = "gcp:compute/firewall:Firewall"
 POLICY_RULE_TYPES = frozenset(
@@ -177,19 +179,30 @@ def _policy_rule(rule: Mapping[str, Any], where: str) -> Iterator[Exposure]:
 
 def internet_exposures(resource_type: str, props: Mapping[str, Any]) -> list[Exposure]:
     """What an ingress rule opens to internet-wide sources; [] for anything else."""
+    return _each_rule(resource_type, props, _vpc_rule, _policy_rule)
+
+
+def _each_rule(
+    resource_type: str,
+    props: Mapping[str, Any],
+    vpc_rule: Callable[[Mapping[str, Any]], Iterable[T]],
+    policy_rule: Callable[[Mapping[str, Any], str], Iterable[T]],
+) -> list[T]:
+    """``vpc_rule`` over a VPC firewall, ``policy_rule`` over a firewall policy's rule or each
+    rule of a policy that holds them (with its path); [] for anything else."""
     if resource_type == FIREWALL:
-        return list(_vpc_rule(props))
+        return list(vpc_rule(props))
     if resource_type in POLICY_RULE_TYPES:
-        return list(_policy_rule(props, ""))
+        return list(policy_rule(props, ""))
     if resource_type in POLICY_WITH_RULES_TYPES:
         rules = props.get("rules")
         if not isinstance(rules, Sequence) or isinstance(rules, str):
             return []
         return [
-            exposure
+            found
             for index, rule in enumerate(rules)
             if isinstance(rule, Mapping)
-            for exposure in _policy_rule(rule, f"rules[{index}]")
+            for found in policy_rule(rule, f"rules[{index}]")
         ]
     return []
 
@@ -246,18 +259,4 @@ def _policy_egress(rule: Mapping[str, Any], where: str) -> Iterator[EgressOpenin
 
 def internet_egress(resource_type: str, props: Mapping[str, Any]) -> list[EgressOpening]:
     """What an egress rule lets out to internet-wide destinations; [] for anything else."""
-    if resource_type == FIREWALL:
-        return list(_vpc_egress(props))
-    if resource_type in POLICY_RULE_TYPES:
-        return list(_policy_egress(props, ""))
-    if resource_type in POLICY_WITH_RULES_TYPES:
-        rules = props.get("rules")
-        if not isinstance(rules, Sequence) or isinstance(rules, str):
-            return []
-        return [
-            opening
-            for index, rule in enumerate(rules)
-            if isinstance(rule, Mapping)
-            for opening in _policy_egress(rule, f"rules[{index}]")
-        ]
-    return []
+    return _each_rule(resource_type, props, _vpc_egress, _policy_egress)
