@@ -458,16 +458,21 @@ def _load_catalog(directory: Path, refreshed: tuple[tuple[str, int], ...]) -> Ca
         serving_unconfirmed=tuple(serving["unconfirmed"]),
         accelerators=_named(accelerators["accelerators"], Accelerator),
         regions=_named(regions["regions"], Region),
-        limits=Limits.model_validate(limits),
+        limits=vertex_limits(directory),
         price_tables=tuple(t for t in tables if t.kind == "training"),
         serving_price_tables=tuple(t for t in tables if t.kind == "serving"),
         sources=sources,
     )
 
 
-def vertex_limits() -> Limits:
-    """Vertex's API limits (limits.yaml): display names, labels, restarts and retries, ..."""
-    return load_catalog().limits
+@cache
+def vertex_limits(directory: Path = CATALOG_DIR) -> Limits:
+    """Vertex's API limits (limits.yaml): display names, labels, restarts and retries, ...
+
+    Read alone, not through `load_catalog`: modules take their constants from it at import,
+    and the CLI imports them all before it parses a command; the whole catalog (machines,
+    regions, every price table) costs it about 0.15 s."""
+    return Limits.model_validate(_read(directory / "limits.yaml"))
 
 
 def vertex_default_timeout_s() -> int:
