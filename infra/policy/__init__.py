@@ -2,8 +2,8 @@
 
 ``rules`` lists the rules in order (``RULES``); ``rule_types`` says what a rule and a check are;
 the checks are plain functions over a resource's type token and properties (no Pulumi import), one
-module per domain (``storage_checks``, ``iam_checks``, ``credential_checks``, ``network_checks``,
-``vm_checks``, ``cost_checks``) over the readers of ``iam``, ``firewall``, ``instances``,
+module per domain in ``checks`` (``storage``, ``iam``, ``credentials``, ``network``, ``egress``,
+``vms``, ``cost``) over the readers of ``iam``, ``firewall``, ``instances``,
 ``labels`` and ``values``. ``evaluate`` runs them offline (tests, ``vtx review``) and ``policies``
 wraps the same functions as CrossGuard policies for ``pulumi preview --policy-pack infra/policy``.
 """

@@ -9,22 +9,22 @@ what a rule and a check are is in ``rule_types.py``.
 
 from __future__ import annotations
 
-from infra.policy.cost_checks import budget_present, labels_present
-from infra.policy.credential_checks import (
+from infra.policy.checks.cost import budget_present, labels_present
+from infra.policy.checks.credentials import (
     kms_key_rotation,
     no_default_compute_identity,
     no_secret_values_in_state,
     no_service_account_keys,
     trainer_not_default_compute,
 )
-from infra.policy.egress_checks import (
+from infra.policy.checks.egress import (
     default_route_denied,
     no_cloud_nat,
     no_external_address,
     no_internet_egress_allow,
     peering_default_route_removed,
 )
-from infra.policy.iam_checks import (
+from infra.policy.checks.iam import (
     audit_logs_no_exemptions,
     budget_canceler_only_cancels,
     no_admin_roles_on_service_accounts,
@@ -34,7 +34,7 @@ from infra.policy.iam_checks import (
     no_project_wide_privilege_escalation,
     no_public_principals,
 )
-from infra.policy.network_checks import (
+from infra.policy.checks.network import (
     dns_dnssec,
     network_custom_mode,
     network_dns_logging,
@@ -43,8 +43,7 @@ from infra.policy.network_checks import (
     subnet_flow_logs,
     subnet_private_google_access,
 )
-from infra.policy.rule_types import Rule
-from infra.policy.storage_checks import (
+from infra.policy.checks.storage import (
     bucket_cmek,
     bucket_public_access_prevention,
     bucket_uniform_access,
@@ -53,7 +52,7 @@ from infra.policy.storage_checks import (
     registry_immutable_tags,
     tensorboard_cmek,
 )
-from infra.policy.vm_checks import (
+from infra.policy.checks.vms import (
     instance_block_project_ssh_keys,
     instance_no_external_ip,
     instance_no_ip_forwarding,
@@ -62,6 +61,7 @@ from infra.policy.vm_checks import (
     instance_os_login,
     instance_shielded_vm,
 )
+from infra.policy.rule_types import Rule
 
 RULES: tuple[Rule, ...] = (
     Rule(

@@ -16,7 +16,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infra.policy.egress_checks import INTERNET_GATEWAY
+from infra.policy.checks.egress import INTERNET_GATEWAY
 from infra.policy.firewall import FIREWALL, is_internet_wide
 from infra.policy.values import known
 from infra.review.diagram import display_name

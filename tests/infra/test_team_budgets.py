@@ -12,7 +12,7 @@ import yaml
 from infra.components.team_budgets import BUDGET_PUBLISHER, FUNCTION_SOURCE
 from infra.config import CANCEL_PERMISSIONS
 from infra.offline.program import OfflineRun, RecordedResource, run_offline
-from infra.policy.credential_checks import DEFAULT_COMPUTE_ACCOUNT
+from infra.policy.checks.credentials import DEFAULT_COMPUTE_ACCOUNT
 from infra.policy.iam import grants_of
 from jobs.core.stack import LABEL_TEAM, StackOutputs
 

@@ -15,8 +15,8 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from infra.policy.checks.network import NETWORK, NETWORK_PATH, NetworkKey, network_key, same_network
 from infra.policy.firewall import FIREWALL, internet_egress, is_internet_wide
-from infra.policy.network_checks import NETWORK, NETWORK_PATH, NetworkKey, network_key, same_network
 from infra.policy.rule_types import RuleContext, StackResource
 from infra.policy.values import UNKNOWN, known
 

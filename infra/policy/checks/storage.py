@@ -1,7 +1,7 @@
 """Checks on where the platform keeps data, images and training metrics.
 
 Buckets: uniform bucket-level access, public access prevention, a customer-managed key (prod).
-Legacy bucket and object ACLs, which bucket IAM (``iam_checks.no_public_principals``) does not
+Legacy bucket and object ACLs, which bucket IAM (``checks.iam.no_public_principals``) does not
 see. Artifact Registry: immutable Docker tags and a customer-managed key (prod). Vertex
 TensorBoard: a customer-managed key (prod). A key unknown until apply (a key the same preview
 creates) counts as set.
