@@ -53,6 +53,18 @@ def object_name_problem(name: str) -> str | None:
     return None
 
 
+def split_gs_uri(uri: str, write: str) -> tuple[str, str]:
+    """``gs://BUCKET[/REST]`` -> (BUCKET, REST); a ValueError naming what is wrong (not
+    ``gs://``, or a bucket GCS refuses) and, for the first, the form to ``write``."""
+    if not uri.startswith("gs://"):
+        raise ValueError(f"{uri!r} is not a gs:// URI; write {write}")
+    bucket, _, rest = uri.removeprefix("gs://").partition("/")
+    problem = bucket_name_problem(bucket)
+    if problem:
+        raise ValueError(f"{uri}: {problem}")
+    return bucket, rest
+
+
 def gcs_folder_problem(uri: str) -> str | None:
     """A ``gs://BUCKET/PATH`` folder URI (``baseOutputDirectory``: replicas get it as
     AIP_MODEL_DIR and friends), or why not: not ``gs://``, a bucket GCS refuses, or ``.`` and

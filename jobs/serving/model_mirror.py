@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.core.gcs_names import bucket_name_problem, object_name_problem
+from jobs.core.gcs_names import object_name_problem, split_gs_uri
 from jobs.core.stack import StackOutputs
 
 MANIFEST = "vtx-manifest.json"
@@ -59,12 +59,10 @@ class Prefix:
 
     @classmethod
     def parse(cls, uri: str) -> Prefix:
-        if not uri.startswith("gs://"):
-            raise MirrorError(f"--to {uri!r} is not a gs:// URI; write gs://BUCKET/PREFIX")
-        bucket, _, path = uri.removeprefix("gs://").partition("/")
-        problem = bucket_name_problem(bucket)
-        if problem:
-            raise MirrorError(f"--to {uri}: {problem}")
+        try:
+            bucket, path = split_gs_uri(uri, "gs://BUCKET/PREFIX")
+        except ValueError as exc:
+            raise MirrorError(f"--to {exc}") from None
         return cls(bucket, path.strip("/"))
 
     def object(self, relative: str) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.core.gcs_names import bucket_name_problem, object_name_problem
+from jobs.core.gcs_names import object_name_problem, split_gs_uri
 from jobs.local.platform.state import LOCAL_BUCKETS, LOCAL_PROJECT
 
 TIMEOUT_S = 60.0
@@ -40,13 +40,10 @@ class GcsUri:
 
     @classmethod
     def parse(cls, uri: str) -> GcsUri:
-        if not uri.startswith("gs://"):
-            raise UploadError(f"{uri!r} is not a gs:// URI; write gs://BUCKET[/PREFIX]")
-        bucket, _, name = uri.removeprefix("gs://").partition("/")
-        problem = bucket_name_problem(bucket)
-        if problem:
-            raise UploadError(f"{uri}: {problem}")
-        return cls(bucket, name)
+        try:
+            return cls(*split_gs_uri(uri, "gs://BUCKET[/PREFIX]"))
+        except ValueError as exc:
+            raise UploadError(str(exc)) from None
 
     def __str__(self) -> str:
         return f"gs://{self.bucket}/{self.name}"
