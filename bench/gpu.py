@@ -619,7 +619,6 @@ def checkpoint_markdown(raw: dict[str, Any]) -> str:
 
 def drill_child(scale: Scale, data: str, root: str) -> dict[str, Any]:
     """An undisturbed run; the same run stopped by SIGTERM after a step, then restarted."""
-    import torch
 
     from trainer.config.env import VertexEnv
     from trainer.config.schema import parse_config
@@ -633,13 +632,16 @@ def drill_child(scale: Scale, data: str, root: str) -> dict[str, Any]:
         return train(parse_config(cfg), VertexEnv.from_environ({}))
 
     assert run(f"{root}/undisturbed") == 0
+    # The same run again: whether two undisturbed runs agree tells a difference that resuming
+    # makes from one the kernels make on their own (atomics in bf16 backward passes).
+    assert run(f"{root}/again") == 0
     os.environ[SIGTERM_AFTER_STEP_ENV] = str(stop_after)
     stopped = run(f"{root}/preempted")
     del os.environ[SIGTERM_AFTER_STEP_ENV]
     resumed = run(f"{root}/preempted")
-    a, b = _weights(f"{root}/undisturbed/model"), _weights(f"{root}/preempted/model")
-    differ = [k for k in a if not torch.equal(a[k], b[k])]
-    largest = max((float((a[k].float() - b[k].float()).abs().max()) for k in differ), default=0.0)
+    a = _weights(f"{root}/undisturbed/model")
+    differ, largest = _compare(a, _weights(f"{root}/preempted/model"))
+    again_differ, again_largest = _compare(a, _weights(f"{root}/again/model"))
     return {
         "steps": steps,
         "stopped_after": stop_after,
@@ -649,7 +651,18 @@ def drill_child(scale: Scale, data: str, root: str) -> dict[str, Any]:
         "tensors": len(a),
         "differing": len(differ),
         "largest_difference": largest,
+        "again_differing": len(again_differ),
+        "again_largest_difference": again_largest,
     }
+
+
+def _compare(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], float]:
+    """The tensors that differ between two state dicts, and the largest difference."""
+    import torch
+
+    differ = [k for k in a if not torch.equal(a[k], b[k])]
+    largest = max((float((a[k].float() - b[k].float()).abs().max()) for k in differ), default=0.0)
+    return differ, largest
 
 
 def _weights(model_dir: str) -> dict[str, Any]:
@@ -666,10 +679,22 @@ def drill_markdown(raw: dict[str, Any]) -> str:
         else f"**not bit-identical**: {raw['differing']} of {raw['tensors']} tensors differ, "
         f"by at most {raw['largest_difference']:.3g}"
     )
+    again = raw.get("again_differing")
+    baseline = (
+        ""
+        if again is None
+        else " The undisturbed run made twice: "
+        + (
+            "bit-identical to itself."
+            if again == 0
+            else f"{again} of {raw['tensors']} tensors differ between the two, by at most "
+            f"{raw['again_largest_difference']:.3g}: the kernels alone are not deterministic."
+        )
+    )
     return (
         f"A {raw['steps']}-step run sent SIGTERM after step {raw['stopped_after']} (exit "
         f"{raw['stop_exit']}, expected {raw['expected_exit']}), restarted (exit "
-        f"{raw['resume_exit']}): final weights {verdict}."
+        f"{raw['resume_exit']}): final weights {verdict}.{baseline}"
     )
 
 
@@ -778,13 +803,15 @@ def _parts(scale: Scale, data: str, dry_run: bool, peak: float):
         raw = _in_child("drill", dry_run, data=data)
         report.add("drill", "SIGTERM and resume", raw, drill_markdown(raw))
 
+    # The parts that the aims are judged on come first (MFU and the ratio to HF, the chunked
+    # loss's memory, the drill), so a lease cut short still decides them.
     return [
         ("0.5B full", full_05b, 150.0),
-        ("0.5B LoRA", lora_05b, 60.0),
         ("1.5B full, 128k vocabulary", chunked_15b, 80.0),
+        ("drill", drill, 40.0),
+        ("0.5B LoRA", lora_05b, 60.0),
         ("attention", attention, 20.0),
         ("checkpoint", checkpoint, 60.0),
-        ("drill", drill, 40.0),
     ]
 
 
