@@ -14,6 +14,7 @@ the same reasons (jobs/training/quotas.py)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -165,17 +166,33 @@ def refresh(
 
 
 def write_tables(found: list[PriceTable], directory: Path) -> list[Path]:
-    """Each table as ``<name>.yaml``; a table of the same name (same day) is replaced."""
+    """Each table as ``<name>.yaml``; a table of the same name (same day) is replaced. Each is
+    written whole to a hidden file beside it and then renamed over it (``os.replace``, atomic):
+    a refresh cut short leaves the old table or the new one, never half of one, and the
+    catalog loader (which reads ``*.yaml`` only) never sees the hidden file."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         written = []
         for table in found:
             path = directory / f"{table.name}.yaml"
             document = table.model_dump(mode="json", exclude_none=True)
-            path.write_text(yaml.safe_dump(document, sort_keys=False))
+            _replace(path, yaml.safe_dump(document, sort_keys=False))
             written.append(path)
         return written
     except OSError as exc:
         raise PricesUnavailable(
             f"cannot write the tables into {directory}: {exc.strerror}"
         ) from exc
+
+
+def _replace(path: Path, text: str) -> None:
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
