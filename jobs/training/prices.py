@@ -25,6 +25,7 @@ import yaml
 from jobs.core.catalog import Catalog, PriceTable, refreshed_prices_dir
 from jobs.core.catalog.billing_skus import Matched, match, tables
 from jobs.core.stack import StackOutputs
+from jobs.core.user_io import load_json_text
 from jobs.vertex.google_session import NotAuthenticated, rest_session
 
 CLOUD_BILLING = "https://cloudbilling.googleapis.com"
@@ -42,6 +43,9 @@ CURRENCY = "USD"
 LOCAL_PREFIX = "billing-local"
 """The tables written from the local platform's stand-in are named apart."""
 PAGE_SIZE = 5000
+MAX_PAGES = 200
+"""The most pages a catalog is read in: a service has tens of thousands of SKUs (a few pages of
+5,000); a ``nextPageToken`` that never ends is cut off here with an error, not read for ever."""
 TIMEOUT_S = (5.0, 60.0)
 
 
@@ -78,7 +82,7 @@ class BillingCatalogReader:
 
     def skus(
         self, service: str, currency: str = CURRENCY, page_size: int = PAGE_SIZE
-    ) -> list[dict]:
+    ) -> list[object]:
         import requests
         from google.auth.exceptions import GoogleAuthError
 
@@ -86,8 +90,8 @@ class BillingCatalogReader:
         params: dict[str, Any] = {"currencyCode": currency, "pageSize": page_size}
         if self.api_key:
             params["key"] = self.api_key
-        found: list[dict] = []
-        while True:
+        found: list[object] = []
+        for _ in range(MAX_PAGES):
             try:
                 response = self.session.get(url, params=params, timeout=TIMEOUT_S)
             except requests.RequestException as exc:
@@ -95,24 +99,42 @@ class BillingCatalogReader:
             except GoogleAuthError as exc:
                 raise PricesUnavailable(f"not authenticated: {exc}") from exc
             page = _page(response, url)
-            found += [s for s in page.get("skus") or [] if isinstance(s, dict)]
+            found += _skus(page, url)
             token = page.get("nextPageToken")
             if not token:
                 return found
+            if not isinstance(token, str) or token == params.get("pageToken"):
+                raise PricesUnavailable(
+                    f"{url} answered the nextPageToken {str(token)[:40]!r} again (or not as a "
+                    "string): its pages do not end"
+                )
             params = {**params, "pageToken": token}
+        raise PricesUnavailable(
+            f"{url} still had a nextPageToken after {MAX_PAGES} pages of {page_size} SKUs "
+            "(no service has that many): stopped reading; try again later"
+        )
+
+
+def _skus(page: dict, url: str) -> list[object]:
+    """A page's SKUs, each as answered: one that is no SKU is refused by the matcher, saying
+    why; a ``skus`` that is no list is the page's error."""
+    skus = page.get("skus") or []
+    if not isinstance(skus, list):
+        raise PricesUnavailable(f"{url} answered skus as a {type(skus).__name__}, not a list")
+    return skus
 
 
 def _page(response: Any, url: str) -> dict:
     if not response.ok:
         try:
-            said = str(response.json()["error"]["message"])
+            said = str(load_json_text(response.content)["error"]["message"])[:500]
         except (ValueError, KeyError, TypeError):
             said = response.reason or ""
         raise PricesUnavailable(f"HTTP {response.status_code} {said} from {url}".strip())
     try:
-        page = response.json()
-    except ValueError:
-        page = None
+        page = load_json_text(response.content)
+    except ValueError as exc:  # not JSON, or nested past any real page (no RecursionError)
+        raise PricesUnavailable(f"{url} did not answer with usable JSON: {exc}") from None
     if not isinstance(page, dict):
         raise PricesUnavailable(f"{url} did not answer with a JSON object")
     return page

@@ -104,7 +104,8 @@ def _priced(cat: Catalog) -> list[tuple[str, str, str, str, str, Decimal]]:
                 if acc is None or name not in GPU_WORDS:
                     continue  # TPUs: no SKU form known (docs/vertex-facts.md)
                 usd = Decimal(str(acc.memory_gb)) * STAND_IN_RATES["gpu_gb"]
-                words = GPU_NAMES.get(name, f"Nvidia {GPU_WORDS[name][0].title()} GPU")
+                tesla = "Tesla " if "TESLA" in name else ""
+                words = GPU_NAMES.get(name, f"Nvidia {tesla}{GPU_WORDS[name][0].upper()} GPU")
                 found.append((region.name, kind, name, words, "GPU", usd))
     return found
 

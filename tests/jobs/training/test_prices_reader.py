@@ -16,6 +16,7 @@ import yaml
 
 from jobs.training.prices import (
     COMPUTE_SERVICE,
+    MAX_PAGES,
     VERTEX_SERVICE,
     BillingCatalogReader,
     PricesUnavailable,
@@ -63,7 +64,8 @@ def test_every_page_is_read_with_the_currency(server: str) -> None:
     reader = BillingCatalogReader(stack_outputs(vertex_endpoint=server))
     found = reader.skus(VERTEX_SERVICE, page_size=5)
     assert [s["skuId"] for s in found] == [s["skuId"] for s in SKUS]
-    assert [r.get("pageToken") for r in _Catalog.requests] == [None, "5", "10", "15", "20", "25"]
+    tokens = [None, *(str(n) for n in range(5, len(SKUS), 5))]
+    assert [r.get("pageToken") for r in _Catalog.requests] == tokens
     assert {(r["currencyCode"], r["pageSize"]) for r in _Catalog.requests} == {("USD", "5")}
 
 
@@ -106,8 +108,8 @@ def test_refresh_writes_a_dated_table_only_where_a_figure_matched(server: str, t
     )
     h100 = written["accelerators"]["NVIDIA_H100_80GB"]
     assert (h100["flex_start_usd_per_h"], h100["flex_start_sku"]) == (
-        pytest.approx(5.7),
-        "B001-0000-0001+A001-0000-0022",
+        pytest.approx(4.200761 + 1.4694826),
+        "341A-49A5-0C07+5853-505F-A5C4",
     )
     assert [r["path"] for r in _Catalog.requests] == [
         "/v1/services/C7E2-9256-1C43/skus",
@@ -119,9 +121,62 @@ def test_refresh_writes_a_dated_table_only_where_a_figure_matched(server: str, t
         "spot_usd_per_h": 0.161,
         "spot_basis": "catalog",
         "sku": "A001-0000-0001",
-        "sku_description": "Custom Training Nvidia Tesla T4 GPU running in Americas",
+        "sku_description": "Vertex AI: Training/Pipelines on Nvidia Tesla T4 in Americas",
         "spot_sku": "A001-0000-0002",
-        "spot_sku_description": "Spot Preemptible Custom Training Nvidia Tesla T4 GPU running in "
-        "Americas",
+        "spot_sku_description": "Vertex AI: Training/Pipelines on Nvidia Tesla T4 in Americas",
         "fetched_at": "2026-11-27T03:00:05Z",
     }
+
+
+class _Bad(JsonHandler):
+    """A catalog that misbehaves as ``mode`` says."""
+
+    mode = "endless"
+    pages = 0
+
+    def do_GET(self) -> None:
+        type(self).pages += 1
+        token = parse_qs(urlparse(self.path).query).get("pageToken", ["0"])[0]
+        if self.mode == "endless":  # a new token every page, for ever
+            return self.answer(200, {"skus": [], "nextPageToken": str(int(token) + 1)})
+        if self.mode == "same token":
+            return self.answer(200, {"skus": [], "nextPageToken": "again"})
+        if self.mode == "deep":
+            return self.answer(200, b"[" * 100_000 + b"]" * 100_000)
+        if self.mode == "deep error":
+            return self.answer(500, b'{"error": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+        return self.answer(200, {"skus": 7})
+
+
+@pytest.fixture
+def bad_server() -> Iterator[str]:
+    _Bad.pages = 0
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Bad)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("endless", r"still had a nextPageToken after 200 pages"),
+        ("same token", r"answered the nextPageToken 'again' again"),
+        ("deep", r"did not answer with usable JSON: JSON nested more than 64 levels"),
+        ("deep error", r"^HTTP 500"),
+        ("skus not a list", r"answered skus as a int, not a list"),
+    ],
+)
+def test_a_catalog_whose_pages_never_end_or_cannot_be_read_is_refused_in_one_line(
+    bad_server: str, mode: str, said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_Bad, "mode", mode)
+    reader = BillingCatalogReader(stack_outputs(vertex_endpoint=bad_server))
+    with pytest.raises(PricesUnavailable, match=said) as caught:
+        reader.skus(VERTEX_SERVICE)
+    assert "\n" not in str(caught.value)
+    assert _Bad.pages <= MAX_PAGES
