@@ -180,3 +180,55 @@ def test_a_catalog_whose_pages_never_end_or_cannot_be_read_is_refused_in_one_lin
         reader.skus(VERTEX_SERVICE)
     assert "\n" not in str(caught.value)
     assert _Bad.pages <= MAX_PAGES
+
+
+def test_saved_pages_write_the_tables_the_api_would(server: str, tmp_path) -> None:
+    # The same SKUs, once through the API (pages of 5) and once from files someone saved:
+    # Vertex's as a list of two pages, Compute Engine's as one page; a SKU of a third service
+    # is refused, saying so.
+    import requests
+
+    from jobs.core.catalog import load_catalog
+    from jobs.training.prices import SavedCatalog, refresh
+
+    now = datetime(2026, 11, 27, 3, 0, 5, tzinfo=UTC)
+    regions = ["us-central1", "us-east4", "europe-west4"]
+    api = BillingCatalogReader(stack_outputs(), session=requests.Session(), endpoint=server)
+    by_api = refresh(api, load_catalog(), regions, now, tmp_path / "api")
+    vertex, compute = tmp_path / "vertex.json", tmp_path / "compute.json"
+    half = len(SKUS) // 2
+    other = {"name": "services/95FF-2EF5-5EA1/skus/0000-0000-0001", "skuId": "0000-0000-0001"}
+    vertex.write_text(
+        json.dumps([{"skus": SKUS[:half], "nextPageToken": "x"}, {"skus": SKUS[half:]}])
+    )
+    compute.write_text(json.dumps({"skus": [*COMPUTE_SKUS, other], "nextPageToken": ""}))
+    saved = SavedCatalog([vertex, compute])
+    by_file = refresh(saved, load_catalog(), regions, now, tmp_path / "file")
+    assert [p.name for p in by_file.written] == [p.name for p in by_api.written]
+    for mine, theirs in zip(by_file.tables, by_api.tables, strict=True):
+        assert (mine.machines, mine.accelerators) == (theirs.machines, theirs.accelerators)
+        assert mine.source.endswith(f"skus, as saved in {vertex}, {compute}")
+    assert by_file.matched.refused == [
+        f"{compute}: SKU 0000-0000-0001 names service 95FF-2EF5-5EA1"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("[1, 2]", "not a services.skus.list answer"),
+        ('{"skus": 3}', "answered skus as a int, not a list"),
+        ("[" * 5000 + "]" * 5000, "JSON nested more than 64 levels deep"),
+        ("{", "not JSON"),
+    ],
+)
+def test_a_saved_file_that_is_no_answer_is_refused_in_one_line(
+    tmp_path, content: str, said: str
+) -> None:
+    from jobs.training.prices import SavedCatalog
+
+    path = tmp_path / "skus.json"
+    path.write_text(content)
+    with pytest.raises(PricesUnavailable, match=said) as caught:
+        SavedCatalog([path])
+    assert "\n" not in str(caught.value)
