@@ -29,7 +29,11 @@ LABEL_BUDGET = "vtx-budget-usd"
 (the follower, the local platform) can stop it: label values are [a-z0-9_-], so ``12.5`` is
 written ``12_5``. Set by the compiler only; a template's own label of this name is dropped."""
 BUDGET_DECIMALS = 6
-OWN_LABELS = (*VTX_LABELS, LABEL_BUDGET, LABEL_TEAM)
+LABEL_ATTEMPT = "vtx-attempt"
+"""The controller's marker on each attempt it submits (``a1``, ``a2``...): looked for before any
+submit, so that a job created by a pass that crashed before writing the run's record is adopted,
+never submitted twice. Set by the controller only."""
+OWN_LABELS = (*VTX_LABELS, LABEL_BUDGET, LABEL_TEAM, LABEL_ATTEMPT)
 """Every label only the compiler writes: a template's own label of one of these names is
 dropped (its budget is ``budget:``, its team ``team:``; `jobs.core.stack.LABEL_TEAM`)."""
 

@@ -1,0 +1,136 @@
+"""The driver through the real clients against the local platform: run records written on
+their generation in the GCS emulator, jobs created with the SDK and listed over REST. Each test
+keeps its records in a bucket of its own (its stack's checkpoints bucket), so the platform's own
+controller, which watches vtx-local-checkpoints, never touches them."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from jobs.control.driver import Driver
+from jobs.control.record import RunRecord, record_of
+from jobs.control.records import Conflict, Records
+from jobs.core.stack import StackOutputs
+from jobs.launch.plan import LaunchOptions, plan_launch
+from jobs.spec.gcloud import load_template
+from jobs.vertex.client import VertexRest
+from tests.jobs.local.local_helpers import wait_for
+
+SLEEPER = {
+    "name": "ctl",
+    "image": "trainer",
+    "command": ["python", "-c", "import time; time.sleep(600)"],
+    "pools": {"chief": {"machine": "n1-standard-4"}},
+    "scheduling": {"timeout": "30m"},
+}
+
+
+@pytest.fixture
+def stack(local_platform: StackOutputs) -> StackOutputs:
+    """The local stack with a checkpoints bucket of this test's own."""
+    from jobs.control.records import storage_client
+
+    bucket = f"vtx-ctl-{uuid.uuid4().hex[:12]}"
+    storage_client(local_platform).create_bucket(bucket)
+    buckets = local_platform.buckets.model_copy(update={"checkpoints": bucket})
+    return local_platform.model_copy(update={"buckets": buckets})
+
+
+def planned(stack: StackOutputs, tmp_path: Path, run_id: str) -> RunRecord:
+    path = tmp_path / f"{run_id}.yaml"
+    path.write_text(yaml.safe_dump(SLEEPER))
+    plan = plan_launch(load_template(path), stack, str(path), LaunchOptions(run_id=run_id))
+    assert not plan.problems, plan.problems
+    return record_of(plan)
+
+
+@pytest.fixture
+def cancel_after(stack: StackOutputs):
+    rest = VertexRest(stack)
+    runs: list[str] = []
+    yield runs
+    for run_id in runs:
+        for job in rest.list(run_id):
+            if not job.terminal:
+                rest.cancel(job.name)
+
+
+def test_a_record_is_written_only_on_the_generation_read(stack: StackOutputs, tmp_path: Path):
+    records = Records(stack)
+    record = planned(stack, tmp_path, "ctl-generations")
+    first = records.create(record)
+    with pytest.raises(Conflict):
+        records.create(record)  # a run has one record
+    second = records.write(record.model_copy(update={"stopping": "x"}), first)
+    with pytest.raises(Conflict):
+        records.write(record, first)  # stale: someone wrote since
+    stored = records.read(record.run_id)
+    assert stored is not None and stored.generation == second and stored.record.stopping == "x"
+    assert [s.record.run_id for s in records.live()] == [record.run_id]
+
+
+def test_two_drivers_at_once_submit_each_attempt_once(
+    stack: StackOutputs, tmp_path: Path, cancel_after: list[str]
+) -> None:
+    records = Records(stack)
+    run_ids = [f"ctl-race-{n}" for n in range(6)]
+    cancel_after += run_ids
+    for run_id in run_ids:
+        records.create(planned(stack, tmp_path, run_id))
+    drivers = [Driver(stack), Driver(stack)]
+    start = threading.Barrier(len(drivers))
+    conflicts: list[int] = []
+
+    def passes(driver: Driver) -> None:
+        start.wait()
+        for _ in range(2):
+            conflicts.append(driver.run_pass().conflicts)
+
+    threads = [threading.Thread(target=passes, args=(d,)) for d in drivers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    rest = VertexRest(stack)
+    for run_id in run_ids:
+        jobs = rest.list(run_id)
+        assert len(jobs) == 1, (run_id, [j.name for j in jobs])
+        stored = records.read(run_id)
+        assert stored is not None
+        assert [(a.marker, a.job) for a in stored.record.attempts] == [("a1", jobs[0].name)]
+        assert jobs[0].labels["vtx-attempt"] == "a1"
+
+
+def test_a_job_submitted_by_a_pass_that_died_before_its_write_is_adopted(
+    stack: StackOutputs, tmp_path: Path, cancel_after: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = "ctl-adopt"
+    cancel_after.append(run_id)
+    records = Records(stack)
+    records.create(planned(stack, tmp_path, run_id))
+
+    class Killed(BaseException):
+        """What kill -9 leaves: the job created, the record not written after it."""
+
+    def killed(*args: object) -> None:
+        raise Killed
+
+    dying = Driver(stack)
+    monkeypatch.setattr(dying, "record_job", killed)
+    with pytest.raises(Killed):
+        dying.run_pass()
+    created = VertexRest(stack).list(run_id)
+    assert len(created) == 1
+    stored = records.read(run_id)
+    assert stored is not None and stored.record.attempts[0].job is None
+    report = Driver(stack).run_pass()
+    assert any(line.startswith(f"adopt {created[0].name}") for line in report.actions[run_id])
+    stored = records.read(run_id)
+    assert stored is not None and stored.record.attempts[0].job == created[0].name
+    wait_for(lambda: VertexRest(stack).get(created[0].name).state != "JOB_STATE_QUEUED")
+    assert len(VertexRest(stack).list(run_id)) == 1
