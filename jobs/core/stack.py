@@ -137,6 +137,10 @@ class StackOutputs(BaseModel):
     (``https://REGION-python.pkg.dev/PROJECT/REPO/simple/``)."""
     docker_mirror: str | None = None
     """egress none: a virtual Docker repository, the stack's images then Docker Hub's."""
+    controller: bool = False
+    """A controller walks this stack's capacity ladders and enforces its runs' and studies'
+    budgets (`jobs.control`): `vtx launch` writes the run's record and returns. False: the CLI
+    walks a ladder and holds a budget only while it follows the run."""
     # Set only by the local platform; None means Google's public endpoints.
     vertex_endpoint: str | None = None
     gcs_endpoint: str | None = None

@@ -25,6 +25,7 @@ from jobs.runs.goodput import Goodput, goodput_of
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
 from jobs.runs.watch import AttemptStatus, RunStatus, attempts_of, run_status
 from jobs.vertex.client import NEVER, JobRecord, VertexRest
+from vtx.flows.controlled import controller_status
 from vtx.options import (
     RefArg,
     StackFileOpt,
@@ -122,7 +123,10 @@ def status(
     out, vertex = console(), rest_client(stack, stack_file)
     with api_errors(out):
         if study := study_watch.find_study(vertex, ref):  # a study: its trials, the best one
-            return study_watch.show_status(out, study, fmt, vertex, timeline)
+            study_watch.show_status(out, study, fmt, vertex, timeline)
+            if fmt is OutputFormat.table:
+                _print_controller(out, controller_status(vertex.stack, study.run_id), True)
+            return
     found, goodput = watched_run(out, vertex, ref)
     newest, progress = found.newest.job, found.progress
     storage = Storage(vertex.stack)
@@ -130,14 +134,30 @@ def status(
         found,
         stored=stored_checkpoints(storage, newest.output_prefix, progress.checkpoint_path),
     )
+    controller = controller_status(vertex.stack, newest.run_id)
     if fmt is OutputFormat.table:
         print_status(out, found)
         out.print(Text("goodput: ") + Text(goodput_line(goodput)))
         if timeline:
             for row in timeline_rows(goodput):
                 out.print(row, soft_wrap=False, overflow="ignore", crop=False)
+        _print_controller(out, controller)
     else:
-        print_document(out, {**status_json(found), "goodput": goodput_json(goodput)}, fmt)
+        document = {**status_json(found), "goodput": goodput_json(goodput)}
+        if controller is not None:
+            document["controller"] = controller
+        print_document(out, document, fmt)
+
+
+def _print_controller(out: Console, controller: dict | None, budget: bool = False) -> None:
+    """The controller's last pass; with ``budget`` (a study, whose table has no meter line of
+    its own) why it stopped the run."""
+    if controller is None:
+        return
+    out.print(controller["line"], highlight=False, markup=False)
+    if budget and controller["stopped_by_budget"]:
+        out.print(f"stopped by its budget: {controller['stopped_by_budget']}", highlight=False,
+                  markup=False)  # fmt: skip
 
 
 OutputArg = Annotated[

@@ -13,6 +13,7 @@ from jobs.spec.template import JobTemplate
 from jobs.training.quotas import QuotaReader
 from jobs.vertex.client import Vertex, VertexRest
 from vtx.confirm import Ask, plan_and_confirm
+from vtx.flows.controlled import launch_controlled
 from vtx.flows.follow import LogView, follow_run, log_source
 from vtx.flows.model_upload import upload_run_model
 from vtx.options import (
@@ -90,6 +91,12 @@ def launch_job(
     )  # fmt: skip
 
     def submit() -> int:
+        if stack.controller:
+            with api_errors(out, "not submitted"):
+                code = launch_controlled(out, plan, stack, options.follow, options.poll_s, vertex)
+            if code or not options.follow or options.upload is None or plan.study is not None:
+                return code
+            return upload_run_model(out, stack, plan.run_id, options.upload, answer)
         runner = Runner(plan, vertex or Vertex(stack), follow=options.follow, poll_s=options.poll_s)
         view = LaunchView(out, plan, runner, stack)
         if plan.ladder:  # the walk turns create errors into its decisions

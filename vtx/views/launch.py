@@ -79,6 +79,14 @@ def print_launch_plan(out: Console, launch: LaunchPlan) -> None:
             highlight=False,
         )
         print_study_plan(out, study.study.study, study.cost)
+    stack = first.plan.job.stack
+    if not stack.controller and (launch.ladder or _budget(first.plan.job.template) is not None):
+        out.print(
+            "this stack has no controller: `vtx launch` walks the ladder and holds the budget "
+            "only while it runs (--follow)",
+            style="dim",
+            highlight=False,
+        )
     print_warnings(out, launch.warnings)
 
 

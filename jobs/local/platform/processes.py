@@ -1,17 +1,18 @@
-"""Start, inspect, recover and stop the local platform's two background processes.
+"""Start, inspect, recover and stop the local platform's background processes.
 
-The GCS emulator (`python -m jobs.local.storage.gcs_emulator`) and the control plane (`python -m
-jobs.local.api.server`) each run in their own session so that closing the terminal does not kill
-them, and so that replicas (in sessions of their own) survive a control-plane crash and can be
-re-attached: `vtx local up` after a crash starts only what is gone, on the ports recorded, and
-leaves what survived (the emulator the replicas write to, the replicas) alone; after both died it
-starts both there again (a recorded port another program took since is replaced, and said).
-Both run with umask 077 in a 0700 data dir: jobs, logs, objects and the token are the user's
-alone. `vtx local down` stops the replicas the store records that still run itself once no
-control plane is left to (both processes died, or it was killed for not stopping in time).
-Used by `vtx local up|down|status`, `vtx demo` and the test fixture. Everything about how to run
-comes as one ``LocalSettings`` (jobs/local/platform/settings.py), handed whole to the control
-plane.
+The GCS emulator (`python -m jobs.local.storage.gcs_emulator`), the control plane (`python -m
+jobs.local.api.server`) and the controller beside them (`python -m jobs.control`: what vtx adds over
+Vertex, a ladder's walk and the budgets, a pass every few seconds) each run in their own session so
+that closing the terminal does not kill them, and so that replicas (in sessions of their own)
+survive a control-plane crash and can be re-attached: `vtx local up` after a crash starts only what
+is gone, on the ports recorded, and leaves what survived (the emulator the replicas write to, the
+replicas) alone; after both died it starts both there again (a recorded port another program took
+since is replaced, and said); a controller that stopped is started again by `up` whatever else runs.
+All run with umask 077 in a 0700 data dir: jobs, logs, objects and the token are the user's alone.
+`vtx local down` stops the replicas the store records that still run itself once no control plane is
+left to (both processes died, or it was killed for not stopping in time). Used by `vtx local
+up|down|status`, `vtx demo` and the test fixture. Everything about how to run comes as one
+``LocalSettings`` (jobs/local/platform/settings.py), handed whole to the control plane.
 """
 
 from __future__ import annotations
@@ -45,10 +46,12 @@ from jobs.local.platform.state import (
     PRIVATE_UMASK,
     TOKEN_ENV,
     PlatformState,
+    controller_alive,
     gcs_alive,
     process_alive,
     read_state,
     server_alive,
+    stack_outputs_for,
     state_path,
     write_state,
 )
@@ -59,6 +62,8 @@ log = logging.getLogger(__name__)
 STARTUP_TIMEOUT_S = 30.0
 # The control plane stops running replicas on shutdown (SIGTERM, grace, SIGKILL): wait for that.
 SHUTDOWN_TIMEOUT_S = 60.0
+CONTROLLER_INTERVAL_S = 2.0
+"""Seconds between the local controller's passes: a budget is enforced within two of them."""
 REPLICA_STOP_S = 10.0
 """How long the replicas `down` stops itself get between SIGTERM and SIGKILL."""
 
@@ -202,6 +207,23 @@ def _start_server(settings: LocalSettings, token: str) -> subprocess.Popen[bytes
     return _spawn(cmd, settings.data_dir / "server.log", settings.cwd, env)
 
 
+def _start_controller(state: PlatformState) -> PlatformState:
+    """The controller beside the control plane, given the stack it watches (without the
+    platform's token, which it does not need); the state that records it."""
+    stack = stack_outputs_for(state).model_copy(update={"local_token": None})
+    cmd = [sys.executable, "-m", "jobs.control", "--stack-json", stack.model_dump_json()]
+    cmd += ["--interval", str(CONTROLLER_INTERVAL_S)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [state.cwd, env.get("PYTHONPATH")]))
+    proc = _spawn(cmd, Path(state.data_dir) / "controller.log", Path(state.cwd), env)
+    return state.model_copy(
+        update={
+            "controller_pid": proc.pid,
+            "controller_create_time": psutil.Process(proc.pid).create_time(),
+        }
+    )
+
+
 def clear_stale(data_dir: Path) -> str | None:
     """Remove a state file none of whose processes runs; say so, or None if nothing was done.
     A platform that is partly alive is not stale: `bring_up` recovers it."""
@@ -267,6 +289,8 @@ def start_fresh(
         gcs_create_time=psutil.Process(gcs_proc.pid).create_time() if gcs_proc else None,
         token=token,
     )
+    write_state(state)  # recorded first: a controller that fails to start leaves a platform up
+    state = _start_controller(state)
     write_state(state)
     return state
 
@@ -299,6 +323,10 @@ def bring_up(settings: LocalSettings) -> Started:
     state = read_state(data_dir)
     if state is not None:
         server_up, gcs_up = server_alive(state), gcs_alive(state)
+        if server_up and gcs_up and not controller_alive(state):
+            state = _start_controller(state)
+            write_state(state)
+            return Started(state, "the controller had stopped; started it again")
         if server_up and gcs_up:
             raise PlatformError(
                 f"the local platform is already running from {data_dir}; "
@@ -360,7 +388,7 @@ def _recover(state: PlatformState, settings: LocalSettings, server_up: bool) -> 
         state = state.model_copy(
             update={"gcs_pid": gcs.pid, "gcs_create_time": psutil.Process(gcs.pid).create_time()}
         )
-        write_state(state)
+        state = _with_controller(state)
         return Started(
             state, f"the GCS emulator had stopped; started it again on :{state.gcs_port}"
         )
@@ -373,12 +401,20 @@ def _recover(state: PlatformState, settings: LocalSettings, server_up: bool) -> 
             "server_create_time": psutil.Process(server.pid).create_time(),
         }
     )
-    write_state(state)
+    state = _with_controller(state)
     return Started(
         state,
         f"the control plane had stopped; started it again on :{state.vertex_port} and it "
         f"re-attached to the running jobs (the GCS emulator and the replicas were left running)",
     )
+
+
+def _with_controller(state: PlatformState) -> PlatformState:
+    """The state recorded, with the controller started again when it had stopped too."""
+    if not controller_alive(state):
+        state = _start_controller(state)
+    write_state(state)
+    return state
 
 
 def _terminate(pid: int, timeout_s: float = 10.0) -> None:
@@ -444,6 +480,8 @@ def stop_platform(data_dir: Path) -> PlatformState:
     stopped here."""
     data_dir = data_dir.resolve()
     state = read_state(data_dir)
+    if state is not None and controller_alive(state) and state.controller_pid is not None:
+        _terminate(state.controller_pid)  # first: it acts on the jobs the others stop
     # Both dead: their replicas are stopped here, as bringing both back to stop them would first
     # restart those that died with them.
     both_dead = state is not None and not (server_alive(state) or gcs_alive(state))
@@ -457,6 +495,8 @@ def stop_platform(data_dir: Path) -> PlatformState:
         raise NotRunning(f"nothing to stop: no local platform is running from {data_dir}{detail}")
     if not server_alive(state):
         state = _recover(state, LocalSettings(), server_up=False).state
+        if state.controller_pid is not None:
+            _terminate(state.controller_pid)
     _terminate(state.server_pid, SHUTDOWN_TIMEOUT_S)
     if state.gcs_pid is not None:
         _terminate(state.gcs_pid)

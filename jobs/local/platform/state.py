@@ -69,6 +69,9 @@ class PlatformState(BaseModel):
     gcs_pid: int | None = None
     """None when the platform reuses an emulator it did not start (tests)."""
     gcs_create_time: float | None = None
+    controller_pid: int | None = None
+    """The controller (`python -m jobs.control`) beside the control plane; None: not started."""
+    controller_create_time: float | None = None
     token: str = Field(repr=False)
     """Wanted by the vtx-only endpoints (logs, preemption); see jobs/local/platform/guard.py."""
 
@@ -165,6 +168,10 @@ def gcs_alive(state: PlatformState) -> bool:
     return state.gcs_pid is None or process_alive(state.gcs_pid, state.gcs_create_time)
 
 
+def controller_alive(state: PlatformState) -> bool:
+    return process_alive(state.controller_pid, state.controller_create_time)
+
+
 def running_state(data_dir: Path) -> PlatformState | None:
     """The state of a platform whose processes are all alive, else None."""
     state = read_state(data_dir)
@@ -187,6 +194,7 @@ def stack_outputs_for(state: PlatformState) -> StackOutputs:
         # The platform serves every catalog region (each with its own jobs and capacity), so a
         # capacity ladder's region rungs run here as against a stack given them all.
         regions={r: RegionOutputs() for r in load_catalog().regions if r != LOCAL_REGION},
+        controller=True,  # `vtx local up` starts one beside the control plane
         vertex_endpoint=state.vertex_endpoint,
         gcs_endpoint=state.gcs_endpoint,
         local_token=state.token,

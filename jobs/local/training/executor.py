@@ -25,12 +25,11 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
 
-from jobs.core.contract import budget_of, region_of
+from jobs.core.contract import region_of
 from jobs.core.formats import now_rfc3339
 from jobs.core.states import JobState
 from jobs.local.platform import capacity, vertex_env
@@ -49,14 +48,12 @@ from jobs.local.training.lifecycle import (
     Action,
     CancelAction,
     Decision,
-    JobPrice,
     Preemptable,
     ReplicaStatus,
     ShutdownAction,
     StopReason,
 )
 from jobs.local.training.log_copier import LogCopier, Source
-from jobs.local.training.pricing import job_price, spent
 from jobs.local.training.runtime import Replica, Runtime
 from jobs.local.training.web_access import web_access_uris
 
@@ -115,10 +112,6 @@ class ActiveJob:
     resource: dict
     view: JobView
     rt: Runtime
-    price: JobPrice | None = None
-    """What it pays per hour, read once it runs with a budget (`_over_budget`)."""
-    others_unpriced: bool = False
-    """Whether its log has said that another of the run's jobs has no price."""
 
     @property
     def id(self) -> str:
@@ -134,7 +127,6 @@ class Executor:
         self.store = store
         self.settings = settings
         self._jobs: dict[str, ActiveJob] = {}
-        self._prices: dict[str, JobPrice] = {}
         self._capacity = settings.capacity
         self._needs: dict[str, Need] = {}
         """Job id -> what it asks of its region, read once from its REST form."""
@@ -722,55 +714,12 @@ class Executor:
         if overtime is not None:
             self._stop_all(job, StopReason.TIMEOUT, overtime)
             return
-        overspent = self._over_budget(job, now - rt.started_at)
-        if overspent is not None:
-            self._service_log(job, overspent.message)
-            self._stop_all(job, StopReason.CANCEL, overspent)
-            return
         if rt.chaos_next < len(rt.chaos) and now - rt.started_at >= rt.chaos[rt.chaos_next][0]:
             target = rt.replicas[rt.chaos[rt.chaos_next][1]]
             rt.chaos_next += 1
             if target.running and not lifecycle.in_window(rt.preemption_until, now):
                 self._preempt(job, target, "chaos")
             self._persist(job)
-
-    def _over_budget(self, job: ActiveJob, running_s: float) -> JobError | None:
-        """Its budget's error once the run's meter crossed it (the job's label, `budget:` in its
-        template): this job at its price, plus every other job of the run for the time it ran
-        or runs (`_others`); priced once per job, saying in its log when no price is known."""
-        budget = budget_of(job.resource.get("labels") or {})
-        if budget is None:
-            return None
-        if job.price is None:
-            job.price = self._price(job.resource)
-            if job.price.usd_per_h is None:
-                self._service_log(job, lifecycle.budget_not_enforced(budget, job.price))
-        if job.price.usd_per_h is None:
-            return None
-        others_usd, why = spent(self._others(job), datetime.now(UTC), self._price)
-        if others_usd is None:
-            if not job.others_unpriced:
-                self._service_log(job, lifecycle.budget_not_enforced(budget, job.price, why))
-                job.others_unpriced = True
-            return None
-        return lifecycle.over_budget(budget, job.price, running_s, others_usd)
-
-    def _others(self, job: ActiveJob) -> list[dict]:
-        """The run's other jobs: its earlier attempts (a ladder's rungs, a resubmit) and, for a
-        study's trials (which share the study's run id), the trials that ran or run beside it."""
-        if job.view.run_id is None:
-            return []
-        return [
-            r for r in self.store.run_jobs(job.view.run_id) if r["name"] != job.resource["name"]
-        ]
-
-    def _price(self, resource: dict) -> JobPrice:
-        """A job's price, read once: the tables do not change under a running platform's jobs
-        often enough to be read every tick."""
-        name = resource["name"]
-        if name not in self._prices:
-            self._prices[name] = job_price(resource)
-        return self._prices[name]
 
     def _finish_stop(self, job: ActiveJob, reason: StopReason) -> None:
         state = lifecycle.final_state(reason)

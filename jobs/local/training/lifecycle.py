@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 
 from jobs.core.catalog import vertex_default_timeout_s, vertex_limits
-from jobs.core.formats import fine_money
 from jobs.core.states import JobState
 from jobs.local.platform.rpc_status import Code, JobError
 
@@ -87,48 +86,6 @@ CANCELED = JobError(Code.CANCELLED, "CANCELED")
 PLATFORM_STOPPED = JobError(
     Code.UNAVAILABLE, "The local platform was stopped (vtx local down) while the job ran."
 )
-
-
-@dataclass(frozen=True)
-class JobPrice:
-    """What a job pays per hour (`jobs.local.training.pricing`): the budget's meter."""
-
-    usd_per_h: float | None
-    kind: str
-    """on-demand, Spot or FLEX_START: the price its strategy pays."""
-    table: str | None
-    unknown_because: str | None
-
-
-def over_budget(
-    budget_usd: float, price: JobPrice, running_s: float, earlier_usd: float = 0.0
-) -> JobError | None:
-    """The error a job is cancelled with once its run's meter (what the run's other jobs cost,
-    ``earlier_usd``: its earlier attempts, a study's other trials; plus this job's running time
-    at its price, as Vertex bills from its start) crosses its budget; None below it, or when
-    the price is unknown: a made-up figure never stops a job."""
-    if price.usd_per_h is None:
-        return None
-    usd = earlier_usd + price.usd_per_h * running_s / 3600
-    if usd < budget_usd:
-        return None
-    return JobError(
-        Code.CANCELLED,
-        f"Cancelled by its budget: the run's cost so far {fine_money(usd)} ({price.kind} "
-        f"${price.usd_per_h:.4f}/h, {price.table}) crossed budget.max_cost_usd "
-        f"{fine_money(budget_usd)}.",
-    )
-
-
-def budget_not_enforced(budget_usd: float, price: JobPrice, earlier: str | None = None) -> str:
-    """The log line of a budget no figure is known to enforce: this job's price, or another of
-    the run's jobs' (``earlier``: an earlier attempt's, a study's other trial's)."""
-    why = (
-        price.unknown_because
-        if earlier is None
-        else f"another of the run's jobs has none: {earlier}"
-    )
-    return f"budget.max_cost_usd {fine_money(budget_usd)} not enforced: {why}"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """A run's budget end to end on the local platform: `vtx cost` and the launch plan warn when the
-timeout cap's cost is over it, the platform cancels the run once its meter crosses it, and
-`vtx status` and `vtx list` show the meter, the budget and why the run was stopped."""
+timeout cap's cost is over it, the controller beside the platform (never the platform itself,
+as Vertex never does) cancels the run once its meter crosses it with nobody following, and
+`vtx status` and `vtx list` show the meter, the budget, why the run was stopped and the
+controller's last pass."""
 
 from __future__ import annotations
 
@@ -8,12 +10,11 @@ import json
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
-from tests.jobs.core.price_tables import stand_in_for_the_platform, write_stand_in
+from tests.jobs.core.price_tables import stand_in_for_the_platform
 from vtx.cli import app
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -66,19 +67,22 @@ def test_a_run_over_its_budget_is_cancelled_and_status_says_why(
         assert code == 0, out
         assert "budget.max_cost_usd $0.000003 is under the cost" in flat(out)
         deadline = time.monotonic() + 60  # a safety net for a hung job, not a timing assertion
-        while (document := status_document(RUN_ID))["state"] != "JOB_STATE_CANCELLED":
+        while not ((document := status_document(RUN_ID)).get("controller") or {}).get("outcome"):
             assert time.monotonic() < deadline, document
             time.sleep(0.2)
         code, out = vtx("status", RUN_ID, "--stack", "local")
         listed = vtx("list", "--stack", "local", "--run-id", RUN_ID, "--format", "json")[1]
-    assert "crossed budget.max_cost_usd $0.000003" in document["error"]
+    assert "crossed budget.max_cost_usd $0.000003" in document["controller"]["stopped_by_budget"]
+    assert document["controller"]["outcome"]["state"] == "CANCELLED"
+    assert "crossed budget.max_cost_usd $0.000003" in document["cost"]["stopped_by_budget"]
     cost = document["cost"]
     assert cost["budget_usd"] == 0.000003 and cost["usd_unknown_because"] is None
     assert cost["price_table"] == "billing-local-training-us-central1-2099-01-02"
     assert cost["usd"] is not None and cost["usd"] > 0
     text = flat(out)
     assert "budget $0.000003 (budget.max_cost_usd)" in text
-    assert "Cancelled by its budget" in text and "crossed budget.max_cost_usd $0.000003" in text
+    assert "stopped by its budget" in text and "crossed budget.max_cost_usd $0.000003" in text
+    assert "controller: last pass" in text and "the run ended CANCELLED" in text
     (row,) = json.loads(listed)
     assert row["budget_usd"] == 0.000003 and row["usd"] is not None
 
@@ -97,32 +101,28 @@ def test_launch_says_a_budget_without_a_price_is_not_enforced(
     )
 
 
-def test_the_follower_cancels_a_run_whose_meter_crosses_its_budget(
-    local_platform: StackOutputs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_follower_prints_the_controllers_moves_as_it_stops_a_run_at_its_budget(
+    local_platform: StackOutputs, tmp_path: Path
 ) -> None:
-    """As on Vertex, where only the follower can: here the platform has no price for
-    europe-west4 (its shipped table has none) and enforces nothing, while vtx, in this process,
-    reads a stand-in table for it."""
-    prices = tmp_path / "prices"
-    prices.mkdir()
-    monkeypatch.setenv("VTX_PRICES_DIR", str(prices))
-    write_stand_in(prices, {"europe-west4": (2.0, 0.5)}, "2099-01-03")
+    """`vtx launch --follow` only watches: the controller cancels the run (in europe-west4,
+    a further region of the ladder's kind), and the follower says so as the record gains it."""
     # Ends by itself within a minute should no one cancel it: a failure, not a hung test.
     template = budgeted(tmp_path, 0.000003, sleep_s=45)
     doc = yaml.safe_load(template.read_text())
     template.write_text(yaml.safe_dump({**doc, "region": "europe-west4"}))
     run_id = "budget-follow-1"
     launch = ["launch", str(template), "--stack", "local", "-y", "--run-id", run_id]
-    code, out = vtx(*launch, "--follow", "--poll-s", "0.2")
-    assert code == 1, out
+    with stand_in_for_the_platform({"europe-west4": (2.0, 0.5)}, "2099-01-03"):
+        code, out = vtx(*launch, "--follow", "--poll-s", "0.2")
+        assert code == 1, out
+        document = status_document(run_id)
+        _code, status_out = vtx("status", run_id, "--stack", "local")
     text = flat(out)
-    assert "crossed budget.max_cost_usd $0.000003: cancelling" in text
-    assert "JOB_STATE_CANCELLED" in text and "stopped by its budget:" in text
-    document = status_document(run_id)
+    assert "controller: cancel" in text and "crossed budget.max_cost_usd $0.000003" in text
+    assert f"run {run_id}: CANCELLED: the run's cost so far" in text
     assert document["state"] == "JOB_STATE_CANCELLED"
     assert "crossed budget.max_cost_usd $0.000003" in document["cost"]["stopped_by_budget"]
-    code, out = vtx("status", run_id, "--stack", "local")
-    assert "stopped by its budget: the run's cost so far" in flat(out)
+    assert "stopped by its budget: the run's cost so far" in flat(status_out)
 
 
 def test_the_launch_plan_says_each_ladder_rungs_budget_at_its_own_price(

@@ -14,7 +14,6 @@ from jobs.local.training.lifecycle import (
     WORKER_RESTART_LIMIT,
     Action,
     CancelAction,
-    JobPrice,
     JobState,
     Preemptable,
     ReplicaExit,
@@ -32,7 +31,6 @@ from jobs.local.training.lifecycle import (
     on_cancel,
     on_exit,
     on_shutdown,
-    over_budget,
     queue_wait,
     replica_preemptable,
     unrecorded_exit,
@@ -438,16 +436,3 @@ def test_a_queued_job_says_its_place_and_what_holds_the_replicas() -> None:
     note = wait.note(max_replicas=8)
     assert "position 2 of 2" in note
     assert "8 are in use and this job needs 1" in note
-
-
-def test_a_budget_stops_a_job_once_its_meter_reaches_it_and_never_on_an_unknown_price() -> None:
-    price = JobPrice(3.6, "Spot", "billing-local-training-us-central1-2026-11-27", None)
-    assert over_budget(0.01, price, running_s=9) is None  # $0.009
-    error = over_budget(0.01, price, running_s=10)
-    assert error is not None and error.code is Code.CANCELLED
-    assert "the run's cost so far $0.01 (Spot $3.6000/h," in error.message
-    assert "crossed budget.max_cost_usd $0.01." in error.message
-    earlier = over_budget(0.01, price, running_s=1, earlier_usd=0.0095)  # the run's, not the job's
-    assert earlier is not None and "the run's cost so far $0.0105 (" in earlier.message
-    unknown = JobPrice(None, "FLEX_START", None, "FLEX_START prices are in no table")
-    assert over_budget(0.01, unknown, running_s=10**6) is None

@@ -1,0 +1,149 @@
+"""Launching on a stack with a controller (`jobs.control`): the run's record written, its
+first attempt submitted through the same driver the controller runs (one pass over this run),
+and the launch returns with the run id; the controller walks the ladder and holds the budget
+with no terminal open. ``--follow`` only watches: the logs of each attempt, and the
+controller's moves as the record gains them."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+
+from jobs.control.driver import Driver
+from jobs.control.record import RunRecord, record_of
+from jobs.control.records import Conflict, Records
+from jobs.core.stack import StackOutputs
+from jobs.core.states import succeeded
+from jobs.launch.plan import LaunchPlan
+from jobs.launch.run import Submitted
+from jobs.vertex.client import Vertex, VertexError, VertexRest
+from vtx.flows.follow import LogView, follow_run, log_source
+from vtx.views import study_watch
+from vtx.views.launch import print_event
+
+SUBMIT_WAIT_S = 300.0
+"""How long `vtx launch` waits for the first attempt's job name when another pass (the
+controller's) claimed it first: that pass is creating it."""
+
+
+def controller_line(record: RunRecord) -> str:
+    """The record's last pass, as `vtx status` says it."""
+    last = record.last_pass
+    if last is None:
+        return "controller: no pass yet"
+    said = "; ".join(last.decided) or "nothing"
+    return f"controller: last pass {last.at:%Y-%m-%d %H:%M:%S} UTC: {said}; next: {last.next}"
+
+
+def controller_status(stack: StackOutputs, run_id: str | None) -> dict | None:
+    """What `vtx status` adds for a run the stack's controller walks: its last pass, its
+    outcome and why (a budget names itself there); None without a controller or a record."""
+    if not stack.controller or run_id is None:
+        return None
+    stored = Records(stack).read(run_id)
+    if stored is None:
+        return None
+    record = stored.record
+    last = record.last_pass
+    return {
+        "line": controller_line(record),
+        "last_pass": last.model_dump(mode="json") if last else None,
+        "outcome": record.outcome.model_dump(mode="json") if record.outcome else None,
+        "stopped_by_budget": record.stopping,
+    }
+
+
+def launch_controlled(
+    out: Console,
+    plan: LaunchPlan,
+    stack: StackOutputs,
+    follow: bool,
+    poll_s: float,
+    vertex: Vertex | None = None,
+) -> int:
+    """Write the record, submit the first attempt, say so; follow when asked."""
+    records = Records(stack)
+    _write_new(records, record_of(plan))
+    Driver(stack, records=records, vertex=vertex).reconcile_run(plan.run_id)
+    record = _submitted(records, plan.run_id, poll_s)
+    if record.outcome is not None and not record.attempts:
+        out.print(f"run {plan.run_id} ended {record.outcome.state}: {record.outcome.reason}",
+                  highlight=False, markup=False)  # fmt: skip
+        return 1
+    attempt = record.attempts[0]
+    print_event(out, plan, follow, Submitted(plan.rungs[attempt.rung], attempt.job or "", 1))
+    out.print(
+        f"the stack's controller walks the run and holds its budget: `vtx status {plan.run_id}` "
+        "shows its last pass",
+        style="dim",
+        highlight=False,
+    )
+    if not follow:
+        return 0
+    return follow_controlled(out, stack, plan, records, poll_s)
+
+
+def _write_new(records: Records, record: RunRecord) -> None:
+    """A new run's record; a resubmitted run's (``--run-id``) replaces the ended one."""
+    stored = records.read(record.run_id)
+    if stored is not None and stored.record.live:
+        raise VertexError(
+            f"run {record.run_id} is still walked by the controller "
+            f"({records.uri(record.run_id)}): `vtx cancel {record.run_id}` first, or wait"
+        )
+    try:
+        records.write(record, stored.generation if stored else 0)
+    except Conflict as exc:
+        raise VertexError(f"run {record.run_id} was launched at the same time: {exc}") from exc
+
+
+def _submitted(records: Records, run_id: str, poll_s: float) -> RunRecord:
+    deadline = time.monotonic() + SUBMIT_WAIT_S
+    while True:
+        stored = records.read(run_id)
+        assert stored is not None  # written above
+        record = stored.record
+        current = record.current
+        if record.outcome is not None or (current is not None and current.job is not None):
+            return record
+        if time.monotonic() > deadline:
+            raise VertexError(f"run {run_id}'s first attempt was claimed but not submitted")
+        time.sleep(min(poll_s, 1.0))
+
+
+def follow_controlled(
+    out: Console, stack: StackOutputs, plan: LaunchPlan, records: Records, poll_s: float
+) -> int:
+    """Each attempt's logs until it ends, and the controller's moves, until the run's outcome."""
+    rest = VertexRest(stack)
+    if plan.study is not None:
+        return study_watch.follow(out, rest, _study_name(records, plan.run_id, poll_s),
+                                  LogView(out).print, poll_s)  # fmt: skip
+    view = LogView(out)
+    source = log_source(rest, plan.run_id)
+    shown = 0
+    followed: str | None = None
+    while True:
+        stored = records.read(plan.run_id)
+        assert stored is not None
+        record = stored.record
+        for move in record.moves[shown:]:
+            out.print(f"controller: {move.what}", highlight=False, markup=False)
+        shown = len(record.moves)
+        if record.outcome is not None:
+            reason = f": {record.outcome.reason}" if record.outcome.reason else ""
+            out.print(f"run {plan.run_id}: {record.outcome.state}{reason}", highlight=False,
+                      markup=False)  # fmt: skip
+            return 0 if succeeded(record.outcome.state) else 1
+        current = record.current
+        if current is not None and current.job and current.job != followed:
+            followed = current.job
+            follow_run(out, rest, plan.run_id, poll_s, view, source)
+            continue
+        time.sleep(poll_s)
+
+
+def _study_name(records: Records, run_id: str, poll_s: float) -> str:
+    record = _submitted(records, run_id, poll_s)
+    return record.attempts[0].job or ""
