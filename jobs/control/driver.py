@@ -27,7 +27,7 @@ from jobs.control.reconcile import (
     apply,
     decide,
 )
-from jobs.control.record import RunRecord
+from jobs.control.record import RunRecord, vertex_of
 from jobs.control.records import Conflict, Records, Stored
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import LABEL_ATTEMPT
@@ -92,7 +92,8 @@ class Driver:
     def run_pass(self) -> PassReport:
         """One pass over every live run."""
         report = PassReport()
-        live = list(self.records.live())
+        mine = vertex_of(self.stack)
+        live = [s for s in self.records.live() if s.record.vertex in ("", mine)]
         report.runs = len(live)
         if not live:
             return report

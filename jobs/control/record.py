@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs.core.contract import budget_of
+from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchPlan, Rung
 
 RECORD_NAME = "vtx-run.json"
@@ -83,9 +84,17 @@ class LastPass(Model):
     next: str
 
 
+def vertex_of(stack: StackOutputs) -> str:
+    """Which Vertex a record's jobs go to: a controller acts only on its own stack's runs (two
+    local platforms may share one GCS emulator, and so one checkpoints bucket)."""
+    return f"{stack.project}@{stack.vertex_endpoint or 'aiplatform.googleapis.com'}"
+
+
 class RunRecord(Model):
     version: int = RECORD_VERSION
     run_id: str
+    vertex: str = ""
+    """`vertex_of` the stack it was launched on."""
     kind: Kind
     rungs: list[RungRecord]
     study: StudyPlanRecord | None = None
@@ -138,5 +147,10 @@ def record_of(plan: LaunchPlan) -> RunRecord:
         )
     kind: Kind = "study" if study else "ladder" if plan.ladder else "job"
     return RunRecord(
-        run_id=plan.run_id, kind=kind, rungs=rungs, study=study, budget_usd=budget_of(labels)
+        run_id=plan.run_id,
+        vertex=vertex_of(plan.rungs[0].plan.job.stack),
+        kind=kind,
+        rungs=rungs,
+        study=study,
+        budget_usd=budget_of(labels),
     )

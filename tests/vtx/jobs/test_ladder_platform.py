@@ -14,6 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.client import preempt_replica, set_capacity
 from jobs.local.platform.settings import DATA_DIR_ENV
@@ -86,11 +87,16 @@ def test_a_ladder_skips_an_over_quota_rung_moves_past_a_stockout_and_succeeds(
     assert code == 0, out
     assert "Capacity ladder" in out
     assert "rung 1 us-central1 2xL4 SPOT: skipped: quota limit 1 for" in out
-    assert "rung 1 us-central1 2xL4 SPOT: submitting" not in out
-    assert "rung 2 us-central1 1xL4 SPOT: STOCKOUT after" in out
-    assert "; rung 3 us-central1 1xL4 STANDARD" in out
-    assert "rung 3 us-central1 1xL4 STANDARD: submitted" in out
+    assert "rung 2 us-central1 1xL4 SPOT: submitted" in out  # then the launch returns
+    assert "the stack's controller walks the run" in out
 
+    # Nobody follows: the platform's controller moves past the stockout to rung 3.
+    records = Records(platform)
+    done = wait_for(lambda: (s := records.read(RUN_ID)) and s.record.outcome and s.record)
+    assert done.outcome.state == "SUCCEEDED"
+    moves = " ".join(m.what for m in done.moves)
+    assert "submit rung 3 us-central1 1xL4 STANDARD as attempt a2: rung 2" in moves
+    assert "STOCKOUT after" in moves
     rest = VertexRest(platform)
     wait_for(lambda: all(j.terminal for j in rest.list(RUN_ID)))
     attempts = rest.list(RUN_ID)  # newest first
@@ -138,9 +144,12 @@ def test_a_ladder_moves_to_another_region_and_the_run_spans_both(
         "--poll-s", "0.2",
     )  # fmt: skip
     assert code == 0, out
-    assert "rung 1 us-central1 1xL4 SPOT: STOCKOUT after" in out
-    assert "rung 2 us-east4 1xL4 SPOT: submitted" in out
-
+    assert "rung 1 us-central1 1xL4 SPOT: submitted" in out  # the controller walks on
+    records = Records(platform)
+    done = wait_for(lambda: (s := records.read(run_id)) and s.record.outcome and s.record)
+    assert "submit rung 2 us-east4 1xL4 SPOT as attempt a2: rung 1" in " ".join(
+        m.what for m in done.moves
+    )
     rest = VertexRest(platform)
     wait_for(lambda: all(j.terminal for j in rest.list(run_id)))
     attempts = rest.list(run_id)  # newest first, from every region of the stack
