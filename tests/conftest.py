@@ -43,6 +43,11 @@ SNAPSHOTS = TEST_DATA / "snapshots"
 TEMPLATES = REPO / "jobs" / "templates"
 STACK_DEV_JSON = TEST_DATA / "stack-dev.json"
 """A dev stack's exported outputs, as `pulumi stack output platform --json` writes them."""
+HANG_S = 300.0
+"""How long a test waits for what it waits on (a port, a job's end, a log line) before it calls
+the wait hung. Only a hang may reach it, never a slow start: two cores shared by xdist workers,
+flooding replicas and a cold first import take minutes, not seconds. Under pytest-timeout's 600 s
+per test, so a hung wait fails with its own message."""
 
 
 def stack_outputs(**changes: object) -> StackOutputs:
@@ -108,7 +113,7 @@ def _no_refreshed_prices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
             os.environ["VTX_PRICES_DIR"] = previous
 
 
-def wait_for_port(port: int, timeout_s: float = 20.0) -> None:
+def wait_for_port(port: int, timeout_s: float = HANG_S) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with socket.socket() as sock:
