@@ -115,7 +115,7 @@ def test_control_plane_crashes_lose_no_job_and_jobs_finish(tmp_path: Path):
             assert _listed(jobs) == set(submitted), f"after crash {crash}"
 
         assert RUNNING in train_state_at_crash, "no crash hit the training job while it ran"
-        outcomes = {name: wait_terminal(jobs, name, timeout_s=240.0) for name in submitted}
+        outcomes = {name: wait_terminal(jobs, name) for name in submitted}
         wrong = {n: j.state for n, j in outcomes.items() if j.state != submitted[n]}
         assert not wrong, {n: (s, outcomes[n].error.message) for n, s in wrong.items()}
         assert _listed(jobs) == set(submitted)

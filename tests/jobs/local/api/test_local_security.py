@@ -34,6 +34,7 @@ from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, PlatformState
 from jobs.local.platform.store import Store
 from jobs.local.training.executor import Executor, ExecutorError
 from jobs.local.training.lifecycle import JobState
+from tests.conftest import HANG_S
 from tests.jobs.local.local_helpers import PARENT, client, custom_job, pool, wait_terminal
 
 JOBS_PATH = f"/v1/{PARENT}/customJobs"
@@ -48,7 +49,7 @@ def raw(
 ) -> tuple[int, dict[str, Any] | None]:
     """One request with exactly these headers (Host too, when given); status and JSON body."""
     parts = urlsplit(endpoint)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=HANG_S)
     headers = dict(headers or {})
     conn.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
     if body:
@@ -292,7 +293,7 @@ def test_a_dot_bucket_cannot_reach_another_bucket(local_platform: StackOutputs) 
         path = f"/upload/storage/v1/b/{bucket}/o?uploadType=media&name={data}/victim.txt"
         status, answer = raw(endpoint, "POST", path, b"overwritten", {"Content-Type": "text/plain"})
         assert status == 400, (bucket, answer)
-    conn = http.client.HTTPConnection("127.0.0.1", urlsplit(endpoint).port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", urlsplit(endpoint).port, timeout=HANG_S)
     conn.request("GET", f"/download/storage/v1/b/{data}/o/victim.txt?alt=media")
     assert conn.getresponse().read() == b"original"
     conn.close()

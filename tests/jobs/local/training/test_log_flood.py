@@ -17,7 +17,7 @@ from jobs.local.platform.processes import NotRunning, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import PlatformState, stack_outputs_for
 from jobs.local.training.replica_runner import CUT_MARK, ENTRY_BYTES
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.jobs.local.local_helpers import (
     PARENT,
     client,
@@ -34,8 +34,9 @@ from tests.jobs.local.training.executor_helpers import (
     still_running,
 )
 
-ANSWER_S = 10.0
-"""The client's timeout: generous, it fails the test only when the server is stalled."""
+ANSWER_S = HANG_S
+"""The client's timeout: a server stalled by the copying never answers (the flood never ends),
+so only a hang may reach it, never a slow answer on a busy machine."""
 
 # Numbered lines, as fast as Python writes them, until stopped.
 FLOOD = """
