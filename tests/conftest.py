@@ -29,6 +29,7 @@ os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
 # Fixtures that a jobs test and its CLI twin in tests/vtx both use, defined once beside the jobs
 # test; listed here so that pytest finds them in either folder.
 pytest_plugins = [
+    "tests.chromium",  # `browser`, for the review's page and the goodput report's
     "tests.jobs.local.platform.capacity_helpers",
     "tests.jobs.runs.log_fakes",
     "tests.jobs.serving.endpoint_fakes",
