@@ -28,6 +28,7 @@ from drill_support import REPO, drill_config, write_small_dataset
 
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.state import LOCAL_BUCKETS
+from tests.conftest import HANG_S
 from tests.jobs.local.local_helpers import PARENT, client, custom_job, wait_terminal
 
 SEED = 31337
@@ -59,7 +60,7 @@ def vtx_local(data_dir: Path, *args: str) -> str:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from jobs.local.platform.ports import free_port
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.json_handler import JsonHandler
 from tests.trainer.conftest import tiny_config, write_small_dataset
 from trainer.config.secrets import (
@@ -38,7 +38,7 @@ from trainer.config.secrets import (
     parse_secret_refs,
 )
 
-TIMEOUT_S = 180
+TIMEOUT_S = HANG_S
 # One value per session, shaped like a Hugging Face token, found nowhere else.
 PLANTED = f"hf_Planted{uuid.uuid4().hex}"
 PLANTED_FORMS = (PLANTED, base64.b64encode(PLANTED.encode()).decode())

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
+
 REPO = Path(__file__).resolve().parents[4]
 
 
@@ -79,7 +81,7 @@ def run_package(gcs_emulator: str, bucket: str, tmp_path: Path, index: str | Non
         [sys.executable, "-m", "jobs.local.training.package_runner",
          "--target", str(tmp_path / "packages"), f"--package=gs://{bucket}/{built.name}",
          "--", "vtxmain"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HANG_S, check=False,
     )  # fmt: skip
 
 
