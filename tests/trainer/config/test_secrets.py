@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import traceback
 import uuid
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ import yaml
 
 from jobs.local.platform.ports import free_port
 from tests.conftest import HANG_S, REPO
-from tests.json_handler import JsonHandler
+from tests.json_handler import JsonHandler, serving
 from tests.trainer.conftest import tiny_config, write_small_dataset
 from trainer.config.secrets import (
     EMULATOR_ENV,
@@ -72,22 +71,14 @@ class FakeSecretManager:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
 def secret_manager() -> Iterator[FakeSecretManager]:
     fake = FakeSecretManager()
     fake.values["projects/123/secrets/hf-token/versions/latest"] = PLANTED
-    try:
+    with serving(fake.server):
         yield fake
-    finally:
-        fake.close()
 
 
 def shown(exc: BaseException) -> str:

@@ -9,13 +9,13 @@ import http.server
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import HANG_S
+from tests.json_handler import serving
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -53,14 +53,8 @@ def simple_index(tmp_path: Path) -> Iterator[str]:
     handler = functools.partial(
         http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "index")
     )
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def run_package(gcs_emulator: str, bucket: str, tmp_path: Path, index: str | None):
