@@ -35,7 +35,14 @@ from jobs.local.platform.store import Store
 from jobs.local.training.executor import Executor, ExecutorError
 from jobs.local.training.lifecycle import JobState
 from tests.conftest import HANG_S
-from tests.jobs.local.local_helpers import PARENT, client, custom_job, pool, wait_terminal
+from tests.jobs.local.local_helpers import (
+    PARENT,
+    client,
+    custom_job,
+    pool,
+    wait_for,
+    wait_terminal,
+)
 
 JOBS_PATH = f"/v1/{PARENT}/customJobs"
 
@@ -423,6 +430,12 @@ def test_cancel_ends_a_pending_job(tmp_path: Path) -> None:
 # -- ports -------------------------------------------------------------------------------------
 
 
+def tcp_states(port: int) -> set[str]:
+    """The states (hex, as Linux's socket table writes them) of the TCP sockets on ``port``."""
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return {line.split()[3] for line in lines if f":{port:04X} " in line}
+
+
 def test_a_port_in_time_wait_is_free() -> None:
     """A server that stopped leaves its side of closed connections in TIME_WAIT on its port for
     a minute. Its listener had SO_REUSEADDR (uvicorn's and the emulator's do), so a new server
@@ -435,11 +448,10 @@ def test_a_port_in_time_wait_is_free() -> None:
     peer = socket.create_connection(("127.0.0.1", port))
     accepted, _ = server.accept()
     accepted.close()  # the server closes first: TIME_WAIT on 127.0.0.1:port
-    time.sleep(0.1)
+    wait_for(lambda: "05" in tcp_states(port))  # FIN_WAIT2: the peer has seen that close
     peer.close()
     server.close()
-    states = Path("/proc/net/tcp").read_text().splitlines()[1:]  # Linux's socket table
-    assert any(f":{port:04X} " in line and line.split()[3] == "06" for line in states)
+    assert "06" in tcp_states(port)  # TIME_WAIT
     assert port_free(port)
 
 
