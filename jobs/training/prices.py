@@ -14,16 +14,20 @@ the same reasons (jobs/training/quotas.py)."""
 from __future__ import annotations
 
 import os
+import re
+import tempfile
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
 from jobs.core.catalog import Catalog, PriceTable, refreshed_prices_dir
 from jobs.core.catalog.billing_skus import Matched, match, tables
 from jobs.core.stack import StackOutputs
+from jobs.core.user_io import UserFileError, load_json_text, read_user_file, shown_path
 from jobs.vertex.google_session import NotAuthenticated, rest_session
 
 CLOUD_BILLING = "https://cloudbilling.googleapis.com"
@@ -41,6 +45,9 @@ CURRENCY = "USD"
 LOCAL_PREFIX = "billing-local"
 """The tables written from the local platform's stand-in are named apart."""
 PAGE_SIZE = 5000
+MAX_PAGES = 200
+"""The most pages a catalog is read in: a service has tens of thousands of SKUs (a few pages of
+5,000); a ``nextPageToken`` that never ends is cut off here with an error, not read for ever."""
 TIMEOUT_S = (5.0, 60.0)
 
 
@@ -62,6 +69,19 @@ class BillingCatalogReader:
         self._session = session
 
     @property
+    def is_local(self) -> bool:
+        return self.stack.is_local
+
+    def origin(self, service: str) -> str:
+        """Where ``service``'s SKUs come from, as a table names its source."""
+        if self.is_local:
+            return (
+                f"the local platform's billing catalog stand-in at {self.base} (not Google's "
+                "prices)"
+            )
+        return f"{CLOUD_BILLING}/v1/services/{service}/skus"
+
+    @property
     def session(self) -> Any:
         if self._session is None:
             if self.api_key:
@@ -77,7 +97,7 @@ class BillingCatalogReader:
 
     def skus(
         self, service: str, currency: str = CURRENCY, page_size: int = PAGE_SIZE
-    ) -> list[dict]:
+    ) -> list[object]:
         import requests
         from google.auth.exceptions import GoogleAuthError
 
@@ -85,8 +105,8 @@ class BillingCatalogReader:
         params: dict[str, Any] = {"currencyCode": currency, "pageSize": page_size}
         if self.api_key:
             params["key"] = self.api_key
-        found: list[dict] = []
-        while True:
+        found: list[object] = []
+        for _ in range(MAX_PAGES):
             try:
                 response = self.session.get(url, params=params, timeout=TIMEOUT_S)
             except requests.RequestException as exc:
@@ -94,27 +114,120 @@ class BillingCatalogReader:
             except GoogleAuthError as exc:
                 raise PricesUnavailable(f"not authenticated: {exc}") from exc
             page = _page(response, url)
-            found += [s for s in page.get("skus") or [] if isinstance(s, dict)]
+            found += _skus(page, url)
             token = page.get("nextPageToken")
             if not token:
                 return found
+            if not isinstance(token, str) or token == params.get("pageToken"):
+                raise PricesUnavailable(
+                    f"{url} answered the nextPageToken {str(token)[:40]!r} again (or not as a "
+                    "string): its pages do not end"
+                )
             params = {**params, "pageToken": token}
+        raise PricesUnavailable(
+            f"{url} still had a nextPageToken after {MAX_PAGES} pages of {page_size} SKUs "
+            "(no service has that many): stopped reading; try again later"
+        )
+
+
+def _skus(page: dict, url: str) -> list[object]:
+    """A page's SKUs, each as answered: one that is no SKU is refused by the matcher, saying
+    why; a ``skus`` that is no list is the page's error."""
+    skus = page.get("skus") or []
+    if not isinstance(skus, list):
+        raise PricesUnavailable(f"{url} answered skus as a {type(skus).__name__}, not a list")
+    return skus
 
 
 def _page(response: Any, url: str) -> dict:
     if not response.ok:
         try:
-            said = str(response.json()["error"]["message"])
+            said = str(load_json_text(response.content)["error"]["message"])[:500]
         except (ValueError, KeyError, TypeError):
             said = response.reason or ""
         raise PricesUnavailable(f"HTTP {response.status_code} {said} from {url}".strip())
     try:
-        page = response.json()
-    except ValueError:
-        page = None
+        page = load_json_text(response.content)
+    except ValueError as exc:  # not JSON, or nested past any real page (no RecursionError)
+        raise PricesUnavailable(f"{url} did not answer with usable JSON: {exc}") from None
     if not isinstance(page, dict):
         raise PricesUnavailable(f"{url} did not answer with a JSON object")
     return page
+
+
+class SavedCatalog:
+    """``services.skus.list`` answers someone saved to files (for a stack with no egress, or a
+    reviewer): one page per file, or a list of pages, of either service or both. Each SKU goes
+    to its service by its ``name`` (``services/<id>/skus/<id>``), else by
+    ``category.serviceDisplayName``; the matcher then reads them as it reads the API's, so the
+    tables are the ones the API would have given (only their ``source`` says "as saved")."""
+
+    is_local = False
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+        self.refused: list[str] = []
+        self._found: dict[str, list[object]] = {VERTEX_SERVICE: [], COMPUTE_SERVICE: []}
+        pages = [page for path in paths for page in _saved_pages(path)]
+        if len(pages) > MAX_PAGES:
+            raise PricesUnavailable(f"{len(pages)} pages saved: at most {MAX_PAGES} are read")
+        for shown, page in pages:
+            for sku in _skus(page, shown):
+                self._place(sku, shown)
+
+    def _place(self, sku: object, shown: str) -> None:
+        service = _service_of(sku)
+        if service in self._found:
+            self._found[service].append(sku)  # type: ignore[index]
+        elif service is None and not isinstance(sku, dict):
+            self._found[VERTEX_SERVICE].append(sku)  # refused by the matcher, saying why
+        else:
+            said = f"service {service}" if service else "no service (name or serviceDisplayName)"
+            self.refused.append(f"{shown}: SKU {str(sku.get('skuId'))[:40]} names {said}")  # type: ignore[union-attr]
+
+    def skus(self, service: str) -> list[object]:
+        return self._found.get(service, [])
+
+    def origin(self, service: str) -> str:
+        files = ", ".join(shown_path(p) for p in self.paths)
+        return f"{CLOUD_BILLING}/v1/services/{service}/skus, as saved in {files}"
+
+
+MAX_SAVED_BYTES = 512 * 2**20
+"""The most one saved file may hold: a service's whole catalog is tens of MB of JSON."""
+SERVICE_NAMES = {"Vertex AI": VERTEX_SERVICE, "Compute Engine": COMPUTE_SERVICE}
+
+
+def _saved_pages(path: Path) -> list[tuple[str, dict]]:
+    """The pages in a saved file: one ``ListSkusResponse`` object, or a list of them."""
+    shown = shown_path(path)
+    try:
+        data = read_user_file(
+            path, MAX_SAVED_BYTES, stdin=True, too_big="split it into one file per page"
+        )
+        document = load_json_text(data)
+    except UserFileError as exc:
+        raise PricesUnavailable(str(exc)) from None
+    except ValueError as exc:
+        raise PricesUnavailable(f"{shown}: {exc}") from None
+    pages = document if isinstance(document, list) else [document]
+    if not all(isinstance(page, dict) for page in pages):
+        raise PricesUnavailable(
+            f"{shown}: not a services.skus.list answer (an object with skus, or a list of them)"
+        )
+    return [(shown, page) for page in pages]
+
+
+def _service_of(sku: object) -> str | None:
+    if not isinstance(sku, dict):
+        return None
+    name = sku.get("name")
+    found = re.fullmatch(r"services/([^/]+)/skus/[^/]+", name) if isinstance(name, str) else None
+    if found:
+        return found.group(1)
+    category = sku.get("category")
+    shown = category.get("serviceDisplayName") if isinstance(category, dict) else None
+    return SERVICE_NAMES.get(shown) if isinstance(shown, str) else None
 
 
 @dataclass(frozen=True)
@@ -124,8 +237,18 @@ class Refresh:
     written: list[Path]
 
 
+class SkuSource(Protocol):
+    """Where a refresh reads SKUs: the API (or the local stand-in), or saved answers."""
+
+    is_local: bool
+
+    def skus(self, service: str) -> list[object]: ...
+
+    def origin(self, service: str) -> str: ...
+
+
 def refresh(
-    reader: BillingCatalogReader,
+    reader: SkuSource,
     catalog: Catalog,
     regions: list[str],
     now: datetime | None = None,
@@ -134,19 +257,16 @@ def refresh(
     """Read Vertex AI's and Compute Engine's SKUs, match them and write one table per region
     and kind."""
     at = (now or datetime.now(UTC)).replace(microsecond=0)
-    skus = reader.skus(VERTEX_SERVICE)
-    matched = match(skus, catalog, regions, CURRENCY, reader.skus(COMPUTE_SERVICE))
-    local = reader.stack.is_local
-    source = (
-        f"the local platform's billing catalog stand-in at {reader.base} (not Google's prices)"
-        if local
-        else f"{CLOUD_BILLING}/v1/services/{VERTEX_SERVICE}/skus"
+    matched = match(
+        reader.skus(VERTEX_SERVICE), catalog, regions, CURRENCY, reader.skus(COMPUTE_SERVICE)
     )
+    matched.refused += getattr(reader, "refused", [])
+    local = reader.is_local
+    source = reader.origin(VERTEX_SERVICE)
     flex_start_source = (
         source
         if local
-        else f"{CLOUD_BILLING}/v1/services/{COMPUTE_SERVICE}/skus (DWS Defined Duration) + {source}"
-        " (management fee)"
+        else f"{reader.origin(COMPUTE_SERVICE)} (DWS Defined Duration) + {source} (management fee)"
     )
     found = tables(
         matched,
@@ -164,18 +284,54 @@ def refresh(
     return Refresh(matched, found, write_tables(found, directory or refreshed_prices_dir()))
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """How much of the expected figures a refresh knows: (known, expected) per region and
+    usage, and the most common reasons the rest are unknown."""
+
+    known: dict[tuple[str, str], tuple[int, int]]
+    reasons: list[tuple[str, int]]
+
+
+def coverage(matched: Matched, top: int = 5) -> Coverage:
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for key in matched.figures:
+        counts[(key.region, key.usage)][0] += 1
+        counts[(key.region, key.usage)][1] += 1
+    for key in matched.unknown:
+        counts[(key.region, key.usage)][1] += 1
+    reasons = Counter(matched.unknown.values()).most_common(top)
+    return Coverage({k: (v[0], v[1]) for k, v in sorted(counts.items())}, reasons)
+
+
 def write_tables(found: list[PriceTable], directory: Path) -> list[Path]:
-    """Each table as ``<name>.yaml``; a table of the same name (same day) is replaced."""
+    """Each table as ``<name>.yaml``; a table of the same name (same day) is replaced. Each is
+    written whole to a hidden file beside it and then renamed over it (``os.replace``, atomic):
+    a refresh cut short leaves the old table or the new one, never half of one, and the
+    catalog loader (which reads ``*.yaml`` only) never sees the hidden file."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         written = []
         for table in found:
             path = directory / f"{table.name}.yaml"
             document = table.model_dump(mode="json", exclude_none=True)
-            path.write_text(yaml.safe_dump(document, sort_keys=False))
+            _replace(path, yaml.safe_dump(document, sort_keys=False))
             written.append(path)
         return written
     except OSError as exc:
         raise PricesUnavailable(
             f"cannot write the tables into {directory}: {exc.strerror}"
         ) from exc
+
+
+def _replace(path: Path, text: str) -> None:
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -73,3 +73,17 @@ def test_a_variant_that_fails_costs_its_row_not_the_case(tmp_path: Path) -> None
     markdown = gpu.case_markdown("broken", results, work, peak=1.0)
     assert "| ours: packing | failed: " in markdown
     assert "no ratio, a side has no run that finished" in markdown
+
+
+def test_the_probe_profiles_a_step_and_measures_the_loss(tmp_path: Path) -> None:
+    """bench.gpu_probe's profile and loss parts at toy sizes (its drill is bench.gpu's, above)."""
+    from bench import gpu_probe
+    from bench.common import run_json_child
+
+    data = str(tvh.make_dataset(tmp_path / "data.jsonl", records=200, median_words=20.0))
+    body = json.dumps({"dry_run": True, "data": data})
+    profile = run_json_child("bench.gpu_probe", ["--child", "profile", body], timeout_s=600)
+    assert len(profile["step_s"]) == gpu_probe.PROFILE_STEPS
+    assert "aten::mm" in profile["by_host"]  # the recorded steps' matrix multiplies
+    loss = gpu_probe.loss_child(dry_run=True)
+    assert loss["chunked"]["s"] > 0 and loss["materialised"]["s"] > 0

@@ -21,6 +21,13 @@ buckets into fewer sdpa calls is not done here either: one call's fixed cost is 
 padding slots of a tiny-model step (same place), and `trainer.data.batches.plan_buckets` already
 trades calls against padding when it forms the buckets.
 
+cuDNN's attention is left out of sdpa's choice. It builds an execution plan for every new
+shape, and bucket shapes change every step: on an H200 each call cost 3.2 ms forward and 4.5 ms
+backward of host time for 14 and 42 us of GPU time, so the GPU was busy 8% of a 0.5B step
+(measured: bench/RESULTS.md, "The trainer on one GPU", the profile). Flash attention, which sdpa
+otherwise picks for these causal, maskless calls, plans nothing per shape; on CPU the choice is
+unchanged (cuDNN is a CUDA backend).
+
 Models opt in by name (`use_segment_attention`); transformers then passes each batch's
 `vtx_buckets` keyword from the model call down to every attention layer.
 """
@@ -31,10 +38,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from trainer.config.schema import ConfigError
 
 NAME = "vtx_segments"
+BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+"""sdpa's backends for bucketed calls: every one but cuDNN's (see the module's docstring)."""
 
 Buckets = tuple[tuple[int, int], ...]
 """(examples, padded length) per bucket, in the order they are stored in the row."""
@@ -83,12 +93,14 @@ def segment_attention(
     # bucketed sdpa paths").
     parts = (t.squeeze(0).split(sizes, dim=1) for t in (query, key, value))
     outputs = []
-    for (n, length), q, k, v in zip(vtx_buckets, *parts, strict=True):
-        out = F.scaled_dot_product_attention(
-            _per_example(q, n, length), _per_example(k, n, length), _per_example(v, n, length),
-            dropout_p=dropout, is_causal=True, scale=scaling, enable_gqa=gqa,
-        )  # fmt: skip
-        outputs.append(out.transpose(1, 2).reshape(n * length, heads, dim))
+    # The backward pass's sdpa calls take the backend the forward chose.
+    with sdpa_kernel(BACKENDS):
+        for (n, length), q, k, v in zip(vtx_buckets, *parts, strict=True):
+            out = F.scaled_dot_product_attention(
+                _per_example(q, n, length), _per_example(k, n, length), _per_example(v, n, length),
+                dropout_p=dropout, is_causal=True, scale=scaling, enable_gqa=gqa,
+            )  # fmt: skip
+            outputs.append(out.transpose(1, 2).reshape(n * length, heads, dim))
     return torch.cat(outputs).unsqueeze(0), None
 
 

@@ -5,12 +5,19 @@ of each region and name the SKU behind each figure (jobs/training/prices.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from jobs.core.catalog import load_catalog
-from jobs.training.prices import BillingCatalogReader, PricesUnavailable, refresh
+from jobs.training.prices import (
+    BillingCatalogReader,
+    PricesUnavailable,
+    SavedCatalog,
+    SkuSource,
+    refresh,
+)
 from vtx.options import StackFileOpt, StackOpt, console, fail, required_stack
 from vtx.views.prices import print_refresh
 
@@ -24,14 +31,28 @@ RegionsOpt = Annotated[
 ]
 
 
+FromFileOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--from-file",
+        help="A saved services.skus.list answer (one page or a list of pages, Vertex AI's and "
+        "Compute Engine's SKUs) to read instead of the API; - reads stdin. Repeatable. No "
+        "stack or network needed.",
+    ),
+]
+
+
 @app.command("refresh")
 def refresh_prices(
     stack: StackOpt = None,
     stack_file: StackFileOpt = None,
     region: RegionsOpt = None,
+    from_file: FromFileOpt = None,
 ) -> None:
     """Read Vertex AI's SKUs and write dated price tables (each figure with its SKU)."""
-    outputs = required_stack(stack, stack_file)
+    if from_file and (stack or stack_file):
+        raise fail("--from-file reads saved SKUs: give it without --stack or --stack-file")
+    outputs = None if from_file else required_stack(stack, stack_file)
     catalog = load_catalog()
     regions = list(dict.fromkeys(region or catalog.regions))
     unknown = [r for r in regions if r not in catalog.regions]
@@ -40,7 +61,8 @@ def refresh_prices(
             f"--region {unknown[0]}: not a catalog region; one of {', '.join(catalog.regions)}"
         )
     try:
-        done = refresh(BillingCatalogReader(outputs), catalog, regions)
+        reader: SkuSource = SavedCatalog(from_file) if from_file else BillingCatalogReader(outputs)  # type: ignore[arg-type]
+        done = refresh(reader, catalog, regions)
     except PricesUnavailable as exc:
         raise fail(f"cannot read the billing catalog: {exc}", code=1) from exc
     print_refresh(console(), done)

@@ -8,8 +8,26 @@ from collections import defaultdict
 from rich.console import Console
 
 from jobs.core.user_io import shown_path
-from jobs.training.prices import LOCAL_PREFIX, Refresh
+from jobs.training.prices import LOCAL_PREFIX, Coverage, Refresh, coverage
 from vtx.views.output import FitTable
+
+MAX_REFUSED_SHOWN = 10
+
+
+def print_coverage(console: Console, found: Coverage) -> None:
+    """The last line of a refresh: figures known per region and usage, then the most common
+    reasons for the unknown ones."""
+    parts: dict[str, list[str]] = defaultdict(list)
+    for (region, usage), (known, expected) in found.known.items():
+        parts[region].append(f"{usage} {known}/{expected}")
+    regions = "; ".join(f"{region} {', '.join(usages)}" for region, usages in parts.items())
+    reasons = "; ".join(f"{reason} ({count})" for reason, count in found.reasons)
+    console.print(
+        f"coverage: {regions or 'no figure expected'}"
+        + (f"; unknown mostly: {reasons}" if reasons else ""),
+        highlight=False,
+        markup=False,
+    )
 
 
 def print_refresh(console: Console, done: Refresh) -> None:
@@ -35,6 +53,14 @@ def print_refresh(console: Console, done: Refresh) -> None:
             highlight=False,
         )
     console.print(f"{done.matched.ignored} SKUs price nothing a table holds", highlight=False)
+    for reason in done.matched.refused[:MAX_REFUSED_SHOWN]:
+        console.print(f"refused: {reason}", style="yellow", highlight=False, markup=False)
+    if len(done.matched.refused) > MAX_REFUSED_SHOWN:
+        more = len(done.matched.refused) - MAX_REFUSED_SHOWN
+        console.print(f"refused: {more} more SKUs that cannot be read", style="yellow")
+    for gpu, wordings in sorted(done.matched.gpu_wordings.items()):
+        said = "; ".join(f'"{w}"' for w in sorted(wordings))
+        console.print(f"{gpu} is worded {said}", highlight=False, markup=False)
     for path in done.written:
         console.print(f"wrote {shown_path(path)}", highlight=False)
     if done.written and done.tables[0].name.startswith(LOCAL_PREFIX):
@@ -50,3 +76,4 @@ def print_refresh(console: Console, done: Refresh) -> None:
             style="yellow",
             highlight=False,
         )
+    print_coverage(console, coverage(done.matched))

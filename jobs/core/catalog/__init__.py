@@ -7,6 +7,8 @@ them, so a new machine type or a new price is a data change, not a code change. 
 from __future__ import annotations
 
 import difflib
+import logging
+import math
 import os
 import re
 from functools import cache
@@ -16,9 +18,12 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from jobs.core.safe_yaml import FILE, YamlInputError, read_yaml_file
 from jobs.core.stack import StackOutputs
+from jobs.core.user_io import shown_path
 
 CATALOG_DIR = Path(__file__).parent
+log = logging.getLogger(__name__)
 QUOTA_PREFIX = "aiplatform.googleapis.com/"
 DEFAULT_CPU_QUOTA_METRIC = f"{QUOTA_PREFIX}custom_model_training_cpus"
 REDUCTION_SERVER_IMAGE = re.compile(
@@ -161,6 +166,26 @@ RECALLED = (
     "or derived)"
 )
 PRICES_DIR_ENV = "VTX_PRICES_DIR"
+MAX_USD_PER_H = 1000.0
+"""The most one machine, accelerator, vCPU or GiB may cost per hour in a table. Vertex's dearest
+list figures are tens of dollars an hour (an H100 at $11.27, "Billing catalog" in
+docs/vertex-facts.md; a whole a3-highgpu-8g machine's vCPUs and RAM under $20): a figure past
+this is a misread price (a nanos count read as dollars, a cut or garbled file), never a rate
+to budget with."""
+
+
+def rate_problem(usd_per_h: object) -> str | None:
+    """Why ``usd_per_h`` cannot be an hourly rate (None when it can): it must be a finite number
+    from 0 to MAX_USD_PER_H."""
+    if isinstance(usd_per_h, bool) or not isinstance(usd_per_h, int | float):
+        return f"{usd_per_h!r} is not a number"
+    if not math.isfinite(usd_per_h):
+        return f"{usd_per_h} is not a finite number"
+    if usd_per_h < 0:
+        return f"{usd_per_h:g} is negative"
+    if usd_per_h > MAX_USD_PER_H:
+        return f"{usd_per_h:g} is over {MAX_USD_PER_H:g} $/h, no list price is (a misread figure)"
+    return None
 
 
 class Price(_Data):
@@ -196,6 +221,15 @@ class Price(_Data):
         if basis == "recalled":
             raise ValueError(RECALLED)
         return basis
+
+    @field_validator("usd_per_h", "spot_usd_per_h", "flex_start_usd_per_h", mode="before")
+    @classmethod
+    def _a_rate(cls, usd_per_h: object) -> object:
+        # A NaN, an infinity, a negative or an absurd figure would be printed and budgeted with.
+        problem = None if usd_per_h is None else rate_problem(usd_per_h)
+        if problem:
+            raise ValueError(f"not an hourly rate: {problem}")
+        return usd_per_h
 
     @model_validator(mode="after")
     def _figures_have_a_basis(self) -> Price:
@@ -407,11 +441,24 @@ def _serving_machines(serving: dict, training: dict[str, Machine]) -> dict[str, 
 
 def load_catalog(directory: Path = CATALOG_DIR) -> Catalog:
     """The shipped catalog in ``directory`` with the refreshed price tables of
-    `refreshed_prices_dir()` beside its own (cached until a refreshed table changes)."""
+    `refreshed_prices_dir()` beside its own (cached until a refreshed table changes). A refreshed
+    table that does not load is left out with one warning naming it (`refreshed_tables`)."""
     refreshed = refreshed_prices_dir()
     files = sorted(refreshed.glob("*.yaml")) if refreshed.is_dir() else []
-    stamp = tuple((str(p), p.stat().st_mtime_ns) for p in files)
+    stamp = tuple((str(p), _stamp(p)) for p in files)
     return _load_catalog(directory, stamp)
+
+
+def _stamp(path: Path) -> tuple[int, ...]:
+    """What changes when a refreshed table does (a dangling link has only its own)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        try:
+            found = os.lstat(path)
+        except OSError:
+            return ()
+    return (found.st_mtime_ns, found.st_size, found.st_ino)
 
 
 def _table(path: Path, fix: str) -> PriceTable:
@@ -420,23 +467,66 @@ def _table(path: Path, fix: str) -> PriceTable:
     try:
         return PriceTable.model_validate(_read(path))
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        problem = f"{where}: {error['msg'].removeprefix('Value error, ')}"
+        problem = _validation_problem(exc)
     except (ValueError, AttributeError, yaml.YAMLError) as exc:
         problem = str(exc).splitlines()[0]
     raise ValueError(f"{path}: not a price table ({problem}); {fix}") from None
 
 
+def _validation_problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg'].removeprefix('Value error, ')}"
+
+
+REFRESHED_FIX = "run `vtx prices refresh` again or delete it"
+
+
+def refreshed_tables(paths: list[Path]) -> tuple[list[PriceTable], list[Path]]:
+    """The refreshed tables in ``paths`` that load, and their paths. The folder is the user's
+    and anything may be there (an empty, binary, cut or huge file, a FIFO, a device link, a
+    directory, a dangling link): each is read as a job template is (a regular file, bounded,
+    jobs.core.safe_yaml), and one that is not a price table is left out with one warning
+    naming it and the fix: the shipped tables price its region instead, and nothing else in
+    the catalog depends on it."""
+    found: list[PriceTable] = []
+    loaded: list[Path] = []
+    for path in paths:
+        try:
+            document = read_yaml_file(path)
+            if not isinstance(document, dict):
+                raise ValueError(f"a {type(document).__name__}, not a mapping of a table's fields")
+            found.append(PriceTable.model_validate(document))
+            loaded.append(path)
+        except YamlInputError as exc:
+            where = "" if exc.problem.path == FILE else f"{exc.problem.path}: "
+            _skipped(path, f"{where}{exc.problem.message}")
+        except ValidationError as exc:
+            _skipped(path, _validation_problem(exc))
+        except ValueError as exc:
+            _skipped(path, str(exc).splitlines()[0])
+    return found, loaded
+
+
+def _skipped(path: Path, problem: str) -> None:
+    log.warning(
+        "%s: not a price table (%s); left out, the shipped tables price its region: %s",
+        shown_path(path),
+        problem,
+        REFRESHED_FIX,
+    )
+
+
 @cache
-def _load_catalog(directory: Path, refreshed: tuple[tuple[str, int], ...]) -> Catalog:
+def _load_catalog(directory: Path, refreshed: tuple[tuple[str, tuple[int, ...]], ...]) -> Catalog:
     machines = _read(directory / "machines.yaml")
     accelerators = _read(directory / "accelerators.yaml")
     regions = _read(directory / "regions.yaml")
     limits = _read(directory / "limits.yaml")
     shipped = sorted((directory / "prices").glob("*.yaml"))
     tables = [_table(p, "correct the file") for p in shipped]
-    tables += [_table(Path(f), "run `vtx prices refresh` again or delete it") for f, _ in refreshed]
+    user_tables, user_paths = refreshed_tables([Path(f) for f, _ in refreshed])
+    tables += user_tables
     sources = {
         name: f"{doc['source']} (as of {doc['as_of']})"
         for name, doc in [
@@ -447,7 +537,7 @@ def _load_catalog(directory: Path, refreshed: tuple[tuple[str, int], ...]) -> Ca
         ]
     }
     # Refreshed tables are named by their path: they are the user's files, not the repository's.
-    names = [f"prices/{p.name}" for p in shipped] + [f for f, _ in refreshed]
+    names = [f"prices/{p.name}" for p in shipped] + [str(p) for p in user_paths]
     sources.update({name: _price_source(t) for name, t in zip(names, tables, strict=True)})
     serving = _read(directory / "serving_machines.yaml")
     sources["serving_machines.yaml"] = f"{serving['source']} (as of {serving['as_of']})"

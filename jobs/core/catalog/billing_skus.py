@@ -30,7 +30,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from jobs.core.catalog import Catalog, Price, PriceTable
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+
+from jobs.core.catalog import Catalog, Machine, Price, PriceTable, rate_problem
 
 Kind = Literal["training", "serving"]
 Item = Literal["machine", "accelerator"]
@@ -54,22 +56,25 @@ HOURLY_UNIT = "h"
 UNITS: dict[str, str] = {"machine": "h", "accelerator": "h", "vcpu": "h", "ram": "GiBy.h"}
 """The ``usageUnit`` each part is priced in."""
 GPU_WORDS: dict[str, tuple[str, ...]] = {
-    "NVIDIA_TESLA_T4": ("tesla t4",),
-    "NVIDIA_TESLA_V100": ("tesla v100",),
+    "NVIDIA_TESLA_T4": ("t4",),
+    "NVIDIA_TESLA_V100": ("v100",),
     "NVIDIA_L4": ("l4",),
-    "NVIDIA_TESLA_A100": ("tesla a100",),
-    "NVIDIA_A100_80GB": ("tesla a100 80gb",),
+    "NVIDIA_TESLA_A100": ("a100",),
+    "NVIDIA_A100_80GB": ("a100 80gb",),
     "NVIDIA_H100_80GB": ("h100 80gb",),
     "NVIDIA_H100_MEGA_80GB": ("h100 80gb mega", "h100 mega 80gb", "h100 80gb plus"),
     "NVIDIA_H200_141GB": ("h200 141gb",),
     "NVIDIA_B200": ("b200 1",),
 }
-"""The GPU's words in a SKU description, per catalog accelerator: after "Nvidia" (where the
-description has it) and before "GPU" (or the end of the description's head: Vertex's training
-SKUs say "on NVIDIA H100 80GB in Iowa"). The B200 is sold by "(1 gpu slice)", one GPU.
-Each form is one public sources show (docs/vertex-facts.md, "Billing catalog"); a catalog that
-words a GPU otherwise leaves it unknown, never matched to another GPU. TPUs have no entry: their
-figures stay unknown."""
+"""The GPU's words in a SKU description, per catalog accelerator, lower case and without
+"Tesla": after "Nvidia" (where the description has it) and before "GPU" (or the end of the
+description's head: Vertex's training SKUs say "on NVIDIA H100 80GB in Iowa"). "Tesla" is not
+read: Compute Engine writes "Nvidia Tesla A100 80GB GPU" where Vertex's prediction SKUs write
+"Nvidia A100 80gb GPU", and case differs the same way ("80GB", "80gb"). The B200 is sold by
+"(1 gpu slice)", one GPU. Each form is one public sources show (docs/vertex-facts.md, "Billing
+catalog"); a catalog that words a GPU otherwise leaves it unknown, never matched to another GPU.
+TPUs have no entry: their figures stay unknown."""
+IGNORED_GPU_WORDS = frozenset({"tesla"})
 _MODEL_WORD = re.compile(r".*\d.*|tesla|mega|plus")
 """Words of a GPU's name where no "Nvidia" marks where the name starts ("H200 141GB GPU")."""
 OTHER_PRICES = (
@@ -86,7 +91,16 @@ OTHER_PRICES = (
     "premium",
 )
 """Words that mark a SKU priced for something else than an on-demand or Spot VM hour."""
-_WORD = re.compile(r"[a-z0-9][a-z0-9.-]*")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*")
+VARIANT_WORDS = ("high", "mega", "ultra", "edge")
+"""The words that tell one GPU machine series from another within a family (A3 High, A3 Mega,
+A3 Ultra, A3 Edge: the machine names' ``a3-highgpu``, ``a3-megagpu``, ...). A family's vCPU
+or RAM SKU prices only the machines of the variant its words name."""
+PLAIN_SERIES: dict[str, str] = {"a3": "high", "a2": "ultra"}
+"""The variant a family's vCPU/RAM SKU prices when its words name none: the billing report of
+an a3-highgpu-8g job lists "A3 Instance Core"/"A3 Instance RAM"; public code pricing an
+a2-ultragpu prediction node reads "A2 Instance Core"/"A2 Instance Ram" (docs/vertex-facts.md).
+The family's other variants are priced only from SKUs that name them."""
 
 
 @dataclass(frozen=True)
@@ -114,8 +128,11 @@ class _Claim:
     """None: both (a Compute Engine VM hour is the same for training and serving)."""
     item: Part
     name: str
-    """The machine or GPU; for a vCPU or RAM SKU, the machine family (n1, g2, ...)."""
+    """The machine or GPU; for a vCPU or RAM SKU, the machine family (n1, g2, ...) and the
+    variant its words name ("a3 mega")."""
     usage: Source
+    wording: str = ""
+    """A GPU SKU's words for the GPU, as written."""
 
 
 @dataclass
@@ -126,20 +143,91 @@ class Matched:
     unknown: dict[Key, str] = field(default_factory=dict)
     ignored: int = 0
     """SKUs that price nothing a table holds (other products, commitments, ...)."""
+    refused: list[str] = field(default_factory=list)
+    """SKUs that could not be read at all (a field of the wrong type), each with why; they
+    count in ``ignored`` too."""
+    gpu_wordings: dict[str, set[str]] = field(default_factory=dict)
+    """Catalog accelerator -> the words its SKUs named it with, as written ("Nvidia Tesla T4
+    GPU", "Nvidia A100 80gb GPU"): how this catalog words each GPU."""
 
 
-def _words(description: str) -> list[str]:
-    """The description's words before "in <place>" ("running in Americas", "in Iowa"): the
-    location words are not read, regions come from ``serviceRegions``."""
-    head = re.split(r"\b(?:running )?in\b", description.lower(), maxsplit=1)[0]
-    return _WORD.findall(head)
+class _Read(BaseModel):
+    """A part of a SKU as the API answers it: the fields read must have their type; others
+    are not read."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-def _gpu(words: list[str]) -> str | Literal[False] | None:
-    """The catalog accelerator a GPU SKU names; None when the SKU names no GPU (neither
-    "Nvidia" nor "GPU"); False when it names one this catalog does not (or words it otherwise).
-    The name runs from after the last "Nvidia" before "GPU" (or the end) to "GPU"; without an
-    "Nvidia", over the model words just before "GPU"."""
+class _Category(_Read):
+    usageType: StrictStr = ""
+
+
+class SkuHead(_Read):
+    """What a SKU says it prices: its words, its usage type and its regions."""
+
+    skuId: StrictStr = ""
+    description: StrictStr = ""
+    category: _Category = Field(default_factory=_Category)
+    serviceRegions: list[StrictStr] = Field(default_factory=list)
+
+
+class _Money(_Read):
+    currencyCode: StrictStr = ""
+    units: StrictStr | StrictInt = "0"
+    """An int64, which the API's JSON writes as a string."""
+    nanos: StrictInt = 0
+
+
+class _Tier(_Read):
+    unitPrice: _Money = Field(default_factory=_Money)
+
+
+class _Expression(_Read):
+    usageUnit: StrictStr = ""
+    tieredRates: list[_Tier] = Field(default_factory=list)
+
+
+class _Info(_Read):
+    effectiveTime: StrictStr = ""
+    pricingExpression: _Expression = Field(default_factory=_Expression)
+
+
+class SkuPricing(_Read):
+    pricingInfo: list[_Info] = Field(default_factory=list)
+
+
+def _problem(exc: ValidationError) -> str:
+    """The first field of a SKU that is not what the API answers, and why, in one line."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"]) or "the SKU"
+    return f"{where}: {error['msg']}"
+
+
+def read_head(sku: object) -> SkuHead | str:
+    """The SKU's words, usage type and regions, or why it cannot be read (a SKU that is not
+    an object, a ``category`` that is a string, ``serviceRegions`` holding lists, ...)."""
+    if not isinstance(sku, dict):
+        return f"a {type(sku).__name__}, not a SKU object"
+    try:
+        return SkuHead.model_validate(sku)
+    except ValidationError as exc:
+        return f"SKU {str(sku.get('skuId'))[:40]}: {_problem(exc)}"
+
+
+def _original_words(description: str) -> list[re.Match[str]]:
+    """The description's words before "in <place>" ("running in Americas", "in Iowa"), as
+    written: the location words are not read, regions come from ``serviceRegions``."""
+    head = re.split(r"\b(?:running )?in\b", description, maxsplit=1, flags=re.IGNORECASE)[0]
+    return list(_WORD.finditer(head))
+
+
+def _gpu(written: list[re.Match[str]]) -> tuple[str, str] | Literal[False] | None:
+    """The catalog accelerator a GPU SKU names and the words it names it with (as written);
+    None when the SKU names no GPU (neither "Nvidia" nor "GPU"); False when it names one this
+    catalog does not (or words it otherwise). The name runs from after the last "Nvidia" before
+    "GPU" (or the end) to "GPU"; without an "Nvidia", over the model words just before "GPU".
+    Case and "Tesla" do not count (`GPU_WORDS`)."""
+    words = [w.group().lower() for w in written]
     if "nvidia" not in words and "gpu" not in words:
         return None
     end = words.index("gpu") if "gpu" in words else len(words)
@@ -150,9 +238,13 @@ def _gpu(words: list[str]) -> str | Literal[False] | None:
         start = end
         while start > 0 and _MODEL_WORD.fullmatch(head[start - 1]):
             start -= 1
-    named = " ".join(words[start:end])
+    named = " ".join(w for w in words[start:end] if w not in IGNORED_GPU_WORDS)
     found = [name for name, forms in GPU_WORDS.items() if named in forms]
-    return found[0] if found else False
+    if not found:
+        return False
+    first = start - 1 if start > 0 and words[start - 1] == "nvidia" else start
+    last = written[min(end, len(written) - 1)]
+    return found[0], written[first].string[written[first].start() : last.end()]
 
 
 def _without(text: str, words: str) -> tuple[str, bool]:
@@ -164,7 +256,11 @@ def _without(text: str, words: str) -> tuple[str, bool]:
 def _source(text: str, usage_type: str, compute_engine: bool) -> tuple[str, Source] | str:
     """What kind of figure the SKU prices (its text without the words that said so), or why
     none: Compute Engine's SKUs price only FLEX_START's VM hour, Vertex's management fee only
-    FLEX_START's fee, the rest by ``category.usageType``."""
+    FLEX_START's fee, the rest on-demand or Spot. Spot is what the description says ("Spot",
+    "Preemptible") or, where it says nothing, ``usageType`` ``Preemptible``: Compute Engine has
+    been seen to list a Spot GPU as ``OnDemand`` with "Spot" in its words, and the words name
+    the VM the price is for (docs/vertex-facts.md, "Billing catalog")."""
+    said_spot = bool({"spot", "preemptible"} & set(text.split()))
     if compute_engine:
         text, dws = _without(text, FLEX_START_WORDS)
         if not dws:
@@ -172,31 +268,37 @@ def _source(text: str, usage_type: str, compute_engine: bool) -> tuple[str, Sour
         source: Source = "dws"
     else:
         text, fee = _without(text, FEE_WORDS)
-        source = "fee" if fee else USAGE_TYPES.get(usage_type, "")  # type: ignore[assignment]
-        if not source:
+        if fee:
+            source = "fee"
+        elif usage_type not in USAGE_TYPES:
             return f"usageType {usage_type or 'missing'}: no table holds it"
-    if source in ("dws", "fee") and usage_type != "OnDemand":
-        return f"a {source} SKU with usageType {usage_type or 'missing'}, not OnDemand"
+        else:
+            source = "spot" if said_spot else USAGE_TYPES[usage_type]
+    if source in ("dws", "fee"):
+        if usage_type != "OnDemand":
+            return f"a {source} SKU with usageType {usage_type or 'missing'}, not OnDemand"
+        if said_spot:
+            return f"a {source} SKU whose description says Spot/Preemptible"
     return text, source
 
 
-def classify(sku: dict, catalog: Catalog, compute_engine: bool = False) -> _Claim | str:
+def classify(sku: object, catalog: Catalog, compute_engine: bool = False) -> _Claim | str:
     """The figure a SKU prices, or why it prices none of the tables' figures.
     ``compute_engine``: the SKU is Compute Engine's (service 6F81-5844-456A), not Vertex's."""
-    description = str(sku.get("description", ""))
-    usage_type = str((sku.get("category") or {}).get("usageType", ""))
-    text = " ".join(_words(description))
+    head = sku if isinstance(sku, SkuHead) else read_head(sku)
+    if isinstance(head, str):
+        return head
+    written = _original_words(head.description)
+    text = " ".join(w.group().lower() for w in written)
     plain = _without(text, FLEX_START_WORDS if compute_engine else FEE_WORDS)[0]
     other = [w for w in OTHER_PRICES if re.search(rf"\b{w}\b", plain)]
     if other:
         return f"a {other[0]} SKU, not an on-demand, Spot or FLEX_START VM hour"
-    found = _source(text, usage_type, compute_engine)
+    found = _source(text, head.category.usageType, compute_engine)
     if isinstance(found, str):
         return found
     text, usage = found
     words = text.split()
-    if usage != "spot" and ({"spot", "preemptible"} & set(words)):
-        return f"the description says Spot/Preemptible but usageType is {usage_type}"
     kind = _kind(words, compute_engine)
     if kind is False:
         return "names neither training nor prediction (or both)"
@@ -204,7 +306,7 @@ def classify(sku: dict, catalog: Catalog, compute_engine: bool = False) -> _Clai
     if kind is None:
         machines = {**catalog.serving_machines, **catalog.machines}
     named = [w for w in words if w in machines]
-    gpu = _gpu(words)
+    gpu = _gpu(written)
     if gpu is False:
         return "a GPU this catalog does not name (or words it otherwise)"
     if not named and gpu is None and ({"instance", "core", "ram"} & set(words)):
@@ -212,7 +314,7 @@ def classify(sku: dict, catalog: Catalog, compute_engine: bool = False) -> _Clai
     if len(named) + (gpu is not None) != 1:
         return "names no single machine or accelerator of the catalog"
     if gpu is not None:
-        return _Claim(kind, "accelerator", gpu, usage)
+        return _Claim(kind, "accelerator", gpu[0], usage, gpu[1])
     return _Claim(kind, "machine", named[0], usage)
 
 
@@ -230,38 +332,91 @@ def _kind(words: list[str], compute_engine: bool) -> Kind | Literal[False] | Non
 def _per_unit(
     words: list[str], kind: Kind | None, families: set[str], usage: Source
 ) -> _Claim | str:
-    """A vCPU ("Core") or memory ("Ram") SKU of one machine family: "N1 Predefined Instance
-    Core", "G2 Instance Ram", "DWS Defined Duration A3 Core"."""
+    """A vCPU ("Core") or memory ("Ram") SKU of one machine family, and the variant its words
+    name if any: "N1 Predefined Instance Core", "G2 Instance Ram", "DWS Defined Duration A3
+    Core", "A3 Mega Instance Core" (claimed as "a3 mega")."""
     named = [w for w in words if w in families]
     parts = [p for p, w in (("vcpu", "core"), ("ram", "ram")) if w in words]
+    variants = [w for w in words if w in VARIANT_WORDS]
     if len(named) != 1 or len(parts) != 1:
         return "an instance SKU of no single machine family, or neither Core nor Ram"
-    return _Claim(kind, parts[0], named[0], usage)  # type: ignore[arg-type]
+    if len(variants) > 1:
+        return f"an instance SKU naming several variants ({', '.join(variants)})"
+    series = " ".join([named[0], *variants])
+    return _Claim(kind, parts[0], series, usage)  # type: ignore[arg-type]
 
 
-def hourly_rate(sku: dict, currency: str, unit_wanted: str = HOURLY_UNIT) -> float | str:
-    """The SKU's current rate per hour in ``currency``, or why there is none: another
-    currency is refused (never converted: a rate of exchange would be another source),
-    another unit or several tiers are not an hourly list price."""
-    infos = [i for i in sku.get("pricingInfo") or [] if isinstance(i, dict)]
-    if not infos:
+def machine_variant(machine: Machine) -> str | None:
+    """The series variant a GPU machine's name says ("a3-megagpu-8g" -> "mega"); None for a
+    machine named by shape only (n1-standard-4)."""
+    found = re.match(r"^[a-z0-9]+-([a-z]+)gpu-", machine.name)
+    return found.group(1) if found and found.group(1) in VARIANT_WORDS else None
+
+
+def _series_for(machine: Machine, catalog: Catalog) -> tuple[list[str], str | None]:
+    """The claim names whose vCPU/RAM SKUs may price ``machine`` ("a3 mega"; the bare family
+    too when its SKUs price this variant), and why the bare family's do not (None when they
+    do): a family of one variant in the catalog, or the one `PLAIN_SERIES` names."""
+    variant = machine_variant(machine)
+    if variant is None:
+        return [machine.family], None
+    own = f"{machine.family} {variant}"
+    variants = {
+        machine_variant(m)
+        for m in {**catalog.machines, **catalog.serving_machines}.values()
+        if m.family == machine.family
+    }
+    only = variant if len(variants) == 1 else None
+    if PLAIN_SERIES.get(machine.family, only) == variant:
+        return [own, machine.family], None
+    plain = PLAIN_SERIES.get(machine.family)
+    prices = f"they price {machine.family}-{plain}gpu machines" if plain else "which is unknown"
+    family = machine.family.upper()
+    return [own], (
+        f"its family's {family} vCPU/RAM SKUs name no variant ({prices}); only SKUs naming "
+        f"{family} {variant.title()} price {machine.name}"
+    )
+
+
+def hourly_rate(sku: object, currency: str, unit_wanted: str = HOURLY_UNIT) -> float | str:
+    """The SKU's current rate per hour in ``currency``, or why there is none: a field of the
+    wrong type, another currency (never converted: a rate of exchange would be another
+    source), another unit or several tiers, or a figure that is no rate (`rate_problem`)."""
+    try:
+        pricing = SkuPricing.model_validate(sku)
+    except ValidationError as exc:
+        return _problem(exc)
+    if not pricing.pricingInfo:
         return "no pricingInfo"
-    info = max(infos, key=lambda i: str(i.get("effectiveTime", "")))
-    expression = info.get("pricingExpression") or {}
-    unit = expression.get("usageUnit")
-    if unit != unit_wanted:
-        return f"usageUnit {unit!r}, not {unit_wanted!r}"
-    rates = [r for r in expression.get("tieredRates") or [] if isinstance(r, dict)]
+    info = max(pricing.pricingInfo, key=lambda i: i.effectiveTime)
+    expression = info.pricingExpression
+    if expression.usageUnit != unit_wanted:
+        return f"usageUnit {expression.usageUnit!r}, not {unit_wanted!r}"
+    rates = expression.tieredRates
     if len(rates) != 1:
         return f"{len(rates)} tiered rates: not one list price"
-    price = rates[0].get("unitPrice") or {}
-    code = price.get("currencyCode")
-    if code != currency:
-        return f"priced in {code}, the tables are in {currency} (refused, not converted)"
-    try:
-        return int(str(price.get("units") or 0)) + int(price.get("nanos") or 0) / 1e9
-    except ValueError:
-        return f"unitPrice {price!r} is not units and nanos"
+    price = rates[0].unitPrice
+    if price.currencyCode != currency:
+        return (
+            f"priced in {price.currencyCode[:10] or 'no currency'}, the tables are in {currency} "
+            "(refused, not converted)"
+        )
+    return _money(price)
+
+
+def _money(price: _Money) -> float | str:
+    """``units`` + ``nanos``/10^9 as google.type.Money defines them (nanos within
+    +-999,999,999 and of the units' sign), a finite rate from 0 to MAX_USD_PER_H."""
+    if not re.fullmatch(r"-?\d{1,18}", str(price.units)):
+        return f"unitPrice.units {str(price.units)[:40]!r} is not an int64"
+    units = int(price.units)
+    if abs(price.nanos) > 999_999_999 or (
+        units and price.nanos and (units > 0) != (price.nanos > 0)
+    ):
+        return f"unitPrice.nanos {price.nanos} is not 0 to 999,999,999 of the units' sign"
+    usd = units + price.nanos / 1e9
+    problem = rate_problem(usd)
+    return f"unitPrice {problem}" if problem else usd
 
 
 def expected(catalog: Catalog, regions: Iterable[str]) -> list[Key]:
@@ -299,29 +454,35 @@ def takes_flex_start(catalog: Catalog, item: Item, name: str) -> bool:
 
 
 def match(
-    skus: Iterable[dict],
+    skus: Iterable[object],
     catalog: Catalog,
     regions: list[str],
     currency: str,
-    compute_skus: Iterable[dict] = (),
+    compute_skus: Iterable[object] = (),
 ) -> Matched:
     """Each expected figure of ``regions`` from Vertex AI's ``skus`` and Compute Engine's
     ``compute_skus`` (see the module's docstring). A machine with no SKU of its own is priced
-    from its family's vCPU and RAM SKUs (vCPUs x the Core rate + GiB x the Ram rate) when each
-    is one readable SKU; a machine with both forms is ambiguous."""
-    claims: dict[tuple, list[tuple[dict, float | str]]] = defaultdict(list)
+    from its family's vCPU and RAM SKUs of its own variant (vCPUs x the Core rate + GiB x the
+    Ram rate) when each is one readable SKU; a machine with both forms is ambiguous. A SKU
+    that cannot be read is refused with why (``Matched.refused``), never a traceback."""
+    claims: dict[tuple, list[tuple[SkuHead, float | str]]] = defaultdict(list)
     result = Matched()
     read = [(sku, False) for sku in skus] + [(sku, True) for sku in compute_skus]
     for sku, compute_engine in read:
-        claim = classify(sku, catalog, compute_engine)
-        if isinstance(claim, str):
+        head = read_head(sku)
+        claim = head if isinstance(head, str) else classify(head, catalog, compute_engine)
+        if isinstance(head, str):
+            result.refused.append(head)
+        if isinstance(claim, str) or isinstance(head, str):
             result.ignored += 1
             continue
+        if claim.wording:
+            result.gpu_wordings.setdefault(claim.name, set()).add(claim.wording)
         rate = hourly_rate(sku, currency, UNITS[claim.item])
         kinds = (claim.kind,) if claim.kind else ("training", "serving")
-        for region in sku.get("serviceRegions") or []:
+        for region in head.serviceRegions:
             for kind in kinds:
-                claims[(region, kind, claim.item, claim.name, claim.usage)].append((sku, rate))
+                claims[(region, kind, claim.item, claim.name, claim.usage)].append((head, rate))
     for key in expected(catalog, regions):
         if key.usage == "flex-start":
             _record(result, key, _flex_start(key, claims, catalog))
@@ -353,40 +514,47 @@ def _flex_start(key: Key, claims: dict, catalog: Catalog) -> Figure | str:
 
 
 def _record(result: Matched, key: Key, outcome: Figure | str) -> None:
-    if isinstance(outcome, Figure):
+    # Each SKU's rate is bounded; a sum of them (vCPUs x Core + GiB x Ram) is checked again.
+    problem = rate_problem(outcome.usd_per_h) if isinstance(outcome, Figure) else None
+    if isinstance(outcome, Figure) and problem is None:
         result.figures[key] = outcome
     else:
-        result.unknown[key] = outcome
+        result.unknown[key] = f"the SKUs add up to {problem}" if problem else str(outcome)
 
 
-def _one(key: Key, found: list[tuple[dict, float | str]]) -> Figure | str:
+def _one(key: Key, found: list[tuple[SkuHead, float | str]]) -> Figure | str:
     """The figure of exactly one readable SKU, or why there is none."""
     if not found and key.item == "accelerator" and key.name not in GPU_WORDS:
         return "no SKU description form is known for it (TPUs)"
     if not found:
         return "no SKU lists this region for it"
     if len(found) > 1:
-        named = ", ".join(f"{s.get('skuId')} ({s.get('description')})" for s, _ in found)
+        named = ", ".join(f"{s.skuId} ({s.description})" for s, _ in found)
         return f"ambiguous: {named}"
     sku, rate = found[0]
     if isinstance(rate, str):
-        return f"SKU {sku.get('skuId')}: {rate}"
-    return Figure(float(rate), str(sku.get("skuId")), str(sku.get("description", "")))
+        return f"SKU {sku.skuId}: {rate}"
+    return Figure(float(rate), sku.skuId, sku.description)
 
 
 def _composed(key: Key, source: Source, claims: dict, catalog: Catalog) -> Figure | str | None:
-    """A machine's price from its family's vCPU and RAM SKUs; None when the family has
-    neither in this region (for this kind and source)."""
+    """A machine's price from its family's vCPU and RAM SKUs that name its variant
+    (`_series_for`); None when the family has neither in this region (for this kind and
+    source)."""
     machines = catalog.machines if key.kind == "training" else catalog.serving_machines
     machine = machines[key.name]
     if machine.vcpus is None or machine.memory_gb is None:
         return "Google gives no vCPU and memory figures for this machine"
+    series, not_plain = _series_for(machine, catalog)
     parts = {
-        part: claims.get((key.region, key.kind, part, machine.family, source), [])
+        part: [
+            c for name in series for c in claims.get((key.region, key.kind, part, name, source), [])
+        ]
         for part in ("vcpu", "ram")
     }
     if not parts["vcpu"] and not parts["ram"]:
-        return None
+        plain = [(key.region, key.kind, part, machine.family, source) for part in ("vcpu", "ram")]
+        return not_plain if not_plain and any(claims.get(k) for k in plain) else None
     vcpu = _one(replace(key, item="machine"), parts["vcpu"])
     ram = _one(replace(key, item="machine"), parts["ram"])
     for name, outcome in (("vCPU", vcpu), ("RAM", ram)):

@@ -16,12 +16,20 @@ reads (docs/vertex-facts.md, "Billing catalog") and each ends by saying it is th
 
 THE FIGURES ARE NOT GOOGLE'S: each is made up from the machine's size (``STAND_IN_RATES``), the
 same in every region, Spot at ``SPOT_SHARE`` of it, FLEX_START's VM hour at ``DWS_SHARE`` and its
-fee at ``FEE_SHARE``, so that a local run has a cost to show and test. Only USD is served:
-another ``currencyCode`` is answered 400, as nothing converts here."""
+fee at ``FEE_SHARE``, so that a local run has a cost to show and test.
+
+As the API does (cloudbilling v1 discovery document, ``services.skus.list`` and ``PricingInfo``):
+without ``startTime``/``endTime`` each SKU's ``effectiveTime`` is a time within the last 12 hours
+(the latest pricing); with them, the pricing in force in that window (the stand-in's never
+changes, so its ``effectiveTime`` is the window's start: at or after ``startTime``, before
+``endTime``). ``currencyCode`` converts every price from USD at ``currencyConversionRate`` ("USD *
+currency_conversion_rate = JPY"); the stand-in's rates (``CONVERSION_RATES``) are made up too."""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from jobs.core.catalog import Catalog, load_catalog
@@ -30,7 +38,34 @@ from jobs.core.catalog.billing_skus import FEE_WORDS, GPU_WORDS, takes_flex_star
 SERVICE_ID = "C7E2-9256-1C43"
 COMPUTE_SERVICE_ID = "6F81-5844-456A"
 CURRENCY = "USD"
-EFFECTIVE_TIME = "2026-11-01T00:00:00Z"
+CONVERSION_RATES = {
+    "USD": Decimal(1),
+    "EUR": Decimal("0.92"),
+    "GBP": Decimal("0.79"),
+    "JPY": Decimal(150),
+}
+"""USD -> the currency, for the stand-in's conversions: invented, as its prices are."""
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """How one answer prices its SKUs: the time its pricing took effect, and the currency."""
+
+    effective_time: datetime
+    currency: str = CURRENCY
+
+    @property
+    def rate(self) -> Decimal:
+        return CONVERSION_RATES[self.currency]
+
+
+def latest_pricing(currency: str = CURRENCY, now: datetime | None = None) -> Pricing:
+    """The latest pricing, as the API answers without a time range: effective within the last
+    12 hours (the start of the current hour)."""
+    at = (now or datetime.now(UTC)).replace(minute=0, second=0, microsecond=0)
+    return Pricing(at, currency)
+
+
 STAND_IN = "vtx local stand-in, not a Google price"
 STAND_IN_RATES = {"vcpu": Decimal("0.04"), "gb": Decimal("0.005"), "gpu_gb": Decimal("0.03")}
 """$/h per vCPU, per GB of machine memory, per GB of accelerator memory: invented."""
@@ -46,14 +81,24 @@ def _sku_id(*parts: str) -> str:
     return f"{digest[0:4]}-{digest[4:8]}-{digest[8:12]}"
 
 
-def _money(usd: Decimal) -> dict:
-    usd = usd.quantize(Decimal("0.000000001"), rounding=ROUND_HALF_UP)
-    units = int(usd)
-    return {"currencyCode": CURRENCY, "units": str(units), "nanos": int((usd - units) * 10**9)}
+def _money(usd: Decimal, pricing: Pricing) -> dict:
+    amount = (usd * pricing.rate).quantize(Decimal("0.000000001"), rounding=ROUND_HALF_UP)
+    units = int(amount)
+    return {
+        "currencyCode": pricing.currency,
+        "units": str(units),
+        "nanos": int((amount - units) * 10**9),
+    }
 
 
 def _sku(
-    region: str, description: str, group: str, usage: str, usd: Decimal, service: str = SERVICE_ID
+    region: str,
+    description: str,
+    group: str,
+    usage: str,
+    usd: Decimal,
+    pricing: Pricing,
+    service: str = SERVICE_ID,
 ) -> dict:
     sku_id = _sku_id(service, region, description, usage)
     return {
@@ -69,7 +114,7 @@ def _sku(
         "serviceRegions": [region],
         "pricingInfo": [
             {
-                "effectiveTime": EFFECTIVE_TIME,
+                "effectiveTime": pricing.effective_time.isoformat().replace("+00:00", "Z"),
                 "summary": "",
                 "pricingExpression": {
                     "usageUnit": "h",
@@ -78,9 +123,9 @@ def _sku(
                     "baseUnitDescription": "second",
                     "baseUnitConversionFactor": 3600,
                     "displayQuantity": 1,
-                    "tieredRates": [{"startUsageAmount": 0, "unitPrice": _money(usd)}],
+                    "tieredRates": [{"startUsageAmount": 0, "unitPrice": _money(usd, pricing)}],
                 },
-                "currencyConversionRate": 1,
+                "currencyConversionRate": float(pricing.rate),
             }
         ],
         "serviceProviderName": "Google",
@@ -104,7 +149,8 @@ def _priced(cat: Catalog) -> list[tuple[str, str, str, str, str, Decimal]]:
                 if acc is None or name not in GPU_WORDS:
                     continue  # TPUs: no SKU form known (docs/vertex-facts.md)
                 usd = Decimal(str(acc.memory_gb)) * STAND_IN_RATES["gpu_gb"]
-                words = GPU_NAMES.get(name, f"Nvidia {GPU_WORDS[name][0].title()} GPU")
+                tesla = "Tesla " if "TESLA" in name else ""
+                words = GPU_NAMES.get(name, f"Nvidia {tesla}{GPU_WORDS[name][0].upper()} GPU")
                 found.append((region.name, kind, name, words, "GPU", usd))
     return found
 
@@ -113,34 +159,36 @@ def _item(name: str) -> str:
     return "accelerator" if name.isupper() else "machine"
 
 
-def skus(cat: Catalog | None = None) -> list[dict]:
+def skus(cat: Catalog | None = None, pricing: Pricing | None = None) -> list[dict]:
     """Every Vertex AI SKU of the stand-in, in a stable order (pages are slices of it)."""
     cat = cat or load_catalog()
+    pricing = pricing or latest_pricing()
     found = []
     for region, kind, name, words, group, usd in _priced(cat):
         product = "Custom Training" if kind == "training" else "Custom Prediction"
-        found.append(_sku(region, f"{product} {words}", group, "on-demand", usd))
-        found.append(
-            _sku(region, f"Spot Preemptible {product} {words}", group, "spot", usd * SPOT_SHARE)
-        )
+        found.append(_sku(region, f"{product} {words}", group, "on-demand", usd, pricing))
+        spot = f"Spot Preemptible {product} {words}"
+        found.append(_sku(region, spot, group, "spot", usd * SPOT_SHARE, pricing))
         if takes_flex_start(cat, _item(name), name):  # type: ignore[arg-type]
             fee = f"{product} {FEE_WORDS} {words}"
-            found.append(_sku(region, fee, group, "on-demand", usd * FEE_SHARE))
+            found.append(_sku(region, fee, group, "on-demand", usd * FEE_SHARE, pricing))
     return found
 
 
-def compute_skus(cat: Catalog | None = None) -> list[dict]:
+def compute_skus(cat: Catalog | None = None, pricing: Pricing | None = None) -> list[dict]:
     """The stand-in's Compute Engine SKUs: a DWS Defined Duration VM hour for every machine and
     GPU FLEX_START runs, once per region (training and serving share it, as on Google's)."""
     cat = cat or load_catalog()
+    pricing = pricing or latest_pricing()
     found, seen = [], set()
     for region, _, name, words, group, usd in _priced(cat):
         if (region, name) in seen or not takes_flex_start(cat, _item(name), name):  # type: ignore[arg-type]
             continue
         seen.add((region, name))
         description = f"{words} attached to DWS Defined Duration VMs"
+        dws = usd * DWS_SHARE
         found.append(
-            _sku(region, description, group, "on-demand", usd * DWS_SHARE, COMPUTE_SERVICE_ID)
+            _sku(region, description, group, "on-demand", dws, pricing, COMPUTE_SERVICE_ID)
         )
     return found
 

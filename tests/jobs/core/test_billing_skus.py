@@ -1,9 +1,11 @@
 """The billing catalog matcher on SKUs in the Cloud Billing Catalog API's shape
 (tests/data/billing-skus-vertex.json for Vertex AI, billing-skus-compute.json for Compute
-Engine: their figures are test figures, not Google's prices; their description forms are those
-docs/vertex-facts.md "Billing catalog" records): on-demand, Spot and FLEX_START figures each
-from their own SKUs, nothing borrowed across regions, kinds or usage types, ambiguous pairs and
-other currencies left unknown with the reason."""
+Engine). Each record's source is in docs/vertex-facts.md ("Billing catalog", "The SKU
+fixtures"): real SKUs of a published billing report with their ids and figures, words public
+code quotes with invented ids and figures, and records marked invented. On-demand, Spot and
+FLEX_START figures each from their own SKUs, nothing borrowed across regions, kinds, variants
+or usage types, ambiguous pairs and other currencies left unknown with the reason, and a SKU
+that cannot be read refused with its reason, never a traceback."""
 
 from __future__ import annotations
 
@@ -32,90 +34,140 @@ def _sku(sku_id: str) -> dict:
     return next(s for s in SKUS if s["skuId"] == sku_id)
 
 
+def _key(region: str, name: str, usage: str = "on-demand", kind: str = "training") -> Key:
+    item = "accelerator" if name.isupper() else "machine"
+    return Key(region, kind, item, name, usage)  # type: ignore[arg-type]
+
+
+def test_the_billing_reports_job_totals_are_reproduced(matched) -> None:
+    # A3 High training and serving, on-demand and FLEX_START, from the report's own SKUs: the
+    # machine and GPU figures add up to its hourly totals less the disks (in no figure).
+    def usd(key: Key) -> float:
+        return matched.figures[key].usd_per_h
+
+    h100 = matched.figures[_key("us-central1", "NVIDIA_H100_80GB")]
+    assert (h100.usd_per_h, h100.sku) == (pytest.approx(11.2660332, abs=1e-9), "3F95-001E-B747")
+    training = usd(_key("us-central1", "a3-highgpu-8g")) + 8 * h100.usd_per_h
+    assert training == pytest.approx(101.5429684 - 0.53561644, abs=1e-6)
+    serving = usd(_key("us-central1", "a3-highgpu-1g", kind="serving")) + usd(
+        _key("us-central1", "NVIDIA_H100_80GB", kind="serving")
+    )
+    assert serving == pytest.approx(12.625919, abs=1e-6)
+    flex = usd(_key("us-central1", "a3-highgpu-8g", "flex-start")) + 8 * usd(
+        _key("us-central1", "NVIDIA_H100_80GB", "flex-start")
+    )
+    assert flex == pytest.approx(52.0306163 - 0.65753425 - 0.53561644, abs=1e-5)
+
+
 def test_on_demand_and_spot_each_come_from_their_own_sku(matched) -> None:
-    on_demand = matched.figures[
-        Key("us-central1", "training", "accelerator", "NVIDIA_TESLA_T4", "on-demand")
-    ]
-    spot = matched.figures[Key("us-central1", "training", "accelerator", "NVIDIA_TESLA_T4", "spot")]
+    on_demand = matched.figures[_key("us-central1", "NVIDIA_TESLA_T4")]
+    spot = matched.figures[_key("us-central1", "NVIDIA_TESLA_T4", "spot")]
     assert (on_demand.usd_per_h, on_demand.sku) == (pytest.approx(0.4025), "A001-0000-0001")
     assert (spot.usd_per_h, spot.sku) == (pytest.approx(0.161), "A001-0000-0002")
-    assert spot.description.startswith("Spot Preemptible Custom Training Nvidia Tesla T4")
-    machine = matched.figures[Key("europe-west4", "training", "machine", "n1-standard-4", "spot")]
-    assert (machine.usd_per_h, machine.sku) == (pytest.approx(0.0962), "A001-0000-0005")
+
+
+def test_a_spot_sku_is_read_with_usage_type_preemptible(matched) -> None:
+    # No word of Spot in its description: usageType Preemptible says it.
+    assert "Spot" not in _sku("A001-0000-0002")["description"]
+    claim = classify(_sku("A001-0000-0002"), load_catalog())
+    assert not isinstance(claim, str) and claim.usage == "spot"
+
+
+def test_a_spot_sku_is_read_from_its_words_when_usage_type_says_on_demand(matched) -> None:
+    # usageType OnDemand, "Spot Preemptible" in the words: the words win, it prices Spot only.
+    sku = _sku("A001-0000-0005")
+    assert sku["category"]["usageType"] == "OnDemand"
+    spot = matched.figures[_key("europe-west4", "NVIDIA_L4", "spot")]
+    assert (spot.usd_per_h, spot.sku) == (pytest.approx(0.24), "A001-0000-0005")
+    assert matched.unknown[_key("europe-west4", "NVIDIA_L4")] == "no SKU lists this region for it"
 
 
 def test_a_region_or_kind_the_sku_does_not_list_stays_unknown(matched) -> None:
     # The on-demand T4 SKU lists us-east4; its Spot SKU does not: no Spot figure is borrowed.
-    assert (
-        Key("us-east4", "training", "accelerator", "NVIDIA_TESLA_T4", "on-demand")
-        in matched.figures
-    )
-    spot = Key("us-east4", "training", "accelerator", "NVIDIA_TESLA_T4", "spot")
+    assert _key("us-east4", "NVIDIA_TESLA_T4") in matched.figures
+    spot = _key("us-east4", "NVIDIA_TESLA_T4", "spot")
     assert matched.unknown[spot] == "no SKU lists this region for it"
-    # us-central1's n1-standard-4 is not europe-west1's, and training's is not serving's.
-    assert (
-        Key("europe-west1", "training", "machine", "n1-standard-4", "on-demand") in matched.unknown
-    )
-    serving = matched.figures[
-        Key("us-central1", "serving", "machine", "n1-standard-4", "on-demand")
-    ]
-    training = matched.figures[
-        Key("us-central1", "training", "machine", "n1-standard-4", "on-demand")
-    ]
-    assert (serving.sku, training.sku) == ("A001-0000-0014", "A001-0000-0003")
-    assert (
-        Key("us-central1", "serving", "accelerator", "NVIDIA_TESLA_T4", "on-demand")
-        in matched.unknown
-    )
+    # us-west1's n1-standard-4 is not europe-west1's, and serving's is not training's.
+    assert _key("europe-west1", "n1-standard-4") in matched.unknown
+    serving = matched.figures[_key("us-central1", "n1-standard-4", kind="serving")]
+    assert serving.sku == "A001-0000-0113+A001-0000-0114"
+    assert _key("us-central1", "n1-standard-4") in matched.unknown
+    assert _key("us-central1", "NVIDIA_TESLA_T4", kind="serving") in matched.unknown
 
 
 def test_a_machine_without_its_own_sku_adds_up_its_familys_vcpu_and_ram(matched) -> None:
-    n1 = matched.figures[Key("us-west1", "training", "machine", "n1-standard-4", "on-demand")]
+    n1 = matched.figures[_key("us-west1", "n1-standard-4")]
     assert n1.usd_per_h == pytest.approx(4 * 0.036 + 15 * 0.005)
-    assert n1.sku == "A001-0000-0011+A001-0000-0012"
-    assert n1.description.startswith("4 x Custom Training N1 Predefined Instance Core")
+    assert n1.sku == "A001-0000-0111+A001-0000-0112"
+    assert n1.description.startswith(
+        "4 x Vertex AI: Training/Pipelines on N1 Predefined Instance Core"
+    )
     # No Spot Core/Ram SKU: the Spot figure is not derived from the on-demand one.
-    spot = Key("us-west1", "training", "machine", "n1-standard-4", "spot")
+    spot = _key("us-west1", "n1-standard-4", "spot")
     assert matched.unknown[spot] == "no SKU lists this region for it"
     # A Core SKU without its Ram SKU prices nothing.
-    g2 = Key("us-west1", "training", "machine", "g2-standard-8", "on-demand")
+    g2 = _key("us-west1", "g2-standard-8")
     assert matched.unknown[g2] == "g2 RAM SKU: no SKU lists this region for it"
     # A machine priced both ways is ambiguous.
-    both = Key("europe-west4", "training", "machine", "n1-standard-4", "on-demand")
+    both = _key("europe-west4", "n1-standard-4")
     assert matched.unknown[both] == "ambiguous: its own SKU and its family's vCPU and RAM SKUs"
 
 
-def test_two_skus_for_one_figure_leave_it_unknown_naming_both(matched) -> None:
-    key = Key("europe-west4", "training", "machine", "g2-standard-8", "on-demand")
-    assert key not in matched.figures
-    assert "ambiguous" in matched.unknown[key]
-    assert "A001-0000-0006" in matched.unknown[key] and "A001-0000-0007" in matched.unknown[key]
-    # The EMEA SKU alone prices europe-west1's.
+def test_a_machine_is_priced_only_from_skus_naming_its_own_variant(matched) -> None:
+    # "A3 Instance Core" (the report's, for a3-highgpu) and "A3 Mega Instance Core" side by
+    # side: each prices its own series; A3 Ultra has no SKU of its own and stays unknown.
+    high = matched.figures[_key("us-central1", "a3-highgpu-8g")]
+    assert high.sku == "2E83-99F1-391A+B045-9255-8314"
+    assert high.usd_per_h == pytest.approx(208 * 0.0293227 + 1872 * 0.0025534)
+    mega = matched.figures[_key("us-central1", "a3-megagpu-8g")]
+    assert mega.sku == "A001-0000-0031+A001-0000-0032"
+    assert matched.unknown[_key("us-central1", "a3-ultragpu-8g")] == (
+        "its family's A3 vCPU/RAM SKUs name no variant (they price a3-highgpu machines); only "
+        "SKUs naming A3 Ultra price a3-ultragpu-8g"
+    )
+    # Public code prices an a2-ultragpu node from "A2 Instance Core": A2 High is not it.
+    ultra = matched.figures[_key("us-central1", "a2-ultragpu-1g", kind="serving")]
+    assert ultra.sku == "A001-0000-0102+A001-0000-0103"
     assert (
-        matched.figures[
-            Key("europe-west1", "training", "machine", "g2-standard-8", "on-demand")
-        ].sku
-        == "A001-0000-0007"
+        "only SKUs naming A2 High"
+        in matched.unknown[_key("us-central1", "a2-highgpu-1g", kind="serving")]
+    )
+
+
+def test_two_skus_for_one_figure_leave_it_unknown_naming_both(matched) -> None:
+    key = _key("europe-west4", "g2-standard-8")
+    assert key not in matched.figures
+    assert matched.unknown[key].startswith("g2 vCPU SKU: ambiguous: A001-0000-0006 (")
+    assert "A001-0000-0007" in matched.unknown[key]
+    # The EMEA SKUs alone price europe-west1's.
+    assert matched.figures[_key("europe-west1", "g2-standard-8")].sku == (
+        "A001-0000-0007+A001-0000-0009"
     )
 
 
 def test_another_currency_is_refused_not_converted(matched) -> None:
-    key = Key("europe-west1", "training", "accelerator", "NVIDIA_L4", "on-demand")
+    key = _key("europe-west1", "NVIDIA_L4")
     assert key not in matched.figures
     assert matched.unknown[key] == (
         "SKU A001-0000-0008: priced in EUR, the tables are in USD (refused, not converted)"
     )
 
 
-def test_the_80gb_a100_is_not_the_40gb_one(matched) -> None:
-    assert (
-        Key("us-central1", "training", "accelerator", "NVIDIA_A100_80GB", "on-demand")
-        in matched.figures
-    )
-    assert (
-        Key("us-central1", "training", "accelerator", "NVIDIA_TESLA_A100", "on-demand")
-        in matched.unknown
-    )
+def test_the_80gb_a100_is_read_in_vertexs_words_and_is_not_the_40gb_one(matched) -> None:
+    # Vertex's prediction SKU says "Nvidia A100 80gb GPU": no "Tesla", lower-case "gb".
+    a100 = matched.figures[_key("us-central1", "NVIDIA_A100_80GB", kind="serving")]
+    assert a100.sku == "A001-0000-0101"
+    assert _key("us-central1", "NVIDIA_TESLA_A100", kind="serving") in matched.unknown
+
+
+def test_the_words_each_gpu_was_seen_in_are_reported(matched) -> None:
+    assert matched.gpu_wordings["NVIDIA_A100_80GB"] == {"Nvidia A100 80gb GPU"}
+    assert matched.gpu_wordings["NVIDIA_TESLA_T4"] == {"Nvidia Tesla T4"}
+    assert matched.gpu_wordings["NVIDIA_H100_80GB"] == {
+        "NVIDIA H100 80GB",
+        "Nvidia H100 80gb GPU",
+        "Nvidia H100 80GB GPU",
+    }
 
 
 @pytest.mark.parametrize(
@@ -124,8 +176,8 @@ def test_the_80gb_a100_is_not_the_40gb_one(matched) -> None:
         ("A001-0000-0010", "a commitment SKU"),
         ("A001-0000-0020", "an instance SKU of no single machine family"),
         ("A001-0000-0013", "names neither training nor prediction"),
-        ("A001-0000-0015", "says Spot/Preemptible but usageType is OnDemand"),
         ("A001-0000-0016", "a GPU this catalog does not name"),
+        ("A005-98FE-36CC", "names no single machine or accelerator"),
     ],
 )
 def test_skus_that_price_no_table_figure_say_why(sku_id: str, reason: str) -> None:
@@ -143,13 +195,23 @@ def test_skus_that_price_no_table_figure_say_why(sku_id: str, reason: str) -> No
         ("Custom Training H200 141GB GPU running in Netherlands", "NVIDIA_H200_141GB"),
         ("Custom Training Nvidia H200 141GB GPU running in Americas", "NVIDIA_H200_141GB"),
         ("Custom Training A4 Nvidia B200 (1 gpu slice) running in Americas", "NVIDIA_B200"),
-        # Vertex's own training form names no "GPU" (a billing report's SKU).
+        # Vertex's own forms (a billing report; public code).
         ("Vertex AI: Training/Pipelines on NVIDIA H100 80GB in Iowa", "NVIDIA_H100_80GB"),
         (
             "Vertex AI: Online/Batch Prediction Nvidia H100 80gb GPU running in Iowa",
             "NVIDIA_H100_80GB",
         ),
+        (
+            "Vertex AI: Online/Batch Prediction Nvidia A100 80gb GPU running in Iowa",
+            "NVIDIA_A100_80GB",
+        ),
+        # With and without "Tesla", in any case.
         ("Custom Training Nvidia Tesla A100 80GB GPU running in Americas", "NVIDIA_A100_80GB"),
+        ("Vertex AI: Training/Pipelines on NVIDIA TESLA A100 80GB in Iowa", "NVIDIA_A100_80GB"),
+        ("Custom Training Nvidia Tesla A100 GPU running in Americas", "NVIDIA_TESLA_A100"),
+        ("Custom Training Nvidia A100 GPU running in Americas", "NVIDIA_TESLA_A100"),
+        ("Custom Training Nvidia T4 GPU running in Americas", "NVIDIA_TESLA_T4"),
+        ("Custom Training nvidia tesla v100 gpu running in Americas", "NVIDIA_TESLA_V100"),
     ],
 )
 def test_each_gpu_is_named_in_the_words_public_skus_use(description: str, gpu: str) -> None:
@@ -176,9 +238,9 @@ def test_a_gpu_worded_otherwise_is_matched_to_none(description: str) -> None:
 
 def test_the_new_gpus_figures_come_from_their_own_skus(matched) -> None:
     def figure(region: str, name: str, usage: str = "on-demand"):
-        return matched.figures[Key(region, "training", "accelerator", name, usage)]  # type: ignore[arg-type]
+        return matched.figures[_key(region, name, usage)]
 
-    assert figure("us-central1", "NVIDIA_H100_80GB").sku == "A001-0000-0021"
+    assert figure("us-central1", "NVIDIA_H100_80GB").sku == "3F95-001E-B747"
     assert figure("us-central1", "NVIDIA_H100_MEGA_80GB").sku == "A001-0000-0026"
     assert figure("us-central1", "NVIDIA_H100_MEGA_80GB", "spot").sku == "A001-0000-0027"
     assert figure("us-east4", "NVIDIA_H100_MEGA_80GB").sku == "A001-0000-0030"
@@ -187,43 +249,47 @@ def test_the_new_gpus_figures_come_from_their_own_skus(matched) -> None:
 
 
 def test_flex_start_is_compute_engines_dws_hour_plus_vertexs_fee(matched) -> None:
-    h100 = Key("us-central1", "training", "accelerator", "NVIDIA_H100_80GB", "flex-start")
+    h100 = _key("us-central1", "NVIDIA_H100_80GB", "flex-start")
     flex = matched.figures[h100]
-    assert (flex.usd_per_h, flex.sku) == (pytest.approx(4.2 + 1.5), "B001-0000-0001+A001-0000-0022")
+    assert (flex.usd_per_h, flex.sku) == (
+        pytest.approx(4.200761 + 1.4694826),
+        "341A-49A5-0C07+5853-505F-A5C4",
+    )
     assert "DWS Defined Duration" in flex.description and "management fee" in flex.description
     # One Compute Engine SKU serves both kinds; each kind pays its own Vertex fee.
     serving = matched.figures[replace(h100, kind="serving")]
-    assert (serving.usd_per_h, serving.sku) == (
-        pytest.approx(4.2 + 1.4),
-        "B001-0000-0001+A001-0000-0025",
-    )
+    assert serving.sku == "341A-49A5-0C07+1797-967A-274D"
     # A machine: its family's DWS Core and Ram plus the fee's Core and RAM, per vCPU and GiB.
-    a3 = matched.figures[Key("us-central1", "training", "machine", "a3-highgpu-8g", "flex-start")]
-    assert a3.usd_per_h == pytest.approx(208 * (0.011 + 0.004) + 1872 * (0.001 + 0.0003))
-    assert a3.sku == "B001-0000-0002+B001-0000-0003+A001-0000-0023+A001-0000-0024"
-    # Neither on-demand nor Spot lends FLEX_START a figure, nor FLEX_START them.
-    assert matched.figures[replace(h100, usage="on-demand")].sku == "A001-0000-0021"
+    a3 = matched.figures[_key("us-central1", "a3-highgpu-8g", "flex-start")]
+    assert a3.usd_per_h == pytest.approx(
+        208 * (0.010934 + 0.0038247) + 1872 * (0.000952 + 0.0003331)
+    )
+    assert a3.sku == "9A32-36B2-7FBC+ED19-A584-4A84+9AC1-7D9B-C47E+D30D-69C9-F057"
+    # Neither on-demand nor Spot lends FLEX_START a figure, nor FLEX_START them; Compute
+    # Engine's own on-demand H100 SKU ($9.796550569) prices nothing.
+    assert matched.figures[replace(h100, usage="on-demand")].sku == "3F95-001E-B747"
     assert replace(h100, usage="spot") in matched.unknown
 
 
 def test_flex_start_without_both_halves_is_unknown_and_says_which(matched) -> None:
     # us-east4: Compute Engine's DWS SKU lists it, no Vertex fee SKU does.
-    east = Key("us-east4", "training", "accelerator", "NVIDIA_H100_80GB", "flex-start")
+    east = _key("us-east4", "NVIDIA_H100_80GB", "flex-start")
     assert matched.unknown[east] == "Vertex management fee SKU: no SKU lists this region for it"
-    mega = Key("us-central1", "training", "accelerator", "NVIDIA_H100_MEGA_80GB", "flex-start")
+    mega = _key("us-central1", "NVIDIA_H100_MEGA_80GB", "flex-start")
     assert matched.unknown[mega] == (
         "Compute Engine DWS Defined Duration SKU: no SKU lists this region for it"
     )
-    l4 = Key("us-central1", "training", "accelerator", "NVIDIA_L4", "flex-start")
+    l4 = _key("us-central1", "NVIDIA_L4", "flex-start")
     assert matched.unknown[l4].startswith("Vertex management fee SKU:")
     # FLEX_START does not take a T4: no such figure is expected at all.
-    t4 = Key("us-central1", "training", "accelerator", "NVIDIA_TESLA_T4", "flex-start")
+    t4 = _key("us-central1", "NVIDIA_TESLA_T4", "flex-start")
     assert t4 not in matched.unknown and t4 not in matched.figures
 
 
 @pytest.mark.parametrize(
     ("sku_id", "reason"),
     [
+        ("1A25-07A3-AB6D", "a Compute Engine SKU but not DWS Defined Duration"),
         ("B001-0000-0004", "a Compute Engine SKU but not DWS Defined Duration"),
         ("B001-0000-0005", "a reserved SKU"),
         ("B001-0000-0007", "usageType Preemptible, not OnDemand"),
@@ -234,6 +300,67 @@ def test_compute_engine_skus_other_than_dws_price_nothing(sku_id: str, reason: s
     sku = next(s for s in COMPUTE_SKUS if s["skuId"] == sku_id)
     said = classify(sku, load_catalog(), compute_engine=True)
     assert isinstance(said, str) and reason in said
+
+
+def _junk(change: str) -> Any:
+    sku = json.loads(json.dumps(_sku("A001-0000-0001")))
+    price = sku["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"]
+    if change == "category a string":
+        sku["category"] = "Compute"
+    elif change == "serviceRegions nested lists":
+        sku["serviceRegions"] = [["us-central1"]]
+    elif change == "description a number":
+        sku["description"] = 7
+    elif change == "not an object":
+        return ["A001-0000-0001"]
+    elif change == "pricingInfo an int":
+        sku["pricingInfo"] = 3
+    elif change == "nanos a list":
+        price["nanos"] = [1]
+    elif change == "units not an int64":
+        price["units"] = "1e20"
+    elif change == "units absurd":
+        price["units"] = "100000000000000000"
+    elif change == "units negative":
+        price["units"], price["nanos"] = "-5", 0
+    elif change == "nanos out of range":
+        price["nanos"] = 5_000_000_000
+    return sku
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("category a string", "category: Input should be a valid dictionary"),
+        ("serviceRegions nested lists", "serviceRegions.0: Input should be a valid string"),
+        ("description a number", "description: Input should be a valid string"),
+        ("not an object", "a list, not a SKU object"),
+    ],
+)
+def test_a_sku_that_cannot_be_read_is_refused_with_its_reason(change: str, said: str) -> None:
+    result = match([_junk(change), _sku("A001-0000-0002")], load_catalog(), ["us-central1"], "USD")
+    assert len(result.refused) == 1 and said in result.refused[0], result.refused
+    assert result.ignored == 1
+    # The good SKU beside it still prices its figure.
+    assert _key("us-central1", "NVIDIA_TESLA_T4", "spot") in result.figures
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("pricingInfo an int", "pricingInfo: Input should be a valid list"),
+        ("nanos a list", "nanos: Input should be a valid integer"),
+        ("units not an int64", "unitPrice.units '1e20' is not an int64"),
+        ("units absurd", "is over 1000 $/h, no list price is"),
+        ("units negative", "unitPrice -5 is negative"),
+        ("nanos out of range", "unitPrice.nanos 5000000000 is not 0 to 999,999,999"),
+    ],
+)
+def test_a_price_that_is_no_rate_leaves_its_figure_unknown(change: str, said: str) -> None:
+    result = match([_junk(change)], load_catalog(), ["us-central1"], "USD")
+    reason = result.unknown[_key("us-central1", "NVIDIA_TESLA_T4")]
+    assert reason.startswith("SKU A001-0000-0001: ") and said in reason, reason
+    assert not result.figures
 
 
 def write_refreshed(matched, **table: Any) -> None:
@@ -270,13 +397,14 @@ def test_tables_name_each_figures_sku_and_the_newest_table_wins(
     )
     h100 = table.accelerators["NVIDIA_H100_80GB"]
     assert (h100.flex_start_usd_per_h, h100.flex_start_basis, h100.flex_start_sku) == (
-        pytest.approx(5.7),
+        pytest.approx(4.200761 + 1.4694826),
         "catalog",
-        "B001-0000-0001+A001-0000-0022",
+        "341A-49A5-0C07+5853-505F-A5C4",
     )
     assert t4.flex_start_usd_per_h is None and table.flex_start_source is not None
     serving = cat.serving_price_table("us-central1")
-    assert serving is not None and serving.machines["n1-standard-4"].sku == "A001-0000-0014"
+    assert serving is not None
+    assert serving.machines["n1-standard-4"].sku == "A001-0000-0113+A001-0000-0114"
     refreshed = str(tmp_path / "billing-training-us-central1-2026-11-27.yaml")
     assert cat.sources[refreshed].startswith("https://cloudbilling.googleapis.com/")
     # A region the refresh wrote nothing for keeps its shipped table.
@@ -300,13 +428,3 @@ def test_the_local_stand_ins_tables_price_the_local_stack_only(
     local_stack = stack_outputs().model_copy(update={"vertex_endpoint": "http://127.0.0.1:1"})
     table = cat.for_stack(local_stack).price_table("us-central1")
     assert table is not None and table.name == "billing-local-training-us-central1-2026-11-27"
-
-
-def test_a_broken_refreshed_table_is_named_in_one_line(monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
-    (tmp_path / "billing-training-us-central1-2026-11-27.yaml").write_text("name: x\nregion: [\n")
-    with pytest.raises(
-        ValueError, match=r"billing-training-us-central1-2026-11-27.yaml: not a price table"
-    ) as caught:
-        load_catalog()
-    assert "\n" not in str(caught.value) and "vtx prices refresh" in str(caught.value)

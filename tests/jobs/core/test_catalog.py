@@ -96,7 +96,11 @@ def test_the_verified_prices_match_googles_page_as_recorded() -> None:
     assert table is not None
     assert table.machines["n1-standard-4"].usd_per_h == 0.2185
     assert table.machines["n1-standard-4"].basis == "verified"
-    assert table.accelerators["NVIDIA_H100_80GB"].usd_per_h == 9.80
+    h100 = table.accelerators["NVIDIA_H100_80GB"]
+    # Vertex's training SKU (Compute Engine's $9.79655057 x 1.15), not Compute Engine's figure,
+    # and the figure names where it was read.
+    assert (h100.usd_per_h, h100.basis) == (11.2660332, "verified")
+    assert h100.note is not None and "3F95-001E-B747" in h100.note
 
 
 @pytest.mark.parametrize(

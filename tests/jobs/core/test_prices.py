@@ -3,13 +3,15 @@ region's figure, a flat Spot discount or a partial sum) wherever a figure is mis
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
-from jobs.core.catalog import CATALOG_DIR, Price, load_catalog
+from jobs.core.catalog import CATALOG_DIR, Price, PriceTable, load_catalog
 from jobs.training.cost import estimate
 from tests.conftest import REPO
 from tests.jobs.core.price_tables import SPOT_TABLE, priced_job, with_table
@@ -48,9 +50,11 @@ accelerators:
 
 @pytest.mark.parametrize("folder", ["shipped", "refreshed"])
 def test_a_table_with_a_recalled_figure_is_refused_naming_the_file_and_entry(
-    folder: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    folder: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A recalled figure has no source anyone can check: no table may hold one, wherever it is.
+    # A shipped table is the repository's: loading fails. A refreshed one is the user's: it is
+    # left out with one warning, and the shipped table prices its region.
     shipped = tmp_path / "catalog"
     shutil.copytree(CATALOG_DIR, shipped)
     prices = tmp_path / "prices"
@@ -58,9 +62,14 @@ def test_a_table_with_a_recalled_figure_is_refused_naming_the_file_and_entry(
     monkeypatch.setenv("VTX_PRICES_DIR", str(prices))
     path = (shipped / "prices" if folder == "shipped" else prices) / "old.yaml"
     path.write_text(RECALLED_TABLE)
-    with pytest.raises(ValueError) as caught:
-        load_catalog(shipped)
-    message = str(caught.value)
+    if folder == "shipped":
+        with pytest.raises(ValueError) as caught:
+            load_catalog(shipped)
+        message = str(caught.value)
+    else:
+        table = load_catalog(shipped).price_table("us-central1")
+        assert table is not None and table.name.startswith("vertex-training-us-central1-")
+        [message] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert message.startswith(f"{path}: not a price table (accelerators.NVIDIA_TESLA_T4.basis: ")
     assert "basis 'recalled' is not accepted: a recalled figure has no source" in message
     assert "delete the entry (its price is then unknown)" in message
@@ -68,6 +77,31 @@ def test_a_table_with_a_recalled_figure_is_refused_naming_the_file_and_entry(
     for spot in ("spot_basis", "flex_start_basis"):
         with pytest.raises(ValidationError, match="basis 'recalled' is not accepted"):
             Price.model_validate({"usd_per_h": 1.0, "basis": "verified", spot: "recalled"})
+
+
+@pytest.mark.parametrize(
+    ("figure", "said"),
+    [
+        ("-5.0", "is negative"),
+        (".nan", "nan is not a finite number"),
+        (".inf", "inf is not a finite number"),
+        ("1.0e+20", "is over 1000 $/h"),
+        ("'5'", "is not a number"),
+    ],
+)
+def test_a_figure_that_is_no_hourly_rate_is_refused(figure: str, said: str) -> None:
+    # `vtx cost` printed $-5.00, $nan and $inf from such tables, and the meter budgeted with them.
+    text = RECALLED_TABLE.replace(
+        "{usd_per_h: 0.5, basis: recalled}", "{usd_per_h: 0.5, basis: verified}"
+    )
+    for field in ("usd_per_h", "spot_usd_per_h", "flex_start_usd_per_h"):
+        basis = {"usd_per_h": "basis"}.get(field, field.replace("usd_per_h", "basis"))
+        document = {field: yaml.safe_load(figure), basis: "verified"}
+        with pytest.raises(ValidationError, match=f"not an hourly rate: .*{re.escape(said)}"):
+            Price.model_validate(document)
+    bad = text.replace("usd_per_h: 0.25", f"usd_per_h: {figure}")
+    with pytest.raises(ValueError, match=re.escape(said)):
+        PriceTable.model_validate(yaml.safe_load(bad))
 
 
 def test_catalog_files_point_only_at_public_sources_not_outside_the_repository() -> None:

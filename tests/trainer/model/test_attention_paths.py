@@ -117,3 +117,24 @@ def test_buckets_that_do_not_cover_the_row_are_refused():
     k = v = llama_layout(10, 2, torch.float32)
     with pytest.raises(RuntimeError, match="vtx_buckets cover 9 tokens but the batch row has 10"):
         segment_attention(None, q, k, v, None, vtx_buckets=((3, 3),))
+
+
+def test_bucketed_calls_never_reach_cudnn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuDNN plans every new shape anew, and bucket shapes change every step (its host time per
+    call made a GPU step mostly idle): each bucket's sdpa call runs with that backend off, and the
+    caller's setting is back afterwards."""
+    import trainer.model.attention as attention
+
+    seen, sdpa = [], F.scaled_dot_product_attention
+
+    def recording(*args, **kwargs):
+        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", recording)
+    q = llama_layout(17, 4, torch.float32)
+    k = v = llama_layout(17, 2, torch.float32)
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    segment_attention(None, q, k, v, None, vtx_buckets=((2, 3), (1, 11)))
+    assert seen == [False, False]
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before

@@ -109,7 +109,7 @@ def test_a_flex_start_job_pays_the_flex_start_column_and_names_its_skus() -> Non
 def test_catalog_tables_show_each_regions_figure_or_unknown() -> None:
     cat = load_catalog()
     h100 = _printed(catalog_table(cat, "NVIDIA_H100_80GB", None))
-    assert "us-central1: 9.8000 (verified) / unknown" in h100
+    assert "us-central1: 11.2660 (verified) / unknown" in h100
     # The shipped tables hold no T4 figure read from a source: unknown, and how to get one.
     everywhere = _printed(catalog_table(cat, "NVIDIA_TESLA_T4", None))
     assert "unknown in us-central1, us-east4, us-west1, europe-west4" in everywhere

@@ -10,6 +10,7 @@ import re
 import urllib.error
 import urllib.request
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -86,8 +87,25 @@ def test_every_catalog_figure_but_the_tpus_has_exactly_one_sku(
 @pytest.mark.parametrize(
     ("query", "code", "said"),
     [
-        ("currencyCode=EUR", 400, "prices in USD only"),
+        ("currencyCode=XYZ", 400, "converts to USD, EUR, GBP, JPY only"),
         ("pageToken=oops", 400, "invalid pageToken"),
+        ("startTime=2025-10-05T00:00:00Z", 400, "startTime and endTime go together"),
+        (
+            "startTime=2025-10-06T00:00:00Z&endTime=2025-10-05T00:00:00Z",
+            400,
+            "startTime must be before endTime",
+        ),
+        (
+            "startTime=2025-10-05T00:00:00Z&endTime=2999-10-05T00:00:00Z",
+            400,
+            "timestamps in the future are not allowed",
+        ),
+        (
+            # One UTC month, but Oct 31 05:00 to Nov 1 05:00 in Los Angeles: two billing months.
+            "startTime=2025-10-31T12:00:00Z&endTime=2025-11-01T12:00:00Z",
+            400,
+            "within a single calendar month in America/Los_Angeles",
+        ),
     ],
 )
 def test_what_the_stand_in_cannot_answer_is_an_api_error(
@@ -104,3 +122,37 @@ def test_another_service_is_a_404(local_platform: StackOutputs) -> None:
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(f"{local_platform.vertex_endpoint}/v1/services/E000-3F24-B8AA/skus")
     assert caught.value.code == 404
+
+
+def _first(base: str, query: str) -> dict:
+    return _get(f"{base}{SKUS_PATH}?pageSize=1&{query}")["skus"][0]
+
+
+def test_without_a_time_range_the_latest_pricing_is_answered(local_platform: StackOutputs) -> None:
+    info = _first(local_platform.vertex_endpoint, "")["pricingInfo"][0]
+    effective = datetime.fromisoformat(info["effectiveTime"].replace("Z", "+00:00"))
+    now = datetime.now(UTC)
+    # "a time within the last 12 hours, indicating the latest pricing info"
+    assert now - timedelta(hours=12) <= effective <= now
+
+
+def test_a_time_range_answers_the_pricing_in_force_in_it(local_platform: StackOutputs) -> None:
+    # Oct 31 13:00 to 22:00 in Los Angeles: one billing month, though it crosses UTC's.
+    window = "startTime=2025-10-31T20:00:00Z&endTime=2025-11-01T05:00:00Z"
+    info = _first(local_platform.vertex_endpoint, window)["pricingInfo"][0]
+    assert info["effectiveTime"] == "2025-10-31T20:00:00Z"
+
+
+def test_a_currency_code_converts_and_reports_its_rate(local_platform: StackOutputs) -> None:
+    base = local_platform.vertex_endpoint
+    usd = _first(base, "currencyCode=USD")["pricingInfo"][0]
+    eur = _first(base, "currencyCode=EUR")["pricingInfo"][0]
+    assert (usd["currencyConversionRate"], eur["currencyConversionRate"]) == (1.0, 0.92)
+
+    def amount(info: dict) -> float:
+        price = info["pricingExpression"]["tieredRates"][0]["unitPrice"]
+        return int(price["units"]) + price["nanos"] / 1e9
+
+    price = eur["pricingExpression"]["tieredRates"][0]["unitPrice"]
+    assert price["currencyCode"] == "EUR"
+    assert amount(eur) == pytest.approx(amount(usd) * 0.92, abs=1e-9)

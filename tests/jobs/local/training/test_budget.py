@@ -3,6 +3,7 @@ stand-in's tables) and cancels it once its meter crosses the budget its label ca
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -53,6 +54,29 @@ def test_a_job_whose_meter_crosses_its_budget_is_cancelled_saying_why(
             "budget.max_cost_usd $0.000002" in s for s in service_lines(local_platform, job.name)
         )
     )
+
+
+def test_a_broken_table_in_the_prices_folder_does_not_stop_job_creation(
+    local_platform: StackOutputs, stand_in_prices: list[Path]
+) -> None:
+    # A list-shaped table and a FIFO beside the stand-in's: the platform answered 500 to every
+    # job create (and a FIFO hung it). Each is left out; the good table still prices the job.
+    folder = stand_in_prices[0].parent
+    broken = [folder / "billing-training-us-east4-2099-01-02.yaml", folder / "fifo.yaml"]
+    broken[0].write_text("- not\n- a table\n")
+    os.mkfifo(broken[1])
+    try:
+        jobs = client(local_platform.vertex_endpoint)
+        labels = {"vtx-run-id": "budget-broken-folder", "vtx-budget-usd": "0_000002"}
+        job = jobs.create_custom_job(
+            parent=PARENT, custom_job=custom_job("spendy", pool(SLEEP), labels=labels)
+        )
+        done = wait_terminal(jobs, job.name)
+        assert done.state == CANCELLED
+        assert "billing-local-training-us-central1-2099-01-01" in done.error.message
+    finally:
+        for path in broken:
+            path.unlink(missing_ok=True)
 
 
 def test_without_a_price_the_budget_is_not_enforced_and_the_log_says_so(
