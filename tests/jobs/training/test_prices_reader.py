@@ -144,14 +144,8 @@ class _Bad(JsonHandler):
 @pytest.fixture
 def bad_server() -> Iterator[str]:
     _Bad.pages = 0
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Bad)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _Bad)) as httpd:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @pytest.mark.parametrize(
