@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # pytest-xdist workers for `make test`: one per CPU, at most 4 (each may load torch); 0 runs serially.
 TEST_WORKERS ?= logical
 
-.PHONY: setup demo test lint bench gpu-wheels bench-gpu clean
+.PHONY: setup browser demo test lint bench gpu-wheels bench-gpu clean
 
 setup: $(STAMP)
 
@@ -18,13 +18,30 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -c constraints.txt -e '.[trainer,dev]'
 	touch $(STAMP)
 
+# Headless Chromium for the tests of the pages vtx writes (tests/chromium.py): Debian's package,
+# installed where it is missing and this user may (root, or sudo without a password). Elsewhere
+# those tests skip, saying how to install it; under CI=true a missing browser fails the run.
+browser:
+	@if command -v chromium >/dev/null || [ -x /usr/bin/chromium ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then as=; elif sudo -n true 2>/dev/null; then as="sudo -n"; \
+	else as=none; fi; \
+	if command -v apt-get >/dev/null && [ "$$as" != none ]; then \
+		echo "vtx: installing Debian's chromium for the browser tests (a minute or two)"; \
+		$$as apt-get update -qq && $$as env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq chromium >/dev/null && exit 0; \
+	fi; \
+	echo "vtx: no headless Chromium, and it could not be installed here (needs Debian's apt-get"; \
+	echo "vtx: and root or passwordless sudo): the browser tests will skip. Install it yourself:"; \
+	echo "vtx:   sudo apt-get install chromium   (any chromium on PATH will do)"; \
+	if [ "$${CI:-}" = true ]; then echo "vtx: CI=true: a missing browser fails the run"; exit 1; fi
+
 demo: setup
 	$(VENV)/bin/vtx demo
 
-test: setup
+test: setup browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist loadscope
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist loadscope --durations=10
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -29,6 +29,7 @@ os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
 # Fixtures that a jobs test and its CLI twin in tests/vtx both use, defined once beside the jobs
 # test; listed here so that pytest finds them in either folder.
 pytest_plugins = [
+    "tests.chromium",  # `browser`, for the review's page and the goodput report's
     "tests.jobs.local.platform.capacity_helpers",
     "tests.jobs.runs.log_fakes",
     "tests.jobs.serving.endpoint_fakes",
@@ -43,6 +44,11 @@ SNAPSHOTS = TEST_DATA / "snapshots"
 TEMPLATES = REPO / "jobs" / "templates"
 STACK_DEV_JSON = TEST_DATA / "stack-dev.json"
 """A dev stack's exported outputs, as `pulumi stack output platform --json` writes them."""
+HANG_S = 300.0
+"""How long a test waits for what it waits on (a port, a job's end, a log line) before it calls
+the wait hung. Only a hang may reach it, never a slow start: two cores shared by xdist workers,
+flooding replicas and a cold first import take minutes, not seconds. Under pytest-timeout's 600 s
+per test, so a hung wait fails with its own message."""
 
 
 def stack_outputs(**changes: object) -> StackOutputs:
@@ -108,7 +114,7 @@ def _no_refreshed_prices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
             os.environ["VTX_PRICES_DIR"] = previous
 
 
-def wait_for_port(port: int, timeout_s: float = 20.0) -> None:
+def wait_for_port(port: int, timeout_s: float = HANG_S) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with socket.socket() as sock:

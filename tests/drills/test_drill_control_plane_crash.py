@@ -28,6 +28,7 @@ from drill_support import REPO, drill_config, write_small_dataset
 
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.state import LOCAL_BUCKETS
+from tests.conftest import HANG_S
 from tests.jobs.local.local_helpers import PARENT, client, custom_job, wait_terminal
 
 SEED = 31337
@@ -59,7 +60,7 @@ def vtx_local(data_dir: Path, *args: str) -> str:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -115,7 +116,7 @@ def test_control_plane_crashes_lose_no_job_and_jobs_finish(tmp_path: Path):
             assert _listed(jobs) == set(submitted), f"after crash {crash}"
 
         assert RUNNING in train_state_at_crash, "no crash hit the training job while it ran"
-        outcomes = {name: wait_terminal(jobs, name, timeout_s=240.0) for name in submitted}
+        outcomes = {name: wait_terminal(jobs, name) for name in submitted}
         wrong = {n: j.state for n, j in outcomes.items() if j.state != submitted[n]}
         assert not wrong, {n: (s, outcomes[n].error.message) for n, s in wrong.items()}
         assert _listed(jobs) == set(submitted)

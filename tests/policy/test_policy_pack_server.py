@@ -18,6 +18,8 @@ import pytest
 from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
+from tests.conftest import HANG_S
+
 PACK = Path(__file__).resolve().parents[2] / "infra" / "policy" / "__main__.py"
 
 
@@ -35,7 +37,7 @@ def analyzer() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            grpc.channel_ready_future(channel).result(timeout=30)
+            grpc.channel_ready_future(channel).result(timeout=HANG_S)
             yield analyzer_pb2_grpc.AnalyzerStub(channel)
     finally:
         proc.terminate()

@@ -59,7 +59,10 @@ from jobs.local.platform.store import STORE_FILE, Store
 
 log = logging.getLogger(__name__)
 
-STARTUP_TIMEOUT_S = 30.0
+STARTUP_TIMEOUT_S = 120.0
+"""How long a server that is still alive may take to answer its first request: a crash is
+reported at once (its exit is watched), so this only catches a hang, never a slow cold start
+on a busy machine (imports alone take seconds on two loaded cores)."""
 # The control plane stops running replicas on shutdown (SIGTERM, grace, SIGKILL): wait for that.
 SHUTDOWN_TIMEOUT_S = 60.0
 CONTROLLER_INTERVAL_S = 2.0

@@ -16,13 +16,11 @@ import pytest
 import yaml
 
 from jobs.core.catalog import load_catalog
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.jobs.core.price_tables import write_stand_in
 
 NAME = "billing-training-us-central1-2099-01-01.yaml"
 GOOD = "billing-training-europe-west4-2099-01-01.yaml"
-HANG_DEADLINE_S = 60.0
-"""Only a hang (a FIFO opened for reading, /dev/zero read to its end) runs this long."""
 
 
 def _table_text() -> str:
@@ -50,7 +48,7 @@ def _within_deadline(call: Callable[[], object]) -> object:
     found: list[object] = []
     thread = threading.Thread(target=lambda: found.append(call()), daemon=True)
     thread.start()
-    thread.join(HANG_DEADLINE_S)
+    thread.join(HANG_S)  # only a hang: a FIFO opened for reading, /dev/zero read to its end
     assert not thread.is_alive(), "hung"
     assert found, "raised (see the thread's traceback above)"
     return found[0]
@@ -103,7 +101,7 @@ except PricesUnavailable as exc:
 """
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=HANG_S
     )
     assert "refused: cannot write the tables into" in done.stdout, done.stderr
     assert (tmp_path / NAME).read_text() == previous

@@ -20,8 +20,9 @@ from jobs.core.user_io import (
     read_user_file,
     write_user_file,
 )
+from tests.conftest import HANG_S
 
-FIFO_TIMEOUT_S = 20
+FIFO_TIMEOUT_S = HANG_S
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT, LOCAL_REGION, stack_outputs_for
 from jobs.local.training.pipelines import CUSTOM_TASK
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 
 PARENT = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"
 
@@ -92,8 +92,9 @@ def custom_job(name: str, *pools: dict[str, Any], labels=None, scheduling=None, 
     return aiplatform_v1.CustomJob(display_name=name, job_spec=spec, labels=labels or {})
 
 
-def wait_terminal(jobs_client, name: str, timeout_s: float = 60.0):
-    """Poll until the job is terminal (the deadline only guards against a hung test)."""
+def wait_terminal(jobs_client, name: str, timeout_s: float = HANG_S):
+    """Poll until the job is terminal (the deadline only catches a hang: the job is returned
+    as it is then, and the caller's assertion on its state fails)."""
     deadline = time.monotonic() + timeout_s
     while True:
         job = jobs_client.get_custom_job(name=name)
@@ -102,14 +103,16 @@ def wait_terminal(jobs_client, name: str, timeout_s: float = 60.0):
         time.sleep(0.2)
 
 
-def wait_for(predicate, timeout_s: float = 60.0, interval_s: float = 0.2):
+def wait_for(predicate, timeout_s: float = HANG_S, interval_s: float = 0.2):
+    """Poll ``predicate`` until it returns something true; return that. The deadline only
+    catches a hang (see ``HANG_S``): wait on a state that surely comes, never on a speed."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval_s)
-    raise AssertionError("condition not met before the test's deadline")
+    raise AssertionError(f"{predicate.__qualname__} still false after {timeout_s:.0f} s: hung")
 
 
 def logs(platform: StackOutputs, **query: str | int) -> dict:
@@ -181,7 +184,7 @@ def tuning_job(
     )
 
 
-def wait_study(jobs, name: str, timeout_s: float = 60.0):
+def wait_study(jobs, name: str, timeout_s: float = HANG_S):
     """Poll a HyperparameterTuningJob until it is terminal; return it."""
     return wait_for(
         lambda: is_final((s := jobs.get_hyperparameter_tuning_job(name=name)).state) and s,

@@ -26,6 +26,7 @@ from jobs.runs.logs import (
     severity_named,
     severity_of,
 )
+from tests.conftest import HANG_S
 
 
 def test_filter_selects_the_runs_jobs() -> None:
@@ -253,4 +254,4 @@ for args in (["logs", RUN, "--stack", "local"], ["local", "preempt", RUN]):
 def test_vtx_logs_and_local_preempt_watch_over_rest_without_aiplatform(finished_run: str) -> None:
     # Importing aiplatform took seconds of every call (3.6-7.1 s -> 0.9-1.7 s measured).
     code = NO_SDK.replace("RUN", repr(finished_run))
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=HANG_S)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 
@@ -11,7 +10,7 @@ import pytest
 
 from jobs.core.stack import StackOutputs
 from tests.conftest import stack_outputs
-from tests.json_handler import JsonHandler
+from tests.json_handler import JsonHandler, serving
 
 PARENT = "projects/acme-ml-dev/locations/us-central1"
 
@@ -74,10 +73,5 @@ class Vertex(JsonHandler):
 
 @pytest.fixture(scope="module")
 def endpoint_stack() -> Iterator[StackOutputs]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Vertex)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield stack_outputs(vertex_endpoint=f"http://127.0.0.1:{server.server_address[1]}")
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Vertex)) as server:
+        yield stack_outputs(vertex_endpoint=f"http://127.0.0.1:{server.server_address[1]}")

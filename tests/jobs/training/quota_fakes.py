@@ -4,7 +4,6 @@ here and the CLI's in tests/vtx read it."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +17,7 @@ from jobs.training.quotas import (
     QuotaReader,
 )
 from tests.conftest import TEST_DATA
-from tests.json_handler import JsonHandler
+from tests.json_handler import JsonHandler, serving
 
 DATA = TEST_DATA
 
@@ -104,14 +103,9 @@ def reader(stack: StackOutputs, fake: FakeGoogle) -> QuotaReader:
 @pytest.fixture
 def google() -> Iterator[FakeGoogle]:
     fake = FakeGoogle()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(fake))
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler(fake))) as server:
+        fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+        yield fake
 
 
 @pytest.fixture

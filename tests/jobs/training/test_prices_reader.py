@@ -5,7 +5,6 @@ Catalog API does (``pageSize``, ``pageToken`` -> ``nextPageToken``, "" on the la
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +21,7 @@ from jobs.training.prices import (
     PricesUnavailable,
 )
 from tests.conftest import TEST_DATA, stack_outputs
-from tests.json_handler import JsonHandler
+from tests.json_handler import JsonHandler, serving
 
 SKUS = json.loads((TEST_DATA / "billing-skus-vertex.json").read_text())["skus"]
 COMPUTE_SKUS = json.loads((TEST_DATA / "billing-skus-compute.json").read_text())["skus"]
@@ -50,14 +49,8 @@ class _Catalog(JsonHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     _Catalog.requests = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Catalog)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _Catalog)) as httpd:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def test_every_page_is_read_with_the_currency(server: str) -> None:
@@ -151,14 +144,8 @@ class _Bad(JsonHandler):
 @pytest.fixture
 def bad_server() -> Iterator[str]:
     _Bad.pages = 0
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Bad)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _Bad)) as httpd:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @pytest.mark.parametrize(

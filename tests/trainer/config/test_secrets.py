@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import traceback
 import uuid
 from collections.abc import Iterator
@@ -26,8 +25,8 @@ import pytest
 import yaml
 
 from jobs.local.platform.ports import free_port
-from tests.conftest import REPO
-from tests.json_handler import JsonHandler
+from tests.conftest import HANG_S, REPO
+from tests.json_handler import JsonHandler, serving
 from tests.trainer.conftest import tiny_config, write_small_dataset
 from trainer.config.secrets import (
     EMULATOR_ENV,
@@ -38,7 +37,7 @@ from trainer.config.secrets import (
     parse_secret_refs,
 )
 
-TIMEOUT_S = 180
+TIMEOUT_S = HANG_S
 # One value per session, shaped like a Hugging Face token, found nowhere else.
 PLANTED = f"hf_Planted{uuid.uuid4().hex}"
 PLANTED_FORMS = (PLANTED, base64.b64encode(PLANTED.encode()).decode())
@@ -72,22 +71,14 @@ class FakeSecretManager:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
 def secret_manager() -> Iterator[FakeSecretManager]:
     fake = FakeSecretManager()
     fake.values["projects/123/secrets/hf-token/versions/latest"] = PLANTED
-    try:
+    with serving(fake.server):
         yield fake
-    finally:
-        fake.close()
 
 
 def shown(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from trainer.config.env import tpu_host
 
 
@@ -51,7 +51,7 @@ def test_the_trainer_stops_on_a_tpu_host_and_names_what_to_run(module: str) -> N
     env |= {"TPU_WORKER_ID": "0", "TPU_WORKER_HOSTNAMES": "h0,h1", "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [sys.executable, "-m", module, "--config", "trainer/examples/tiny-lora.yaml"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_S, check=False,
     )  # fmt: skip
     said = done.stderr + done.stdout  # trainer.launch logs its JSON lines to stdout
     assert done.returncode == 2, said

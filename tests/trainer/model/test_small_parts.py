@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
-import time
+import threading
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.trainer.conftest import TINY_LLAMA, TOKENIZER, read_json_lines, tiny_config
 from trainer.config.env import VertexEnv
 from trainer.config.schema import ConfigError, parse_config
@@ -112,16 +113,21 @@ def test_estimate_of_an_unreadable_stored_model_fails_fast_with_what_to_do(tmp_p
     # A store that does not answer (without credentials or network gcsfs retries for a minute).
     import fsspec
 
+    released = threading.Event()  # it answers only after the estimate gave up on it
+
     def no_answer(*args, **kwargs):
-        time.sleep(3)
+        released.wait(HANG_S)
         raise OSError("gave up")
 
     monkeypatch.setattr(fsspec, "open", no_answer)
     monkeypatch.setattr(model_module, "REMOTE_READ_TIMEOUT_S", 0.2)
-    with pytest.raises(
-        ConfigError, match=r"cannot read gs://b/m/config\.json \(no answer in 0\.2 s"
-    ):
-        estimate_of("gs://b/m")
+    try:
+        with pytest.raises(
+            ConfigError, match=r"cannot read gs://b/m/config\.json \(no answer in 0\.2 s"
+        ):
+            estimate_of("gs://b/m")
+    finally:
+        released.set()
 
 
 def test_unpacked_length_grouped_batches_train_and_report_padding(tmp_path, small_dataset, capsys):

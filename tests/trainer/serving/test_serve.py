@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from jobs.local.platform.ports import free_port
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
 from trainer.serving.env import (
     BATCH_TOKENS_ENV,
@@ -116,7 +116,7 @@ class Server:
 
     def __enter__(self) -> Server:
         self.thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG_S  # only catches a hang
         while not self.server.started:
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.01)
@@ -132,7 +132,7 @@ class Server:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=HANG_S) as response:
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read())
@@ -314,7 +314,7 @@ def test_a_body_that_is_not_json_is_400(full_server: Server) -> None:
 
 def raw_post(port: int, headers: str, body: bytes) -> tuple[int, dict[str, Any]]:
     """A POST written by hand: the server may answer before the body is sent (413)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG_S) as sock:
         sock.sendall(f"POST {PREDICT} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode() + body)
         response = b""
         while b"\r\n\r\n" not in response or not response.rstrip().endswith(b"}"):

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.trainer.conftest import TINY_LLAMA, TOKENIZER
 from trainer.config.schema import ModelConfig
 from trainer.model.loading import build_model
@@ -60,7 +60,7 @@ def test_the_secret_manager_client_loads_without_googles_python_version_warning(
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
         check=False,
     )
 

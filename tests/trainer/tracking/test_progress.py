@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.trainer.conftest import tiny_config
 from trainer.config.env import VertexEnv
 from trainer.tracking.progress import choose_output
 
-TIMEOUT_S = 180
+TIMEOUT_S = HANG_S
 STEPS = 6
 
 

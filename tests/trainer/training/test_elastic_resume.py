@@ -25,6 +25,7 @@ import pytest
 
 import trainer.data.batches
 from jobs.local.platform.ports import free_port
+from tests.conftest import HANG_S
 from tests.trainer.conftest import (
     assert_bit_identical,
     final_weights,
@@ -39,7 +40,7 @@ from trainer.training.loop import EXIT_PREEMPTED, SIGTERM_AFTER_STEP_ENV, train
 
 pytestmark = pytest.mark.slow  # spawns processes
 
-TIMEOUT_S = 120
+TIMEOUT_S = HANG_S
 STEPS = 14
 STOP_AFTER = 5
 """The interrupted attempt stops after this step: mid-epoch (10 steps an epoch, see `_config`),

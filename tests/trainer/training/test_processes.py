@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from jobs.local.platform.ports import free_port
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.trainer.conftest import (
     DATASET,
     EXAMPLES,
@@ -28,7 +28,7 @@ from trainer.checkpoint.store import KILL_BEFORE_COMMIT_ENV
 from trainer.config.env import VertexEnv
 from trainer.launch import EXIT_PREEMPTED, exit_code_for, torchrun_argv
 
-TIMEOUT_S = 120
+TIMEOUT_S = HANG_S
 
 
 class Replica:
@@ -245,7 +245,7 @@ def test_a_bad_config_fails_with_exit_2_before_torch_is_loaded(tmp_path: Path) -
         "except SystemExit as exc:\n    print(exc.code, 'torch' in sys.modules)\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=HANG_S, check=False
     )
     assert proc.stdout.split() == ["2", "False"], proc.stdout + proc.stderr
     assert "invalid YAML" in proc.stderr

@@ -19,6 +19,7 @@ from jobs.core.stack import StackOutputs
 from jobs.local.platform.client import preempt_replica, set_capacity
 from jobs.local.platform.settings import DATA_DIR_ENV
 from jobs.vertex.client import JobRecord, VertexRest
+from tests.conftest import HANG_S
 from tests.jobs.local.local_helpers import capacity_platform, wait_for
 from vtx.cli import app
 
@@ -175,7 +176,7 @@ STOCKED_OUT_LATER = {
     "name": "ladder-later",
     "image": "trainer",
     "command": ["python", "-c", "import os, time; time.sleep(float(os.environ['NAP']))"],
-    "env": {"NAP": "60"},
+    "env": {"NAP": "300"},  # past any wait for its stockout: it never ends by itself
     "pools": {"chief": {"machine": "n1-standard-4", "accelerator": "NVIDIA_TESLA_T4"}},
     "scheduling": {"strategy": "spot", "timeout": "10m"},
     "capacity": {"max_wait": "10m", "ladder": [{"region": "us-east4", "set": {"env.NAP": "0"}}]},
@@ -209,7 +210,7 @@ def test_a_running_spot_attempt_that_stocks_out_moves_down_the_ladder_when_follo
             "accelerators": {**MODEL["regions"]["us-central1"]["accelerators"], **stocked_out},
         }}})  # fmt: skip
         preempt_replica(endpoint, token, running.name, wait_s=30)
-        launch.join(timeout=120)
+        launch.join(timeout=HANG_S)
     finally:
         set_capacity(endpoint, token, MODEL)
     code, out = launched["result"]

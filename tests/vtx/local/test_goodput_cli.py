@@ -23,6 +23,7 @@ from jobs.core.stack import StackOutputs
 from jobs.local.platform.client import LocalApiError, preempt_replica, read_logs
 from jobs.local.platform.settings import DATA_DIR_ENV
 from jobs.vertex.client import VertexRest
+from tests.conftest import HANG_S
 from tests.jobs.local.local_helpers import capacity_platform, wait_for
 from vtx.cli import app
 
@@ -77,7 +78,7 @@ def preempt_twice(stack: StackOutputs, run_id: str) -> int:
     endpoint, token = stack.vertex_endpoint or "", stack.local_token or ""
     entries: list[dict[str, Any]] = []
     cursor, delivered = 0, 0
-    deadline = time.monotonic() + 240  # a safety net for a hung job, not a timing assertion
+    deadline = time.monotonic() + HANG_S  # only catches a hang
     while delivered < 2 and time.monotonic() < deadline:
         page = read_logs(endpoint, token, run_id=run_id, cursor=cursor)
         entries += page["entries"]
@@ -118,7 +119,7 @@ def test_a_run_preempted_twice_tiles_its_wall_time_and_loses_no_step(
     vtx("launch", str(template), "--stack", "local", "-y", "--run-id", run_id)
     assert preempt_twice(local_platform, run_id) == 2
     rest = VertexRest(local_platform)
-    wait_for(lambda: all(j.terminal for j in rest.list(run_id)), timeout_s=240)
+    wait_for(lambda: all(j.terminal for j in rest.list(run_id)))
 
     found = json.loads(vtx("status", run_id, "--stack", "local", "--format", "json"))
     assert found["state"] == "JOB_STATE_SUCCEEDED", found["error"]
@@ -215,7 +216,7 @@ def test_a_first_rung_that_stocks_out_shows_as_waiting_for_capacity(
                    "--poll-s", "0.2", data_dir=data_dir)  # fmt: skip
     assert "STOCKOUT" in launched
     rest = VertexRest(stack)
-    wait_for(lambda: all(j.terminal for j in rest.list(run_id)), timeout_s=120)
+    wait_for(lambda: all(j.terminal for j in rest.list(run_id)))
 
     found = json.loads(
         vtx("status", run_id, "--stack", "local", "--format", "json", data_dir=data_dir)

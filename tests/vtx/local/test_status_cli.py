@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
 from jobs.vertex.client import Vertex, VertexRest
+from tests.conftest import HANG_S
 from vtx.cli import app
 
 pytestmark = pytest.mark.slow
@@ -49,8 +50,7 @@ def status(run_id: str) -> dict[str, Any]:
 
 
 def wait_for(run_id: str, done: Any, what: str) -> dict[str, Any]:
-    # A safety net for a hung job, not a timing assertion.
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + HANG_S  # only catches a hang
     while time.monotonic() < deadline:
         found = status(run_id)
         if done(found):

@@ -14,16 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from jobs.runs.goodput import CATEGORY, Goodput
-from tests.chromium import CHROMIUM, chromium
+from tests.chromium import chromium
 from tests.jobs.runs.run_records import goodput, preempted_once, rest_job
 from vtx.views.goodput_page import goodput_page
 
 WIDTH_PX = 1100
 _SLACK_PX = 1.0
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no chromium here")
+pytestmark = pytest.mark.usefixtures("browser")
 
 _PROBE = """<script>
 const box = (r) => [r.left + scrollX, r.top + scrollY, r.right + scrollX, r.bottom + scrollY];
@@ -98,7 +99,6 @@ def test_report_in_chromium_has_a_lane_per_attempt_and_shows_its_colours(
     assert lanes[0]["phases"][-1]["box"][2] <= lanes[1]["phases"][0]["box"][0] + _SLACK_PX
     assert {c["metric"]: c["points"] for c in layout["curves"]} == {"loss": 1, "tokens_per_s": 1}
 
-    image = pytest.importorskip("PIL.Image")
     report = tmp_path / "report.html"
     report.write_text(page)
     shot = tmp_path / "report.png"
@@ -112,7 +112,7 @@ def test_report_in_chromium_has_a_lane_per_attempt_and_shows_its_colours(
     )
     assert proc.returncode == 0 and shot.exists(), proc.stderr
     assert "CONSOLE" not in proc.stderr and "Uncaught" not in proc.stderr
-    with image.open(shot) as png:
+    with Image.open(shot) as png:
         pixels = png.convert("RGB")
         for lane in lanes:
             widest = max(lane["phases"], key=lambda p: p["box"][2] - p["box"][0])

@@ -16,6 +16,7 @@ from jobs.core.stack import StackOutputs
 from jobs.serving.model_rest import ModelRest
 from jobs.serving.model_upload import model_layout
 from jobs.vertex.client import VertexRest
+from tests.conftest import HANG_S
 from vtx.cli import app
 
 runner = CliRunner(env={"COLUMNS": "250"})
@@ -53,7 +54,7 @@ def launch(tmp_path: Path, run_id: str, code: str) -> None:
 
 def wait_ended(platform: StackOutputs, *run_ids: str) -> None:
     rest = VertexRest(platform)
-    deadline = time.monotonic() + 120  # a safety net for a hung job, not a timing assertion
+    deadline = time.monotonic() + HANG_S  # only catches a hang
     while not all((jobs := rest.list(r)) and jobs[0].terminal for r in run_ids):
         assert time.monotonic() < deadline, "the runs never ended"
         time.sleep(0.3)

@@ -34,7 +34,15 @@ from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, PlatformState
 from jobs.local.platform.store import Store
 from jobs.local.training.executor import Executor, ExecutorError
 from jobs.local.training.lifecycle import JobState
-from tests.jobs.local.local_helpers import PARENT, client, custom_job, pool, wait_terminal
+from tests.conftest import HANG_S
+from tests.jobs.local.local_helpers import (
+    PARENT,
+    client,
+    custom_job,
+    pool,
+    wait_for,
+    wait_terminal,
+)
 
 JOBS_PATH = f"/v1/{PARENT}/customJobs"
 
@@ -48,7 +56,7 @@ def raw(
 ) -> tuple[int, dict[str, Any] | None]:
     """One request with exactly these headers (Host too, when given); status and JSON body."""
     parts = urlsplit(endpoint)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=HANG_S)
     headers = dict(headers or {})
     conn.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
     if body:
@@ -292,7 +300,7 @@ def test_a_dot_bucket_cannot_reach_another_bucket(local_platform: StackOutputs) 
         path = f"/upload/storage/v1/b/{bucket}/o?uploadType=media&name={data}/victim.txt"
         status, answer = raw(endpoint, "POST", path, b"overwritten", {"Content-Type": "text/plain"})
         assert status == 400, (bucket, answer)
-    conn = http.client.HTTPConnection("127.0.0.1", urlsplit(endpoint).port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", urlsplit(endpoint).port, timeout=HANG_S)
     conn.request("GET", f"/download/storage/v1/b/{data}/o/victim.txt?alt=media")
     assert conn.getresponse().read() == b"original"
     conn.close()
@@ -422,6 +430,12 @@ def test_cancel_ends_a_pending_job(tmp_path: Path) -> None:
 # -- ports -------------------------------------------------------------------------------------
 
 
+def tcp_states(port: int) -> set[str]:
+    """The states (hex, as Linux's socket table writes them) of the TCP sockets on ``port``."""
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return {line.split()[3] for line in lines if f":{port:04X} " in line}
+
+
 def test_a_port_in_time_wait_is_free() -> None:
     """A server that stopped leaves its side of closed connections in TIME_WAIT on its port for
     a minute. Its listener had SO_REUSEADDR (uvicorn's and the emulator's do), so a new server
@@ -434,11 +448,10 @@ def test_a_port_in_time_wait_is_free() -> None:
     peer = socket.create_connection(("127.0.0.1", port))
     accepted, _ = server.accept()
     accepted.close()  # the server closes first: TIME_WAIT on 127.0.0.1:port
-    time.sleep(0.1)
+    wait_for(lambda: "05" in tcp_states(port))  # FIN_WAIT2: the peer has seen that close
     peer.close()
     server.close()
-    states = Path("/proc/net/tcp").read_text().splitlines()[1:]  # Linux's socket table
-    assert any(f":{port:04X} " in line and line.split()[3] == "06" for line in states)
+    assert "06" in tcp_states(port)  # TIME_WAIT
     assert port_free(port)
 
 

@@ -300,7 +300,7 @@ class InProcess:
 
     def __enter__(self) -> InProcess:
         self.thread.start()
-        wait_for(lambda: self.server.started, timeout_s=20)
+        wait_for(lambda: self.server.started)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from jobs.local.platform.ports import free_port
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 
 SECTION = "### Rehearse locally before paying for GPUs"
 
@@ -69,7 +69,7 @@ def test_readme_rehearsal_runs_as_written(tmp_path: Path) -> None:
                 found["RUN_ID"] = match.group(1)
     finally:
         subprocess.run(
-            ["vtx", "local", "down"], cwd=REPO, env=env, capture_output=True, timeout=120
+            ["vtx", "local", "down"], cwd=REPO, env=env, capture_output=True, timeout=HANG_S
         )
     story = "\n".join(transcript)
     assert "preempting workerpool1-0" in story

@@ -27,10 +27,8 @@ import pytest
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.processes import gcs_command
 from jobs.local.storage.upload import plan, upload_all
-from tests.conftest import wait_for_port
+from tests.conftest import HANG_S, wait_for_port
 
-HANG_S = 20.0
-"""How long a request may take before the test calls it a hang (each answers in milliseconds)."""
 CHUNK = 256 * 1024
 """The resumable-upload chunk granularity of GCS (and of both clients)."""
 

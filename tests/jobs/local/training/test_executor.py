@@ -37,7 +37,7 @@ def test_twenty_concurrent_jobs_are_all_accounted_for(local_platform: StackOutpu
         names = list(pool_.map(submit, range(20)))
 
     assert len(set(names)) == 20
-    finished = [wait_terminal(jobs, name, timeout_s=120) for name in names]
+    finished = [wait_terminal(jobs, name) for name in names]
     assert [j.state for j in finished] == [4] * 20
     for i, name in enumerate(names):
         assert replica_output(local_platform, name, "workerpool0-0") == [f"job {i}"]

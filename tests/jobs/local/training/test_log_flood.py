@@ -9,13 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import psutil
+
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.processes import NotRunning, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import PlatformState, stack_outputs_for
 from jobs.local.training.replica_runner import CUT_MARK, ENTRY_BYTES
-from tests.conftest import REPO
+from tests.conftest import HANG_S, REPO
 from tests.jobs.local.local_helpers import (
     PARENT,
     client,
@@ -32,8 +34,9 @@ from tests.jobs.local.training.executor_helpers import (
     still_running,
 )
 
-ANSWER_S = 10.0
-"""The client's timeout: generous, it fails the test only when the server is stalled."""
+ANSWER_S = HANG_S
+"""The client's timeout: a server stalled by the copying never answers (the flood never ends),
+so only a hang may reach it, never a slow answer on a busy machine."""
 
 # Numbered lines, as fast as Python writes them, until stopped.
 FLOOD = """
@@ -91,10 +94,15 @@ def numbered_runs(entries: list[dict]) -> dict[str, int]:
     return seen
 
 
-def replica_output_page(platform: StackOutputs, job_name: str) -> list[str]:
-    """The primary's lines in the job's first page of logs."""
+def flooding(platform: StackOutputs, data_dir: Path, job_name: str) -> list[psutil.Process]:
+    """The job's processes once its four runners and their four commands run and replica lines
+    are in its logs; [] before. Not the primary's line on the first page: that page may fill
+    with the lines of a replica whose file was copied first."""
+    processes = replica_processes(data_dir, job_name)
+    if len(processes) < 8:
+        return []
     page = logs(platform, job=job_name)
-    return [e["message"] for e in page["entries"] if e["replica"] == "workerpool0-0"]
+    return processes if any(e["replica"] != "service" for e in page["entries"]) else []
 
 
 def first_pages(platform: StackOutputs, job_name: str, pages: int = 5) -> list[dict]:
@@ -116,8 +124,7 @@ def test_flooding_replicas_leave_the_api_answering_and_stop_with_the_platform(
             jobs = client(state.vertex_endpoint)
             spec = custom_job("flood", pool(FLOOD), pool(FLOOD, replicas=3))
             flood = jobs.create_custom_job(parent=PARENT, custom_job=spec, timeout=ANSWER_S)
-            wait_for(lambda: replica_output_page(platform, flood.name))
-            processes = replica_processes(Path(state.data_dir), flood.name)
+            processes = wait_for(lambda: flooding(platform, Path(state.data_dir), flood.name))
             assert len(processes) == 8  # four runners, four commands
 
             spec = custom_job("burst", pool(BURST))

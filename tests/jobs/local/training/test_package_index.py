@@ -9,11 +9,13 @@ import http.server
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import HANG_S
+from tests.json_handler import serving
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -51,14 +53,8 @@ def simple_index(tmp_path: Path) -> Iterator[str]:
     handler = functools.partial(
         http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "index")
     )
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def run_package(gcs_emulator: str, bucket: str, tmp_path: Path, index: str | None):
@@ -79,7 +75,7 @@ def run_package(gcs_emulator: str, bucket: str, tmp_path: Path, index: str | Non
         [sys.executable, "-m", "jobs.local.training.package_runner",
          "--target", str(tmp_path / "packages"), f"--package=gs://{bucket}/{built.name}",
          "--", "vtxmain"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=HANG_S, check=False,
     )  # fmt: skip
 
 
