@@ -207,7 +207,8 @@ def _run(step: _Pass) -> None:
     code = code if isinstance(code, int) else None
     if current.gave_up is not None:
         decision = Decision(NEXT, current.gave_up)
-    elif current.placed:
+    elif current.placed or job.start_time is not None:
+        # startTime: it reached RUNNING (v1 CustomJob.start_time), though maybe between passes
         decision = after_running(job.state, job.error, code)
     else:
         decision = judge(job.state, job.error, 0.0, None, last=following is None, code=code)

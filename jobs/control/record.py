@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobs.core.contract import budget_of
 from jobs.core.stack import StackOutputs
+from jobs.core.states import succeeded
 from jobs.launch.plan import LaunchPlan, Rung
 
 RECORD_NAME = "vtx-run.json"
@@ -75,7 +76,12 @@ class Move(Model):
 
 class Outcome(Model):
     state: str
+    """The state the run ended in, as messages show it (``SUCCEEDED``: `bare_name`)."""
     reason: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return succeeded(f"JOB_STATE_{self.state}")
 
 
 class LastPass(Model):

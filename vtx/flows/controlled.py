@@ -14,7 +14,6 @@ from jobs.control.driver import Driver
 from jobs.control.record import RunRecord, record_of
 from jobs.control.records import Conflict, Records
 from jobs.core.stack import StackOutputs
-from jobs.core.states import succeeded
 from jobs.launch.plan import LaunchPlan
 from jobs.launch.run import Submitted
 from jobs.vertex.client import Vertex, VertexError, VertexRest
@@ -135,7 +134,7 @@ def follow_controlled(
             reason = f": {record.outcome.reason}" if record.outcome.reason else ""
             out.print(f"run {plan.run_id}: {record.outcome.state}{reason}", highlight=False,
                       markup=False)  # fmt: skip
-            return 0 if succeeded(record.outcome.state) else 1
+            return 0 if record.outcome.succeeded else 1
         current = record.current
         if current is not None and current.job and current.job != followed:
             followed = current.job

@@ -108,6 +108,10 @@ CASES = [
      record(attempt("a1", 0, f"{PARENT}/1", placed=True)),
      Observed([job(1, "FAILED", "a1", STOCKOUT, ran_h=0.1)]),
      [Submit("a2", 1, "rung 1 us-central1 1xn1-standard-4 SPOT: STOCKOUT while running")]),
+    ("an attempt that ran between two passes and stocked out: its startTime says it ran",
+     record(attempt("a1", 0, f"{PARENT}/1")),
+     Observed([job(1, "FAILED", "a1", STOCKOUT, ran_h=0.001)]),
+     [Submit("a2", 1, "rung 1 us-central1 1xn1-standard-4 SPOT: STOCKOUT while running")]),
     ("a rung waiting past its max wait is cancelled to move on",
      record(attempt("a1", 0, f"{PARENT}/1", ago_s=3600)),
      Observed([job(1, "PENDING", "a1", age_min=61)]),
@@ -189,3 +193,10 @@ def test_apply_claims_the_attempt_records_each_move_and_the_pass() -> None:
     assert after.last_pass is not None and after.last_pass.at == NOW
     assert after.last_pass.decided == [m.what for m in after.moves]
     assert run.attempts[-1].marker == "a1"  # the record read is left as it was
+
+
+@pytest.mark.parametrize(("state", "ok"), [("SUCCEEDED", True), ("FAILED", False),
+                                           ("PARTIALLY_SUCCEEDED", False)])  # fmt: skip
+def test_an_outcome_says_whether_the_run_succeeded(state: str, ok: bool) -> None:
+    after = apply(record(), [Finish(state, None)], NOW)
+    assert after.outcome is not None and after.outcome.succeeded is ok

@@ -215,9 +215,15 @@ def test_a_running_spot_attempt_that_stocks_out_moves_down_the_ladder_when_follo
         set_capacity(endpoint, token, MODEL)
     code, out = launched["result"]
     assert code == 0, out
-    assert "rung 1 us-central1 1xT4 SPOT: running" in out
-    assert "rung 1 us-central1 1xT4 SPOT: STOCKOUT while running; rung 2 us-east4" in out
-    assert "rung 2 us-east4 1xT4 SPOT: submitted" in out
+    # The controller walks the ladder; --follow prints its moves as the run's record gains them.
+    assert "rung 1 us-central1 1xT4 SPOT: submitted" in out
+    assert (
+        "controller: submit rung 2 us-east4 1xT4 SPOT as attempt a2: "
+        "rung 1 us-central1 1xT4 SPOT: STOCKOUT while running" in out
+    )
+    assert "controller: submitted projects/424242424242/locations/us-east4/" in out
+    assert "controller: the run ended SUCCEEDED" in out
+    assert f"run {run_id}: SUCCEEDED" in out
     attempts = rest.list(run_id)
     assert [(j.region, j.state) for j in attempts] == [
         ("us-east4", "JOB_STATE_SUCCEEDED"),
