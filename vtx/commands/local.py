@@ -31,6 +31,7 @@ from jobs.local.platform.processes import NotRunning, PlatformError, bring_up, s
 from jobs.local.platform.settings import LocalSettings, default_data_dir, option_spec
 from jobs.local.platform.state import (
     PlatformState,
+    controller_alive,
     gcs_alive,
     local_stack_outputs,
     read_state,
@@ -174,6 +175,8 @@ def status(
             "cwd": state.cwd,
             "server_pid": state.server_pid,
             "gcs_pid": state.gcs_pid,
+            "controller_pid": state.controller_pid,
+            "controller_running": controller_alive(state),
             "active_jobs": active,
         }
     if as_json:
@@ -185,6 +188,8 @@ def status(
         console.print(f"local platform running (data in {escape(str(info['data_dir']))})")
         console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
         console.print(f"  GCS endpoint        {state.gcs_endpoint}")
+        running = "running" if info["controller_running"] else "stopped: `vtx local up` starts it"
+        console.print(f"  controller          {running}")
         jobs = ", ".join(f"{n} {short(name)}" for name, n in active.items())
         console.print(f"  active jobs         {jobs or 'none'}")
     if state is None:
