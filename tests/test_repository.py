@@ -203,6 +203,8 @@ def _unresolved(name: str) -> str | None:
         dotted = ".".join(parts[:depth])
         is_package = isinstance(owner, ModuleType) and hasattr(owner, "__path__")
         if is_package and importlib.util.find_spec(dotted) is not None:
+            if part == "__main__":  # importing it would run the program; that it exists is enough
+                return None if depth == len(parts) else f"{dotted} is a program, not a namespace"
             owner = importlib.import_module(dotted)
         elif hasattr(owner, part):
             owner = getattr(owner, part)
@@ -309,7 +311,8 @@ def _planted_repository(root: Path) -> Path:
             "| `launch/checks.py` | cites `jobs/launch/checks.py`, `jobs/gone.py`, `launch/gone/`"
             " and `aiplatform_v1/types/job.py` (another project's) |\n"
             "| `renamed.py` | `jobs.core.formats.money`, `jobs.core.stack.StackOutputs.egress`,"
-            " `jobs.core.no_such_name`, `checks.validate_template_doc`, `checks.no_such_name` |\n"
+            " `jobs.core.no_such_name`, `checks.validate_template_doc`, `checks.no_such_name`,"
+            " `vtx.__main__` |\n"
             "See [the checks](launch/checks.py) and [a lost page](launch/lost.md).\n"
         ),
         "jobs/launch/checks.py": (
