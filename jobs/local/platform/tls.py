@@ -6,7 +6,8 @@ check: the CA's (``ca.pem``), which `vtx local env` hands to gRPC as
 ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``. The CA's private key is never written: it signs the server
 certificate once and is dropped, so nothing can later mint another certificate this CA vouches
 for. The pair is kept across restarts (a shell's exported CA stays good) and made again, CA and
-all, when the server certificate is near its end or a file is missing.
+all, when the server certificate is near its end or a file is missing. ``cryptography`` is
+imported where certificates are made or read: `vtx --help` loads this module (processes.py).
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from typing import TYPE_CHECKING
 
 from jobs.local.platform.state import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 TLS_DIR = "tls"
 CA_FILE = "ca.pem"
@@ -67,6 +67,8 @@ def ensure_certificates(data_dir: Path) -> TlsFiles:
 
 
 def _still_good(files: TlsFiles) -> bool:
+    from cryptography import x509
+
     try:
         cert = x509.load_pem_x509_certificate(files.cert.read_bytes())
         files.ca.stat()
@@ -81,11 +83,19 @@ def _now() -> datetime.datetime:
 
 
 def _name(common_name: str) -> x509.Name:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
 def _make(files: TlsFiles) -> None:
     """A CA, and a server certificate it signs; the CA's key is dropped."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
     files.directory.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
     files.directory.chmod(PRIVATE_DIR_MODE)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -135,6 +145,8 @@ def _make(files: TlsFiles) -> None:
 
 
 def _key_usage(ca: bool) -> x509.KeyUsage:
+    from cryptography import x509
+
     return x509.KeyUsage(
         digital_signature=not ca,
         content_commitment=False,
