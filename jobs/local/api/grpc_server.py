@@ -151,21 +151,23 @@ class Transcoder(grpc.GenericRpcHandler):
         return any(route.matches(scope)[0] == Match.FULL for route in self.app.router.routes)
 
 
-async def start_grpc(app: Any, rest_port: int, grpc_port: int, tls: TlsFiles) -> grpc.aio.Server:
-    """The gRPC server on 127.0.0.1:``grpc_port``, over TLS, serving through ``app``."""
+async def start_grpc(
+    app: Any, rest_port: int, grpc_port: int, tls: TlsFiles
+) -> tuple[grpc.aio.Server, int]:
+    """The gRPC server on 127.0.0.1:``grpc_port`` (0: a free port), over TLS, serving through
+    ``app``; and the port it listens on."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per call in server.log
     for service in SERVED:  # imported now, not on a first call
         service_methods(service)
-    transcoder = Transcoder(app, rest_port, grpc_port)
-    server = grpc.aio.server(
-        handlers=[transcoder],
-        options=[("grpc.max_receive_message_length", MAX_BODY_BYTES)],
-    )
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_BODY_BYTES)])
     credentials = grpc.ssl_server_credentials([(_read(tls.key), _read(tls.cert))])
-    if server.add_secure_port(f"127.0.0.1:{grpc_port}", credentials) == 0:
+    port = server.add_secure_port(f"127.0.0.1:{grpc_port}", credentials)
+    if port == 0:
         raise OSError(f"the gRPC server could not listen on 127.0.0.1:{grpc_port}")
+    # The owner check looks up the connection to the port actually bound.
+    server.add_generic_rpc_handlers([Transcoder(app, rest_port, port)])
     await server.start()
-    return server
+    return server, port
 
 
 def _read(path: Path) -> bytes:

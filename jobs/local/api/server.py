@@ -289,7 +289,9 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
         pipelines.start()
         endpoints.start()  # deployed models' serving processes start again
         tls = ensure_certificates(settings.data_dir)  # `vtx local up` made them: kept
-        grpc_server = await start_grpc(app, settings.port, settings.grpc_port, tls)
+        grpc_server, app.state.grpc_port = await start_grpc(
+            app, settings.port, settings.grpc_port, tls
+        )
         yield
         await grpc_server.stop(GRPC_STOP_GRACE_S)  # first: its calls go through the app
         endpoints.shutdown()  # stops every serving process

@@ -257,3 +257,51 @@ def test_the_local_platform_names_its_grpc_endpoint(local_platform_state: Platfo
     outputs = stack_outputs_for(local_platform_state)
     assert local_platform_state.grpc_endpoint == f"127.0.0.1:{local_platform_state.grpc_port}"
     assert outputs.vertex_endpoint != local_platform_state.grpc_endpoint
+
+
+# -- other users -------------------------------------------------------------------------------
+
+
+def test_other_users_are_refused_over_grpc_as_over_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control plane in this process, its kernel lookup told that the gRPC port's clients
+    belong to nobody (uid 65534): their calls are refused before any route runs, with the
+    REST side's words, while REST callers of the same user are served. Running a client as
+    another user needs an interpreter that user can read, which this venv may not be."""
+    from jobs.local.platform import guard
+    from jobs.local.platform.ports import free_port
+    from jobs.local.platform.settings import LocalSettings
+    from tests.conftest import REPO
+    from tests.jobs.local.api.test_races import InProcess
+
+    settings = LocalSettings(
+        data_dir=tmp_path, cwd=REPO, port=free_port(), gcs_port=free_port(), grace_s=1.0
+    )
+    with InProcess(settings) as server:
+        grpc_port = server.app.state.grpc_port
+        state = PlatformState(
+            data_dir=str(tmp_path),
+            cwd=str(REPO),
+            vertex_port=settings.port,
+            gcs_port=settings.gcs_port,
+            grpc_port=grpc_port,
+            server_pid=0,
+            server_create_time=0.0,
+            token="t",
+        )
+        clients = _clients(state, "JobService")
+        request = {"parent": PARENT}
+        assert list(clients["grpc"].list_custom_jobs(request=request)) == []  # the user: served
+        real_owner = guard.socket_owner
+
+        def nobody_on_grpc(client_port: int, server_port: int, *args: Any) -> int | None:
+            return 65534 if server_port == grpc_port else real_owner(client_port, server_port)
+
+        monkeypatch.setattr(guard, "socket_owner", nobody_on_grpc)
+        with pytest.raises(exceptions.PermissionDenied, match="uid 65534"):
+            clients["grpc"].list_custom_jobs(request=request)
+        with pytest.raises(grpc.RpcError) as unserved:  # what no route serves: refused first
+            _channel(state).unary_unary(JOBS + "CreateDataLabelingJob")(b"", timeout=30)
+        assert unserved.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert list(clients["rest"].list_custom_jobs(request=request)) == []
