@@ -305,3 +305,42 @@ def test_other_users_are_refused_over_grpc_as_over_rest(
             _channel(state).unary_unary(JOBS + "CreateDataLabelingJob")(b"", timeout=30)
         assert unserved.value.code() == grpc.StatusCode.PERMISSION_DENIED
         assert list(clients["rest"].list_custom_jobs(request=request)) == []
+
+
+# -- with the platform -------------------------------------------------------------------------
+
+
+def test_grpc_comes_back_with_the_control_plane_on_its_port_with_its_ca(
+    gcs_emulator: str, tmp_path: Path
+) -> None:
+    """kill -9 of the control plane, then `vtx local up`'s recovery: the gRPC endpoint is back
+    on its recorded port, with the same CA (a shell's exported variables stay good)."""
+    import psutil
+
+    from jobs.local.platform.ports import free_port
+    from jobs.local.platform.processes import bring_up, start_fresh, stop_platform
+    from jobs.local.platform.settings import LocalSettings
+    from tests.conftest import REPO
+
+    data_dir = tmp_path / "platform"
+    settings = LocalSettings(data_dir=data_dir, cwd=REPO, port=free_port(), grace_s=1.0)
+    state = start_fresh(settings, gcs_endpoint=gcs_emulator)
+    try:
+        ca = tls_files(data_dir).ca.read_bytes()
+        jobs = _clients(state, "JobService")["grpc"]
+        assert list(jobs.list_custom_jobs(request={"parent": PARENT})) == []
+        server = psutil.Process(state.server_pid)
+        server.kill()  # kill -9, as a crash
+        server.wait(timeout=10)
+        again = bring_up(settings).state
+        assert again.grpc_port == state.grpc_port
+        assert tls_files(data_dir).ca.read_bytes() == ca
+        job = _clients(again, "JobService")["grpc"].create_custom_job(
+            parent=PARENT, custom_job=custom_job("back", pool("print(1)"))
+        )
+        assert wait_terminal(jobs, job.name).state == 4  # the first channel reconnects
+    finally:
+        stop_platform(data_dir)
+    with pytest.raises(grpc.RpcError) as stopped:  # stopped with the platform
+        _channel(state).unary_unary(JOBS + "ListCustomJobs")(b"", timeout=10)
+    assert stopped.value.code() == grpc.StatusCode.UNAVAILABLE
