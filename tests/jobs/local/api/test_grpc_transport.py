@@ -344,3 +344,106 @@ def test_grpc_comes_back_with_the_control_plane_on_its_port_with_its_ca(
     with pytest.raises(grpc.RpcError) as stopped:  # stopped with the platform
         _channel(state).unary_unary(JOBS + "ListCustomJobs")(b"", timeout=10)
     assert stopped.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+# -- every served service, both transports ---------------------------------------------------------
+
+
+def _answer(transport: str, client: Any, method: str, request: dict) -> tuple[str, Any]:
+    """("ok", the response as a dict) or ("error", (HTTP code, Google's status name, message))."""
+    from google.protobuf import json_format
+
+    try:
+        call = getattr(client, method)
+        # PredictRequest(instances=[...]) is refused by proto-plus; the flattened form extends.
+        response = call(**request) if "instances" in request else call(request=request)
+    except exceptions.GoogleAPICallError as exc:
+        if transport == "grpc":  # the code and the message as sent
+            return "error", (exc.code, exc.grpc_status_code.name, exc.message)
+        # REST: Google's status name in the body; the message after "VERB URL: "
+        status = exc.response.json()["error"]["status"]
+        return "error", (exc.code, status, exc.message.split(": ", 1)[1])
+    if hasattr(response, "pages"):  # a pager: its first page
+        response = next(iter(response.pages))
+    if hasattr(type(response), "to_dict"):
+        return "ok", type(response).to_dict(response)
+    return "ok", json_format.MessageToDict(response)
+
+
+@pytest.fixture(scope="module")
+def resources(local_platform_state: PlatformState) -> dict[str, str]:
+    """A model and an endpoint (no model deployed) to read, made over REST."""
+    from google.cloud import aiplatform_v1
+
+    models = _clients(local_platform_state, "ModelService")["rest"]
+    model = aiplatform_v1.Model(
+        display_name="both-transports",
+        container_spec={"image_uri": "local/serve:1", "command": ["python", "-m", "x"]},
+        labels={"t": "both"},
+    )
+    uploaded = models.upload_model(parent=PARENT, model=model).result(timeout=30)
+    endpoints = _clients(local_platform_state, "EndpointService")["rest"]
+    endpoint = endpoints.create_endpoint(
+        parent=PARENT, endpoint={"display_name": "both-transports"}
+    ).result(timeout=30)
+    return {"model": uploaded.model, "endpoint": endpoint.name}
+
+
+CALLS = [
+    ("JobService", "list_hyperparameter_tuning_jobs", {"parent": PARENT, "page_size": 3}),
+    (
+        "JobService",
+        "get_hyperparameter_tuning_job",
+        {"name": f"{PARENT}/hyperparameterTuningJobs/9"},
+    ),
+    ("PipelineService", "list_training_pipelines", {"parent": PARENT, "filter": "bad filter"}),
+    ("ModelService", "get_model", {"name": "{model}"}),
+    ("ModelService", "list_models", {"parent": PARENT, "filter": 'labels.t="both"'}),
+    ("ModelService", "list_model_versions", {"name": "{model}"}),
+    ("ModelService", "list_models", {"parent": PARENT, "order_by": "no_such_field"}),
+    ("EndpointService", "get_endpoint", {"name": "{endpoint}"}),
+    ("EndpointService", "list_endpoints", {"parent": PARENT, "order_by": "display_name desc"}),
+    (
+        "PredictionService",
+        "predict",
+        {"endpoint": "{endpoint}", "instances": [8]},
+    ),
+    ("ModelService", "get_model", {"name": f"{PARENT}/models/404"}),
+]
+
+
+@pytest.mark.parametrize(("service", "method", "request_"), CALLS)
+def test_each_method_answers_the_same_over_both_transports(
+    local_platform_state: PlatformState,
+    resources: dict[str, str],
+    service: str,
+    method: str,
+    request_: dict,
+) -> None:
+    request = {k: v.format(**resources) if isinstance(v, str) else v for k, v in request_.items()}
+    answers = {
+        t: _answer(t, c, method, request)
+        for t, c in _clients(local_platform_state, service).items()
+    }
+    assert answers["grpc"] == answers["rest"]
+
+
+def test_operations_answer_the_same_over_both_transports(
+    local_platform_state: PlatformState,
+) -> None:
+    """google.longrunning.Operations: each transport's operations client reads the other's."""
+    from google.protobuf import json_format
+
+    clients = _clients(local_platform_state, "EndpointService")
+    names = {
+        t: c.create_endpoint(parent=PARENT, endpoint={"display_name": f"op-{t}"}).operation.name
+        for t, c in clients.items()
+    }
+    for name in names.values():
+        read = {
+            t: json_format.MessageToDict(c._transport.operations_client.get_operation(name))
+            for t, c in clients.items()
+        }
+        assert read["grpc"] == read["rest"]
+        assert read["grpc"]["done"] is True
+        assert read["grpc"]["response"]["@type"].endswith("aiplatform.v1.Endpoint")
