@@ -110,3 +110,29 @@ def test_a_study_runs_through_the_default_transport(sdk) -> None:
     assert study.state.name == "JOB_STATE_SUCCEEDED"
     assert sorted(t.state.name for t in study.trials) == ["SUCCEEDED", "SUCCEEDED"]
     assert all(t.final_measurement.metrics[0].metric_id == "loss" for t in study.trials)
+
+
+def test_hand_built_clients_need_nothing_but_the_variables(
+    local_platform_state: PlatformState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiplatform_v1's clients as a tool builds them: the default transport (gRPC), the
+    endpoint and the CA from the environment, no channel of its own."""
+    from google.api_core import exceptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    for name, value in _exports(local_platform_state.data_dir).items():
+        monkeypatch.setenv(name, value)
+    options = {"api_endpoint": os.environ["VERTEX_API_ENDPOINT"]}
+    parent = f"projects/{os.environ['GOOGLE_CLOUD_PROJECT']}/locations/us-central1"
+    jobs = aiplatform_v1.JobServiceClient(
+        client_options=options, credentials=AnonymousCredentials()
+    )
+    assert jobs.transport.kind == "grpc"
+    listed = jobs.list_custom_jobs(request={"parent": parent, "filter": 'display_name="none"'})
+    assert list(listed) == []
+    predictions = aiplatform_v1.PredictionServiceClient(
+        client_options=options, credentials=AnonymousCredentials()
+    )
+    with pytest.raises(exceptions.NotFound, match="endpoints/1"):
+        predictions.predict(endpoint=f"{parent}/endpoints/1", instances=[1])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -447,3 +448,54 @@ def test_operations_answer_the_same_over_both_transports(
         assert read["grpc"] == read["rest"]
         assert read["grpc"]["done"] is True
         assert read["grpc"]["response"]["@type"].endswith("aiplatform.v1.Endpoint")
+
+
+@pytest.fixture(scope="module")
+def echo_endpoint(local_platform_state: PlatformState) -> Iterator[str]:
+    """An endpoint serving bench/soak.py's echo model (a stdlib server answering each
+    prediction with its instances), deployed over REST; undeployed and deleted after."""
+    from google.cloud import aiplatform_v1
+
+    from bench.soak import HEALTHY_MODEL
+
+    models = _clients(local_platform_state, "ModelService")["rest"]
+    model = aiplatform_v1.Model(
+        display_name="echo",
+        container_spec={"image_uri": "local/echo:1", "command": ["python", "-c", HEALTHY_MODEL]},
+    )
+    uploaded = models.upload_model(parent=PARENT, model=model).result(timeout=30)
+    endpoints = _clients(local_platform_state, "EndpointService")["rest"]
+    endpoint = endpoints.create_endpoint(parent=PARENT, endpoint={"display_name": "echo"}).result(
+        timeout=30
+    )
+    deployed = endpoints.deploy_model(
+        endpoint=endpoint.name,
+        deployed_model={
+            "model": uploaded.model,
+            "dedicated_resources": {
+                "machine_spec": {"machine_type": "n1-standard-2"},
+                "min_replica_count": 1,
+            },
+        },
+        traffic_split={"0": 100},
+    ).result(timeout=120)
+    yield endpoint.name
+    endpoints.undeploy_model(
+        endpoint=endpoint.name, deployed_model_id=deployed.deployed_model.id
+    ).result(timeout=60)
+    endpoints.delete_endpoint(name=endpoint.name).result(timeout=30)
+
+
+def test_a_prediction_answers_the_same_over_both_transports(
+    local_platform_state: PlatformState, echo_endpoint: str
+) -> None:
+    """A hand-built PredictionServiceClient over each transport, the same instances."""
+    request = {"endpoint": echo_endpoint, "instances": ["a", 8, {"k": [True, None]}]}
+    answers = {
+        t: _answer(t, c, "predict", request)
+        for t, c in _clients(local_platform_state, "PredictionService").items()
+    }
+    assert answers["grpc"] == answers["rest"]
+    kind, response = answers["grpc"]
+    assert kind == "ok"
+    assert response["predictions"] == ["a", 8, {"k": [True, None]}]
