@@ -27,6 +27,7 @@ from typing import Any
 
 import grpc
 import httpx
+from google.protobuf import json_format
 from google.protobuf.message import Message
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -141,7 +142,16 @@ class Transcoder(grpc.GenericRpcHandler):
             if answer.status_code >= 300:
                 error: GrpcError = grpc_error(answer.status_code, answer.content)
                 await context.abort(error.code, error.message, error.trailing_metadata())
-            return response_message(method, answer.content)
+            try:
+                return response_message(method, answer.content)
+            except json_format.ParseError as exc:  # a route's answer the message does not take
+                log.exception("%s: the answer of %s %s", method.name, call.verb, call.path)
+                await context.abort(
+                    grpc.StatusCode.INTERNAL,
+                    f"internal error of the local control plane: {method.name}'s answer does "
+                    f"not fit {method.response.DESCRIPTOR.full_name}: {exc}",
+                )
+                raise  # abort raised already; this keeps the type checker's flow plain
 
         return handle
 
@@ -157,7 +167,9 @@ async def start_grpc(
     """The gRPC server on 127.0.0.1:``grpc_port`` (0: a free port), over TLS, serving through
     ``app``; and the port it listens on."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per call in server.log
-    for service in SERVED:  # imported now, not on a first call
+    # Imported now rather than on a first call, which would stall the event loop for them
+    # (not in a thread: two threads importing one package can deadlock on its import locks).
+    for service in SERVED:
         service_methods(service)
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_BODY_BYTES)])
     credentials = grpc.ssl_server_credentials([(_read(tls.key), _read(tls.cert))])
