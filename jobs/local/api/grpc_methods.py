@@ -36,7 +36,6 @@ MIXINS_FROM = "JobService"
 SERVED = ("JobService", "PipelineService", "ModelService", "EndpointService", "PredictionService")
 """The services the local platform's routes serve: loaded before the first call."""
 UNARY = "unary_unary"
-STUB_KINDS = (UNARY, "unary_stream", "stream_unary", "stream_stream")
 NOT_STUBS = frozenset({"operations_client", "grpc_channel", "kind", "host"})
 """Properties of a gRPC transport that are not a method's stub."""
 
@@ -73,16 +72,40 @@ class _RecordingChannel(grpc.Channel):
         self.stubs[method] = (kind, serializer, deserializer)
         return _Stub()
 
-    def unary_unary(self, method, request_serializer=None, response_deserializer=None, **_):  # type: ignore[no-untyped-def, override]
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Any = None,
+        response_deserializer: Any = None,
+        **_: Any,
+    ) -> Any:
         return self._record(UNARY, method, request_serializer, response_deserializer)
 
-    def unary_stream(self, method, request_serializer=None, response_deserializer=None, **_):  # type: ignore[no-untyped-def, override]
+    def unary_stream(
+        self,
+        method: str,
+        request_serializer: Any = None,
+        response_deserializer: Any = None,
+        **_: Any,
+    ) -> Any:
         return self._record("unary_stream", method, request_serializer, response_deserializer)
 
-    def stream_unary(self, method, request_serializer=None, response_deserializer=None, **_):  # type: ignore[no-untyped-def, override]
+    def stream_unary(
+        self,
+        method: str,
+        request_serializer: Any = None,
+        response_deserializer: Any = None,
+        **_: Any,
+    ) -> Any:
         return self._record("stream_unary", method, request_serializer, response_deserializer)
 
-    def stream_stream(self, method, request_serializer=None, response_deserializer=None, **_):  # type: ignore[no-untyped-def, override]
+    def stream_stream(
+        self,
+        method: str,
+        request_serializer: Any = None,
+        response_deserializer: Any = None,
+        **_: Any,
+    ) -> Any:
         return self._record("stream_stream", method, request_serializer, response_deserializer)
 
     def subscribe(self, callback: Any, try_to_connect: bool = False) -> None:
