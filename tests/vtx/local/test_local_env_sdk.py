@@ -62,6 +62,8 @@ def sdk(local_platform_state: PlatformState, monkeypatch: pytest.MonkeyPatch):
     for name, value in _exports(local_platform_state.data_dir).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(jobs, "_JOB_WAIT_TIME", 0.2)
+    # A fresh process's config: `init` keeps an api_transport an earlier test gave it.
+    aiplatform.initializer.global_config.__init__()
     aiplatform.init(
         project=os.environ["GOOGLE_CLOUD_PROJECT"],
         location=os.environ["GOOGLE_CLOUD_REGION"],

@@ -55,6 +55,8 @@ def sdk(
     monkeypatch.setattr(jobs, "_JOB_WAIT_TIME", 0.2)
     monkeypatch.setattr(training_jobs, "_JOB_WAIT_TIME", 0.2)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", local_platform.gcs_endpoint or "")
+    # A fresh process's config: `init` keeps an api_transport an earlier test gave it.
+    aiplatform.initializer.global_config.__init__()
     aiplatform.init(
         project=USER_PROJECT,
         location=local_platform.region,
