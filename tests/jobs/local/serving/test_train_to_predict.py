@@ -12,6 +12,7 @@ import pytest
 
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.state import PlatformState
+from tests.jobs.local.local_helpers import SDK_TRANSPORTS, transport_options
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
 from tests.trainer.serving.test_serve import PROMPT, reference_text
 
@@ -38,7 +39,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "run" / "model"
 
 
-@pytest.fixture(params=["grpc", "rest"])
+@pytest.fixture(params=SDK_TRANSPORTS)
 def sdk(
     request: pytest.FixtureRequest,
     local_platform: StackOutputs,
@@ -55,16 +56,10 @@ def sdk(
     monkeypatch.setattr(jobs, "_JOB_WAIT_TIME", 0.2)
     monkeypatch.setattr(training_jobs, "_JOB_WAIT_TIME", 0.2)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", local_platform.gcs_endpoint or "")
-    # A fresh process's config: `init` keeps an api_transport an earlier test gave it.
-    aiplatform.initializer.global_config.__init__()
     aiplatform.init(
         project=USER_PROJECT,
         location=local_platform.region,
-        **(
-            {"api_endpoint": local_platform_state.grpc_endpoint}
-            if request.param == "grpc"
-            else {"api_endpoint": local_platform.vertex_endpoint, "api_transport": "rest"}
-        ),
+        **transport_options(request.param, local_platform_state),
         credentials=AnonymousCredentials(),
         staging_bucket=f"gs://{local_platform.buckets.staging}",
     )
