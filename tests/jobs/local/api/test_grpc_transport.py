@@ -166,6 +166,31 @@ def test_tls_files_are_the_users_alone(local_platform_state: PlatformState) -> N
     assert not list(files.directory.glob("ca-key*"))  # the CA's key is never written
 
 
+def test_certificates_are_kept_and_made_again_near_their_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datetime
+
+    from cryptography import x509
+
+    from jobs.local.platform import tls
+
+    files = tls.ensure_certificates(tmp_path)
+    ca, cert = files.ca.read_bytes(), files.cert.read_bytes()
+    server = x509.load_pem_x509_certificate(cert)
+    names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["localhost"]
+    assert [str(a) for a in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert server.issuer == x509.load_pem_x509_certificate(ca).subject
+    assert tls.ensure_certificates(tmp_path).ca.read_bytes() == ca  # kept
+    monkeypatch.setattr(tls, "RENEW_BEFORE", tls.VALIDITY + datetime.timedelta(days=1))
+    assert tls.ensure_certificates(tmp_path).ca.read_bytes() != ca  # near its end: made again
+    files.key.unlink()
+    monkeypatch.undo()
+    renewed = files.ca.read_bytes()
+    assert tls.ensure_certificates(tmp_path).ca.read_bytes() != renewed  # a file missing
+
+
 def test_custom_jobs_answer_the_same_over_both_transports(
     local_platform_state: PlatformState,
 ) -> None:
