@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from jobs.core.contract import LABEL_RUN_ID
 from jobs.local.platform.state import PlatformState
 from jobs.local.platform.tls import tls_files
-from tests.jobs.local.local_helpers import pool
+from tests.jobs.local.local_helpers import pool, wait_for
 from tests.jobs.local.tuning.test_studies_platform import TRIAL, _study
 from vtx.cli import app
 
@@ -91,8 +91,8 @@ def test_custom_jobs_through_the_default_transport(sdk) -> None:
     )
     sleeper.submit()
     sleeper.cancel()
-    sleeper.wait()
-    assert sleeper.state.name == "JOB_STATE_CANCELLED"
+    # A job that started meanwhile is CANCELLING until its replica exits; .state reads again.
+    wait_for(lambda: sleeper.state.name == "JOB_STATE_CANCELLED")
 
     listed = sdk.CustomJob.list(filter=f'labels.{LABEL_RUN_ID}="{run}"', order_by="create_time")
     assert [j.display_name for j in listed] == [run, f"{run}-cancel"]
