@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jobs.core.catalog import Catalog
-from jobs.core.stack import WarmPool
-from jobs.training.facts import JobFacts, PoolFacts
+from jobs.core.catalog import Catalog, load_catalog
+from jobs.core.problems import Problem
+from jobs.core.stack import StackOutputs, WarmPool
+from jobs.spec.template import JobTemplate
+from jobs.training.facts import JobFacts, PoolFacts, template_facts
 
 MATCHED = ("machine", "accelerator", "accelerator_count", "boot_disk_type")
 """What a worker pool must share with its resource pool (the page: machine and disk type)."""
@@ -165,3 +167,58 @@ def _too_many(pool: WarmPool, askers: list[PoolFacts], taken: int, resource_id: 
         f"({describe_pool(pool)}): lower {first.path('replicas')} to fit, or raise the pool's "
         f"replica count",
     )
+
+
+def warm_pool_problems(template: JobTemplate, stack: StackOutputs) -> list[Problem]:
+    """What a template's ``persistent_resource:`` asks that the stack's resource cannot give:
+    the resource itself, its region, a strategy or reservation Google does not say combine
+    with one (UNCONFIRMED, refused), and a pool for each of its worker pools. On the local
+    platform the control plane checks it at create, against the resources it serves."""
+    rid = template.persistent_resource
+    if rid is None or stack.is_local:
+        return []
+    resource = stack.persistent_resources.get(rid)
+    if resource is None:
+        have = ", ".join(stack.persistent_resources) or "none"
+        return [
+            Problem(
+                "persistent_resource",
+                f"stack {stack.project} has no persistent resource {rid!r} (it has: {have})",
+                "one of the stack's, or declare it under vtx:platform.persistent_resources in "
+                "the stack config and `pulumi up`",
+            )
+        ]
+    problems = []
+    region = template.region or stack.region
+    if resource.region != region:
+        problems.append(
+            Problem(
+                "persistent_resource",
+                f"persistent resource {rid!r} is in {resource.region}; this job runs in {region}",
+                f"region: {resource.region}",
+            )
+        )
+    if template.scheduling.strategy != "standard":
+        problems.append(
+            Problem(
+                "scheduling.strategy",
+                f"{template.scheduling.strategy} on a persistent resource: a job runs on the "
+                f"resource's own VMs, and no Google page says Spot or FLEX_START combine with "
+                f'one (UNCONFIRMED, docs/vertex-facts.md "Persistent resources")',
+                "scheduling.strategy: standard, or leave persistent_resource out",
+            )
+        )
+    for role, pool in template.pools.by_role():
+        if pool.reservation is not None:
+            problems.append(
+                Problem(
+                    f"pools.{role}.reservation",
+                    "a reservation on a job that runs on a persistent resource: its VMs are "
+                    "the resource's (UNCONFIRMED that reservations combine with one)",
+                    "remove the reservation",
+                )
+            )
+    found = place(template_facts(template), rid, resource.pools, load_catalog())
+    if not isinstance(found, Placement):
+        problems += [Problem(m.path, m.message) for m in found]
+    return problems
