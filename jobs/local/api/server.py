@@ -48,6 +48,7 @@ from jobs.local.api.billing_routes import add_billing_routes
 from jobs.local.api.endpoint_routes import add_endpoint_routes
 from jobs.local.api.grpc_server import PEER_CHECKED, start_grpc
 from jobs.local.api.model_routes import add_model_routes
+from jobs.local.api.persistent_resource_routes import add_persistent_resource_routes
 from jobs.local.api.pipeline_routes import add_pipeline_routes
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
@@ -81,6 +82,7 @@ from jobs.local.serving.endpoints import Endpoints
 from jobs.local.serving.models import Models
 from jobs.local.training.executor import Executor, ExecutorError, NotYetRunning
 from jobs.local.training.package_runner import spec_problems as package_spec_problems
+from jobs.local.training.persistent_resources import PersistentResources
 from jobs.local.training.pipelines import Pipelines
 from jobs.local.training.server_defaults import as_answered, with_disk_defaults
 from jobs.local.training.web_access import SHELL_PATH
@@ -322,6 +324,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     add_pipeline_routes(app, pipelines, _parent, _job_problems)  # jobs/local/api/pipeline_routes.py
     add_model_routes(app, Models(store), _parent)  # ModelService: jobs/local/api/model_routes.py
     add_endpoint_routes(app, endpoints, _parent)  # Endpoint/Prediction: endpoint_routes.py
+    add_persistent_resource_routes(app, PersistentResources(store, executor), _parent)
     return app
 
 
