@@ -33,6 +33,8 @@ NOT_PYTHON_NAMES = {
 
 BACKTICKED = re.compile(r"`([^`\s]+)`")
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+CODE_SPAN = re.compile(r"`[^`\n]*`")
+"""Inline code: a pattern like `[a-z]([a-z0-9-])` there is no link."""
 DOTTED_NAME = re.compile(rf"(?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_]\w*)+")
 STATEMENT_STARTS = {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.NL}
 # What follows a cited token in a sentence, or a call's parentheses.
@@ -172,7 +174,7 @@ def _stale_paths(root: Path) -> list[str]:
         for name in _unknown_file_names(root, doc, prose):
             stale.append(f"{doc.relative_to(root)}: {name} (no such file in its folder)")
         if doc.suffix == ".md":
-            for link in MARKDOWN_LINK.findall(prose):
+            for link in MARKDOWN_LINK.findall(CODE_SPAN.sub("", prose)):
                 target = link.split("#")[0]
                 if target and ":" not in target and not (doc.parent / target).exists():
                     stale.append(f"{doc.relative_to(root)}: link {link}")
