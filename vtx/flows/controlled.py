@@ -132,8 +132,8 @@ def follow_controlled(
     """Each attempt's logs until it ends, and the controller's moves, until the run's outcome."""
     rest = VertexRest(stack)
     if plan.study is not None:
-        return study_watch.follow(out, rest, _study_name(records, plan.run_id, poll_s),
-                                  LogView(out).print, poll_s)  # fmt: skip
+        name = _study_name(records, plan.run_id, poll_s)  # the controller holds its budget
+        return study_watch.follow(out, rest, name, LogView(out).print, poll_s, enforce_budget=False)
     view = LogView(out)
     source = log_source(rest, plan.run_id)
     shown = 0
