@@ -18,8 +18,8 @@ from jobs.launch.plan import LaunchPlan
 from jobs.launch.run import Submitted
 from jobs.tuning.study_records import StudyRecord
 from jobs.vertex.client import JobRecord, Vertex, VertexError, VertexRest, still_active
+from vtx.flows import study_watch
 from vtx.flows.follow import LogView, follow_run, log_source
-from vtx.views import study_watch
 from vtx.views.launch import print_event
 
 SUBMIT_WAIT_S = 300.0

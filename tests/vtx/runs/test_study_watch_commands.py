@@ -24,7 +24,7 @@ from tests.jobs.runs.run_records import preempted_once, rest_job, trainer
 from tests.jobs.tuning.study_fakes import FAST, PARENT, T0, Scripted, rest_study, stamp
 from vtx.cli import app
 from vtx.commands import runs as run_commands
-from vtx.views import study_watch
+from vtx.flows import study_watch
 from vtx.views.studies import study_json, trials_table
 
 STACK_FILE = TEST_DATA / "stack-dev.json"
