@@ -1,8 +1,8 @@
 """Persistent resources end to end through the real SDK (``aiplatform.persistent_resource.
 PersistentResource`` and ``CustomJob.submit(persistent_resource_id=...)``, under gRPC and REST)
-on the session's local platform: create a resource, run a job on it, a job no pool holds refused with a
-400 naming the mismatch, two jobs on a one-replica pool one after the other, reboot, update,
-delete. Replicas are one-line programs; waits are on states, never on time."""
+on the session's local platform: create a resource, run a job on it, a job no pool holds
+refused with a 400 naming the mismatch, two jobs on a one-replica pool one after the other,
+reboot, update, delete. Replicas are one-line programs; waits are on states, never on time."""
 
 from __future__ import annotations
 
