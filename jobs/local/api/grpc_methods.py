@@ -33,7 +33,14 @@ SERVICES_PACKAGE = "google.cloud.aiplatform_v1.services"
 VERTEX_PACKAGE = "google.cloud.aiplatform.v1."
 MIXINS_FROM = "JobService"
 """The service whose transports give the mixins' methods (every service carries the same)."""
-SERVED = ("JobService", "PipelineService", "ModelService", "EndpointService", "PredictionService")
+SERVED = (
+    "JobService",
+    "PipelineService",
+    "ModelService",
+    "EndpointService",
+    "PredictionService",
+    "PersistentResourceService",
+)
 """The services the local platform's routes serve: loaded before the first call."""
 UNARY = "unary_unary"
 NOT_STUBS = frozenset({"operations_client", "grpc_channel", "kind", "host"})
@@ -175,7 +182,7 @@ def _module_of(service: str) -> str:
 def service_methods(service: str) -> dict[str, Method]:
     """The methods of one aiplatform v1 service (``JobService``), and of the mixins it
     carries, by full method name; empty for a service the SDK does not have. Imported on
-    first use: the SDK's 35 services take seconds to import, the platform serves five."""
+    first use: the SDK's 35 services take seconds to import, the platform serves six."""
     try:
         methods = _service_methods(_module_of(service))
     except ModuleNotFoundError:

@@ -1,8 +1,8 @@
 """Persistent resources end to end through the real SDK (``aiplatform.persistent_resource.
-PersistentResource`` and ``CustomJob.submit(persistent_resource_id=...)``, REST transport) on the
-session's local platform: create a resource, run a job on it, a job no pool holds refused with a
-400 naming the mismatch, two jobs on a one-replica pool one after the other, reboot, update,
-delete. Replicas are one-line programs; waits are on states, never on time."""
+PersistentResource`` and ``CustomJob.submit(persistent_resource_id=...)``, under gRPC and REST)
+on the session's local platform: create a resource, run a job on it, a job no pool holds
+refused with a 400 naming the mismatch, two jobs on a one-replica pool one after the other,
+reboot, update, delete. Replicas are one-line programs; waits are on states, never on time."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ import pytest
 from google.api_core import exceptions
 
 from jobs.core.stack import StackOutputs
-from tests.jobs.local.local_helpers import init_sdk, replica_output, wait_for
+from tests.jobs.local.local_helpers import (
+    SDK_TRANSPORTS,
+    replica_output,
+    transport_options,
+    wait_for,
+)
 
 T4_POOL = {
     "id": "t4",
@@ -36,9 +41,20 @@ def _pool(code: str, machine: str = "n1-standard-4", t4: bool = True) -> dict:
     }
 
 
-@pytest.fixture
-def sdk(local_platform: StackOutputs):
-    return init_sdk(local_platform, staging_bucket=f"gs://{local_platform.buckets.staging}")
+@pytest.fixture(params=SDK_TRANSPORTS)
+def sdk(request: pytest.FixtureRequest, local_platform: StackOutputs, local_platform_state):
+    """The SDK under each of its transports (gRPC, its default, and REST)."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    aiplatform.init(
+        project=local_platform.project,
+        location=local_platform.region,
+        **transport_options(request.param, local_platform_state),
+        credentials=AnonymousCredentials(),
+        staging_bucket=f"gs://{local_platform.buckets.staging}",
+    )
+    return aiplatform
 
 
 @pytest.fixture
