@@ -9,15 +9,22 @@ import io
 import json
 import subprocess
 import sys
+import uuid
 import zipfile
 from pathlib import Path
+
+import pytest
+import yaml
 
 from infra.components.controller import ENTRY_POINT, STACK_ENV, source_digest, source_files
 from infra.config import CONTROLLER_PERMISSIONS
 from infra.offline.program import OfflineRun, RecordedResource
 from infra.policy.iam import grants_of
 from jobs.control import cloud_function
+from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
+from jobs.vertex.client import VertexRest
+from tests.jobs.control.test_driver import SLEEPER
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 SCHEDULE = "gcp:cloudscheduler/job:Job"
@@ -122,3 +129,52 @@ def test_the_function_source_is_the_repositorys_controller_and_runs_alone(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "jobs.control.cloud_function"
+
+
+@pytest.fixture
+def own_stack(local_platform: StackOutputs) -> StackOutputs:
+    """The local stack with a checkpoints bucket of this test's own: the platform's own
+    controller, which watches the stack's bucket, never reaches this test's record."""
+    from jobs.control.records import storage_client
+
+    bucket = f"vtx-fn-{uuid.uuid4().hex[:12]}"
+    storage_client(local_platform).create_bucket(bucket)
+    buckets = local_platform.buckets.model_copy(update={"checkpoints": bucket})
+    return local_platform.model_copy(update={"buckets": buckets, "controller": True})
+
+
+def test_the_deployed_entry_point_makes_a_pass_through_the_functions_framework(
+    own_stack: StackOutputs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """main.py as the archive holds it, run by the Functions Framework as Cloud Scheduler
+    calls it (an HTTP POST): the pass submits a live run's first rung, with its marker."""
+    import functions_framework
+
+    from jobs.control.record import record_of
+    from jobs.launch.plan import LaunchOptions, plan_launch
+    from jobs.spec.gcloud import load_template
+
+    run_id = f"fn-{uuid.uuid4().hex[:8]}"
+    template = tmp_path / "sleeper.yaml"
+    template.write_text(yaml.safe_dump(SLEEPER))
+    plan = plan_launch(load_template(template), own_stack, str(template), LaunchOptions(run_id))
+    Records(own_stack).create(record_of(plan))
+    (tmp_path / "main.py").write_bytes(source_files()["main.py"])
+    monkeypatch.setenv(STACK_ENV, own_stack.model_dump_json())
+    app = functions_framework.create_app(
+        target=ENTRY_POINT, source=str(tmp_path / "main.py"), signature_type="http"
+    )
+    rest = VertexRest(own_stack)
+    try:
+        answer = app.test_client().post("/")
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+        report = answer.get_json()
+        assert report["runs"] == 1 and report["errors"] == []
+        assert report["actions"][run_id]  # what the pass did to this run, said
+        [job] = rest.list(run_id)
+        stored = Records(own_stack).read(run_id)
+        assert stored is not None and [a.job for a in stored.record.attempts] == [job.name]
+    finally:
+        for job in rest.list(run_id):
+            if not job.terminal:
+                rest.cancel(job.name)
