@@ -33,6 +33,7 @@ from bench import (
     serving,
     soak,
     trainer_vs_hf,
+    transports,
 )
 from bench.common import REPO, Section, load_average, machine
 
@@ -78,6 +79,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     "soak": (
         lambda: soak.run(seconds=120, clients=16),
         lambda: soak.run(seconds=20, clients=16),
+    ),
+    "transports": (
+        lambda: transports.run(reps=5, calls=40),
+        lambda: transports.run(reps=1, calls=10),
     ),
 }
 

@@ -454,6 +454,39 @@ class VpcScConfig(_Model):
     (people and groups who launch jobs, read results, push images)."""
 
 
+PersistentResourceId = Annotated[
+    str, _pattern(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?", "persistent resource id", "warm-l4")
+]
+
+
+class WarmPoolConfig(_Model):
+    """One pool of a persistent resource: identical VMs that stay up (docs/vertex-facts.md,
+    "Persistent resources"). Spot, FLEX_START and reservations are not keys here: no Google page
+    says they combine with a persistent resource (UNCONFIRMED, refused as unknown keys)."""
+
+    id: PersistentResourceId
+    machine: str
+    """A machine type of jobs/core/catalog/machines.yaml."""
+    accelerator: Accelerator | None = None
+    accelerator_count: int | None = Field(default=None, ge=1)
+    replicas: int = Field(default=1, ge=1)
+    """VMs always up (autoscaling: the minimum), billed busy or idle."""
+    max_replicas: int | None = Field(default=None, ge=2)
+    """Autoscaling's ceiling; absent: no autoscaling."""
+    boot_disk_type: Literal["pd-ssd", "pd-standard", "hyperdisk-balanced"] = "pd-ssd"
+    boot_disk_size_gb: int = Field(default=100, ge=100, le=64000)
+
+
+class PersistentResourceConfig(_Model):
+    """A persistent resource jobs run on with ``persistent_resource: ID`` in their template."""
+
+    id: PersistentResourceId
+    region: VertexRegion | None = None
+    """gcp:region (default) or one of capacity_regions."""
+    pools: list[WarmPoolConfig] = Field(min_length=1)
+    labels: Labels = Field(default_factory=dict)
+
+
 class PlatformConfig(_Model):
     """The ``vtx:platform`` object. Secure defaults; prod rules in :func:`_cross_checks`."""
 
@@ -489,6 +522,8 @@ class PlatformConfig(_Model):
     serving: ServingConfig = Field(default_factory=ServingConfig)
     vpc_sc: VpcScConfig | None = None
     """A VPC Service Controls perimeter around the project (and the Shared VPC host)."""
+    persistent_resources: list[PersistentResourceConfig] = Field(default_factory=list)
+    """Warm pools of VMs that stay up and take jobs at once (docs/vertex-facts.md)."""
 
     @property
     def is_prod(self) -> bool:
@@ -628,6 +663,7 @@ def _cross_checks(config: StackConfig) -> Iterator[tuple[str, str, str | None]]:
     yield from _storage_checks(platform.storage)
     yield from _quota_checks(platform, config.region)
     yield from _team_checks(platform)
+    yield from _persistent_resource_checks(platform, config.region)
     location = platform.storage.location
     if platform.cmek and location is not None and location.lower() != config.region:
         yield (
@@ -840,3 +876,45 @@ def _team_checks(platform: PlatformConfig) -> Iterator[tuple[str, str, str | Non
             "resource to one team",
             "remove it; a job names its team with `team:` in its template",
         )
+
+
+def _persistent_resource_checks(
+    platform: PlatformConfig, region: str
+) -> Iterator[tuple[str, str, str | None]]:
+    """Each resource's id once, its region one the stack serves, each pool's machine known to
+    the catalog with the accelerator it takes, and autoscaling above its minimum."""
+    cat = catalog.load_catalog()
+    regions = [region, *(r.region for r in platform.capacity_regions)]
+    seen: set[str] = set()
+    for i, resource in enumerate(platform.persistent_resources):
+        base = f"vtx:platform.persistent_resources[{i}]"
+        if resource.id in seen:
+            yield (
+                f"{base}.id",
+                f"{resource.id!r} is declared twice",
+                "give each resource its own id",
+            )
+        seen.add(resource.id)
+        if resource.region is not None and resource.region not in regions:
+            yield (
+                f"{base}.region",
+                f"{resource.region} is not a region of this stack ({', '.join(regions)})",
+                f"add it to capacity_regions, or region: {region}",
+            )
+        pool_ids = [p.id for p in resource.pools]
+        for j, pool in enumerate(resource.pools):
+            where = f"{base}.pools[{j}]"
+            if pool_ids.count(pool.id) > 1:
+                yield f"{where}.id", f"{pool.id!r} is used twice", "give each pool its own id"
+            if pool.machine not in cat.machines:
+                yield (
+                    f"{where}.machine",
+                    f"{pool.machine!r} is not a training machine of the catalog",
+                    f"{_closest(pool.machine, cat.machines)}a machine of machines.yaml",
+                )
+            if pool.max_replicas is not None and pool.max_replicas <= pool.replicas:
+                yield (
+                    f"{where}.max_replicas",
+                    f"{pool.max_replicas} is not above replicas {pool.replicas}",
+                    f"max_replicas: {pool.replicas + 1} or more, or leave it out",
+                )

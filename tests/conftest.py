@@ -184,6 +184,7 @@ def local_platform_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     keeps stop paths quick (Vertex's is 30 s)."""
     from jobs.local.platform.processes import start_fresh, stop_platform
     from jobs.local.platform.settings import LocalSettings
+    from jobs.local.platform.tls import tls_files
 
     data_dir = tmp_path_factory.mktemp("vtx-local")
     repo = Path(__file__).resolve().parent.parent
@@ -196,16 +197,23 @@ def local_platform_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
         max_replicas=8,
     )
     state = start_fresh(settings)
-    previous = os.environ.get("VTX_LOCAL_DIR")
-    os.environ["VTX_LOCAL_DIR"] = str(data_dir)
+    # gRPC reads its default roots once per process: the session platform's CA, set before
+    # any test opens a secure channel (as `eval "$(vtx local env)"` sets it for a shell).
+    variables = {
+        "VTX_LOCAL_DIR": str(data_dir),
+        "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(tls_files(data_dir).ca),
+    }
+    previous = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         yield state
     finally:
         stop_platform(data_dir)
-        if previous is None:
-            os.environ.pop("VTX_LOCAL_DIR", None)
-        else:
-            os.environ["VTX_LOCAL_DIR"] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

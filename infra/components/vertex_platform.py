@@ -30,6 +30,7 @@ from infra.components.kms import Kms, KmsArgs
 from infra.components.network import Network, NetworkArgs
 from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.perimeter import Perimeter, PerimeterArgs
+from infra.components.persistent_resources import PersistentResources, PersistentResourcesArgs
 from infra.components.quotas import Quotas, QuotasArgs, quota_target
 from infra.components.registry import Registry, RegistryArgs
 from infra.components.secret_manager import Secrets, SecretsArgs
@@ -103,6 +104,7 @@ class Platform(pulumi.ComponentResource):
             self._team_budgets(storage)
         if self._platform.ci is not None:
             self._ci()
+        warm = self._persistent_resources(network, further_kms)
 
         identity = self._identity
         outputs = pulumi.Output.all(
@@ -143,6 +145,8 @@ class Platform(pulumi.ComponentResource):
                 if self._platform.serving.private
                 else {}
             ),
+            # Absent without persistent resources, as regions: such stacks export as before.
+            **({"persistent_resources": warm.outputs} if warm else {}),
             # Absent without teams, as regions: such stacks export as before.
             **({"teams": [t.name for t in self._platform.teams]} if self._platform.teams else {}),
             # Absent for open (NAT) stacks, which export as before.
@@ -205,6 +209,34 @@ class Platform(pulumi.ComponentResource):
                 tensorboard=None,
             )
         return pulumi.Output.all(**regions)
+
+    def _persistent_resources(
+        self, network: Network, keys: dict[str, Kms]
+    ) -> PersistentResources | None:
+        if not self._platform.persistent_resources:
+            return None
+        region = self._config.region
+        attachments = {r: a.id for r, a in network.further_attachments.items()}
+        if network.attachment is not None:
+            attachments[region] = network.attachment.id
+        kms_keys = {r: _after(k.key.id, *k.grants) for r, k in keys.items()}
+        if self._kms_key is not None:
+            kms_keys[region] = _after(self._kms_key, *self._kms_grants)
+        return PersistentResources(
+            "persistent-resources",
+            PersistentResourcesArgs(
+                project=self._config.project,
+                project_number=self._number,
+                region=region,
+                resources=self._platform.persistent_resources,
+                labels=self._labels,
+                attachments=attachments,
+                network=network.vertex_network,
+                kms_keys=kms_keys,
+                depends_on=self._apis.on("aiplatform"),
+            ),
+            self._child,
+        )
 
     def _kms(self) -> Kms:
         """The key and who may use it: GCS's agent (buckets), Artifact Registry's (the image

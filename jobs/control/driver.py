@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from jobs.control.guards import cancel_job, cancel_study
 from jobs.control.reconcile import (
     SUBMIT_LEASE_S,
     Action,
@@ -172,25 +173,12 @@ class Driver:
     def act(self, stored: Stored, actions: list[Action]) -> None:
         for action in actions:
             if isinstance(action, Cancel):
-                self.cancel(action.job, self.rest.cancel, lambda n: self.rest.get(n).terminal)
+                cancel_job(self.rest, action.job)
             elif isinstance(action, CancelStudy):
-                self.cancel(
-                    action.study,
-                    self.rest.cancel_study,
-                    lambda n: StudyRecord.from_rest(self.rest.get_study(n)).terminal,
-                )
+                cancel_study(self.rest, action.study)
             elif isinstance(action, Submit):
                 name = self.submit(stored.record, action)
                 stored = self.record_job(stored, action.marker, name)
-
-    def cancel(
-        self, name: str, cancel: Callable[[str], None], ended: Callable[[str], bool]
-    ) -> None:
-        try:
-            cancel(name)
-        except VertexError:
-            if not ended(name):  # else it ended before the cancel: as wanted
-                raise
 
     def submit(self, record: RunRecord, action: Submit) -> str:
         """Create the attempt with its marker; its resource name."""

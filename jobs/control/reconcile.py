@@ -178,7 +178,7 @@ def _first(step: _Pass) -> None:
         reasons = "; ".join(f"rung {r.number}: {r.hopeless}" for r in step.record.rungs)
         step.actions.append(Finish(bare_name(JobState.FAILED), f"no rung may run: {reasons}"))
         return
-    step.actions.append(Submit(marker(1), first, "the run's first attempt"))
+    step.actions.append(Submit(marker(step.record.next_number()), first, "the run's first attempt"))
 
 
 def _run(step: _Pass) -> None:
@@ -253,13 +253,13 @@ def _ended(step: _Pass, job: JobRecord, decision: Decision, following: int | Non
         step.actions.append(Finish(bare_name(JobState.CANCELLED), over))
         return
     why = f"{step.record.rungs[step.record.attempts[-1].rung].label}: {decision.reason}"
-    step.actions.append(Submit(marker(len(step.record.attempts) + 1), following, why))
+    step.actions.append(Submit(marker(step.record.next_number()), following, why))
 
 
 def _study(step: _Pass) -> None:
     record, current, study = step.record, step.record.current, step.seen.study
     if current is None:
-        step.actions.append(Submit(marker(1), 0, "the study"))
+        step.actions.append(Submit(marker(record.next_number()), 0, "the study"))
         return
     if current.job is None:
         found = study if study and study.labels.get(LABEL_ATTEMPT) == current.marker else None

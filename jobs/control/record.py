@@ -105,6 +105,9 @@ class RunRecord(Model):
     rungs: list[RungRecord]
     study: StudyPlanRecord | None = None
     budget_usd: float | None = None
+    earlier_attempts: int = 0
+    """The run's jobs (a study's: studies) from earlier launches under its run id: this
+    launch's attempts number on from them, so that each marker names one job of the run."""
     attempts: list[Attempt] = Field(default_factory=list)
     stopping: str | None = None
     """Why the controller cancelled the run (its budget): the outcome's reason once it ends."""
@@ -119,6 +122,10 @@ class RunRecord(Model):
     @property
     def current(self) -> Attempt | None:
         return self.attempts[-1] if self.attempts else None
+
+    def next_number(self) -> int:
+        """The number of the run's next attempt (from 1, counting earlier launches')."""
+        return self.earlier_attempts + len(self.attempts) + 1
 
     def moved(self, at: datetime, what: str) -> None:
         self.moves = [*self.moves, Move(at=at, what=what)][-MOVES_KEPT:]
@@ -140,8 +147,9 @@ def _rung(rung: Rung) -> RungRecord:
     )
 
 
-def record_of(plan: LaunchPlan) -> RunRecord:
-    """The record of a launch plan with no problems and no refusal, before anything is sent."""
+def record_of(plan: LaunchPlan, earlier_attempts: int = 0) -> RunRecord:
+    """The record of a launch plan with no problems and no refusal, before anything is sent;
+    ``earlier_attempts``: the run's jobs (or studies) from earlier launches."""
     rungs = [_rung(r) for r in plan.rungs]
     labels = plan.rungs[0].plan.job.rest.get("labels") or {}
     study = None
@@ -159,4 +167,5 @@ def record_of(plan: LaunchPlan) -> RunRecord:
         rungs=rungs,
         study=study,
         budget_usd=budget_of(labels),
+        earlier_attempts=earlier_attempts,
     )

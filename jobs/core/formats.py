@@ -27,6 +27,11 @@ def usd_per_h(usd: float | None) -> str:
     return UNKNOWN if usd is None else f"{money(usd)}/h"
 
 
+def share(part: float | None) -> str:
+    """A fraction as a percentage to one decimal (``23.3%``); ``unknown`` if None."""
+    return UNKNOWN if part is None else f"{100 * part:.1f}%"
+
+
 def duration(seconds: float | None) -> str:
     """``2d 03h``, ``1h 05m``, ``3m 20s``, ``12s``: the two largest units, whole; ``-`` when
     unknown."""

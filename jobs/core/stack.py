@@ -101,6 +101,44 @@ class PrivateServing(BaseModel):
     """psc: the VPC's PSC endpoints made so far, name -> internal IP address."""
 
 
+class WarmPool(BaseModel):
+    """One resource pool of a persistent resource: identical VMs that stay up between jobs
+    (``ResourcePool`` in the v1 protos). A job's worker pool runs on it when its machine,
+    accelerator and boot disk type are the pool's and its replicas fit (docs/vertex-facts.md,
+    "Persistent resources")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    machine_type: str
+    accelerator_type: str | None = None
+    accelerator_count: int = 0
+    boot_disk_type: str = "pd-ssd"
+    boot_disk_size_gb: int = 100
+    replica_count: int = Field(ge=1)
+    """VMs always provisioned (autoscaling: its minimum), billed busy or idle."""
+    max_replica_count: int | None = None
+    """Autoscaling's ceiling; None: no autoscaling, the pool has ``replica_count`` VMs."""
+
+    @property
+    def replicas_max(self) -> int:
+        """The most replicas a job may ask of this pool."""
+        return self.max_replica_count or self.replica_count
+
+
+class PersistentResourceOutputs(BaseModel):
+    """A persistent resource the stack provisions (``persistent_resources`` in the stack
+    config): jobs that name it (``persistent_resource:`` in a template) run on its pools."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    """``projects/NUMBER/locations/REGION/persistentResources/ID``."""
+    region: str
+    pools: list[WarmPool]
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
 class StackOutputs(BaseModel):
     """What a provisioned stack offers to jobs. Field names are the exported JSON keys."""
 
@@ -140,6 +178,8 @@ class StackOutputs(BaseModel):
     (``https://REGION-python.pkg.dev/PROJECT/REPO/simple/``)."""
     docker_mirror: str | None = None
     """egress none: a virtual Docker repository, the stack's images then Docker Hub's."""
+    persistent_resources: dict[str, PersistentResourceOutputs] = Field(default_factory=dict)
+    """Persistent resources by id (their warm pools), in the stack's regions."""
     controller: bool = False
     """A controller walks this stack's capacity ladders and enforces its runs' and studies'
     budgets (`jobs.control`): `vtx launch` writes the run's record and returns. False: the CLI

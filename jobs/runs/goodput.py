@@ -27,10 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from jobs.core.trainer_events import EARLY_STOP_PREFIX, MEASURED, STOP_PREFIX, TrainerEvent
 from jobs.runs.logs import SERVICE, LogEntry
 from jobs.runs.watch import (
-    TRAIN,
-    TRAINING,
     AttemptStatus,
     same_job,
     seconds_between,
@@ -43,17 +42,16 @@ from jobs.vertex.client import JobRecord, rfc3339
 
 PRIMARY_REPLICA = "workerpool0-0"
 """Rank 0's replica: the chief pool's first. Cloud Logging may not name it (""): read as it."""
-STARTING = "starting"  # the first thing a start of the program logs, before torch loads
-RESUMED = "resumed"  # restore_s: seconds the checkpoint load took
-SAVE_STARTED = "checkpoint started"  # blocked_s: seconds the step loop waited for the save
-SAVED = "checkpoint saved"  # blocked_s, after a stop request
-EVAL = "eval"  # eval_s
-STOP = "stop requested (SIGTERM)"  # the prefix of both stop lines (in a step, in start-up)
-DONE = "done"
-EARLY_STOP = "early stopping"
-
-MEASURED = {RESUMED: "restore_s", SAVE_STARTED: "blocked_s", SAVED: "blocked_s", EVAL: "eval_s"}
-"""A line -> the key of the seconds it measured, just before it was written."""
+STARTING, TRAINING, RESUMED, TRAIN = (
+    TrainerEvent.STARTING,
+    TrainerEvent.TRAINING,
+    TrainerEvent.RESUMED,
+    TrainerEvent.TRAIN,
+)
+SAVE_STARTED, SAVED = TrainerEvent.CHECKPOINT_STARTED, TrainerEvent.CHECKPOINT_SAVED
+EVAL, DONE = TrainerEvent.EVAL, TrainerEvent.DONE
+STOP, EARLY_STOP = STOP_PREFIX, EARLY_STOP_PREFIX
+"""Short names for the protocol's events (`jobs.core.trainer_events`), read on every line."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from jobs.core.trainer_events import TrainerEvent
+
 LOGGING_API = "https://logging.googleapis.com/v2/entries:list"
 SERVICE = "service"
 """The replica name of the platform's own events (the local platform's; jobs.local says it)."""
@@ -423,9 +425,9 @@ class HumanFormat:
         prefix = f"[rank {rank}] " if rank not in (None, 0) else ""
         event = str(data.get("message", ""))
         fields = {k: v for k, v in data.items() if k not in _SHOWN_ELSEWHERE}
-        if event == "training" and isinstance(fields.get("total_steps"), int):
+        if event == TrainerEvent.TRAINING and isinstance(fields.get("total_steps"), int):
             self.totals[entry.job] = fields["total_steps"]
-        if event == "train" and "step" in fields:
+        if event == TrainerEvent.TRAIN and "step" in fields:
             return prefix + self._train(entry.job, fields)
         rest = " ".join(f"{k}={_number(v)}" for k, v in fields.items())
         return prefix + " ".join(filter(None, [event, rest]))

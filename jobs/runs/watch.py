@@ -34,17 +34,12 @@ from jobs.core.catalog import Catalog
 from jobs.core.contract import budget_of
 from jobs.core.formats import fine_money
 from jobs.core.states import JobState
+from jobs.core.trainer_events import TrainerEvent
 from jobs.runs.checkpoints import Stored
 from jobs.runs.logs import LogEntry, payload
 from jobs.training.cost import PricedSku, estimate
 from jobs.training.facts import facts_from_rest_job
 from jobs.vertex.client import JobRecord, PoolRecord, rfc3339
-
-# The trainer's log messages (`log.info(MESSAGE, extra={...})`) that carry progress.
-TRAINING = "training"  # at every start: step (resumed from), total_steps
-TRAIN = "train"  # every logging_steps: step, loss, tokens_per_s
-COMMITTED = "checkpoint committed"  # rank 0, once a checkpoint is complete: step, path
-DONE = "done"  # the final step is saved and the model exported
 
 
 def same_job(entry: LogEntry, job: str) -> bool:
@@ -109,17 +104,17 @@ def trainer_progress(run_entries: Iterable[LogEntry], newest_job: str) -> Progre
         if line is None:
             continue
         message = line.get("message")
-        if message == COMMITTED:
+        if message == TrainerEvent.CHECKPOINT_COMMITTED:
             fields["checkpoints"] += 1
             fields["checkpoint_step"] = _whole(line, "step")
             fields["checkpoint_path"] = line.get("path")
         if not same_job(entry, newest_job):
             continue
         at, step = rfc3339(entry.timestamp), _whole(line, "step")
-        if message == TRAINING:
+        if message == TrainerEvent.TRAINING:
             fields.update(total_steps=_whole(line, "total_steps"), step=step, steps_per_s=None)
             anchor = (step, at) if step is not None and at is not None else None
-        elif message == TRAIN:
+        elif message == TrainerEvent.TRAIN:
             fields.update(
                 step=step,
                 loss=_number(line, "loss"),
@@ -127,7 +122,7 @@ def trainer_progress(run_entries: Iterable[LogEntry], newest_job: str) -> Progre
                 updated=at,
             )
             fields["steps_per_s"] = _pace(anchor, step, at)
-        elif message == DONE:
+        elif message == TrainerEvent.DONE:
             fields.update(step=step, done=True)
     return Progress(**fields)
 

@@ -253,6 +253,10 @@ class Budget(_Strict):
         return round(value, BUDGET_DECIMALS)
 
 
+PERSISTENT_RESOURCE_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+"""A persistent resource id (CreatePersistentResourceRequest.persistent_resource_id's rule)."""
+
+
 class JobTemplate(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
@@ -276,6 +280,9 @@ class JobTemplate(_Strict):
     """A hyperparameter tuning study: every trial runs this job with its parameters appended."""
     budget: Budget | None = None
     """The most this run may cost; cancelled once its meter crosses it."""
+    persistent_resource: str | None = Field(default=None, pattern=PERSISTENT_RESOURCE_PATTERN)
+    """The id of a persistent resource of the stack (``persistent_resources`` in its config):
+    the job runs on its warm pools (``jobSpec.persistentResourceId``), billed to the resource."""
     team: str | None = Field(default=None, pattern=TEAM_PATTERN)
     """The team the run is billed to: the ``vtx-team`` label on its jobs, which a stack's team
     budget counts and whose cancel function stops; required on a stack that declares teams."""

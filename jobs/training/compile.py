@@ -36,6 +36,7 @@ from jobs.core.problems import Problem
 from jobs.core.stack import LABEL_TEAM, StackOutputs, is_production
 from jobs.spec.template import AFFINITIES, ROLES, JobTemplate, Pool, Reservation
 from jobs.training.facts import JobFacts, facts_from_rest_job
+from jobs.training.pool_fit import warm_pool_problems
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
@@ -138,6 +139,7 @@ def stack_problems(template: JobTemplate, stack: StackOutputs) -> list[Problem]:
         )
     problems.extend(_secret_problems(template, stack))
     problems.extend(_team_problems(template.team, stack))
+    problems.extend(warm_pool_problems(template, stack))
     return problems
 
 
@@ -292,6 +294,8 @@ def custom_job_dict(template: JobTemplate, stack: StackOutputs, run_id: str) -> 
         job_spec["network"] = stack.network
         if stack.reserved_ip_ranges:
             job_spec["reservedIpRanges"] = list(stack.reserved_ip_ranges)
+    if template.persistent_resource:
+        job_spec["persistentResourceId"] = template.persistent_resource
     if stack.tensorboard:
         job_spec["tensorboard"] = stack.tensorboard
     job: dict[str, Any] = {

@@ -59,6 +59,15 @@ class VertexError(Exception):
         """The HTTP status Vertex answered with, when it answered."""
 
 
+def still_active(run_id: str, name: str, state: str) -> VertexError:
+    """Why a run's next attempt is refused while ``name`` (in ``state``) lives: two attempts
+    would write one checkpoint prefix."""
+    return VertexError(
+        f"run {run_id} is still active as {name} ({state}): "
+        f"`vtx cancel {run_id}` first, or wait for it to end"
+    )
+
+
 NOT_FOUND = 404
 
 
@@ -329,10 +338,7 @@ class Vertex:
         attempts = self.list(run_id)
         live = [j for j in attempts if not is_terminal(j)]
         if live:
-            raise VertexError(
-                f"run {run_id} is still active as {live[0].name} ({state_name(live[0])}): "
-                f"`vtx cancel {run_id}` first, or wait for it to end"
-            )
+            raise still_active(run_id, live[0].name, state_name(live[0]))
         created = self.create(
             job,
             needed=needed,

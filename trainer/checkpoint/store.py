@@ -41,6 +41,8 @@ import torch.distributed.checkpoint as dcp
 from fsspec.implementations.local import LocalFileSystem
 from torch.distributed.checkpoint._fsspec_filesystem import FileSystem, FsspecReader, FsspecWriter
 
+from trainer.tracking.events import Event
+
 log = logging.getLogger(__name__)
 
 MARKER = "COMMITTED"
@@ -215,7 +217,9 @@ class Checkpointer:
             "fingerprint": self.fingerprint,
         }
         self._fs.pipe_file(f"{step_dir(self._path, step)}/{MARKER}", json.dumps(marker).encode())
-        log.info("checkpoint committed", extra={"step": step, "path": step_dir(self.root, step)})
+        log.info(
+            Event.CHECKPOINT_COMMITTED, extra={"step": step, "path": step_dir(self.root, step)}
+        )
         self._prune(step)
 
     def _prune(self, newest: int) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from trainer.config.env import VertexEnv
+from trainer.tracking.events import Event
 
 # Libraries whose INFO lines are for their own developers, kept to warnings and errors: fsspec
 # logs its readahead cache's settings for every file opened ("AdaptiveReadaheadCache enabled
@@ -84,9 +85,6 @@ class TqdmHandler(logging.StreamHandler):
             self.handleError(record)
 
 
-STARTING = "starting"
-
-
 def log_start(environ: Mapping[str, str] | None = None) -> None:
     """In a job, one JSON line as the process starts, before torch and transformers load
     (seconds): the platform's goodput timeline (jobs/runs/goodput.py) measures a start's
@@ -99,7 +97,7 @@ def log_start(environ: Mapping[str, str] | None = None) -> None:
         rank = int(env.get("RANK") or 0)  # torchrun's global rank; Vertex's node rank without it
     except ValueError:
         rank = 0
-    line = {"severity": "INFO", "message": STARTING, "logger": __name__, "rank": rank}
+    line = {"severity": "INFO", "message": Event.STARTING.value, "logger": __name__, "rank": rank}
     print(json.dumps(line), flush=True)
 
 

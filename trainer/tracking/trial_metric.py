@@ -10,7 +10,7 @@ on each report, one JSON object per line with sorted keys:
 
 `MetricFile` writes exactly that, in a few lines, instead of depending on the package: its last
 release (0.1.0.dev6, 2019) is an sdist only, unmaintained, and does nothing more than this.
-tests/trainer/test_trial_metric.py compares its lines with the ones the real package writes.
+tests/trainer/tracking/test_trial.py compares its lines with the ones the real package writes.
 
 Which metric: the study's metric id, which the platform passes as `CLOUD_ML_HP_METRIC_TAG`, else
 the config's `hypertune_metric`, else `eval_loss` when there is an eval set and `train_loss`

@@ -60,6 +60,7 @@ from trainer.model.loading import (
     layer_params,
     local_rank_from_env,
 )
+from trainer.tracking.events import EARLY_STOP_PREFIX, STOP_PREFIX, Event
 from trainer.tracking.metrics import Throughput, setup_logging
 from trainer.tracking.progress import ProgressBar, choose_output
 from trainer.tracking.reporters import build_reporters
@@ -415,7 +416,7 @@ class Trainer:
     def _run(self) -> int:
         self._resume()
         if _any_rank(self.stop.requested, self.device):
-            log.warning("stop requested (SIGTERM) during start-up: nothing new to save, exiting")
+            log.warning(f"{STOP_PREFIX} during start-up: nothing new to save, exiting")
             return EXIT_PREEMPTED
         self.model.train()
         self.bar = ProgressBar(self.show_bar, self.steps, self.progress.step)
@@ -458,12 +459,12 @@ class Trainer:
             # Measured here: the platform's goodput timeline (jobs/runs/goodput.py) tells the
             # restore from the program's start-up by it.
             extra["restore_s"] = round(time.perf_counter() - started, 3)
-            log.info("resumed", extra={**extra, "written_by_processes": plan.written_by})
+            log.info(Event.RESUMED, extra={**extra, "written_by_processes": plan.written_by})
             change = plan.world_size_change(self.cfg, self.world_size)
             if change:
                 log.info(change, extra=self._at())
         log.info(
-            "training",
+            Event.TRAINING,
             extra={
                 **self._at(),
                 "total_steps": self.steps,
@@ -583,12 +584,12 @@ class Trainer:
     def _save_in_background(self) -> None:
         blocked_s = self.checkpointer.save(self.progress.step, self.state, blocking=False)
         self.last_save_s = time.monotonic()
-        log.info("checkpoint started", extra={**self._at(), "blocked_s": round(blocked_s, 3)})
+        log.info(Event.CHECKPOINT_STARTED, extra={**self._at(), "blocked_s": round(blocked_s, 3)})
 
     def _save_for_preemption(self) -> None:
-        log.warning("stop requested (SIGTERM): checkpointing and exiting", extra=self._at())
+        log.warning(f"{STOP_PREFIX}: checkpointing and exiting", extra=self._at())
         blocked_s = self.checkpointer.save(self.progress.step, self.state, blocking=True)
-        log.info("checkpoint saved", extra={**self._at(), "blocked_s": round(blocked_s, 3)})
+        log.info(Event.CHECKPOINT_SAVED, extra={**self._at(), "blocked_s": round(blocked_s, 3)})
         dist.barrier()  # nobody exits before rank 0 has committed
 
     def _finish(self) -> None:
@@ -597,7 +598,7 @@ class Trainer:
             self.checkpointer.save(self.progress.step, self.state, blocking=True)
         export_model(self.model, self.tokenizer, self.cfg, self.outputs.model_dir, self.rank)
         dist.barrier()
-        log.info("done", extra={**self._at(), "model_dir": self.outputs.model_dir})
+        log.info(Event.DONE, extra={**self._at(), "model_dir": self.outputs.model_dir})
 
     # ---------------------------------------------------------------- helpers
 
@@ -616,13 +617,13 @@ class Trainer:
         # tokens: trained so far, kept in the checkpoint, so each token counts once however
         # often the run was resumed (the platform's tokens per paid dollar).
         rounded = {k: round(v, 6) for k, v in values.items()}
-        log.info("train", extra={"step": step, **rounded, "tokens": self.progress.tokens_seen})
+        log.info(Event.TRAIN, extra={"step": step, **rounded, "tokens": self.progress.tokens_seen})
         self.reporters.log(step, values)
 
     def _stop_early_if_no_improvement(self) -> bool:
         if self._evaluate_and_check_early_stop():
             self.progress.stopped_early = True
-            log.info("early stopping: eval loss stopped improving", extra=self._at())
+            log.info(f"{EARLY_STOP_PREFIX}: eval loss stopped improving", extra=self._at())
         return self.progress.stopped_early
 
     def _evaluate_and_check_early_stop(self) -> bool:
@@ -642,7 +643,8 @@ class Trainer:
         eval_loss = evaluate(self.model, self.evals, self.cfg, self.device)
         self.progress.last_eval_step = self.progress.step
         eval_s = round(time.perf_counter() - started, 3)
-        log.info("eval", extra={**self._at(), "eval_loss": round(eval_loss, 6), "eval_s": eval_s})
+        extra = {**self._at(), "eval_loss": round(eval_loss, 6), "eval_s": eval_s}
+        log.info(Event.EVAL, extra=extra)
         self.reporters.log(self.progress.step, {"eval_loss": eval_loss})
         return eval_loss
 

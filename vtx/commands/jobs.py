@@ -38,6 +38,7 @@ from jobs.training.quotas import QuotaReader, preflight
 from jobs.training.training_time import TrainingTimeError, run_estimate, trainer_call
 from jobs.training.validate import with_source
 from jobs.training.wandb_launch import render_launch_queue_config
+from jobs.training.warm_cost import warm_cost
 from jobs.tuning.study_job import reporting_metric, study_of
 from vtx.confirm import Ask
 from vtx.flows.launch import launch_job
@@ -64,6 +65,7 @@ from vtx.views.output import (
     print_problems,
     print_warnings,
 )
+from vtx.views.warm_pools import print_warm_cost
 
 app = typer.Typer()
 
@@ -158,6 +160,8 @@ def cost(
         live = (check, outputs)
     budget = template.budget.max_cost_usd if template.budget else None
     print_cost(out, priced, f"{template.name}: cost per hour", live, budget)
+    warm = outputs.persistent_resources.get(template.persistent_resource or "") if outputs else None
+    print_warm_cost(out, warm_cost(warm, load_catalog().for_stack(outputs)) if warm else None)
     hours = _print_run_time(out, facts, priced.usd_per_h) if run_time else None
     print_study_cost(out, template, priced, hours)  # a study: trials x this job
 

@@ -1,4 +1,4 @@
-"""`vtx local up|down|status|preempt|upload|capacity` and `vtx demo`: the embedded local platform.
+"""`vtx local up|down|status|env|preempt|upload|capacity` and `vtx demo`: the local platform.
 
 Loaded by `vtx --help`, so it imports only cheap modules: the platform's client side (state,
 settings, process control over psutil and urllib); the server's FastAPI stays in its process.
@@ -29,8 +29,10 @@ from jobs.local.platform.client import (
 from jobs.local.platform.ports import free_port, port_free
 from jobs.local.platform.processes import NotRunning, PlatformError, bring_up, stop_platform
 from jobs.local.platform.settings import LocalSettings, default_data_dir, option_spec
+from jobs.local.platform.shell_env import export_lines, shell_environment
 from jobs.local.platform.state import (
     PlatformState,
+    controller_alive,
     gcs_alive,
     local_stack_outputs,
     read_state,
@@ -98,6 +100,7 @@ def up(
     data_dir: Path | None = DataDirOption,
     port: int = _setting("port", "--port", envvar="VTX_LOCAL_PORT"),
     gcs_port: int = _setting("gcs_port", "--gcs-port", envvar="VTX_LOCAL_GCS_PORT"),
+    grpc_port: int = _setting("grpc_port", "--grpc-port", envvar="VTX_LOCAL_GRPC_PORT"),
     max_replicas: int = _setting("max_replicas", "--max-replicas"),
     grace_s: float = _setting("grace_s", "--grace-s"),
     chaos: float = _setting("chaos_per_hour", "--chaos"),
@@ -119,6 +122,7 @@ def up(
             data_dir=_data_dir(data_dir),
             port=_default_or_free(ctx, "port", port),
             gcs_port=_default_or_free(ctx, "gcs_port", gcs_port),
+            grpc_port=grpc_port,
             max_replicas=max_replicas,
             grace_s=grace_s,
             chaos_per_hour=chaos,
@@ -132,8 +136,10 @@ def up(
     state = started.state
     console.print(f"[green]local platform up[/green] (data in {escape(state.data_dir)})")
     console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
+    console.print(f"  Vertex AI gRPC      {state.grpc_endpoint}")
     console.print(f"  GCS endpoint        {state.gcs_endpoint}")
     console.print("  use it with         --stack local   (stop with `vtx local down`)")
+    console.print('  SDK code            eval "$(vtx local env)"')
 
 
 @local_app.command("down")
@@ -170,10 +176,13 @@ def status(
             raise _fail(f"the control plane runs but does not answer: {exc}") from None
         info |= {
             "vertex_endpoint": state.vertex_endpoint,
+            "grpc_endpoint": state.grpc_endpoint,
             "gcs_endpoint": state.gcs_endpoint,
             "cwd": state.cwd,
             "server_pid": state.server_pid,
             "gcs_pid": state.gcs_pid,
+            "controller_pid": state.controller_pid,
+            "controller_running": controller_alive(state),
             "active_jobs": active,
         }
     if as_json:
@@ -184,11 +193,30 @@ def status(
     else:
         console.print(f"local platform running (data in {escape(str(info['data_dir']))})")
         console.print(f"  Vertex AI endpoint  {state.vertex_endpoint}")
+        console.print(f"  Vertex AI gRPC      {state.grpc_endpoint}")
         console.print(f"  GCS endpoint        {state.gcs_endpoint}")
+        running = "running" if info["controller_running"] else "stopped: `vtx local up` starts it"
+        console.print(f"  controller          {running}")
         jobs = ", ".join(f"{n} {short(name)}" for name, n in active.items())
         console.print(f"  active jobs         {jobs or 'none'}")
     if state is None:
         raise typer.Exit(1)
+
+
+@local_app.command("env")
+def env(data_dir: Path | None = DataDirOption) -> None:
+    """Print `export` lines for `eval "$(vtx local env)"`: the SDK's endpoint
+    (VERTEX_API_ENDPOINT, for aiplatform.init(api_endpoint=...) with its default gRPC
+    transport), the CA gRPC checks it with, the GCS emulator, the project and the region."""
+    try:
+        state = running_state(_data_dir(data_dir))
+    except StackError as exc:
+        raise _fail(str(exc)) from None
+    if state is None:
+        raise _fail(
+            f"the local platform is not running from {_data_dir(data_dir)}: run `vtx local up`"
+        )
+    typer.echo(export_lines(shell_environment(state)))  # plain: rich would wrap long lines
 
 
 def _why_down(recorded: PlatformState | None) -> str:

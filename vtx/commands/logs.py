@@ -26,6 +26,7 @@ from jobs.runs.logs import (
     severity_named,
 )
 from jobs.vertex.client import VertexRest
+from vtx.flows import study_watch
 from vtx.flows.follow import (
     LogView,
     follow_run,
@@ -44,7 +45,6 @@ from vtx.options import (
     fail,
     required_stack,
 )
-from vtx.views import study_watch
 
 app = typer.Typer()
 

@@ -25,6 +25,7 @@ from jobs.runs.goodput import Goodput, goodput_of
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
 from jobs.runs.watch import AttemptStatus, RunStatus, attempts_of, run_status
 from jobs.vertex.client import NEVER, JobRecord, VertexRest
+from vtx.flows import study_watch
 from vtx.flows.controlled import controller_status
 from vtx.options import (
     RefArg,
@@ -36,7 +37,6 @@ from vtx.options import (
     required_stack,
     write_output,
 )
-from vtx.views import study_watch
 from vtx.views.goodput import goodput_json, goodput_line, timeline_rows
 from vtx.views.goodput_page import goodput_page
 from vtx.views.runs import (

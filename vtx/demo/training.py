@@ -38,6 +38,7 @@ from jobs.core.contract import new_run_id, region_of
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
 from jobs.core.states import bare_name, succeeded
+from jobs.core.trainer_events import TrainerEvent
 from jobs.core.user_io import shown_path, write_user_file
 from jobs.launch.checks import checked_template
 from jobs.launch.plan import LaunchOptions
@@ -134,19 +135,19 @@ def summarize(entries: list[dict[str, Any]]) -> RunSummary:
         if data is None or data.get("rank", 0) != 0:
             continue
         event, step = data.get("message"), data.get("step")
-        if event == "resumed" and summary.preempted_at and summary.resumed_from is None:
+        if event == TrainerEvent.RESUMED and summary.preempted_at and summary.resumed_from is None:
             summary.step_before_preemption = furthest
             summary.resumed_from = step
             summary.restart_s = _seconds_between(summary.preempted_at, entry["timestamp"])
         if isinstance(step, int):
             furthest = max(furthest, step)
-        if event == "train" and step is not None:
+        if event == TrainerEvent.TRAIN and step is not None:
             summary.steps, summary.final_loss = step, data.get("loss", summary.final_loss)
-        elif event == "training":
+        elif event == TrainerEvent.TRAINING:
             summary.total_steps = data.get("total_steps")
-        elif event == "checkpoint committed" and step is not None:
+        elif event == TrainerEvent.CHECKPOINT_COMMITTED and step is not None:
             committed.add(step)
-        elif event == "done":
+        elif event == TrainerEvent.DONE:
             summary.steps, summary.model_dir = step, data.get("model_dir")
     summary.checkpoints = sorted(committed)
     return summary
@@ -180,7 +181,7 @@ class PreemptAfterFirstCheckpoint(threading.Thread):
             cursor = page["cursor"]
             for entry in page["entries"]:
                 data = _payload(entry["message"]) or {}
-                if data.get("message") != "checkpoint committed":
+                if data.get("message") != TrainerEvent.CHECKPOINT_COMMITTED:
                     continue
                 try:
                     preempt_replica(self.endpoint, self.token, entry["job"], PREEMPTED_REPLICA)

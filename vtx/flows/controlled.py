@@ -16,9 +16,10 @@ from jobs.control.records import Conflict, Records
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchPlan
 from jobs.launch.run import Submitted
-from jobs.vertex.client import Vertex, VertexError, VertexRest
+from jobs.tuning.study_records import StudyRecord
+from jobs.vertex.client import JobRecord, Vertex, VertexError, VertexRest, still_active
+from vtx.flows import study_watch
 from vtx.flows.follow import LogView, follow_run, log_source
-from vtx.views import study_watch
 from vtx.views.launch import print_event
 
 SUBMIT_WAIT_S = 300.0
@@ -63,15 +64,15 @@ def launch_controlled(
 ) -> int:
     """Write the record, submit the first attempt, say so; follow when asked."""
     records = Records(stack)
-    _write_new(records, record_of(plan))
+    _write_new(records, VertexRest(stack), plan)
     Driver(stack, records=records, vertex=vertex).reconcile_run(plan.run_id)
     record = _submitted(records, plan.run_id, poll_s)
     if record.outcome is not None and not record.attempts:
         out.print(f"run {plan.run_id} ended {record.outcome.state}: {record.outcome.reason}",
                   highlight=False, markup=False)  # fmt: skip
         return 1
-    attempt = record.attempts[0]
-    print_event(out, plan, follow, Submitted(plan.rungs[attempt.rung], attempt.job or "", 1))
+    attempt, number = record.attempts[0], record.earlier_attempts + 1
+    print_event(out, plan, follow, Submitted(plan.rungs[attempt.rung], attempt.job or "", number))
     out.print(
         f"the stack's controller walks the run and holds its budget: `vtx status {plan.run_id}` "
         "shows its last pass",
@@ -83,18 +84,32 @@ def launch_controlled(
     return follow_controlled(out, stack, plan, records, poll_s)
 
 
-def _write_new(records: Records, record: RunRecord) -> None:
-    """A new run's record; a resubmitted run's (``--run-id``) replaces the ended one."""
-    stored = records.read(record.run_id)
-    if stored is not None and stored.record.live:
+def _write_new(records: Records, rest: VertexRest, plan: LaunchPlan) -> None:
+    """A new run's record. A resubmitted run's (``--run-id``) replaces the ended one, its
+    attempts numbered on from the run's earlier jobs; refused while one of them lives (two
+    attempts would write one checkpoint prefix) or the controller is submitting the next.
+    A record whose jobs have all ended is replaced though the controller has not yet recorded
+    its end: its write on the generation read then fails, and it reads the new one."""
+    run_id = plan.run_id
+    earlier: list[JobRecord] | list[StudyRecord] = (
+        [StudyRecord.from_rest(s) for s in rest.list_studies(run_id)]
+        if plan.study is not None
+        else rest.list(run_id)
+    )
+    live = [e for e in earlier if not e.terminal]
+    if live:
+        raise still_active(run_id, live[0].name, live[0].state)
+    stored = records.read(run_id)
+    current = stored.record.current if stored is not None and stored.record.live else None
+    if current is not None and current.job is None:
         raise VertexError(
-            f"run {record.run_id} is still walked by the controller "
-            f"({records.uri(record.run_id)}): `vtx cancel {record.run_id}` first, or wait"
+            f"run {run_id}'s attempt {current.marker} is being submitted by the stack's "
+            f"controller ({records.uri(run_id)}): `vtx cancel {run_id}` first, or wait"
         )
     try:
-        records.write(record, stored.generation if stored else 0)
+        records.write(record_of(plan, len(earlier)), stored.generation if stored else 0)
     except Conflict as exc:
-        raise VertexError(f"run {record.run_id} was launched at the same time: {exc}") from exc
+        raise VertexError(f"run {run_id} was launched at the same time: {exc}") from exc
 
 
 def _submitted(records: Records, run_id: str, poll_s: float) -> RunRecord:
@@ -117,8 +132,8 @@ def follow_controlled(
     """Each attempt's logs until it ends, and the controller's moves, until the run's outcome."""
     rest = VertexRest(stack)
     if plan.study is not None:
-        return study_watch.follow(out, rest, _study_name(records, plan.run_id, poll_s),
-                                  LogView(out).print, poll_s)  # fmt: skip
+        name = _study_name(records, plan.run_id, poll_s)  # the controller holds its budget
+        return study_watch.follow(out, rest, name, LogView(out).print, poll_s, enforce_budget=False)
     view = LogView(out)
     source = log_source(rest, plan.run_id)
     shown = 0

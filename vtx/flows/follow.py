@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from rich.console import Console
 
-from jobs.core.catalog import load_catalog
-from jobs.core.contract import LABEL_BUDGET
+from jobs.control.guards import RunBudgetGuard
 from jobs.core.states import succeeded
 from jobs.runs.logs import (
     SERVICE,
@@ -25,7 +23,6 @@ from jobs.runs.logs import (
     severity_of,
     stream,
 )
-from jobs.runs.watch import attempts_of, budget_crossed
 from jobs.vertex.client import NEVER, JobRecord, Vertex, VertexError, VertexRest
 from vtx.options import (
     console,
@@ -107,40 +104,17 @@ def job_logs(view: LogView, vertex: VertexRest, job: str, follow: bool, poll_s: 
     return 0 if succeeded(state) else 1
 
 
-@dataclass
-class BudgetGuard:
-    """`vtx launch --follow`'s hand on a run's budget: once the run's meter (every attempt at
-    its price, from the stack's catalog, as `vtx status` shows it) crosses the budget its jobs
-    carry, the running attempt is cancelled. On Vertex only a follower can; the local platform
-    also enforces it itself."""
-
-    notes: Console
-    vertex: VertexRest
-    cancelled: str | None = None
-
-    def check(self, attempts: list[JobRecord]) -> None:
-        """``attempts``: the run's, newest first (as ``VertexRest.list`` gives them)."""
-        newest = attempts[0]
-        if self.cancelled or newest.terminal or newest.labels.get(LABEL_BUDGET) is None:
-            return
-        catalog = load_catalog().for_stack(self.vertex.stack)
-        now = datetime.now(UTC)
-        why = budget_crossed(attempts_of(attempts, self.vertex.stack.region, now, catalog))
-        if why is None:
-            return
-        self.notes.print(f"{why}: cancelling {newest.name}", highlight=False, markup=False)
-        try:
-            self.vertex.cancel(newest.name)
-        except VertexError:
-            if not self.vertex.get(newest.name).terminal:  # else it ended as we asked
-                raise
-        self.cancelled = why
-
-
-def run_done(vertex: VertexRest, run_id: str, guard: BudgetGuard | None = None) -> bool:
+def run_done(
+    vertex: VertexRest,
+    run_id: str,
+    guard: RunBudgetGuard | None = None,
+    notes: Console | None = None,
+) -> bool:
     attempts = vertex.list(run_id)
     if attempts and guard is not None:
-        guard.check(attempts)
+        why = guard.check(attempts)
+        if why is not None and notes is not None:
+            notes.print(f"{why}: cancelling {attempts[0].name}", highlight=False, markup=False)
     return bool(attempts) and attempts[0].terminal
 
 
@@ -158,15 +132,16 @@ def follow_run(
     ``view`` (`vtx launch --follow`), every entry as readable lines. A ``source`` given goes on
     where it stopped (a ladder's walk follows one run through several attempts). With
     ``enforce_budget`` (`vtx launch --follow`), the run is cancelled once its meter crosses its
-    budget (`BudgetGuard`)."""
+    budget (`jobs.control.guards.RunBudgetGuard`; a stack with a controller leaves it
+    to the controller)."""
     rest = watcher(vertex)
     view = view or LogView(out)
     notes = view.notes
     source = source or log_source(rest, run_id, min_severity=view.filter.min_severity)
-    guard = BudgetGuard(notes, rest) if enforce_budget else None
+    guard = RunBudgetGuard(rest) if enforce_budget else None
     try:
         view.human.attempts = max(view.human.attempts, len(rest.list(run_id)))
-        print_entries(view, source, lambda: run_done(rest, run_id, guard), True, poll_s)
+        print_entries(view, source, lambda: run_done(rest, run_id, guard, notes), True, poll_s)
         final = rest.list(run_id)[0]
     except KeyboardInterrupt:
         notes.print(f"stopped following; the run goes on (`vtx cancel {run_id}` stops it)")

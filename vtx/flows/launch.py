@@ -13,13 +13,13 @@ from jobs.spec.template import JobTemplate
 from jobs.training.quotas import QuotaReader
 from jobs.vertex.client import Vertex, VertexRest
 from vtx.confirm import Ask, plan_and_confirm
+from vtx.flows import study_watch
 from vtx.flows.controlled import launch_controlled
 from vtx.flows.follow import LogView, follow_run, log_source
 from vtx.flows.model_upload import upload_run_model
 from vtx.options import (
     api_errors,
 )
-from vtx.views import study_watch
 from vtx.views.launch import print_event, print_launch_plan
 from vtx.views.output import (
     print_problems,

@@ -24,7 +24,7 @@ from typing import Any
 
 from rich.text import Text
 
-from jobs.core.formats import duration, money
+from jobs.core.formats import duration, money, share
 from jobs.runs.goodput import (
     CATEGORIES,
     CATEGORY,
@@ -99,10 +99,6 @@ def _phase_json(phase: Phase) -> dict[str, Any]:
         "billed": phase.billed,
         "steps": list(phase.steps) if phase.steps else None,
     }
-
-
-def share(part: float | None) -> str:
-    return "-" if part is None else f"{100 * part:.1f}%"
 
 
 def goodput_line(found: Goodput) -> str:

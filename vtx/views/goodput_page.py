@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 
-from jobs.core.formats import duration, money
+from jobs.core.formats import duration, money, share
 from jobs.runs.goodput import (
     CATEGORIES,
     CATEGORY,
@@ -163,10 +163,6 @@ def curve_svg(
         f'width="{WIDTH}" height="{CURVE_H}" xmlns="http://www.w3.org/2000/svg">'
         f"{body}{_axis(found.wall_s, CURVE_H - AXIS_H + 2)}</svg>"
     )
-
-
-def share(part: float | None) -> str:
-    return "unknown" if part is None else f"{100 * part:.1f}%"
 
 
 def money_cells(found: Figures) -> tuple[str, str]:

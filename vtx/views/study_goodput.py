@@ -24,7 +24,7 @@ from typing import Any
 
 from rich.text import Text
 
-from jobs.core.formats import duration, money
+from jobs.core.formats import duration, money, share
 from jobs.tuning.study_goodput import StudyGoodput, TrialGoodput
 from vtx.views.goodput import (
     BAR_WIDTH,
@@ -33,7 +33,6 @@ from vtx.views.goodput import (
     goodput_json,
     legend,
     line_of,
-    share,
 )
 from vtx.views.runs import rounded, when
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from jobs.core.formats import duration, money
+from jobs.core.formats import duration, money, share
 from jobs.tuning.study_goodput import StudyGoodput
 from vtx.views.goodput_page import (
     NAMES_NOTE,
@@ -19,7 +19,6 @@ from vtx.views.goodput_page import (
     legend_html,
     money_cells,
     page,
-    share,
 )
 
 

@@ -1,5 +1,6 @@
 """The local control plane: Vertex AI JobService v1 (custom jobs, hyperparameter tuning jobs)
-over REST, FastAPI + uvicorn.
+over REST, FastAPI + uvicorn; the same app over gRPC (TLS) on ``LocalSettings.grpc_port``
+(jobs/local/api/grpc_server.py), started and stopped with it.
 
 Serves what ``aiplatform_v1.JobServiceClient(transport="rest")`` sends (see
 ``aiplatform_v1/services/job_service/transports/rest_base.py``): create, get, list, cancel and
@@ -45,7 +46,9 @@ from jobs.core.problems import field_path
 from jobs.core.states import JobState
 from jobs.local.api.billing_routes import add_billing_routes
 from jobs.local.api.endpoint_routes import add_endpoint_routes
+from jobs.local.api.grpc_server import PEER_CHECKED, start_grpc
 from jobs.local.api.model_routes import add_model_routes
+from jobs.local.api.persistent_resource_routes import add_persistent_resource_routes
 from jobs.local.api.pipeline_routes import add_pipeline_routes
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
@@ -74,10 +77,12 @@ from jobs.local.platform.quota_infos import quota_infos
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV, project_number
 from jobs.local.platform.store import STORE_FILE, Store
+from jobs.local.platform.tls import ensure_certificates
 from jobs.local.serving.endpoints import Endpoints
 from jobs.local.serving.models import Models
 from jobs.local.training.executor import Executor, ExecutorError, NotYetRunning
 from jobs.local.training.package_runner import spec_problems as package_spec_problems
+from jobs.local.training.persistent_resources import PersistentResources
 from jobs.local.training.pipelines import Pipelines
 from jobs.local.training.server_defaults import as_answered, with_disk_defaults
 from jobs.local.training.web_access import SHELL_PATH
@@ -105,6 +110,7 @@ HEALTH_PATH = "/vtx/health"
 CAPACITY_PATH = "/vtx/capacity"
 MAX_PREEMPT_WAIT_S = 300.0
 PREEMPT_POLL_S = 0.2
+GRPC_STOP_GRACE_S = 5.0
 
 
 class ApiError(Exception):
@@ -143,8 +149,10 @@ class LocalClientsOnly:
 
     def refusal(self, scope: Scope) -> Refusal | None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        # The gRPC server's own requests: it checked their caller's socket, they have none.
+        checked = scope.get(PEER_CHECKED, False)
         refusal = (
-            peer_refusal(scope["client"][1], self.port)
+            (None if checked else peer_refusal(scope["client"][1], self.port))
             or origin_refusal(headers, self.port)
             or body_refusal(scope["method"], headers)
         )
@@ -277,12 +285,17 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     endpoints = Endpoints(store, Models(store), settings)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executor.start()
         studies.start()
         pipelines.start()
         endpoints.start()  # deployed models' serving processes start again
+        tls = ensure_certificates(settings.data_dir)  # `vtx local up` made them: kept
+        grpc_server, app.state.grpc_port = await start_grpc(
+            app, settings.port, settings.grpc_port, tls
+        )
         yield
+        await grpc_server.stop(GRPC_STOP_GRACE_S)  # first: its calls go through the app
         endpoints.shutdown()  # stops every serving process
         await endpoints.aclose()
         pipelines.shutdown()  # these two first: their jobs are then stopped by the executor's
@@ -311,6 +324,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     add_pipeline_routes(app, pipelines, _parent, _job_problems)  # jobs/local/api/pipeline_routes.py
     add_model_routes(app, Models(store), _parent)  # ModelService: jobs/local/api/model_routes.py
     add_endpoint_routes(app, endpoints, _parent)  # Endpoint/Prediction: endpoint_routes.py
+    add_persistent_resource_routes(app, PersistentResources(store, executor), _parent)
     return app
 
 

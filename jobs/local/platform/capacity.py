@@ -152,10 +152,13 @@ class Need:
 
 
 def need_of(job: dict, region: str, catalog: Catalog | None = None) -> Need:
-    """A CustomJob's needs (REST form, already validated) in ``region``."""
+    """A CustomJob's needs (REST form, already validated) in ``region``. A job on a persistent
+    resource needs nothing of the region: the resource holds its machines and their quota."""
     cat = catalog or load_catalog()
     facts = facts_from_rest_job(job)
     strategy = facts.strategy or "STANDARD"
+    if (job.get("jobSpec") or {}).get("persistentResourceId"):
+        return Need(region, strategy, {})
     quota = quota_needed(facts, cat)
     preemptible = strategy in PREEMPTIBLE_STRATEGIES
     # quota_needed already counted each accelerator (built-in or named) under its metric.
@@ -227,6 +230,16 @@ class AdmissionDecision:
 
 def pool_of(spot: bool) -> str:
     return "spot" if spot else "on_demand"
+
+
+def summed(needs: Iterable[Need], region: str) -> Need:
+    """Several needs as one (a persistent resource's pools), on-demand (STANDARD)."""
+    quota: Counter[str] = Counter()
+    accelerators: Counter[str] = Counter()
+    for need in needs:
+        quota.update(need.quota)
+        accelerators.update(need.accelerators)
+    return Need(region, "STANDARD", dict(quota), dict(accelerators))
 
 
 def held(needs: Iterable[Need], region: str) -> dict[tuple[str, str], int]:

@@ -56,6 +56,7 @@ from jobs.local.platform.state import (
     write_state,
 )
 from jobs.local.platform.store import STORE_FILE, Store
+from jobs.local.platform.tls import ensure_certificates
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +266,15 @@ def start_fresh(
         gcs_port = settings.gcs_port
     else:
         gcs_port = int(gcs_endpoint.rsplit(":", 1)[1])
-    settings = settings.replace(data_dir=data_dir, gcs_port=gcs_port)
+    grpc_port = settings.grpc_port or free_port()
+    if grpc_port in (settings.port, gcs_port):
+        raise PlatformError(
+            f"--grpc-port {grpc_port} is the port of the control plane or the GCS emulator: "
+            f"the gRPC endpoint needs a port of its own"
+        )
+    _check_port(grpc_port, "--grpc-port")
+    ensure_certificates(data_dir)  # the gRPC endpoint's CA and certificate (platform/tls.py)
+    settings = settings.replace(data_dir=data_dir, gcs_port=gcs_port, grpc_port=grpc_port)
     token = token or secrets.token_urlsafe(32)
     server = None
     try:
@@ -286,6 +295,7 @@ def start_fresh(
         cwd=str(settings.cwd.resolve()),
         vertex_port=settings.port,
         gcs_port=gcs_port,
+        grpc_port=grpc_port,
         server_pid=server.pid,
         server_create_time=psutil.Process(server.pid).create_time(),
         gcs_pid=gcs_proc.pid if gcs_proc else None,
@@ -358,20 +368,25 @@ def _restart(state: PlatformState, settings: LocalSettings) -> Started:
     data_dir = Path(state.data_dir)
     vertex_port, vertex_note = recorded_port(state.vertex_port, "control plane")
     gcs_port, gcs_note = recorded_port(state.gcs_port, "GCS emulator")
+    grpc_port, grpc_note = recorded_port(state.grpc_port or settings.grpc_port, "gRPC endpoint")
     if gcs_note:
         gcs_note += (
             f"; jobs still running were given http://127.0.0.1:{state.gcs_port} as their "
             f"storage and will fail to reach it: cancel and run them again"
         )
     settings = settings.replace(
-        data_dir=data_dir, cwd=Path(state.cwd), port=vertex_port, gcs_port=gcs_port
+        data_dir=data_dir,
+        cwd=Path(state.cwd),
+        port=vertex_port,
+        gcs_port=gcs_port,
+        grpc_port=grpc_port,
     )
     state_path(data_dir).unlink(missing_ok=True)  # start_fresh records the new pids
     started = start_fresh(settings, token=state.token)
     note = (
         f"the control plane and the GCS emulator had both stopped; started them again on "
         f":{vertex_port} and :{gcs_port} over the same jobs and objects, and re-attached the "
-        f"running jobs" + "".join(f"; {n}" for n in (vertex_note, gcs_note) if n)
+        f"running jobs" + "".join(f"; {n}" for n in (vertex_note, gcs_note, grpc_note) if n)
     )
     return Started(started, note)
 
@@ -381,7 +396,11 @@ def _recover(state: PlatformState, settings: LocalSettings, server_up: bool) -> 
     ``settings`` gives the executor's knobs."""
     data_dir = Path(state.data_dir)
     settings = settings.replace(
-        data_dir=data_dir, cwd=Path(state.cwd), port=state.vertex_port, gcs_port=state.gcs_port
+        data_dir=data_dir,
+        cwd=Path(state.cwd),
+        port=state.vertex_port,
+        gcs_port=state.gcs_port,
+        grpc_port=state.grpc_port or settings.grpc_port or free_port(),
     )
     if server_up:  # the emulator died: same port, same objects on disk
         _check_port(state.gcs_port, "--gcs-port")
@@ -396,10 +415,13 @@ def _recover(state: PlatformState, settings: LocalSettings, server_up: bool) -> 
             state, f"the GCS emulator had stopped; started it again on :{state.gcs_port}"
         )
     _check_port(state.vertex_port, "--port")
+    _check_port(settings.grpc_port, "--grpc-port")
+    ensure_certificates(data_dir)
     server = _start_server(settings, state.token)
     _wait_for_server(state.vertex_port, server, data_dir)
     state = state.model_copy(
         update={
+            "grpc_port": settings.grpc_port,
             "server_pid": server.pid,
             "server_create_time": psutil.Process(server.pid).create_time(),
         }

@@ -37,6 +37,10 @@ class LocalSettings(BaseModel):
     """The directory replicas run in: where `vtx local up` was started (the checkout)."""
     port: int = Field(8470, ge=1, le=65535, description="Control plane port on 127.0.0.1.")
     gcs_port: int = Field(8471, ge=1, le=65535, description="GCS emulator port on 127.0.0.1.")
+    grpc_port: int = Field(
+        0, ge=0, le=65535, description="gRPC (TLS) port on 127.0.0.1; 0: a free one."
+    )
+    """Vertex's API over gRPC, for the SDK's default transport; `vtx local env` says where."""
     max_replicas: int = Field(8, ge=1, description="Replicas that may run at once.")
     """A job needing more is refused at once (429); others wait QUEUED, first in first out."""
     grace_s: float = Field(

@@ -66,6 +66,8 @@ class PlatformState(BaseModel):
     server_pid: int
     server_create_time: float
     """psutil create time, to tell our process from a later one that reused the pid."""
+    grpc_port: int | None = None
+    """Vertex's API over gRPC (TLS); None in a state written before the platform served it."""
     gcs_pid: int | None = None
     """None when the platform reuses an emulator it did not start (tests)."""
     gcs_create_time: float | None = None
@@ -82,6 +84,11 @@ class PlatformState(BaseModel):
     @property
     def gcs_endpoint(self) -> str:
         return f"http://127.0.0.1:{self.gcs_port}"
+
+    @property
+    def grpc_endpoint(self) -> str | None:
+        """``aiplatform.init(api_endpoint=...)`` for the SDK's default (gRPC) transport."""
+        return f"127.0.0.1:{self.grpc_port}" if self.grpc_port else None
 
 
 def project_number(project: str) -> str | None:

@@ -1,6 +1,7 @@
 """SQLite persistence of the control plane: job records, executor runtime state, studies
 (HyperparameterTuningJobs), training pipelines, models (one row per version) and their
-operations, endpoints and their serving processes (deployments), log entries.
+operations, endpoints and their serving processes (deployments), persistent resources, log
+entries.
 
 Jobs and studies are stored as their REST form (camelCase JSON, enum names) next to their
 runtime record (pids, restarts, timers; a study's trials), so a restarted control plane can
@@ -74,6 +75,10 @@ CREATE TABLE IF NOT EXISTS deployments (
     endpoint_id TEXT NOT NULL,  -- the endpoint's resource name
     record TEXT NOT NULL,
     PRIMARY KEY (endpoint_id, id)
+);
+CREATE TABLE IF NOT EXISTS persistent_resources (
+    id TEXT PRIMARY KEY,  -- the resource's name: ids are per project and location
+    resource TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS log_offsets (
     path TEXT PRIMARY KEY,
@@ -375,6 +380,14 @@ class Store:
             ).fetchone()
         return json.loads(row[0]) if row else None
 
+    def operations_under(self, prefix: str) -> list[str]:
+        """The names of the operations whose name starts with ``prefix``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name FROM operations WHERE substr(name, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchall()
+        return [r[0] for r in rows]
+
     # -- endpoints and the serving processes of their deployed models ------------------------
 
     def put_endpoint(self, name: str, resource: dict) -> None:
@@ -406,6 +419,36 @@ class Store:
     def delete_endpoint(self, name: str) -> bool:
         with self._lock:
             return self._deleted("DELETE FROM endpoints WHERE id = ?", name)
+
+    # -- persistent resources ----------------------------------------------------------------
+
+    def put_persistent_resource(self, name: str, resource: dict) -> None:
+        """Insert or update, keyed by name, keeping the rowid (the creation order)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO persistent_resources(id, resource) VALUES (?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET resource = excluded.resource",
+                (name, json.dumps(resource)),
+            )
+
+    def get_persistent_resource(self, name: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT resource FROM persistent_resources WHERE id = ?", (name,)
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def list_persistent_resources(self) -> list[tuple[int, dict]]:
+        """(position, resource) of every persistent resource, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, resource FROM persistent_resources ORDER BY rowid"
+            ).fetchall()
+        return [(r[0], json.loads(r[1])) for r in rows]
+
+    def delete_persistent_resource(self, name: str) -> bool:
+        with self._lock:
+            return self._deleted("DELETE FROM persistent_resources WHERE id = ?", name)
 
     def put_deployment(self, endpoint: str, deployed_model_id: str, record: dict) -> None:
         """A deployed model's serving process on the endpoint named ``endpoint``: its state,

@@ -26,6 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
@@ -33,7 +34,7 @@ from jobs.core.contract import region_of
 from jobs.core.formats import now_rfc3339
 from jobs.core.states import JobState
 from jobs.local.platform import capacity, vertex_env
-from jobs.local.platform.capacity import Admission, Capacity, Need
+from jobs.local.platform.capacity import Admission, AdmissionDecision, Capacity, Need
 from jobs.local.platform.ports import free_ports
 from jobs.local.platform.rpc_status import Code, JobError
 from jobs.local.platform.settings import LocalSettings
@@ -104,6 +105,18 @@ class PreemptionInProgress(ExecutorError):
         super().__init__(409, "ABORTED", message)
 
 
+class PoolHooks(Protocol):
+    """What the persistent resources service (persistent_resources.py) tells the executor:
+    whether a job that names a resource may be created, whether it may start now, and what
+    the resources hold of the capacity model."""
+
+    def refusal(self, job: dict) -> str | None: ...
+
+    def admission(self, job: dict, running: list[dict]) -> AdmissionDecision | None: ...
+
+    def reserved(self, for_quota: bool = False) -> list[Need]: ...
+
+
 @dataclass
 class ActiveJob:
     """A job the executor supervises: its REST record (stored and served), the typed view of
@@ -133,6 +146,8 @@ class Executor:
         self._procs: dict[tuple[str, str, int], subprocess.Popen[bytes]] = {}
         self._logs = LogCopier(store)
         self._lock = threading.RLock()
+        self.pools: PoolHooks | None = None
+        """Set by the server once the persistent resources service exists."""
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="vtx-executor", daemon=True)
 
@@ -244,6 +259,9 @@ class Executor:
             raise ExecutorError(400, "INVALID_ARGUMENT", str(exc)) from exc
         need = capacity.need_of(resource, region_of(view.name))
         with self._lock:
+            refusal = self.pools.refusal(resource) if self.pools else None
+            if refusal:
+                raise ExecutorError(400, "INVALID_ARGUMENT", refusal)
             self._check_quota(need)  # under the lock: two creates cannot both take the last unit
             self._needs[view.id] = need
             resource["state"] = JobState.QUEUED.value
@@ -256,11 +274,35 @@ class Executor:
 
     def _check_quota(self, need: Need) -> None:
         """Vertex's 429 for a create the region's quota cannot take beside its active jobs."""
-        in_use = capacity.quota_in_use((self._need(j) for j in self._jobs.values()), need.region)
+        in_use = capacity.quota_in_use(self.quota_holders(), need.region)
         short = capacity.quota_shortfalls(self._capacity, need, in_use)
         if short:
             message = capacity.quota_message(short, need.region)
             raise ExecutorError(429, "RESOURCE_EXHAUSTED", message)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every change of a job is made under; the persistent resources service
+        takes it too, so that a resource and the jobs on it change together."""
+        return self._lock
+
+    def job_needs(self) -> list[Need]:
+        """Every active job's needs (quota is held from a job's create to its end)."""
+        return [self._need(j) for j in self._jobs.values()]
+
+    def quota_holders(self) -> list[Need]:
+        """Needs holding quota: every active job's, and the persistent resources'."""
+        reserved = self.pools.reserved(for_quota=True) if self.pools else []
+        return self.job_needs() + reserved
+
+    def started_needs(self) -> list[Need]:
+        """Needs holding accelerators: the started jobs' and the persistent resources'."""
+        reserved = self.pools.reserved() if self.pools else []
+        return [self._need(j) for j in self._jobs.values() if self._holds_capacity(j)] + reserved
+
+    def started_jobs(self) -> list[dict]:
+        """The REST form of every job that holds its machines (started, not ended)."""
+        return [j.resource for j in self._jobs.values() if self._holds_capacity(j)]
 
     def _need(self, job: ActiveJob) -> Need:
         if job.id not in self._needs:  # re-attached after a crash: read it again
@@ -280,8 +322,8 @@ class Executor:
     def capacity_in_use(self) -> dict[str, dict]:
         """Per region: quota units the active jobs hold, accelerators the started ones hold."""
         with self._lock:
-            needs = [self._need(j) for j in self._jobs.values()]
-            started = [self._need(j) for j in self._jobs.values() if self._holds_capacity(j)]
+            needs = self.quota_holders()
+            started = self.started_needs()
         regions = sorted({n.region for n in needs})
         return {
             region: {
@@ -448,11 +490,11 @@ class Executor:
         says why once, and one that cannot get them (Spot stockout, FLEX_START past its
         maxWaitDuration) fails."""
         need, now = self._need(job), time.time()
-        started = [self._need(j) for j in self._jobs.values() if self._holds_capacity(j)]
-        decision = capacity.admit(
+        on_pool = self.pools.admission(job.resource, self.started_jobs()) if self.pools else None
+        decision = on_pool or capacity.admit(
             self._capacity,
             need,
-            capacity.held(started, need.region),
+            capacity.held(self.started_needs(), need.region),
             waited_s=now - (job.rt.waiting_since or now),
             default_max_wait_s=capacity.default_max_wait_s(),
         )

@@ -5,6 +5,7 @@ controller, which watches vtx-local-checkpoints, never touches them."""
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from pathlib import Path
@@ -19,6 +20,7 @@ from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchOptions, plan_launch
 from jobs.spec.gcloud import load_template
 from jobs.vertex.client import VertexRest
+from tests.jobs.core.price_tables import stand_in_for_the_platform
 from tests.jobs.local.local_helpers import wait_for
 
 SLEEPER = {
@@ -41,9 +43,14 @@ def stack(local_platform: StackOutputs) -> StackOutputs:
     return local_platform.model_copy(update={"buckets": buckets})
 
 
-def planned(stack: StackOutputs, tmp_path: Path, run_id: str) -> RunRecord:
+def planned(
+    stack: StackOutputs, tmp_path: Path, run_id: str, budget_usd: float | None = None
+) -> RunRecord:
     path = tmp_path / f"{run_id}.yaml"
-    path.write_text(yaml.safe_dump(SLEEPER))
+    template = (
+        SLEEPER if budget_usd is None else {**SLEEPER, "budget": {"max_cost_usd": budget_usd}}
+    )
+    path.write_text(yaml.safe_dump(template))
     plan = plan_launch(load_template(path), stack, str(path), LaunchOptions(run_id=run_id))
     assert not plan.problems, plan.problems
     return record_of(plan)
@@ -134,3 +141,35 @@ def test_a_job_submitted_by_a_pass_that_died_before_its_write_is_adopted(
     assert stored is not None and stored.record.attempts[0].job == created[0].name
     wait_for(lambda: VertexRest(stack).get(created[0].name).state != "JOB_STATE_QUEUED")
     assert len(VertexRest(stack).list(run_id)) == 1
+
+
+def test_a_broken_table_in_the_prices_folder_does_not_stop_the_budget(
+    stack: StackOutputs, tmp_path: Path, cancel_after: list[str]
+) -> None:
+    # A list-shaped table and a FIFO beside a good stand-in table in the user's prices folder:
+    # each is left out (a FIFO read would hang the pass); the good one still prices the run.
+    run_id = "ctl-broken-prices"
+    cancel_after.append(run_id)
+    folder = Path(os.environ["VTX_PRICES_DIR"])
+    broken = [folder / "billing-training-us-central1-2099-01-06.yaml", folder / "fifo.yaml"]
+    records = Records(stack)
+    driver = Driver(stack)
+    with stand_in_for_the_platform({"us-central1": (36.0, 9.0)}, "2099-01-05"):  # 1 cent a s
+        broken[0].write_text("- not\n- a table\n")
+        os.mkfifo(broken[1])
+        try:
+            records.create(planned(stack, tmp_path, run_id, budget_usd=0.000002))
+            rest = VertexRest(stack)
+
+            def stopped() -> RunRecord | None:
+                driver.run_pass()
+                stored = records.read(run_id)
+                return stored.record if stored and stored.record.outcome else None
+
+            record = wait_for(stopped)
+        finally:
+            for path in broken:
+                path.unlink(missing_ok=True)
+    assert record.outcome is not None and record.outcome.state == "CANCELLED"
+    assert "crossed budget.max_cost_usd $0.000002" in (record.outcome.reason or "")
+    assert [j.state for j in rest.list(run_id)] == ["JOB_STATE_CANCELLED"]

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from jobs.core.formats import duration, money, now_rfc3339, usd_per_h
+from jobs.core.formats import duration, money, now_rfc3339, share, usd_per_h
 from jobs.vertex.client import rfc3339
 
 
@@ -33,3 +33,9 @@ def test_now_is_written_as_vertex_writes_times_and_reads_back() -> None:
     stamp = now_rfc3339()
     assert stamp.endswith("Z") and len(stamp) == len("2026-01-02T03:04:05.000006Z")
     assert isinstance(rfc3339(stamp), datetime)
+
+
+def test_a_share_is_a_percentage_to_one_decimal_and_unknown_when_unknown() -> None:
+    assert share(0.2334) == "23.3%"
+    assert share(0.0) == "0.0%"
+    assert share(None) == "unknown"  # the terminal and the page say the same

@@ -19,7 +19,12 @@ from jobs.local.platform.capacity import Capacity
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
-from jobs.local.platform.state import LOCAL_PROJECT, LOCAL_REGION, stack_outputs_for
+from jobs.local.platform.state import (
+    LOCAL_PROJECT,
+    LOCAL_REGION,
+    PlatformState,
+    stack_outputs_for,
+)
 from jobs.local.training.pipelines import CUSTOM_TASK
 from tests.conftest import HANG_S, REPO
 
@@ -68,6 +73,23 @@ def init_sdk(platform: StackOutputs, project: str | None = None, **more: Any):
         **more,
     )
     return aiplatform
+
+
+SDK_TRANSPORTS = ("grpc", "rest")
+"""The SDK's two transports: gRPC (its default) and REST. A fixture parametrized over them runs
+a real-SDK flow under each."""
+
+
+def transport_options(transport: str, state: PlatformState) -> dict[str, Any]:
+    """``aiplatform.init``'s endpoint and transport for ``transport``. gRPC's CA is the session's
+    GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (tests/conftest.py). The SDK's config is reset first, as a
+    fresh process has it: ``init`` keeps an ``api_transport`` an earlier test gave it."""
+    from google.cloud.aiplatform import initializer
+
+    initializer.global_config.__init__()
+    if transport == "grpc":
+        return {"api_endpoint": state.grpc_endpoint}
+    return {"api_endpoint": state.vertex_endpoint, "api_transport": "rest"}
 
 
 def pool(code: str, replicas: int = 1, env: dict[str, str] | None = None) -> dict[str, Any]:

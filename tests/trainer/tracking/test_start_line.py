@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from trainer.tracking.metrics import STARTING, log_start
+from trainer.tracking.events import Event
+from trainer.tracking.metrics import log_start
 
 
 def test_a_job_logs_starting_with_its_rank_and_a_terminal_does_not(
@@ -18,7 +19,7 @@ def test_a_job_logs_starting_with_its_rank_and_a_terminal_does_not(
     (line,) = capsys.readouterr().out.splitlines()
     assert json.loads(line) | {"logger": None} == {
         "severity": "INFO",
-        "message": STARTING,
+        "message": Event.STARTING,
         "logger": None,
         "rank": 2,
     }

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.json_handler import serving
 from tests.trainer.config.test_secrets import FakeSecretManager
 from tests.trainer.conftest import read_json_lines, run_in_process, tiny_config
 from tests.trainer.tracking.wandb_offline import offline_runs
@@ -185,11 +186,10 @@ def test_the_key_read_from_secret_manager_is_in_no_output_or_wandb_file(
     config.write_text(yaml.safe_dump(cfg))
     stop = StopRequest().install()
     try:
-        with caplog.at_level(logging.DEBUG):
+        with serving(manager.server), caplog.at_level(logging.DEBUG):
             assert cli.main(["--config", str(config)], stop) == 0
     finally:
         stop.uninstall()
-        manager.close()
     assert manager.requested == ["projects/123/secrets/wandb-api-key/versions/latest"]
     out = capsys.readouterr()
     said = out.out + out.err + caplog.text

@@ -138,6 +138,8 @@ def test_resubmission_reuses_run_id_and_output_prefix(
         wait_terminal(vertex, "again-1")
     attempts = vertex.list("again-1")
     assert len(attempts) == 2
+    # The second launch's attempts number on from the first's: each marker names one job.
+    assert sorted(j.labels["vtx-attempt"] for j in attempts) == ["a1", "a2"]
     prefixes = {j.job_spec.base_output_directory.output_uri_prefix for j in attempts}
     assert prefixes == {"gs://vtx-local-checkpoints/runs/again-1/"}
     code, out = vtx("logs", "again-1", "--stack", "local", "--format", "json")

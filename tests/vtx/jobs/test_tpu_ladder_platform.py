@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from jobs.control.record import RunRecord
+from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.client import set_capacity
 from jobs.local.platform.settings import DATA_DIR_ENV
@@ -68,8 +70,16 @@ def launch(data_dir: Path, run_id: str) -> tuple[int, str]:
     )  # fmt: skip
 
 
+def ended(platform: StackOutputs, run_id: str) -> RunRecord:
+    """The run's record once the platform's controller has recorded its end (it walks the
+    ladder: the launch returns after the first attempt)."""
+    records = Records(platform)
+    return wait_for(lambda: (s := records.read(run_id)) and s.record.outcome and s.record)
+
+
 def ended_attempts(platform: StackOutputs, run_id: str) -> list[JobRecord]:
-    """The run's attempts, newest first, once all have ended."""
+    """The run's attempts, newest first, once the run and each of them have ended."""
+    ended(platform, run_id)
     rest = VertexRest(platform)
     wait_for(lambda: all(j.terminal for j in rest.list(run_id)))
     return rest.list(run_id)
@@ -81,12 +91,14 @@ def test_a_stocked_out_v5e_slice_falls_back_to_an_l4_which_runs(
     run_id = "v5e-or-l4-stockout"
     code, out = launch(data_dir, run_id)
     assert code == 0, out
-    assert "rung 1 us-central1 4xTPU_V5_LITEPOD SPOT: submitted" in out
+    assert "rung 1 us-central1 4xTPU_V5_LITEPOD SPOT: submitted" in out  # then it returns
+    record = ended(platform, run_id)
+    assert record.outcome is not None and record.outcome.succeeded
+    moves = [m.what for m in record.moves]
     assert (
-        "rung 1 us-central1 4xTPU_V5_LITEPOD SPOT: STOCKOUT after 0 s; "
-        "rung 2 us-central1 1xL4 STANDARD"
-    ) in out
-    assert "rung 2 us-central1 1xL4 STANDARD: submitted" in out
+        "submit rung 2 us-central1 1xL4 STANDARD as attempt a2: "
+        "rung 1 us-central1 4xTPU_V5_LITEPOD SPOT: STOCKOUT after 0 s"
+    ) in moves, moves
 
     on_l4, on_v5e = ended_attempts(platform, run_id)
     assert (on_l4.state, on_v5e.state) == ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED")

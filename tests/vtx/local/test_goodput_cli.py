@@ -19,6 +19,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.client import LocalApiError, preempt_replica, read_logs
 from jobs.local.platform.settings import DATA_DIR_ENV
@@ -214,7 +215,10 @@ def test_a_first_rung_that_stocks_out_shows_as_waiting_for_capacity(
     )  # fmt: skip
     launched = vtx("launch", str(template), "--stack", "local", "--yes", "--run-id", run_id,
                    "--poll-s", "0.2", data_dir=data_dir)  # fmt: skip
-    assert "STOCKOUT" in launched
+    assert "rung 1 us-central1 1xT4 SPOT: submitted" in launched  # the controller walks on
+    records = Records(stack)
+    done = wait_for(lambda: (s := records.read(run_id)) and s.record.outcome and s.record)
+    assert "STOCKOUT" in " ".join(m.what for m in done.moves)
     rest = VertexRest(stack)
     wait_for(lambda: all(j.terminal for j in rest.list(run_id)))
 

@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from typer.testing import CliRunner
 
 from jobs.local.platform.ports import free_port
 from jobs.local.platform.state import PlatformState, write_state
+from tests.conftest import HANG_S
 from vtx.cli import app
 
 
@@ -60,6 +62,30 @@ def test_up_status_down_and_their_misuses(vtx) -> None:
     assert gone.exit_code == 0
     assert "nothing to stop" in _flat(gone.output)
     assert json.loads(vtx("status", "--json").output)["running"] is False
+
+
+def test_up_starts_the_controller_down_stops_it_and_up_restores_a_crashed_one(vtx) -> None:
+    assert vtx("up", "--port", str(free_port()), "--gcs-port", str(free_port())).exit_code == 0
+    info = json.loads(vtx("status", "--json").output)
+    assert info["controller_running"] is True
+    controller = psutil.Process(info["controller_pid"])
+    assert controller.cmdline()[1:3] == ["-m", "jobs.control"]
+    controller.kill()  # kill -9: a crash
+    controller.wait(timeout=HANG_S)
+    crashed = vtx("status", "--json")
+    assert json.loads(crashed.output)["controller_running"] is False
+    assert "controller          stopped: `vtx local up` starts it" in vtx("status").output
+    restored = vtx("up")
+    assert restored.exit_code == 0, restored.output
+    assert "the controller had stopped; started it again" in _flat(restored.output)
+    again = json.loads(vtx("status", "--json").output)
+    assert again["controller_running"] is True
+    assert again["controller_pid"] != info["controller_pid"]
+    assert again["server_pid"] == info["server_pid"]  # only what stopped is started
+    assert vtx("down").exit_code == 0
+    assert not psutil.pid_exists(again["controller_pid"]) or (
+        psutil.Process(again["controller_pid"]).status() == psutil.STATUS_ZOMBIE
+    )
 
 
 def test_port_in_use_is_named(vtx) -> None:

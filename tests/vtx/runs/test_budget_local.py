@@ -13,9 +13,11 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
+from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
-from tests.conftest import HANG_S
+from tests.conftest import HANG_S, TEMPLATES
 from tests.jobs.core.price_tables import stand_in_for_the_platform
+from tests.jobs.local.local_helpers import wait_for
 from vtx.cli import app
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -139,3 +141,30 @@ def test_the_launch_plan_says_each_ladder_rungs_budget_at_its_own_price(
     assert "warning: budget.max_cost_usd $0.01 is under the cost at the timeout cap (1h)" in text
     rung_2 = "rung 2 europe-west4 1xn1-standard-4 STANDARD: warning: budget.max_cost_usd $0.01"
     assert f"{rung_2} is not enforced: no on-demand price for n1-standard-4" in text
+
+
+def test_a_study_over_its_budget_is_cancelled_by_the_controller_with_nobody_following(
+    local_platform: StackOutputs, tmp_path: Path
+) -> None:
+    """The launch returns once the study is submitted; the platform's controller meters its
+    trials' jobs and cancels the study once they cross the study's budget."""
+    doc = yaml.safe_load((TEMPLATES / "tiny-tune.yaml").read_text())
+    # Trials that would run ten minutes: only the budget ends them before the test's deadline.
+    doc |= {"command": ["python", "-c", "import time; time.sleep(600)"], "args": []}
+    doc |= {"budget": {"max_cost_usd": 0.000003}}
+    template = tmp_path / "spendy-study.yaml"
+    template.write_text(yaml.safe_dump(doc))
+    run_id = "budget-study-1"
+    with stand_in_for_the_platform(TWO_DOLLARS_AN_HOUR, "2099-01-07"):
+        code, out = vtx("launch", str(template), "--stack", "local", "-y", "--run-id", run_id)
+        assert code == 0, out
+        assert "/hyperparameterTuningJobs/" in out
+        records = Records(local_platform)
+        done = wait_for(lambda: (s := records.read(run_id)) and s.record.outcome and s.record)
+    assert done.outcome is not None and done.outcome.state == "CANCELLED"
+    assert "crossed budget.max_cost_usd $0.000003" in (done.outcome.reason or "")
+    moves = " ".join(m.what for m in done.moves)
+    assert "cancel study" in moves
+    code, shown = vtx("status", run_id, "--stack", "local")
+    assert code == 0, shown
+    assert "stopped by its budget" in flat(shown)

@@ -14,6 +14,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from jobs.control.guards import StudyBudgetGuard
 from jobs.core.catalog import load_catalog
 from jobs.runs.logs import LocalLogSource, LogEntry
 from jobs.tuning.study_records import StudyRecord
@@ -23,7 +24,7 @@ from tests.jobs.runs.run_records import preempted_once, rest_job, trainer
 from tests.jobs.tuning.study_fakes import FAST, PARENT, T0, Scripted, rest_study, stamp
 from vtx.cli import app
 from vtx.commands import runs as run_commands
-from vtx.views import study_watch
+from vtx.flows import study_watch
 from vtx.views.studies import study_json, trials_table
 
 STACK_FILE = TEST_DATA / "stack-dev.json"
@@ -257,20 +258,20 @@ def test_the_study_follower_cancels_a_study_whose_meter_crosses_its_budget() -> 
     )
     session = Scripted(answers)
     vertex = VertexRest(dev_stack(), session=session, backoff=FAST)
-    out = Console(width=200, record=True, file=io.StringIO())
-    guard = study_watch.StudyBudgetGuard(out, vertex)
-    guard.check(StudyRecord.from_rest(rest_study(labels={"vtx-run-id": "tiny-tune-1"})))
+    guard = StudyBudgetGuard(vertex)
+    assert (
+        guard.check(StudyRecord.from_rest(rest_study(labels={"vtx-run-id": "tiny-tune-1"}))) is None
+    )
     assert guard.cancelled is None  # no budget: nothing to hold it to
-    guard.check(StudyRecord.from_rest(rest_study(labels=BUDGETED)))
-    assert guard.cancelled is not None
+    why = guard.check(StudyRecord.from_rest(rest_study(labels=BUDGETED)))
+    assert guard.cancelled is not None and why == guard.cancelled
     assert guard.cancelled.startswith("the study's cost so far $")
     assert "crossed budget.max_cost_usd $0.50" in guard.cancelled
     assert session.seen[-1][:2] == (
         "POST",
         f"https://us-central1-aiplatform.googleapis.com/v1/{PARENT}/hyperparameterTuningJobs/77:cancel",
     )
-    assert "cancelling study" in out.export_text()
-    guard.check(StudyRecord.from_rest(rest_study(labels=BUDGETED)))  # once only
+    assert guard.check(StudyRecord.from_rest(rest_study(labels=BUDGETED))) is None  # once only
     assert [m for m, *_ in session.seen].count("POST") == 1
 
 

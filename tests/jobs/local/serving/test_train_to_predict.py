@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobs.core.stack import StackOutputs
+from jobs.local.platform.state import PlatformState
+from tests.jobs.local.local_helpers import SDK_TRANSPORTS, transport_options
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
 from tests.trainer.serving.test_serve import PROMPT, reference_text
 
@@ -37,10 +39,16 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "run" / "model"
 
 
-@pytest.fixture
-def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
+@pytest.fixture(params=SDK_TRANSPORTS)
+def sdk(
+    request: pytest.FixtureRequest,
+    local_platform: StackOutputs,
+    local_platform_state: PlatformState,
+    monkeypatch: pytest.MonkeyPatch,
+):
     """The SDK as a user sets it up: their project id, a staging bucket, the emulator for its
-    storage client; polling every 0.2 s."""
+    storage client; polling every 0.2 s. Over either transport: the default, gRPC (its CA is
+    the session's GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), and REST."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform
     from google.cloud.aiplatform import jobs, training_jobs
@@ -51,8 +59,7 @@ def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
     aiplatform.init(
         project=USER_PROJECT,
         location=local_platform.region,
-        api_endpoint=local_platform.vertex_endpoint,
-        api_transport="rest",
+        **transport_options(request.param, local_platform_state),
         credentials=AnonymousCredentials(),
         staging_bucket=f"gs://{local_platform.buckets.staging}",
     )

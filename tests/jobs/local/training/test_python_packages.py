@@ -9,17 +9,28 @@ from pathlib import Path
 import pytest
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.state import project_number
+from jobs.local.platform.state import PlatformState, project_number
 from jobs.local.training.package_runner import split_gcs_uri
-from tests.jobs.local.local_helpers import client, replica_output, wait_terminal
+from tests.jobs.local.local_helpers import (
+    SDK_TRANSPORTS,
+    client,
+    replica_output,
+    transport_options,
+    wait_terminal,
+)
 
 USER_PROJECT = "acme-ml-dev"
 SCRIPT = "import os, sys\nprint('script ran', sys.argv[1:], os.environ['CLOUD_ML_PROJECT_ID'])\n"
 IMAGE = "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"
 
 
-@pytest.fixture
-def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
+@pytest.fixture(params=SDK_TRANSPORTS)
+def sdk(
+    request: pytest.FixtureRequest,
+    local_platform: StackOutputs,
+    local_platform_state: PlatformState,
+    monkeypatch: pytest.MonkeyPatch,
+):
     """The high-level SDK as a user sets it up: their own project id, the staging bucket, and
     STORAGE_EMULATOR_HOST so its storage client uploads to the emulator."""
     from google.auth.credentials import AnonymousCredentials
@@ -32,8 +43,7 @@ def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
     aiplatform.init(
         project=USER_PROJECT,
         location=local_platform.region,
-        api_endpoint=local_platform.vertex_endpoint,
-        api_transport="rest",
+        **transport_options(request.param, local_platform_state),
         credentials=AnonymousCredentials(),
         staging_bucket=f"gs://{local_platform.buckets.staging}",
     )

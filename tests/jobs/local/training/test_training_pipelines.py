@@ -10,13 +10,15 @@ import pytest
 from google.api_core import exceptions
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.state import project_number
+from jobs.local.platform.state import PlatformState, project_number
 from tests.jobs.local.local_helpers import (
+    SDK_TRANSPORTS,
     TRAIN_IMAGE,
     client,
     container_pipeline,
     pipelines_client,
     replica_output,
+    transport_options,
     wait_for,
     wait_pipeline,
 )
@@ -26,8 +28,13 @@ SCRIPT = "import os, sys\nprint('script ran', sys.argv[1:], os.environ['AIP_MODE
 SERVE_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/pytorch-cpu.2-4:latest"
 
 
-@pytest.fixture
-def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
+@pytest.fixture(params=SDK_TRANSPORTS)
+def sdk(
+    request: pytest.FixtureRequest,
+    local_platform: StackOutputs,
+    local_platform_state: PlatformState,
+    monkeypatch: pytest.MonkeyPatch,
+):
     """The high-level SDK as a user sets it up (their project id, the staging bucket, the
     emulator for its storage client), polling every 0.2 s."""
     from google.auth.credentials import AnonymousCredentials
@@ -40,8 +47,7 @@ def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
     aiplatform.init(
         project=USER_PROJECT,
         location=local_platform.region,
-        api_endpoint=local_platform.vertex_endpoint,
-        api_transport="rest",
+        **transport_options(request.param, local_platform_state),
         credentials=AnonymousCredentials(),
         staging_bucket=f"gs://{local_platform.buckets.staging}",
     )

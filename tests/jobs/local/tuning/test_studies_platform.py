@@ -9,7 +9,16 @@ import pytest
 
 from jobs.core.contract import LABEL_RUN_ID
 from jobs.core.stack import StackOutputs
-from tests.jobs.local.local_helpers import PARENT, client, pool, replica_output, wait_for
+from jobs.local.platform.state import PlatformState
+from tests.jobs.local.local_helpers import (
+    PARENT,
+    SDK_TRANSPORTS,
+    client,
+    pool,
+    replica_output,
+    transport_options,
+    wait_for,
+)
 
 # A trial: reads its parameters from the args Vertex appends, reports twice through Google's
 # own hypertune writer (the tag from CLOUD_ML_HP_METRIC_TAG), prints what it saw.
@@ -31,9 +40,20 @@ print(json.dumps({"args": sys.argv[1:], **{k: os.environ.get(k) for k in keys}})
 HANG = "import time; print('up', flush=True); time.sleep(600)"
 
 
+@pytest.fixture(params=SDK_TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 @pytest.fixture
-def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
-    """The high-level SDK on the local platform: REST, anonymous, polling every 0.2 s."""
+def sdk(
+    transport: str,
+    local_platform: StackOutputs,
+    local_platform_state: PlatformState,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """The high-level SDK on the local platform over each transport (gRPC, the default, and
+    REST), anonymous, polling every 0.2 s."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform
     from google.cloud.aiplatform import jobs
@@ -42,8 +62,7 @@ def sdk(local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch):
     aiplatform.init(
         project=local_platform.project,
         location=local_platform.region,
-        api_endpoint=local_platform.vertex_endpoint,
-        api_transport="rest",
+        **transport_options(transport, local_platform_state),
         credentials=AnonymousCredentials(),
         staging_bucket=f"gs://{local_platform.buckets.staging}",
     )
@@ -70,16 +89,17 @@ def _study(sdk, name: str, code: str, base: str, **kwargs):
 
 
 def test_sdk_study_runs_every_trial_as_a_reporting_custom_job(
-    sdk, local_platform: StackOutputs
+    sdk, transport: str, local_platform: StackOutputs
 ) -> None:
-    base = "gs://vtx-local-checkpoints/runs/study-e2e"
-    study = _study(sdk, "study-e2e", TRIAL, base, max_trial_count=4, parallel_trial_count=2)
+    name = f"study-e2e-{transport}"  # each transport's run lists its own trials
+    base = f"gs://vtx-local-checkpoints/runs/{name}"
+    study = _study(sdk, name, TRIAL, base, max_trial_count=4, parallel_trial_count=2)
     study.run()  # raises unless the study SUCCEEDED
 
     assert study.state.name == "JOB_STATE_SUCCEEDED"
     trials = study.trials
     assert [t.id for t in trials] == ["1", "2", "3", "4"]
-    jobs = sdk.CustomJob.list(filter=f'labels.{LABEL_RUN_ID}="study-e2e"')
+    jobs = sdk.CustomJob.list(filter=f'labels.{LABEL_RUN_ID}="{name}"')
     assert len(jobs) == 4
     for trial in trials:
         assert trial.state.name == "SUCCEEDED"

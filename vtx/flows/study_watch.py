@@ -8,21 +8,19 @@ Their lines are numbered like a run's attempts, so ``a3`` in `vtx logs` is the l
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
-from jobs.core.catalog import load_catalog
-from jobs.core.contract import budget_of
+from jobs.control.guards import StudyBudgetGuard, metered_trials, trial_jobs, utc_now
 from jobs.core.states import succeeded
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource, stream
-from jobs.runs.watch import AttemptStatus, study_budget_crossed, trials_metered
+from jobs.runs.watch import AttemptStatus
 from jobs.tuning.study_goodput import StudyGoodput, study_goodput_of
-from jobs.tuning.study_records import StudyRecord, TrialRecord
-from jobs.vertex.client import JobRecord, VertexError, VertexRest
+from jobs.tuning.study_records import StudyRecord
+from jobs.vertex.client import JobRecord, VertexRest
 from vtx.views.runs import OutputFormat, print_document
 from vtx.views.studies import print_study_status, studies_json, studies_table, study_json
 from vtx.views.study_goodput import study_goodput_json, study_goodput_line, study_timeline_rows
@@ -38,20 +36,6 @@ def find_study(vertex: VertexRest, ref: str) -> StudyRecord | None:
         return None  # a numeric id is a CustomJob's, as `vtx status` always read it
     found = vertex.list_studies(ref)
     return StudyRecord.from_rest(found[0]) if found else None
-
-
-def metered_trials(
-    vertex: VertexRest,
-    study: StudyRecord,
-    now: datetime,
-    known: dict[str, JobRecord] | None = None,
-) -> list[AttemptStatus]:
-    """The study's trials' CustomJobs, each at its price from the stack's catalog (its meter);
-    ``known``: jobs already read (by name), not asked for again."""
-    known = known or {}
-    jobs = [known.get(name) or vertex.get(name) for name, _ in trial_jobs(study)]
-    catalog = load_catalog().for_stack(vertex.stack)
-    return trials_metered(jobs, vertex.stack.region, now, catalog)
 
 
 def show_status(
@@ -134,15 +118,6 @@ def cancel(out: Console, vertex: VertexRest, study: StudyRecord) -> None:
     out.print(f"cancel requested for study {study.name}", highlight=False)
 
 
-def trial_jobs(study: StudyRecord) -> list[tuple[str, int]]:
-    """(CustomJob name, trial number) of every trial that has started a job."""
-    return [(t.custom_job, _number(t)) for t in study.trials if t.custom_job]
-
-
-def _number(trial: TrialRecord) -> int:
-    return int(trial.id) if trial.id.isdigit() else 0
-
-
 class TrialsLogSource:
     """The local platform's logs of a study's trials as one source: the trials' CustomJobs are
     asked for on every fetch (a running study starts more), each read with its own cursor, the
@@ -192,54 +167,27 @@ def done(vertex: VertexRest, study: StudyRecord) -> Callable[[], bool]:
     return lambda: StudyRecord.from_rest(vertex.get_study(study.name)).terminal
 
 
-@dataclass
-class StudyBudgetGuard:
-    """`vtx launch --follow`'s hand on a study's budget, as `BudgetGuard`'s on a run's: once the
-    study's meter (every trial's job at its price) crosses the budget the study carries, the
-    study is cancelled (Vertex cancels its running trials with it). On Vertex only a follower
-    can; the local platform holds each trial to it too."""
-
-    out: Console
-    vertex: VertexRest
-    cancelled: str | None = None
-
-    def check(self, study: StudyRecord) -> None:
-        if self.cancelled or study.terminal or budget_of(study.labels) is None:
-            return
-        why = study_budget_crossed(study.labels, metered_trials(self.vertex, study, _now()))
-        if why is None:
-            return
-        self.out.print(f"{why}: cancelling study {study.name}", highlight=False, markup=False)
-        try:
-            self.vertex.cancel_study(study.name)
-        except VertexError:
-            current = StudyRecord.from_rest(self.vertex.get_study(study.name))
-            if not current.terminal:  # else it ended as we asked
-                raise
-        self.cancelled = why
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def follow(
     out: Console,
     vertex: VertexRest,
     name: str,
     show: Callable[[LogEntry], None],
     poll_s: float = 5.0,
+    enforce_budget: bool = True,
 ) -> int:
     """Stream the study's trials' logs (``show`` prints each) until it ends, then its trials
-    table and best trial; 0 only when it succeeded. The study is cancelled once its meter
-    crosses its budget (`StudyBudgetGuard`). Ctrl-C leaves the study running."""
+    table and best trial; 0 only when it succeeded. With ``enforce_budget`` (a stack without a
+    controller, where only a follower can) the study is cancelled once its meter crosses its
+    budget (`jobs.control.guards.StudyBudgetGuard`). Ctrl-C leaves the study running."""
     study = StudyRecord.from_rest(vertex.get_study(name))
     source = log_source(vertex, study, "DEFAULT")
-    guard = StudyBudgetGuard(out, vertex)
+    guard = StudyBudgetGuard(vertex)
 
     def ended() -> bool:
         current = StudyRecord.from_rest(vertex.get_study(name))
-        guard.check(current)
+        why = guard.check(current) if enforce_budget else None
+        if why is not None:
+            out.print(f"{why}: cancelling study {study.name}", highlight=False, markup=False)
         return current.terminal
 
     try:
@@ -249,7 +197,7 @@ def follow(
         out.print(f"stopped following; the study goes on (`vtx cancel {study.run_id}` stops it)")
         return 130
     final = StudyRecord.from_rest(vertex.get_study(name))
-    print_study_status(out, final, _now(), metered_trials(vertex, final, _now()))
+    print_study_status(out, final, utc_now(), metered_trials(vertex, final, utc_now()))
     if guard.cancelled:
         out.print(f"stopped by its budget: {guard.cancelled}", highlight=False, markup=False)
     return 0 if succeeded(final.state) else 1
