@@ -28,7 +28,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from jobs.core import catalog
 from jobs.core.problems import HintedValueError, Problem, field_path
 from jobs.core.safe_yaml import YamlInputError, read_yaml_file, short_repr
-from jobs.core.stack import LABEL_TEAM, PROD_ENVIRONMENTS, TEAM_PATTERN, is_production
+from jobs.core.stack import (
+    LABEL_TEAM,
+    PROD_ENVIRONMENTS,
+    RUNS_PREFIX,
+    TEAM_PATTERN,
+    is_production,
+)
 
 QUOTA_SERVICE = "aiplatform.googleapis.com"
 # Vertex AI training reserves this range for its own networking: a peered or attached range
@@ -343,6 +349,41 @@ class TeamBudget(_Model):
     and queued jobs are cancelled; null: alerts only. One of the thresholds or above them all."""
 
 
+CONTROLLER_PERMISSIONS = (
+    "aiplatform.customJobs.cancel",
+    "aiplatform.customJobs.create",
+    "aiplatform.customJobs.get",
+    "aiplatform.customJobs.list",
+    "aiplatform.hyperparameterTuningJobs.cancel",
+    "aiplatform.hyperparameterTuningJobs.create",
+    "aiplatform.hyperparameterTuningJobs.get",
+    "aiplatform.hyperparameterTuningJobs.list",
+)
+"""The Vertex permissions of the controller's custom role, and no others (a policy holds the role
+to them): it submits a ladder's next rung (a CustomJob, or a study's), watches and cancels. Its
+other rights are on resources, not the project: actAs on the trainer account, and the run
+records under ``runs/`` of the checkpoints bucket. Here, not with the component, so that the
+policy pack reads it without Pulumi."""
+CONTROLLER_ROLE_SUFFIX = "_controller"
+"""The controller's custom role id is ``<prefix with '_'>`` + this."""
+CONTROLLED_PREFIX = RUNS_PREFIX
+"""The objects the controller may read and write in the checkpoints bucket: the runs' folders,
+where each run's record lives."""
+
+
+class ControllerConfig(_Model):
+    """The stack's controller: a Cloud Function (2nd gen) that makes one pass over the stack's
+    live runs (ladders walked, budgets enforced), called by Cloud Scheduler on ``schedule``."""
+
+    enabled: bool = True
+    """On by default: without it a ladder's next rung and a run's budget wait for a terminal."""
+    schedule: Annotated[
+        str, _pattern(r"\S+( \S+){4}", "cron schedule (five fields)", "* * * * *")
+    ] = "* * * * *"
+    """How often a pass runs (cron, UTC). Every minute by default: a pass over no live run
+    lists nothing and ends at once."""
+
+
 class CiConfig(_Model):
     """A GitHub Actions identity (Workload Identity Federation) allowed to act as the launcher."""
 
@@ -475,6 +516,7 @@ class PlatformConfig(_Model):
     teams: list[TeamBudget] = Field(default_factory=list)
     """Per-team budgets that cancel the team's jobs (needs ``budget.billing_account``)."""
     ci: CiConfig | None = None
+    controller: ControllerConfig = Field(default_factory=ControllerConfig)
     capacity_regions: list[CapacityRegion] = Field(default_factory=list)
     """Further regions jobs may run in besides gcp:region (capacity ladder rungs)."""
     serving: ServingConfig = Field(default_factory=ServingConfig)

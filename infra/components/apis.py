@@ -50,13 +50,22 @@ def required_services(platform: PlatformConfig) -> list[str]:
             "run.googleapis.com",
             "eventarc.googleapis.com",
         ]
+    if platform.controller.enabled:
+        # The controller: a function (built by Cloud Build, run on Cloud Run) that Cloud
+        # Scheduler calls.
+        services += [
+            "cloudfunctions.googleapis.com",
+            "cloudbuild.googleapis.com",
+            "run.googleapis.com",
+            "cloudscheduler.googleapis.com",
+        ]
     if platform.vpc_sc is not None:
         # The perimeter is written through Access Context Manager, billed to this project.
         services.append("accesscontextmanager.googleapis.com")
     if platform.ci is not None:
         # Federation exchanges a GitHub token at STS, then mints the launcher's token.
         services += ["sts.googleapis.com", "iamcredentials.googleapis.com"]
-    return services
+    return list(dict.fromkeys(services))  # the controller and team budgets share some
 
 
 @dataclass(frozen=True)

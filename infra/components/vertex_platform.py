@@ -16,6 +16,7 @@ documented as accepted).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pulumi
@@ -23,6 +24,7 @@ import pulumi_gcp as gcp
 
 from infra.components.apis import Apis, ApisArgs, required_services
 from infra.components.ci import CiIdentity, CiIdentityArgs
+from infra.components.controller import Controller, ControllerArgs
 from infra.components.identity import Identity, IdentityArgs, ServiceAgents, ServiceAgentsArgs
 from infra.components.kms import Kms, KmsArgs
 from infra.components.network import Network, NetworkArgs
@@ -105,7 +107,7 @@ class Platform(pulumi.ComponentResource):
         warm = self._persistent_resources(network, further_kms)
 
         identity = self._identity
-        self.outputs = pulumi.Output.all(
+        outputs = pulumi.Output.all(
             project=project,
             project_number=self._number,
             region=config.region,
@@ -158,7 +160,42 @@ class Platform(pulumi.ComponentResource):
                 else {}
             ),
         )
+        self.outputs = (
+            self._controller(outputs, storage) if self._platform.controller.enabled else outputs
+        )
         self.register_outputs({"platform": self.outputs})
+
+    def _controller(
+        self, outputs: pulumi.Output[dict[str, Any]], storage: Storage
+    ) -> pulumi.Output[dict[str, Any]]:
+        """The controller, given the stack's outputs as it will read them; the outputs say
+        ``controller: true`` once its function and schedule exist."""
+        config = self._config
+        controller = Controller(
+            "controller",
+            ControllerArgs(
+                project=config.project,
+                region=config.region,
+                prefix=self._platform.prefix,
+                labels=self._labels,
+                config=self._platform.controller,
+                stack_json=outputs.apply(lambda o: json.dumps(o | {"controller": True})),
+                trainer_account=self._identity.trainer.name,
+                checkpoints_bucket=storage.buckets["checkpoints"].name,
+                source_bucket=storage.buckets["staging"].name,
+                apis=self._apis.on(
+                    "cloudfunctions",
+                    "cloudbuild",
+                    "run",
+                    "cloudscheduler",
+                    "iam",
+                    "cloudresourcemanager",
+                ),
+            ),
+            self._child,
+        )
+        ready = _after(True, controller.function, controller.scheduler)
+        return pulumi.Output.all(outputs, ready).apply(lambda p: p[0] | {"controller": p[1]})
 
     def _regions(self, network: Network, keys: dict[str, Kms]) -> pulumi.Output[dict[str, Any]]:
         """``regions`` of the output (jobs.core.stack.RegionOutputs per further region)."""

@@ -27,6 +27,7 @@ from infra.policy.checks.egress import (
 from infra.policy.checks.iam import (
     audit_logs_no_exemptions,
     budget_canceler_only_cancels,
+    controller_only_walks_and_cancels,
     no_admin_roles_on_service_accounts,
     no_primitive_roles,
     no_project_wide_admin,
@@ -114,6 +115,13 @@ RULES: tuple[Rule, ...] = (
         "jobs and studies.",
         "keep the role's permissions to infra.config.CANCEL_PERMISSIONS",
         resource_check=budget_canceler_only_cancels,
+    ),
+    Rule(
+        "controller-only-walks-and-cancels",
+        "The stack's controller holds only the permissions to create, get, list and cancel "
+        "Vertex jobs and studies.",
+        "keep the role's permissions to infra.config.CONTROLLER_PERMISSIONS",
+        resource_check=controller_only_walks_and_cancels,
     ),
     Rule(
         "no-admin-roles-on-service-accounts",

@@ -39,6 +39,7 @@ class Report:
     policy: list[PolicyRow]
     diagram: str
     platform: Mapping[str, Any] = field(default_factory=dict)
+    controller: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def mandatory_failures(self) -> int:
@@ -332,6 +333,38 @@ def teams_section(resources: Sequence[ReviewResource]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: row["team"])
 
 
+def controller_section(resources: Sequence[ReviewResource]) -> list[dict[str, Any]]:
+    """The stack's controller: what calls it and how often, the account it runs as and all
+    that account may do (its roles, whom it may act as, which objects it may touch)."""
+    schedules = {
+        shown((r.inputs.get("httpTarget") or {}).get("uri")): r
+        for r in _of_type(resources, "gcp:cloudscheduler/job:Job")
+    }
+    rows = []
+    for function in _of_type(resources, "gcp:cloudfunctionsv2/function:Function"):
+        if (function.inputs.get("buildConfig") or {}).get("entryPoint") != "controller_pass":
+            continue
+        account = (function.inputs.get("serviceConfig") or {}).get("serviceAccountEmail")
+        job = schedules.get(shown(function.outputs.get("url")))
+        target = (job.inputs.get("httpTarget") or {}) if job else {}
+        conditions = [
+            shown((r.inputs.get("condition") or {}).get("expression"))
+            for r in _of_type(resources, "gcp:storage/bucketIAMMember:BucketIAMMember")
+            if r.inputs.get("member") == f"serviceAccount:{shown(account)}"
+        ]
+        rows.append(
+            {
+                "function": shown(function.inputs.get("name")),
+                "schedule": shown(job.inputs.get("schedule")) if job else "-",
+                "called_by": shown((target.get("oidcToken") or {}).get("serviceAccountEmail")),
+                "runs_as": shown(account),
+                "permissions": _role_permissions(resources, account),
+                "objects": conditions or ["-"],
+            }
+        )
+    return rows
+
+
 def policy_section(verdicts: Sequence[Verdict]) -> list[PolicyRow]:
     return [
         PolicyRow(
@@ -382,6 +415,7 @@ def build_report(source: ReviewSource) -> Report:
         quotas=quotas_section(resources),
         secrets=secrets_section(resources),
         teams=teams_section(resources),
+        controller=controller_section(resources),
         policy=policy_section(verdicts),
         diagram=mermaid(resources, iam),
         platform=source.platform,

@@ -247,6 +247,21 @@ def report_sections(report: Report) -> list[Section]:
             ],
         ),
         _one_table(
+            "Controller",
+            ("function", "schedule (UTC)", "called by", "runs as", "may", "objects it may touch"),
+            [
+                (
+                    c["function"],
+                    c["schedule"],
+                    c["called_by"],
+                    c["runs_as"],
+                    tuple(c["permissions"]),
+                    tuple(c["objects"]),
+                )
+                for c in report.controller
+            ],
+        ),
+        _one_table(
             "Policies",
             ("policy", "level", "verdict", "findings"),
             [

@@ -14,9 +14,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from jobs.control.record import RECORD_NAME, RunRecord
-from jobs.core.stack import StackOutputs
+from jobs.core.stack import RUNS_PREFIX, StackOutputs
 
-RUNS_PREFIX = "runs/"
 PHASE_KEY = "vtx-phase"
 LIVE, DONE = "live", "done"
 

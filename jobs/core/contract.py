@@ -16,7 +16,7 @@ import re
 import secrets as random
 from datetime import UTC, datetime
 
-from jobs.core.stack import LABEL_TEAM, StackOutputs
+from jobs.core.stack import LABEL_TEAM, RUNS_PREFIX, StackOutputs
 
 LABEL_RUN_ID = "vtx-run-id"
 LABEL_TEMPLATE = "vtx-template"
@@ -71,7 +71,7 @@ def new_run_id(template_name: str, now: datetime | None = None) -> str:
 
 def output_prefix(stack: StackOutputs, run_id: str) -> str:
     """Where every attempt of a run reads and writes: checkpoints, model, logs."""
-    return f"gs://{stack.buckets.checkpoints}/runs/{run_id}/"
+    return f"gs://{stack.buckets.checkpoints}/{RUNS_PREFIX}{run_id}/"
 
 
 def secret_parts(ref: str) -> tuple[str | None, str, str]:

@@ -37,6 +37,9 @@ def is_production(environment: str | None) -> bool:
     return environment is not None and environment.strip().lower() in PROD_ENVIRONMENTS
 
 
+RUNS_PREFIX = "runs/"
+"""Where every run keeps its outputs and its record, in the checkpoints bucket: here, since the
+stack's controller is granted that prefix alone (infra) and jobs write under it."""
 LABEL_TEAM = "vtx-team"
 """The team a job is billed to, a label on each of its jobs (the compiler writes a template's
 ``team:``). A stack with team budgets filters each budget on it and its cancel function lists

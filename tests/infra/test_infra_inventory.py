@@ -35,6 +35,7 @@ def test_inventory_covers_every_component(stack_run: OfflineRun) -> None:
         "secrets",
         "observability",
         "ci",
+        "controller",
     }
     if stack_run.stack == "prod":
         expected |= {"kms", "shared-vpc", "teams"}

@@ -188,6 +188,7 @@ def test_launcher_gets_aiplatform_user_and_acts_as_trainer_and_serving_only(
         r.inputs["serviceAccountId"].rsplit("/", 1)[-1]
         for r in stack_run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
         if r.inputs["role"] == "roles/iam.serviceAccountUser"
+        and r.inputs["member"] == f"serviceAccount:{outputs.launcher_service_account}"
     )
     assert acts_as == sorted([outputs.trainer_service_account, outputs.serving_service_account])
 
@@ -418,14 +419,13 @@ def test_apis_stay_enabled_on_destroy_and_follow_the_features(
     assert services(prod_run) - services(dev_run) == {
         "cloudkms.googleapis.com",
         "billingbudgets.googleapis.com",
-        # the team budgets' cancel functions
+        # the team budgets' cancel functions (which share the controller's function services)
         "pubsub.googleapis.com",
-        "cloudfunctions.googleapis.com",
-        "cloudbuild.googleapis.com",
-        "run.googleapis.com",
         "eventarc.googleapis.com",
     }
     assert "aiplatform.googleapis.com" in services(dev_run)
+    controller = {"cloudfunctions", "cloudbuild", "run", "cloudscheduler"}
+    assert {f"{api}.googleapis.com" for api in controller} <= services(dev_run)
 
 
 def test_quota_preferences_follow_the_catalog(prod_run: OfflineRun) -> None:

@@ -100,8 +100,20 @@ CANCELER = {
     "permissions": ["aiplatform.customJobs.list", "aiplatform.customJobs.cancel"],
 }
 
+CONTROLLER = {
+    "roleId": "acme_vtx_prod_controller",
+    "permissions": ["aiplatform.customJobs.create", "aiplatform.customJobs.cancel"],
+}
+
 # (rule, type token, compliant inputs, violating inputs, words the violation must contain)
 CASES = [
+    (
+        "controller-only-walks-and-cancels",
+        "gcp:projects/iAMCustomRole:IAMCustomRole",
+        CONTROLLER,
+        {**CONTROLLER, "permissions": [*CONTROLLER["permissions"], "storage.buckets.delete"]},
+        "storage.buckets.delete beyond creating, watching and cancelling",
+    ),
     (
         "budget-canceler-only-cancels",
         "gcp:projects/iAMCustomRole:IAMCustomRole",

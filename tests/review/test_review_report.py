@@ -37,6 +37,7 @@ SECTIONS = (
     "## Quotas requested",
     "## Secrets (names only)",
     "## Team budgets",
+    "## Controller",
     "## Policies",
     "## Diagram",
     "```mermaid\nflowchart LR",
@@ -84,6 +85,24 @@ def test_team_budgets_show_each_chain_from_budget_to_the_functions_permissions(o
     assert "<h2>Team budgets" in html and "acme-vtx-prod-cancel-vision" in html
     assert to_data(report)["teams"][1]["function"] == "acme-vtx-prod-cancel-vision"
     assert offline["dev"][1].teams == []  # dev declares no team: the table says none
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_controller_shows_its_schedule_caller_identity_and_reach(offline, stack: str) -> None:
+    _, report = offline[stack]
+    [controller] = report.controller
+    assert controller["function"] == f"acme-vtx-{stack}-controller"
+    assert controller["schedule"] == "* * * * *"
+    assert controller["called_by"].startswith(f"acme-vtx-{stack}-ctlsched@")
+    assert controller["runs_as"].startswith(f"acme-vtx-{stack}-ctl@")
+    role, acts_as, objects = controller["permissions"]
+    assert role.startswith(f"projects/acme-vtx-{stack}/roles/acme_vtx_{stack}_controller (")
+    assert "aiplatform.customJobs.create" in role and "hyperparameterTuningJobs.cancel" in role
+    assert (acts_as, objects) == ("roles/iam.serviceAccountUser", "roles/storage.objectUser")
+    [reach] = controller["objects"]
+    assert f"buckets/acme-vtx-{stack}-checkpoints/objects/runs/" in reach
+    assert "| acme-vtx-" in to_markdown(report).split("## Controller")[1].split("##")[0]
+    assert to_data(report)["controller"][0]["function"] == controller["function"]
 
 
 def test_network_section_follows_each_stacks_mode(offline) -> None:

@@ -12,7 +12,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infra.config import CANCEL_PERMISSIONS, CANCELER_ROLE_SUFFIX
+from infra.config import (
+    CANCEL_PERMISSIONS,
+    CANCELER_ROLE_SUFFIX,
+    CONTROLLER_PERMISSIONS,
+    CONTROLLER_ROLE_SUFFIX,
+)
 from infra.policy.iam import (
     PUBLIC_PRINCIPALS,
     custom_role_ref,
@@ -231,3 +236,21 @@ def budget_canceler_only_cancels(
         return []
     extra = sorted(set(map(str, permissions)) - set(CANCEL_PERMISSIONS))
     return [f"holds {', '.join(extra)} beyond listing and cancelling jobs"] if extra else []
+
+
+def controller_only_walks_and_cancels(
+    resource_type: str, props: Mapping[str, Any], _: RuleContext
+) -> list[str]:
+    """The stack's controller runs unattended every minute: its role may create, watch and
+    cancel Vertex jobs and studies (infra.config.CONTROLLER_PERMISSIONS) and nothing else."""
+    if resource_type != PROJECT_CUSTOM_ROLE or not str(props.get("roleId", "")).endswith(
+        CONTROLLER_ROLE_SUFFIX
+    ):
+        return []
+    permissions = props.get("permissions")
+    if not known(permissions) or not isinstance(permissions, list):
+        return []
+    extra = sorted(set(map(str, permissions)) - set(CONTROLLER_PERMISSIONS))
+    return (
+        [f"holds {', '.join(extra)} beyond creating, watching and cancelling jobs"] if extra else []
+    )
