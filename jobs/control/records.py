@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from jobs.control.record import RECORD_NAME, RunRecord
 from jobs.core.stack import RUNS_PREFIX, StackOutputs
+from jobs.vertex.google_session import storage_client
 
 PHASE_KEY = "vtx-phase"
 LIVE, DONE = "live", "done"
@@ -32,22 +33,6 @@ class Conflict(RecordError):
 class Stored:
     record: RunRecord
     generation: int
-
-
-def storage_client(stack: StackOutputs) -> Any:
-    """google-cloud-storage for the stack: the local emulator anonymously, else GCS with
-    application-default credentials."""
-    from google.cloud import storage
-
-    if stack.gcs_endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(
-            project=stack.project,
-            credentials=AnonymousCredentials(),
-            client_options={"api_endpoint": stack.gcs_endpoint},
-        )
-    return storage.Client(project=stack.project)
 
 
 def record_path(run_id: str) -> str:

@@ -157,22 +157,6 @@ def destination(stack: StackOutputs, to: str | None, name: str) -> Prefix:
 # --- the copy ---------------------------------------------------------------------------------
 
 
-def storage_client(stack: StackOutputs) -> Any:
-    """google-cloud-storage for the stack: the local platform's emulator anonymously, GCS with
-    application-default credentials."""
-    from google.cloud import storage
-
-    if stack.gcs_endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(
-            project=stack.project,
-            credentials=AnonymousCredentials(),
-            client_options={"api_endpoint": stack.gcs_endpoint},
-        )
-    return storage.Client(project=stack.project)
-
-
 def _remote_md5s(bucket: Any, prefix: Prefix) -> dict[str, str | None]:
     listed = bucket.list_blobs(prefix=f"{prefix.path}/" if prefix.path else None)
     return {blob.name: blob.md5_hash for blob in listed}

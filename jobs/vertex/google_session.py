@@ -35,3 +35,19 @@ def rest_session(stack: StackOutputs) -> Any:
             f"not authenticated: run `gcloud auth application-default login` ({exc})"
         ) from exc
     return AuthorizedSession(credentials)
+
+
+def storage_client(stack: StackOutputs) -> Any:
+    """google-cloud-storage for the stack: the local platform's emulator anonymously, GCS with
+    application-default credentials."""
+    from google.cloud import storage
+
+    if stack.gcs_endpoint:
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(
+            project=stack.project,
+            credentials=AnonymousCredentials(),
+            client_options={"api_endpoint": stack.gcs_endpoint},
+        )
+    return storage.Client(project=stack.project)

@@ -135,7 +135,7 @@ def test_the_function_source_is_the_repositorys_controller_and_runs_alone(
 def own_stack(local_platform: StackOutputs) -> StackOutputs:
     """The local stack with a checkpoints bucket of this test's own: the platform's own
     controller, which watches the stack's bucket, never reaches this test's record."""
-    from jobs.control.records import storage_client
+    from jobs.vertex.google_session import storage_client
 
     bucket = f"vtx-fn-{uuid.uuid4().hex[:12]}"
     storage_client(local_platform).create_bucket(bucket)

@@ -20,12 +20,12 @@ from jobs.serving.model_mirror import (
     local_files,
     mirror,
     resolve_source,
-    storage_client,
 )
 from jobs.serving.model_rest import ModelRecord, ModelRest
 from jobs.serving.model_upload import (
     UploadOptions,
 )
+from jobs.vertex.google_session import storage_client
 from vtx.confirm import Ask
 from vtx.flows.model_upload import upload_run_model
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack

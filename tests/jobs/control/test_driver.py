@@ -35,7 +35,7 @@ SLEEPER = {
 @pytest.fixture
 def stack(local_platform: StackOutputs) -> StackOutputs:
     """The local stack with a checkpoints bucket of this test's own."""
-    from jobs.control.records import storage_client
+    from jobs.vertex.google_session import storage_client
 
     bucket = f"vtx-ctl-{uuid.uuid4().hex[:12]}"
     storage_client(local_platform).create_bucket(bucket)

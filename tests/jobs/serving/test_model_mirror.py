@@ -22,8 +22,8 @@ from jobs.serving.model_mirror import (
     local_files,
     mirror,
     resolve_source,
-    storage_client,
 )
+from jobs.vertex.google_session import storage_client
 from tests.conftest import stack_outputs
 
 
