@@ -26,7 +26,7 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.components.identity import sa_member
+from infra.components.identity import function_builder_grants, sa_member
 from infra.config import (
     CONTROLLED_PREFIX,
     CONTROLLER_PERMISSIONS,
@@ -51,7 +51,6 @@ LEFT_OUT = ("jobs/local/", "jobs/templates/")
 RUNTIME = "python312"
 STACK_ENV = "VTX_STACK"
 """The stack's outputs as JSON, for the function (``jobs.control.cloud_function.STACK_ENV``)."""
-FUNCTION_IMAGES = "gcf-artifacts"
 
 
 def repository_files() -> dict[str, Path]:
@@ -130,7 +129,7 @@ class Controller(pulumi.ComponentResource):
             permissions=list(CONTROLLER_PERMISSIONS),
             opts=own,
         )
-        runtime, builder = sa_member(self.runtime.email), sa_member(self.builder.email)
+        runtime = sa_member(self.runtime.email)
         runs = f"projects/_/buckets/{{bucket}}/objects/{CONTROLLED_PREFIX}"
         self.grants = [
             gcp.projects.IAMMember(
@@ -167,33 +166,13 @@ class Controller(pulumi.ComponentResource):
                 ),
                 opts=own,
             ),
-            gcp.projects.IAMMember(
-                f"{self._name}-ctlbuild-logs",
-                project=args.project,
-                role="roles/logging.logWriter",
-                member=builder,
-                opts=own,
-            ),
-            gcp.projects.IAMMember(
-                f"{self._name}-ctlbuild-images",
-                project=args.project,
-                role="roles/artifactregistry.writer",
-                member=builder,
-                condition=gcp.projects.IAMMemberConditionArgs(
-                    title="cloud-functions-images-only",
-                    expression=(
-                        'resource.name.startsWith("projects/'
-                        f'{args.project}/locations/{args.region}/repositories/{FUNCTION_IMAGES}")'
-                    ),
-                ),
-                opts=own,
-            ),
-            gcp.storage.BucketIAMMember(
-                f"{self._name}-ctlbuild-source",
-                bucket=args.source_bucket,
-                role="roles/storage.objectViewer",
-                member=builder,
-                opts=own,
+            *function_builder_grants(
+                f"{self._name}-ctlbuild",
+                args.project,
+                args.region,
+                self.builder.email,
+                args.source_bucket,
+                own,
             ),
         ]
 

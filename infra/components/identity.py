@@ -54,6 +54,58 @@ def sa_member(email: pulumi.Input[str]) -> pulumi.Output[str]:
     return pulumi.Output.concat("serviceAccount:", email)
 
 
+FUNCTION_IMAGES = "gcf-artifacts"
+"""Cloud Functions (2nd gen) pushes its images to this repository of the function's region."""
+
+
+def function_builder_grants(
+    name: str,
+    project: str,
+    region: str,
+    builder_email: pulumi.Input[str],
+    source_bucket: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+) -> list[pulumi.Resource]:
+    """What Cloud Build needs to build a 2nd-gen function as ``builder`` (not the Compute
+    Engine default account, which is Editor on new projects): its own logs, the image in Cloud
+    Functions' repository, and the zipped source. Resources are named ``<name>-logs``,
+    ``<name>-images`` and ``<name>-source``."""
+    builder = sa_member(builder_email)
+    return [
+        # The build's own logs; Cloud Build writes them at the project.
+        gcp.projects.IAMMember(
+            f"{name}-logs",
+            project=project,
+            role="roles/logging.logWriter",
+            member=builder,
+            opts=opts,
+        ),
+        # The image goes to Cloud Functions' own repository, which Google creates on the first
+        # build: a project grant, held to that one repository by a condition.
+        gcp.projects.IAMMember(
+            f"{name}-images",
+            project=project,
+            role="roles/artifactregistry.writer",
+            member=builder,
+            condition=gcp.projects.IAMMemberConditionArgs(
+                title="cloud-functions-images-only",
+                expression=(
+                    'resource.name.startsWith("projects/'
+                    f'{project}/locations/{region}/repositories/{FUNCTION_IMAGES}")'
+                ),
+            ),
+            opts=opts,
+        ),
+        gcp.storage.BucketIAMMember(
+            f"{name}-source",
+            bucket=source_bucket,
+            role="roles/storage.objectViewer",
+            member=builder,
+            opts=opts,
+        ),
+    ]
+
+
 @dataclass(frozen=True)
 class ServiceAgentsArgs:
     project: str

@@ -21,7 +21,7 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.components.identity import sa_member
+from infra.components.identity import function_builder_grants, sa_member
 from infra.config import CANCEL_PERMISSIONS, CANCELER_ROLE_SUFFIX, TeamBudget
 from jobs.core.stack import LABEL_TEAM
 
@@ -35,8 +35,6 @@ RUNTIME = "python312"
 # "Team budgets").
 BUDGET_PUBLISHER = "serviceAccount:billing-budget-alert@system.gserviceaccount.com"
 PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"
-# Cloud Functions (2nd gen) pushes its images to this repository of the function's region.
-FUNCTION_IMAGES = "gcf-artifacts"
 
 
 def source_digest() -> str:
@@ -124,36 +122,13 @@ class TeamBudgets(pulumi.ComponentResource):
                 member=sa_member(self.runtime.email),
                 opts=own,
             ),
-            # The build's own logs; Cloud Build writes them at the project.
-            gcp.projects.IAMMember(
-                f"{self._name}-fnbuild-logs",
-                project=args.project,
-                role="roles/logging.logWriter",
-                member=sa_member(self.builder.email),
-                opts=own,
-            ),
-            # The image goes to Cloud Functions' own repository, which Google creates on the
-            # first build: a project grant, held to that one repository by a condition.
-            gcp.projects.IAMMember(
-                f"{self._name}-fnbuild-images",
-                project=args.project,
-                role="roles/artifactregistry.writer",
-                member=sa_member(self.builder.email),
-                condition=gcp.projects.IAMMemberConditionArgs(
-                    title="cloud-functions-images-only",
-                    expression=(
-                        'resource.name.startsWith("projects/'
-                        f'{args.project}/locations/{args.region}/repositories/{FUNCTION_IMAGES}")'
-                    ),
-                ),
-                opts=own,
-            ),
-            gcp.storage.BucketIAMMember(
-                f"{self._name}-fnbuild-source",
-                bucket=args.source_bucket,
-                role="roles/storage.objectViewer",
-                member=sa_member(self.builder.email),
-                opts=own,
+            *function_builder_grants(
+                f"{self._name}-fnbuild",
+                args.project,
+                args.region,
+                self.builder.email,
+                args.source_bucket,
+                own,
             ),
         ]
 
