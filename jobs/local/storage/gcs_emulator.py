@@ -75,7 +75,6 @@ connection) before the connection is closed."""
 REFUSAL_DRAIN_S = 1.0
 """How long a refused connection is read from after its 403, so that closing it does not reset
 the connection before the client has read the answer."""
-MAX_COMPOSE_SOURCES = 32
 MAX_QUERY_FIELDS = 64
 
 
@@ -475,7 +474,8 @@ class GcsHandler(BaseHTTPRequestHandler):
             self._send_json(200, object_resource(meta, self.base_url))
         elif method in ("PATCH", "PUT"):
             fields = self._json_body()
-            meta = store.patch(bucket, name, fields, json_api.preconditions(query), method == "PUT")
+            conditions = json_api.preconditions(query)
+            meta = store.patch(bucket, name, fields, conditions, method == "PUT", generation)
             self._send_json(200, object_resource(meta, self.base_url))
         elif method == "DELETE":
             self._discard_body()
@@ -500,6 +500,8 @@ class GcsHandler(BaseHTTPRequestHandler):
             raise bad_request("objects.move: the destination is the source; name another object")
         source_generation = json_api.int_param(query, "sourceGeneration")
         source_meta = store.get(bucket, source, source_generation)
+        source_conditions = json_api.preconditions(query, json_api.SOURCE_PRECONDITION_PARAMS)
+        source_conditions.check(source_meta, f"the source gs://{bucket}/{source}")
         fields = {k: v for k, v in source_meta.items() if k in OBJECT_FIELDS} | {
             k: v for k, v in body.items() if k in OBJECT_FIELDS
         }
@@ -523,21 +525,12 @@ class GcsHandler(BaseHTTPRequestHandler):
     def _compose(
         self, bucket: str, dest: str, body: dict[str, Any], conditions: Preconditions
     ) -> None:
-        sources = body.get("sourceObjects")
-        if not isinstance(sources, list) or not 1 <= len(sources) <= MAX_COMPOSE_SOURCES:
-            raise bad_request(
-                f'compose takes 1 to {MAX_COMPOSE_SOURCES} sourceObjects, each {{"name": ...}}'
-            )
-        parsed: list[tuple[str, int | None]] = []
-        for source in sources:
-            if not isinstance(source, dict) or not isinstance(source.get("name"), str):
-                raise bad_request('each of compose\'s sourceObjects needs {"name": "..."}')
-            generation = source.get("generation")
-            parsed.append((checked_object(source["name"]), int(generation) if generation else None))
+        sources = json_api.compose_sources(body)
         destination = body.get("destination") or {}
-        fields = {k: v for k, v in destination.items() if k in OBJECT_FIELDS}
-        data = self.server.store.compose(bucket, parsed)
-        meta = self.server.store.put(bucket, dest, data, fields, conditions)
+        if not isinstance(destination, dict):
+            raise bad_request("compose's destination must be an object resource ({...})")
+        data = self.server.store.compose(bucket, sources)
+        meta = self.server.store.put(bucket, dest, data, destination, conditions)
         self._send_json(200, object_resource(meta, self.base_url))
 
     # -- downloads ------------------------------------------------------------------------------
@@ -630,7 +623,7 @@ class GcsHandler(BaseHTTPRequestHandler):
         self.server.store.get_bucket(bucket)
         data, _ = self._body_to_temp()
         fields = {"contentType": content_type} if content_type else {}
-        meta = self.server.store.put(bucket, name, data, fields, json_api.preconditions(query))
+        meta = self.server.store.put(bucket, name, data, fields, upload_preconditions(query))
         self._send_json(200, object_resource(meta, self.base_url))
 
     def _upload_multipart(self, bucket: str, query: dict[str, str], content_type: str) -> None:
@@ -654,7 +647,7 @@ class GcsHandler(BaseHTTPRequestHandler):
         fields = dict(parsed.metadata)
         if parsed.content_type and not fields.get("contentType"):
             fields["contentType"] = parsed.content_type
-        meta = store.put(bucket, name, data, fields, json_api.preconditions(query))
+        meta = store.put(bucket, name, data, fields, upload_preconditions(query))
         self._send_json(200, object_resource(meta, self.base_url))
 
     def _start_resumable(self, bucket: str, query: dict[str, str]) -> None:
@@ -663,9 +656,7 @@ class GcsHandler(BaseHTTPRequestHandler):
         content_type = self.headers.get("x-upload-content-type")
         if content_type and not fields.get("contentType"):
             fields["contentType"] = content_type
-        session = self.server.store.start_session(
-            bucket, name, fields, json_api.preconditions(query)
-        )
+        session = self.server.store.start_session(bucket, name, fields, upload_preconditions(query))
         location = (
             f"{self.base_url}/upload/storage/v1/b/{bucket}/o?uploadType=resumable"
             f"&name={quote(name, safe='')}&upload_id={session.id}"
@@ -721,6 +712,10 @@ class GcsHandler(BaseHTTPRequestHandler):
                 out.truncate(session.received)
                 raise
             session.received = out.tell()
+
+
+def upload_preconditions(query: dict[str, str]) -> Preconditions:
+    return json_api.preconditions(query, json_api.UPLOAD_PRECONDITION_PARAMS)
 
 
 def not_served(method: str, path: str) -> StoreError:
