@@ -22,8 +22,10 @@ connection at a time; fake-gcs-server (a Go binary) listens on a TCP port of its
 check of ours can stand in front of. The comparison, case by case, is in
 jobs/local/README.md ("The GCS emulator").
 
-Each connection has a thread; every read from a client has a deadline (``READ_TIMEOUT_S``), so a
-client that stops mid-request, or never starts one, holds only its own thread. Before anything
+Each connection has a thread; every read from a client has a deadline (``--read-timeout-s``, the
+platform's ``read_timeout_s``: jobs/local/platform/request_deadline.py), so a client that stops
+mid-request, or never starts one, holds only its own thread; a client that goes away is one line
+in the log. Before anything
 is read, the connection's owner is checked (jobs/local/platform/guard.py): a program of
 another user gets a 403 at once, without a request. Every request then passes the same
 checks as the control plane's (loopback ``Host``, no browser headers) and GCS's naming rules.
@@ -38,6 +40,7 @@ import re
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import time
 from http import HTTPStatus
@@ -54,6 +57,7 @@ from jobs.local.platform.guard import (
     origin_refusal,
     peer_refusal,
 )
+from jobs.local.platform.request_deadline import READ_TIMEOUT_S, ClientGone, log_client_gone
 from jobs.local.storage import json_api
 from jobs.local.storage.json_api import bad_request, object_resource
 from jobs.local.storage.object_store import (
@@ -69,17 +73,10 @@ log = logging.getLogger(__name__)
 
 STORE_DIR = Path(".cloudstorage") / "v2"
 DEFAULT_PROJECT_NUMBER = "123456789"
-READ_TIMEOUT_S = 60.0
-"""Longest wait for the next bytes of a request (or for the next request on a kept-alive
-connection) before the connection is closed."""
 REFUSAL_DRAIN_S = 1.0
 """How long a refused connection is read from after its 403, so that closing it does not reset
 the connection before the client has read the answer."""
 MAX_QUERY_FIELDS = 64
-
-
-class ClientGone(Exception):
-    """The client closed the connection, or went quiet, before its request body was complete."""
 
 
 def _name_from_path(raw: str, what: str) -> str:
@@ -120,15 +117,30 @@ class GcsServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], store: ObjectStore) -> None:
+    def __init__(
+        self, address: tuple[str, int], store: ObjectStore, read_timeout_s: float = READ_TIMEOUT_S
+    ) -> None:
         self.store = store
+        self.read_timeout_s = read_timeout_s
         super().__init__(address, GcsHandler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away outside a request's handling (while its request line was
+        read, or an answer written) is one line; anything else keeps its traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):
+            log_client_gone(log, "-", "-", f"{client_address[0]}:{client_address[1]}: {error!r}")
+            return
+        super().handle_error(request, client_address)
 
 
 class GcsHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    timeout = READ_TIMEOUT_S  # StreamRequestHandler sets it on the socket: every read's deadline
     server: GcsServer
+
+    def setup(self) -> None:
+        self.timeout = self.server.read_timeout_s  # set on the socket: every read's deadline
+        super().setup()
 
     # -- the connection -------------------------------------------------------------------------
 
@@ -191,7 +203,11 @@ class GcsHandler(BaseHTTPRequestHandler):
             if refusal is not None:
                 raise StoreError(refusal.http_code, refusal.status, refusal.message)
             self._route(method)
-        except ClientGone:
+        except ClientGone as gone:
+            log_client_gone(log, method, self.path, gone)
+            self.close_connection = True
+        except (ConnectionError, TimeoutError) as exc:  # gone while its answer was written
+            log_client_gone(log, method, self.path, repr(exc))
             self.close_connection = True
         except StoreError as err:
             self._send_error(err)
@@ -252,9 +268,9 @@ class GcsHandler(BaseHTTPRequestHandler):
         try:
             data = self.rfile.read(count)
         except OSError as exc:
-            raise ClientGone() from exc
+            raise ClientGone(f"reading its body: {exc!r}") from exc
         if len(data) < count:
-            raise ClientGone()
+            raise ClientGone(f"it closed the connection {count - len(data)} bytes short")
         return data
 
     def _chunks(self, length: int | None) -> Any:
@@ -286,9 +302,9 @@ class GcsHandler(BaseHTTPRequestHandler):
         try:
             line = self.rfile.readline(1024)
         except OSError as exc:
-            raise ClientGone() from exc
+            raise ClientGone(f"reading its chunked body: {exc!r}") from exc
         if not line.endswith(b"\n"):
-            raise ClientGone()
+            raise ClientGone("its chunked body ended mid-line")
         return line
 
     def _body_to(self, out: IO[bytes]) -> int:
@@ -722,8 +738,10 @@ def not_served(method: str, path: str) -> StoreError:
     return StoreError(404, "NOT_FOUND", f"the local GCS serves no {method} {path}")
 
 
-def serve(host: str, port: int, root: Path, project_number: str) -> None:
-    httpd = GcsServer((host, port), ObjectStore(root, project_number))
+def serve(
+    host: str, port: int, root: Path, project_number: str, read_timeout_s: float = READ_TIMEOUT_S
+) -> None:
+    httpd = GcsServer((host, port), ObjectStore(root, project_number), read_timeout_s)
     try:
         httpd.serve_forever()
     finally:
@@ -744,13 +762,19 @@ def main() -> None:
         help="keep nothing after exit (objects in a temporary directory, removed on exit)",
     )
     parser.add_argument("--project-number", default=DEFAULT_PROJECT_NUMBER)
+    parser.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=READ_TIMEOUT_S,
+        help="longest wait for a client's next bytes before its connection is closed",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="log errors only")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO)
     signal.signal(signal.SIGTERM, _stop)
     root = Path(tempfile.mkdtemp(prefix=".cloudstorage-", dir=".")) if args.in_memory else STORE_DIR
     try:
-        serve(args.host, args.port, root.resolve(), args.project_number)
+        serve(args.host, args.port, root.resolve(), args.project_number, args.read_timeout_s)
     finally:
         if args.in_memory:
             shutil.rmtree(root, ignore_errors=True)
