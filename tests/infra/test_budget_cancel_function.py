@@ -9,8 +9,10 @@ import ast
 import base64
 import json
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
@@ -37,7 +39,7 @@ SLEEPS = "import time; time.sleep(600)"
 THIS_MONTH = datetime.now(UTC).replace(day=1, hour=8, minute=0, second=0, microsecond=0)
 
 
-def message(cost: float, amount: float = 100.0, start: datetime = THIS_MONTH, **more) -> dict:
+def message(cost: Any, amount: Any = 100.0, start: datetime = THIS_MONTH, **more) -> dict:
     """A Pub/Sub message as Cloud Billing publishes it (schema 1.0)."""
     data = {
         "budgetDisplayName": "acme-vtx-prod team nlp",
@@ -49,13 +51,17 @@ def message(cost: float, amount: float = 100.0, start: datetime = THIS_MONTH, **
         **more,
     }
     return {
-        "data": base64.b64encode(json.dumps(data).encode()).decode(),
+        "data": encoded(json.dumps(data)),
         "attributes": {
             "billingAccountId": "000000-000000-000000",
             "budgetId": "0b1c2d3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e",
             "schemaVersion": "1.0",
         },
     }
+
+
+def encoded(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 def settings(platform: StackOutputs, team: str) -> Settings:
@@ -156,38 +162,168 @@ def test_the_deployed_entry_point_cancels_through_the_functions_framework(
 ) -> None:
     """main.py as Cloud Functions runs it: the Functions Framework's app, one CloudEvent as
     Eventarc delivers a Pub/Sub message (binary mode), default credentials from google.auth."""
-    import functions_framework
-    import google.auth
-
     jobs = client(local_platform.vertex_endpoint)
     team = f"e-{uuid.uuid4().hex[:8]}"
     job = custom_job(f"team-{team}", pool(SLEEPS), labels={LABEL_TEAM: team})
     name = jobs.create_custom_job(parent=PARENT, custom_job=job).name
     wait_for(lambda: jobs.get_custom_job(name=name).state.name == "JOB_STATE_RUNNING")
 
+    app = function_app(local_platform, team, monkeypatch)
+    body = {"message": message(cost=120.0, alertThresholdExceeded=1.0), "subscription": "s"}
+    answer = app.test_client().post("/", json=body, headers=CLOUD_EVENT_HEADERS)
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    assert wait_terminal(jobs, name).state.name == "JOB_STATE_CANCELLED"
+
+
+# -- messages that must cancel nothing -----------------------------------------------------------
+
+OVER = {"alertThresholdExceeded": 1.0}
+DEEP = "[" * 200_000 + "]" * 200_000
+# Each is acknowledged with one log line naming what is wrong; none may list, let alone cancel.
+NOT_NOTIFICATIONS = {
+    "cost NaN": (message(cost=float("nan"), **OVER), "costAmount"),
+    "cost +Infinity": (message(cost=float("inf"), **OVER), "costAmount"),
+    "cost -Infinity": (message(cost=float("-inf"), **OVER), "costAmount"),
+    "cost negative": (message(cost=-5.0, **OVER), "costAmount"),
+    "budget NaN": (message(cost=150.0, amount=float("nan"), **OVER), "budgetAmount"),
+    "budget +Infinity": (message(cost=150.0, amount=float("inf")), "budgetAmount"),
+    "budget -Infinity": (message(cost=150.0, amount=float("-inf"), **OVER), "budgetAmount"),
+    "budget negative": (message(cost=150.0, amount=-100.0, **OVER), "budgetAmount"),
+    "both negative": (message(cost=-200.0, amount=-100.0, **OVER), "costAmount"),
+    "cost too large for a float": (message(cost=10**400, **OVER), "costAmount"),
+    "starts next month": (
+        message(cost=150.0, start=THIS_MONTH + timedelta(days=40), **OVER),
+        "in the future",
+    ),
+    "message null": (None, "not a Pub/Sub message"),
+    "message a list": ([message(cost=150.0, **OVER)], "not a Pub/Sub message"),
+    "message a string": ("over budget", "not a Pub/Sub message"),
+    "data a number": ({"data": 12345, "attributes": {}}, "not base64 text"),
+    "data a map": ({"data": {"costAmount": 150.0}, "attributes": {}}, "not base64 text"),
+    "data not base64": ({"data": "#!?", "attributes": {}}, "not base64 JSON"),
+    "data not JSON": ({"data": encoded("{cost: 1"), "attributes": {}}, "not base64 JSON"),
+    "data 200k deep": ({"data": encoded(DEEP), "attributes": {}}, "not base64 JSON"),
+    "attributes a list": (
+        {**message(cost=150.0, **OVER), "attributes": ["schemaVersion"]},
+        "attributes",
+    ),
+    "attributes a string": ({**message(cost=150.0, **OVER), "attributes": "1.0"}, "attributes"),
+}
+
+
+def one_warning(out: str) -> dict:
+    """The one log line a refused message leaves (Cloud Logging's JSON on stdout)."""
+    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0]["severity"] == "WARNING" and "nothing cancelled" in lines[0]["message"]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def running_team_job(local_platform: StackOutputs) -> Iterator[tuple[str, str]]:
+    """A team and its running job, which no message below may cancel."""
+    jobs = client(local_platform.vertex_endpoint)
+    team = f"q-{uuid.uuid4().hex[:8]}"
+    job = custom_job(f"team-{team}", pool(SLEEPS), labels={LABEL_TEAM: team})
+    name = jobs.create_custom_job(parent=PARENT, custom_job=job).name
+    wait_for(lambda: jobs.get_custom_job(name=name).state.name == "JOB_STATE_RUNNING")
+    yield team, name
+    if jobs.get_custom_job(name=name).state.name == "JOB_STATE_RUNNING":  # else a test failed
+        jobs.cancel_custom_job(name=name)
+
+
+@pytest.mark.parametrize(
+    ("bad", "fragment"), list(NOT_NOTIFICATIONS.values()), ids=list(NOT_NOTIFICATIONS)
+)
+def test_a_message_that_is_not_a_valid_notification_cancels_nothing(
+    local_platform: StackOutputs,
+    running_team_job: tuple[str, str],
+    capsys: pytest.CaptureFixture[str],
+    bad: Any,
+    fragment: str,
+) -> None:
+    team, name = running_team_job
+    session = AuthorizedSession(AnonymousCredentials())
+    assert handle(bad, settings(local_platform, team), session) == []
+    assert fragment in one_warning(capsys.readouterr().out)["message"]
+    jobs = client(local_platform.vertex_endpoint)
+    assert jobs.get_custom_job(name=name).state.name == "JOB_STATE_RUNNING"
+
+
+def test_the_budget_month_is_pacific_time_daylight_saving_included(
+    local_platform: StackOutputs,
+    running_team_job: tuple[str, str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """00:30 PDT on 1 July is 07:30 UTC: June's interval (from 07:00 UTC on 1 June, midnight
+    PDT) is an earlier month's there, July's (from 07:00 UTC on 1 July) is this month's."""
+    team, name = running_team_job
+    now = datetime(2026, 7, 1, 7, 30, tzinfo=UTC)
+    june = message(cost=180.0, start=datetime(2026, 6, 1, 7, tzinfo=UTC), **OVER)
+    july = message(cost=180.0, start=datetime(2026, 7, 1, 7, tzinfo=UTC), **OVER)
+    assert not cancel_jobs.is_current(cancel_jobs.decode(june), now)
+    assert cancel_jobs.is_current(cancel_jobs.decode(july), now)
+    # A winter month: midnight PST on 1 January is 08:00 UTC.
+    january = datetime(2027, 1, 1, 8, 30, tzinfo=UTC)
+    december = message(cost=180.0, start=datetime(2026, 12, 1, 8, tzinfo=UTC), **OVER)
+    assert not cancel_jobs.is_current(cancel_jobs.decode(december), january)
+    assert cancel_jobs.is_current(cancel_jobs.decode(december), january - timedelta(hours=1))
+
+    session = AuthorizedSession(AnonymousCredentials())
+    assert handle(june, settings(local_platform, team), session, now=now) == []
+    assert "earlier interval" in capsys.readouterr().out
+    jobs = client(local_platform.vertex_endpoint)
+    assert jobs.get_custom_job(name=name).state.name == "JOB_STATE_RUNNING"
+
+
+def function_app(platform: StackOutputs, team: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """main.py as Cloud Functions runs it: the Functions Framework's app, with the stack's
+    environment and default credentials from google.auth."""
+    import functions_framework
+    import google.auth
+
     env = {
-        "VTX_PROJECT": local_platform.project,
+        "VTX_PROJECT": platform.project,
         "VTX_REGIONS": LOCAL_REGION,
         "VTX_TEAM": team,
         "VTX_TEAM_LABEL": LABEL_TEAM,
         "VTX_CANCEL_AT": "1.0",
-        "VTX_VERTEX_ENDPOINT": local_platform.vertex_endpoint or "",
+        "VTX_VERTEX_ENDPOINT": platform.vertex_endpoint or "",
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(google.auth, "default", lambda scopes=None: (AnonymousCredentials(), None))
     monkeypatch.syspath_prepend(str(FUNCTION))  # the function's folder is its whole source
-    app = functions_framework.create_app(
+    return functions_framework.create_app(
         target="on_budget_update", source=str(FUNCTION / "main.py"), signature_type="cloudevent"
     )
-    headers = {
-        "ce-id": "1",
-        "ce-specversion": "1.0",
-        "ce-source": "//pubsub.googleapis.com/projects/p/topics/t",
-        "ce-type": "google.cloud.pubsub.topic.v1.messagePublished",
-        "Content-Type": "application/json",
-    }
-    body = {"message": message(cost=120.0, alertThresholdExceeded=1.0), "subscription": "s"}
-    answer = app.test_client().post("/", json=body, headers=headers)
-    assert answer.status_code == 200, answer.get_data(as_text=True)
-    assert wait_terminal(jobs, name).state.name == "JOB_STATE_CANCELLED"
+
+
+# Eventarc's binary-mode delivery of a Pub/Sub message.
+CLOUD_EVENT_HEADERS = {
+    "ce-id": "1",
+    "ce-specversion": "1.0",
+    "ce-source": "//pubsub.googleapis.com/projects/p/topics/t",
+    "ce-type": "google.cloud.pubsub.topic.v1.messagePublished",
+    "Content-Type": "application/json",
+}
+
+
+def test_the_deployed_entry_point_acknowledges_what_it_cannot_act_on(
+    local_platform: StackOutputs,
+    running_team_job: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every message above, and an event whose data is not MessagePublishedData at all, is
+    answered 200 (a 500 is a redelivery, for ever) with one line, and cancels nothing."""
+    team, name = running_team_job
+    app = function_app(local_platform, team, monkeypatch).test_client()
+    capsys.readouterr()
+    bodies = [{"message": bad, "subscription": "s"} for bad, _ in NOT_NOTIFICATIONS.values()]
+    for body in [*bodies, ["not", "an", "envelope"], "a string"]:
+        answer = app.post("/", data=json.dumps(body), headers=CLOUD_EVENT_HEADERS)
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+        one_warning(capsys.readouterr().out)
+    jobs = client(local_platform.vertex_endpoint)
+    assert jobs.get_custom_job(name=name).state.name == "JOB_STATE_RUNNING"

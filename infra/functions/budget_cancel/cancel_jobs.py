@@ -17,7 +17,14 @@ Studies go first: a study whose trials alone were cancelled would start others.
 Idempotent: a job already cancelling or ended is not listed again, and one that ends between the
 list and the cancel answers FAILED_PRECONDITION, which is taken as done; a redelivered message
 cancels only what is still running. A message for an earlier month's interval (a late
-redelivery) is ignored: that month's spend says nothing of this month's jobs.
+redelivery) is ignored: that month's spend says nothing of this month's jobs. Budget months are
+calendar months of US Pacific time, daylight saving included (the month is judged in
+``America/Los_Angeles``, never at a fixed offset).
+
+A message that is not a notification this function can act on (not a Pub/Sub message, data that
+is not base64 JSON, an amount that is not a finite non-negative number, an interval that starts
+in the future) cancels nothing: it is acknowledged with one log line saying why, since raising
+would only make Pub/Sub deliver the same message again, for ever.
 
 Self-contained on purpose (the function is deployed alone): the standard library and a
 ``requests``-style session (``google.auth``'s AuthorizedSession in the cloud) only.
@@ -28,20 +35,27 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
+from zoneinfo import ZoneInfo
 
 ACTIVE_STATES = frozenset({"JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING"})
 """States a job still spends (or is about to) in; CANCELLING is on its way out already."""
 # Studies first: cancelling a study stops its trials; a trial cancelled alone is replaced.
 COLLECTIONS = ("hyperparameterTuningJobs", "customJobs")
 PAGE_SIZE = 100
-# Budget periods begin at midnight US Pacific time (UTC-8, Cloud Billing Budget API's Filter):
-# an interval that began before the day preceding this month's first is an earlier month's.
-PACIFIC_OFFSET = timedelta(hours=8)
+# Budget periods begin at midnight US Pacific time (Cloud Billing Budget API's Filter), whose
+# offset is -8 h in winter and -7 h in summer: the month is judged in the zone itself.
+PACIFIC = ZoneInfo("America/Los_Angeles")
+# An interval that began up to a day before this Pacific month's first midnight is still this
+# month's (a start written at another offset); a month-old one is an earlier month's.
+INTERVAL_SLACK = timedelta(days=1)
+SHOWN_CHARS = 200
+"""How much of a value a log line quotes (a junk message may carry megabytes)."""
 
 
 class NotificationError(ValueError):
@@ -113,46 +127,85 @@ class Notification:
 
     @property
     def spent(self) -> float:
-        """The fraction of the budget's amount spent so far in the interval."""
-        return self.cost / self.amount if self.amount > 0 else float("inf")
+        """The fraction of the budget's amount spent so far in the interval (of a zero
+        budget: all of it once anything is spent)."""
+        if self.amount > 0:
+            return self.cost / self.amount
+        return float("inf") if self.cost > 0 else 0.0
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` cut to SHOWN_CHARS, for a log line."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} chars)"
 
 
 def _number(data: Mapping[str, Any], key: str) -> float:
+    """A finite, non-negative amount: NaN, an infinity or a negative figure is no cost or budget
+    Cloud Billing writes, and acting on one would cancel (or spare) jobs on a corrupt message."""
     value = data.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise NotificationError(f"{key} is {value!r}, not a number")
-    return float(value)
+        raise NotificationError(f"{key} is {shown(value)}, not a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float
+        raise NotificationError(f"{key} is {shown(value)}, too large to be an amount") from None
+    if not math.isfinite(number) or number < 0:
+        raise NotificationError(f"{key} is {shown(value)}, not a finite non-negative number")
+    return number
 
 
 def _optional_number(data: Mapping[str, Any], key: str) -> float | None:
     return _number(data, key) if data.get(key) is not None else None
 
 
-def decode(message: Mapping[str, Any]) -> Notification:
-    """The Pub/Sub message (``data`` base64, ``attributes``) as a Notification."""
+def _json_object(message: Mapping[str, Any]) -> dict[str, Any]:
+    raw = message.get("data") or ""
+    if not isinstance(raw, str | bytes):
+        raise NotificationError(f"data is {type(raw).__name__} {shown(raw)}, not base64 text")
     try:
-        data = json.loads(base64.b64decode(message.get("data") or "", validate=True))
-    except (binascii.Error, ValueError) as exc:
-        raise NotificationError(f"data is not base64 JSON: {exc}") from None
+        # RecursionError: JSON nested deeper than the interpreter's stack (a hostile message).
+        data = json.loads(base64.b64decode(raw, validate=True))
+    except (binascii.Error, ValueError, RecursionError) as exc:
+        raise NotificationError(f"data is not base64 JSON: {shown(str(exc))}") from None
     if not isinstance(data, dict):
         raise NotificationError("data is not a JSON object")
+    return data
+
+
+def _interval_start(data: Mapping[str, Any]) -> datetime:
+    raw = data.get("costIntervalStart")
+    try:
+        start = datetime.fromisoformat(raw) if isinstance(raw, str) else None
+    except ValueError:
+        start = None
+    if start is None:
+        raise NotificationError(f"costIntervalStart is {shown(raw)}, not an RFC 3339 time")
+    return start if start.tzinfo else start.replace(tzinfo=UTC)
+
+
+def decode(message: Any) -> Notification:
+    """The Pub/Sub message (``data`` base64, ``attributes``) as a Notification."""
+    if not isinstance(message, Mapping):
+        raise NotificationError(
+            f"the message is {type(message).__name__} {shown(message)}, not a Pub/Sub message "
+            f'object ({{"data": ..., "attributes": ...}})'
+        )
     attributes = message.get("attributes") or {}
+    if not isinstance(attributes, Mapping):
+        raise NotificationError(f"attributes is {shown(attributes)}, not a map")
+    data = _json_object(message)
     version = attributes.get("schemaVersion")
     if version not in (None, "1.0"):
-        raise NotificationError(f"schemaVersion {version!r}: this function reads 1.0")
-    try:
-        start = datetime.fromisoformat(str(data.get("costIntervalStart")))
-    except ValueError:
-        raise NotificationError(
-            f"costIntervalStart is {data.get('costIntervalStart')!r}, not an RFC 3339 time"
-        ) from None
+        raise NotificationError(f"schemaVersion {shown(version)}: this function reads 1.0")
+    start = _interval_start(data)
     return Notification(
-        budget=str(data.get("budgetDisplayName", "")),
-        budget_id=attributes.get("budgetId"),
+        budget=str(data.get("budgetDisplayName", ""))[:SHOWN_CHARS],
+        budget_id=budget_id if isinstance(budget_id := attributes.get("budgetId"), str) else None,
         cost=_number(data, "costAmount"),
         amount=_number(data, "budgetAmount"),
         currency=str(data.get("currencyCode", "")),
-        interval_start=start if start.tzinfo else start.replace(tzinfo=UTC),
+        interval_start=start,
         alert_threshold=_optional_number(data, "alertThresholdExceeded"),
         forecast_threshold=_optional_number(data, "forecastThresholdExceeded"),
     )
@@ -160,9 +213,17 @@ def decode(message: Mapping[str, Any]) -> Notification:
 
 def is_current(notification: Notification, now: datetime) -> bool:
     """Whether the notification is about this month's budget interval, not a late earlier one."""
-    pacific = now - PACIFIC_OFFSET
-    earliest = datetime(pacific.year, pacific.month, 1, tzinfo=UTC) - timedelta(days=1)
-    return notification.interval_start >= earliest
+    month_start = now.astimezone(PACIFIC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return notification.interval_start >= month_start - INTERVAL_SLACK
+
+
+def check_interval(notification: Notification, now: datetime) -> None:
+    """An interval that has not begun yet is no spend: the message is corrupt or forged."""
+    if notification.interval_start > now:
+        raise NotificationError(
+            f"costIntervalStart {notification.interval_start.isoformat()} is in the future "
+            f"(now {now.isoformat()})"
+        )
 
 
 def log(severity: str, message: str, **fields: Any) -> None:
@@ -205,14 +266,27 @@ def cancel(session: Session, settings: Settings, region: str, name: str) -> bool
     return True
 
 
+def message_of(event_data: Any) -> Any:
+    """The Pub/Sub message of an Eventarc delivery (MessagePublishedData: ``message`` and
+    ``subscription``); anything else is handed on as it is, for ``decode`` to refuse by name."""
+    return event_data.get("message") if isinstance(event_data, Mapping) else event_data
+
+
 def handle(
-    message: Mapping[str, Any],
+    message: Any,
     settings: Settings,
     session: Session,
     now: datetime | None = None,
 ) -> list[str]:
-    """Act on one notification; the names of the jobs cancelled (none when under budget)."""
-    notification = decode(message)
+    """Act on one notification; the names of the jobs cancelled (none when under budget, and
+    none for a message that is not a notification this function can act on)."""
+    now = now or datetime.now(UTC)
+    try:
+        notification = decode(message)
+        check_interval(notification, now)
+    except NotificationError as exc:
+        log("WARNING", f"not a budget notification to act on, nothing cancelled: {exc}")
+        return []
     seen = {
         "team": settings.team,
         "budget": notification.budget,
@@ -222,7 +296,7 @@ def handle(
         "spent": round(notification.spent, 4),
         "cancel_at": settings.cancel_at,
     }
-    if not is_current(notification, now or datetime.now(UTC)):
+    if not is_current(notification, now):
         log("INFO", "an earlier interval's notification: nothing to do", **seen)
         return []
     if notification.spent < settings.cancel_at:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functions_framework
 import google.auth
-from cancel_jobs import Settings, handle
+from cancel_jobs import Settings, handle, message_of
 from cloudevents.http import CloudEvent
 from google.auth.transport.requests import AuthorizedSession
 
@@ -19,6 +19,7 @@ SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 @functions_framework.cloud_event
 def on_budget_update(event: CloudEvent) -> None:
     """One budget notification: cancel the team's jobs when it is over ``cancel_at``. An error
-    raised here makes Eventarc deliver the message again (the trigger retries)."""
+    raised here makes Eventarc deliver the message again (the trigger retries), so a message
+    that is not a notification is not an error: ``handle`` logs why and returns."""
     credentials, _ = google.auth.default(scopes=SCOPES)
-    handle(event.data["message"], Settings.from_env(), AuthorizedSession(credentials))
+    handle(message_of(event.data), Settings.from_env(), AuthorizedSession(credentials))

@@ -13,8 +13,10 @@ the client asks (``$alt=json;enum-encoding=int``). Plus two vtx endpoints: ``/vt
 
 Every request first passes ``LocalClientsOnly`` (the rules are in jobs/local/platform/guard.py):
 local,
-non-browser clients only, JSON bodies of at most 1 MiB. Every error, ours or the framework's,
-answers in Google's JSON error shape.
+non-browser clients only, JSON bodies of at most 1 MiB; then ``BodyDeadline``
+(jobs/local/platform/request_deadline.py) reads the body whole, each wait at most
+``read_timeout_s``, so no route sees half a body and a client that stops is closed. Every error,
+ours or the framework's, answers in Google's JSON error shape.
 
 Run by `vtx local up` as ``python -m jobs.local.api.server --settings JSON`` (a ``LocalSettings``,
 jobs/local/platform/settings.py, passed whole to the executor), with the token in the environment
@@ -74,6 +76,7 @@ from jobs.local.platform.guard import (
 )
 from jobs.local.platform.operations import deleted
 from jobs.local.platform.quota_infos import quota_infos
+from jobs.local.platform.request_deadline import BodyDeadline
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV, project_number
 from jobs.local.platform.store import STORE_FILE, Store
@@ -314,6 +317,8 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     )
     app.state.executor = executor
     app.state.store = store
+    # Inside the guard (added first, so it runs second): a refused request's body is never read.
+    app.add_middleware(BodyDeadline, timeout_s=settings.read_timeout_s, log=log)
     app.add_middleware(LocalClientsOnly, port=settings.port, token=token)
     _add_error_handlers(app)
     _add_job_routes(app, executor, store)

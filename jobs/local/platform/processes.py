@@ -35,6 +35,7 @@ import psutil
 
 from jobs.core.states import JobState
 from jobs.local.platform.ports import free_port, port_free
+from jobs.local.platform.request_deadline import READ_TIMEOUT_S
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import (
     EXAMPLE_DATA,
@@ -187,16 +188,17 @@ def upload_examples(gcs_endpoint: str) -> None:
         )
 
 
-def gcs_command(port: int) -> list[str]:
+def gcs_command(port: int, read_timeout_s: float = READ_TIMEOUT_S) -> list[str]:
     """The GCS emulator's command line (jobs/local/storage/gcs_emulator.py) on ``port``; it keeps
     objects under ./.cloudstorage/v2 of its working directory."""
     cmd = [sys.executable, "-m", "jobs.local.storage.gcs_emulator"]
-    cmd += ["--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--read-timeout-s", str(read_timeout_s)]
     return [*cmd, "--project-number", LOCAL_PROJECT_NUMBER, "-q"]
 
 
-def _start_gcs(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    return _spawn(gcs_command(port), data_dir / "gcs.log", private_dir(data_dir / "gcs"))
+def _start_gcs(data_dir: Path, settings: LocalSettings, port: int) -> subprocess.Popen[bytes]:
+    command = gcs_command(port, settings.read_timeout_s)
+    return _spawn(command, data_dir / "gcs.log", private_dir(data_dir / "gcs"))
 
 
 def _start_server(settings: LocalSettings, token: str) -> subprocess.Popen[bytes]:
@@ -262,7 +264,7 @@ def start_fresh(
                 f"emulator need a port each"
             )
         _check_port(settings.gcs_port, "--gcs-port")
-        gcs_proc = _start_gcs(data_dir, settings.gcs_port)
+        gcs_proc = _start_gcs(data_dir, settings, settings.gcs_port)
         gcs_port = settings.gcs_port
     else:
         gcs_port = int(gcs_endpoint.rsplit(":", 1)[1])
@@ -404,7 +406,7 @@ def _recover(state: PlatformState, settings: LocalSettings, server_up: bool) -> 
     )
     if server_up:  # the emulator died: same port, same objects on disk
         _check_port(state.gcs_port, "--gcs-port")
-        gcs = _start_gcs(data_dir, state.gcs_port)
+        gcs = _start_gcs(data_dir, settings, state.gcs_port)
         _wait_for_gcs(state.gcs_endpoint, gcs, data_dir)
         create_buckets(state.gcs_endpoint)
         state = state.model_copy(

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs.local.platform.capacity import Capacity
+from jobs.local.platform.request_deadline import READ_TIMEOUT_S
 
 DEFAULT_DIR = Path(".vtx") / "local"
 DATA_DIR_ENV = "VTX_LOCAL_DIR"
@@ -55,6 +56,13 @@ class LocalSettings(BaseModel):
     )
     """0: none. Drawn once per job at submission, so a seed replays the same preemptions."""
     chaos_seed: int = Field(0, description="Seed of the chaos schedule (label vtx-chaos-seed).")
+    read_timeout_s: float = Field(
+        READ_TIMEOUT_S,
+        gt=0,
+        le=3600,
+        description="Longest wait for a client's next bytes before its connection is closed.",
+    )
+    """Both servers' deadline on a half-sent request (jobs/local/platform/request_deadline.py)."""
     capacity: Capacity = Field(default_factory=Capacity)
     """Accelerators and quota limits per region (`vtx local up --capacity FILE.yaml`); empty:
     unlimited. `vtx local capacity set` replaces it at run time."""

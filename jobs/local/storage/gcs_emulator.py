@@ -22,8 +22,10 @@ connection at a time; fake-gcs-server (a Go binary) listens on a TCP port of its
 check of ours can stand in front of. The comparison, case by case, is in
 jobs/local/README.md ("The GCS emulator").
 
-Each connection has a thread; every read from a client has a deadline (``READ_TIMEOUT_S``), so a
-client that stops mid-request, or never starts one, holds only its own thread. Before anything
+Each connection has a thread; every read from a client has a deadline (``--read-timeout-s``, the
+platform's ``read_timeout_s``: jobs/local/platform/request_deadline.py), so a client that stops
+mid-request, or never starts one, holds only its own thread; a client that goes away is one line
+in the log. Before anything
 is read, the connection's owner is checked (jobs/local/platform/guard.py): a program of
 another user gets a 403 at once, without a request. Every request then passes the same
 checks as the control plane's (loopback ``Host``, no browser headers) and GCS's naming rules.
@@ -38,6 +40,7 @@ import re
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import time
 from http import HTTPStatus
@@ -54,6 +57,7 @@ from jobs.local.platform.guard import (
     origin_refusal,
     peer_refusal,
 )
+from jobs.local.platform.request_deadline import READ_TIMEOUT_S, ClientGone, log_client_gone
 from jobs.local.storage import json_api
 from jobs.local.storage.json_api import bad_request, object_resource
 from jobs.local.storage.object_store import (
@@ -69,18 +73,10 @@ log = logging.getLogger(__name__)
 
 STORE_DIR = Path(".cloudstorage") / "v2"
 DEFAULT_PROJECT_NUMBER = "123456789"
-READ_TIMEOUT_S = 60.0
-"""Longest wait for the next bytes of a request (or for the next request on a kept-alive
-connection) before the connection is closed."""
 REFUSAL_DRAIN_S = 1.0
 """How long a refused connection is read from after its 403, so that closing it does not reset
 the connection before the client has read the answer."""
-MAX_COMPOSE_SOURCES = 32
 MAX_QUERY_FIELDS = 64
-
-
-class ClientGone(Exception):
-    """The client closed the connection, or went quiet, before its request body was complete."""
 
 
 def _name_from_path(raw: str, what: str) -> str:
@@ -121,15 +117,30 @@ class GcsServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], store: ObjectStore) -> None:
+    def __init__(
+        self, address: tuple[str, int], store: ObjectStore, read_timeout_s: float = READ_TIMEOUT_S
+    ) -> None:
         self.store = store
+        self.read_timeout_s = read_timeout_s
         super().__init__(address, GcsHandler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away outside a request's handling (while its request line was
+        read, or an answer written) is one line; anything else keeps its traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):
+            log_client_gone(log, "-", "-", f"{client_address[0]}:{client_address[1]}: {error!r}")
+            return
+        super().handle_error(request, client_address)
 
 
 class GcsHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    timeout = READ_TIMEOUT_S  # StreamRequestHandler sets it on the socket: every read's deadline
     server: GcsServer
+
+    def setup(self) -> None:
+        self.timeout = self.server.read_timeout_s  # set on the socket: every read's deadline
+        super().setup()
 
     # -- the connection -------------------------------------------------------------------------
 
@@ -192,7 +203,11 @@ class GcsHandler(BaseHTTPRequestHandler):
             if refusal is not None:
                 raise StoreError(refusal.http_code, refusal.status, refusal.message)
             self._route(method)
-        except ClientGone:
+        except ClientGone as gone:
+            log_client_gone(log, method, self.path, gone)
+            self.close_connection = True
+        except (ConnectionError, TimeoutError) as exc:  # gone while its answer was written
+            log_client_gone(log, method, self.path, repr(exc))
             self.close_connection = True
         except StoreError as err:
             self._send_error(err)
@@ -253,9 +268,9 @@ class GcsHandler(BaseHTTPRequestHandler):
         try:
             data = self.rfile.read(count)
         except OSError as exc:
-            raise ClientGone() from exc
+            raise ClientGone(f"reading its body: {exc!r}") from exc
         if len(data) < count:
-            raise ClientGone()
+            raise ClientGone(f"it closed the connection {count - len(data)} bytes short")
         return data
 
     def _chunks(self, length: int | None) -> Any:
@@ -287,9 +302,9 @@ class GcsHandler(BaseHTTPRequestHandler):
         try:
             line = self.rfile.readline(1024)
         except OSError as exc:
-            raise ClientGone() from exc
+            raise ClientGone(f"reading its chunked body: {exc!r}") from exc
         if not line.endswith(b"\n"):
-            raise ClientGone()
+            raise ClientGone("its chunked body ended mid-line")
         return line
 
     def _body_to(self, out: IO[bytes]) -> int:
@@ -475,7 +490,8 @@ class GcsHandler(BaseHTTPRequestHandler):
             self._send_json(200, object_resource(meta, self.base_url))
         elif method in ("PATCH", "PUT"):
             fields = self._json_body()
-            meta = store.patch(bucket, name, fields, json_api.preconditions(query), method == "PUT")
+            conditions = json_api.preconditions(query)
+            meta = store.patch(bucket, name, fields, conditions, method == "PUT", generation)
             self._send_json(200, object_resource(meta, self.base_url))
         elif method == "DELETE":
             self._discard_body()
@@ -500,6 +516,8 @@ class GcsHandler(BaseHTTPRequestHandler):
             raise bad_request("objects.move: the destination is the source; name another object")
         source_generation = json_api.int_param(query, "sourceGeneration")
         source_meta = store.get(bucket, source, source_generation)
+        source_conditions = json_api.preconditions(query, json_api.SOURCE_PRECONDITION_PARAMS)
+        source_conditions.check(source_meta, f"the source gs://{bucket}/{source}")
         fields = {k: v for k, v in source_meta.items() if k in OBJECT_FIELDS} | {
             k: v for k, v in body.items() if k in OBJECT_FIELDS
         }
@@ -523,21 +541,12 @@ class GcsHandler(BaseHTTPRequestHandler):
     def _compose(
         self, bucket: str, dest: str, body: dict[str, Any], conditions: Preconditions
     ) -> None:
-        sources = body.get("sourceObjects")
-        if not isinstance(sources, list) or not 1 <= len(sources) <= MAX_COMPOSE_SOURCES:
-            raise bad_request(
-                f'compose takes 1 to {MAX_COMPOSE_SOURCES} sourceObjects, each {{"name": ...}}'
-            )
-        parsed: list[tuple[str, int | None]] = []
-        for source in sources:
-            if not isinstance(source, dict) or not isinstance(source.get("name"), str):
-                raise bad_request('each of compose\'s sourceObjects needs {"name": "..."}')
-            generation = source.get("generation")
-            parsed.append((checked_object(source["name"]), int(generation) if generation else None))
+        sources = json_api.compose_sources(body)
         destination = body.get("destination") or {}
-        fields = {k: v for k, v in destination.items() if k in OBJECT_FIELDS}
-        data = self.server.store.compose(bucket, parsed)
-        meta = self.server.store.put(bucket, dest, data, fields, conditions)
+        if not isinstance(destination, dict):
+            raise bad_request("compose's destination must be an object resource ({...})")
+        data = self.server.store.compose(bucket, sources)
+        meta = self.server.store.put(bucket, dest, data, destination, conditions)
         self._send_json(200, object_resource(meta, self.base_url))
 
     # -- downloads ------------------------------------------------------------------------------
@@ -630,7 +639,7 @@ class GcsHandler(BaseHTTPRequestHandler):
         self.server.store.get_bucket(bucket)
         data, _ = self._body_to_temp()
         fields = {"contentType": content_type} if content_type else {}
-        meta = self.server.store.put(bucket, name, data, fields, json_api.preconditions(query))
+        meta = self.server.store.put(bucket, name, data, fields, upload_preconditions(query))
         self._send_json(200, object_resource(meta, self.base_url))
 
     def _upload_multipart(self, bucket: str, query: dict[str, str], content_type: str) -> None:
@@ -654,7 +663,7 @@ class GcsHandler(BaseHTTPRequestHandler):
         fields = dict(parsed.metadata)
         if parsed.content_type and not fields.get("contentType"):
             fields["contentType"] = parsed.content_type
-        meta = store.put(bucket, name, data, fields, json_api.preconditions(query))
+        meta = store.put(bucket, name, data, fields, upload_preconditions(query))
         self._send_json(200, object_resource(meta, self.base_url))
 
     def _start_resumable(self, bucket: str, query: dict[str, str]) -> None:
@@ -663,9 +672,7 @@ class GcsHandler(BaseHTTPRequestHandler):
         content_type = self.headers.get("x-upload-content-type")
         if content_type and not fields.get("contentType"):
             fields["contentType"] = content_type
-        session = self.server.store.start_session(
-            bucket, name, fields, json_api.preconditions(query)
-        )
+        session = self.server.store.start_session(bucket, name, fields, upload_preconditions(query))
         location = (
             f"{self.base_url}/upload/storage/v1/b/{bucket}/o?uploadType=resumable"
             f"&name={quote(name, safe='')}&upload_id={session.id}"
@@ -723,12 +730,18 @@ class GcsHandler(BaseHTTPRequestHandler):
             session.received = out.tell()
 
 
+def upload_preconditions(query: dict[str, str]) -> Preconditions:
+    return json_api.preconditions(query, json_api.UPLOAD_PRECONDITION_PARAMS)
+
+
 def not_served(method: str, path: str) -> StoreError:
     return StoreError(404, "NOT_FOUND", f"the local GCS serves no {method} {path}")
 
 
-def serve(host: str, port: int, root: Path, project_number: str) -> None:
-    httpd = GcsServer((host, port), ObjectStore(root, project_number))
+def serve(
+    host: str, port: int, root: Path, project_number: str, read_timeout_s: float = READ_TIMEOUT_S
+) -> None:
+    httpd = GcsServer((host, port), ObjectStore(root, project_number), read_timeout_s)
     try:
         httpd.serve_forever()
     finally:
@@ -749,13 +762,19 @@ def main() -> None:
         help="keep nothing after exit (objects in a temporary directory, removed on exit)",
     )
     parser.add_argument("--project-number", default=DEFAULT_PROJECT_NUMBER)
+    parser.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=READ_TIMEOUT_S,
+        help="longest wait for a client's next bytes before its connection is closed",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="log errors only")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO)
     signal.signal(signal.SIGTERM, _stop)
     root = Path(tempfile.mkdtemp(prefix=".cloudstorage-", dir=".")) if args.in_memory else STORE_DIR
     try:
-        serve(args.host, args.port, root.resolve(), args.project_number)
+        serve(args.host, args.port, root.resolve(), args.project_number, args.read_timeout_s)
     finally:
         if args.in_memory:
             shutil.rmtree(root, ignore_errors=True)

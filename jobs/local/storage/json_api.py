@@ -16,7 +16,13 @@ from urllib.parse import quote
 
 from jobs.core.gcs_names import object_name_problem
 from jobs.local.storage.glob_match import GlobError, compile_glob
-from jobs.local.storage.object_store import LIST_MAX_RESULTS, ListQuery, Preconditions, StoreError
+from jobs.local.storage.object_store import (
+    LIST_MAX_RESULTS,
+    ComposeSource,
+    ListQuery,
+    Preconditions,
+    StoreError,
+)
 
 TOKEN_PREFIX = b"vtx-gcs:"
 MULTIPART_HEAD_MAX = 1 << 20
@@ -29,6 +35,22 @@ PRECONDITION_PARAMS = {
     "ifMetagenerationMatch": "if_metageneration_match",
     "ifMetagenerationNotMatch": "if_metageneration_not_match",
 }
+UPLOAD_PRECONDITION_PARAMS = PRECONDITION_PARAMS | {
+    "ifMetaGenerationNotMatch": "if_metageneration_not_match",
+}
+"""Uploads also take the spelling google-cloud-storage sends for multipart and resumable uploads
+(its blob.py writes ``ifMetaGenerationNotMatch`` there): a condition a client asked for is held,
+whatever GCS does with that spelling (which we could not confirm)."""
+SOURCE_PRECONDITION_PARAMS = {
+    "ifSourceGenerationMatch": "if_generation_match",
+    "ifSourceGenerationNotMatch": "if_generation_not_match",
+    "ifSourceMetagenerationMatch": "if_metageneration_match",
+    "ifSourceMetagenerationNotMatch": "if_metageneration_not_match",
+}
+"""copyTo, rewriteTo and moveTo: the same conditions, on the source object."""
+MAX_COMPOSE_SOURCES = 32
+INT64 = re.compile(r"-?[0-9]{1,19}")
+"""An int64 as the JSON API writes one (a string) or reads one (a string or a number)."""
 
 
 def bad_request(message: str) -> StoreError:
@@ -86,15 +108,70 @@ def int_param(query: Mapping[str, str], key: str) -> int | None:
     raw = query.get(key)
     if raw is None or raw == "":
         return None
-    if not re.fullmatch(r"-?[0-9]{1,19}", raw):
+    if not INT64.fullmatch(raw):
         raise bad_request(f"{key}={raw!r} is not an integer")
     return int(raw)
 
 
-def preconditions(query: Mapping[str, str]) -> Preconditions:
-    return Preconditions(
-        **{attr: int_param(query, key) for key, attr in PRECONDITION_PARAMS.items()}
-    )
+def int_field(value: Any, where: str) -> int | None:
+    """An int64 field of a JSON body: a number or a string of digits (None: absent)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+        return value
+    if isinstance(value, str) and INT64.fullmatch(value):
+        return int(value)
+    raise bad_request(f"{where} is {value!r}, not an integer (an int64, as a number or a string)")
+
+
+def preconditions(
+    query: Mapping[str, str], params: Mapping[str, str] = PRECONDITION_PARAMS
+) -> Preconditions:
+    """The ``if(Meta)generation(Not)Match`` parameters of a request (``params``:
+    SOURCE_PRECONDITION_PARAMS for those a copy puts on its source, UPLOAD_PRECONDITION_PARAMS
+    for an upload's); two spellings of one condition must agree."""
+    values: dict[str, int] = {}
+    for key, attr in params.items():
+        value = int_param(query, key)
+        if value is None:
+            continue
+        if values.setdefault(attr, value) != value:
+            raise bad_request(f"{key}={value} contradicts another spelling of the same condition")
+    return Preconditions(**values)
+
+
+def compose_sources(body: Mapping[str, Any]) -> list[ComposeSource]:
+    """objects.compose's ``sourceObjects``: a name each, maybe a generation, maybe
+    ``objectPreconditions.ifGenerationMatch`` (which, with a generation, must be the same)."""
+    sources = body.get("sourceObjects")
+    if not isinstance(sources, list) or not 1 <= len(sources) <= MAX_COMPOSE_SOURCES:
+        raise bad_request(
+            f'compose takes 1 to {MAX_COMPOSE_SOURCES} sourceObjects, each {{"name": ...}}'
+        )
+    parsed = []
+    for at, source in enumerate(sources):
+        where = f"sourceObjects[{at}]"
+        if not isinstance(source, dict) or not isinstance(source.get("name"), str):
+            raise bad_request(f'{where} needs {{"name": "..."}}')
+        problem = object_name_problem(source["name"])
+        if problem:
+            raise bad_request(f"{where}: {problem}")
+        generation = int_field(source.get("generation"), f"{where}.generation")
+        conditions = source.get("objectPreconditions") or {}
+        if not isinstance(conditions, dict):
+            raise bad_request(f'{where}.objectPreconditions must be {{"ifGenerationMatch": N}}')
+        match = int_field(
+            conditions.get("ifGenerationMatch"), f"{where}.objectPreconditions.ifGenerationMatch"
+        )
+        if generation is not None and match is not None and generation != match:
+            raise bad_request(
+                f"{where}: generation {generation} and objectPreconditions.ifGenerationMatch "
+                f"{match} differ; give one, or the same value in both"
+            )
+        parsed.append(
+            ComposeSource(source["name"], generation, Preconditions(if_generation_match=match))
+        )
+    return parsed
 
 
 def encode_page_token(name: str) -> str:

@@ -31,6 +31,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import threading
@@ -62,6 +63,9 @@ OBJECT_FIELDS = (
     "metadata",
 )
 """Writable object metadata (objects.insert, objects.patch)."""
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+"""Never in a text field: contentType and the others are sent back as response headers, where a
+CR LF would add headers of its own to every download."""
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 FINISHED_SESSIONS_KEPT = 1000
 
@@ -78,6 +82,44 @@ class StoreError(Exception):
 
 def not_found(what: str) -> StoreError:
     return StoreError(404, "NOT_FOUND", f"{what} does not exist")
+
+
+def _field_problem(key: str, value: Any) -> str | None:
+    if value is None:  # a patch's "clear it"; an insert leaves it unset
+        return None
+    if key == "metadata":
+        if not isinstance(value, dict):
+            return f'metadata is {type(value).__name__}, not a map of strings ({{"key": "value"}})'
+        nested = [k for k, v in value.items() if isinstance(v, dict | list)]
+        if nested:
+            return f"metadata[{nested[0]!r}] is not a string: metadata values are strings"
+        return None
+    if not isinstance(value, str):
+        return f"{key} is {type(value).__name__} {value!r}, not a string"
+    if CONTROL_CHARACTER.search(value):
+        return f"{key} {value!r} holds a control character (CR, LF, ...); write it on one line"
+    return None
+
+
+def checked_labels(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A bucket's ``labels``: a map (a 400 otherwise); empty when absent."""
+    labels = fields.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise StoreError(
+            400, "INVALID_ARGUMENT", f'labels is {type(labels).__name__}, not a map ({{"k": "v"}})'
+        )
+    return labels
+
+
+def checked_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The writable fields of ``fields`` (others are not written), each of the type GCS takes:
+    a 400 naming the first that is not. Every write of object metadata passes here."""
+    chosen = {k: v for k, v in fields.items() if k in OBJECT_FIELDS}
+    for key, value in chosen.items():
+        problem = _field_problem(key, value)
+        if problem:
+            raise StoreError(400, "INVALID_ARGUMENT", problem)
+    return chosen
 
 
 def _now() -> str:
@@ -127,7 +169,7 @@ class Preconditions:
     if_metageneration_match: int | None = None
     if_metageneration_not_match: int | None = None
 
-    def check(self, current: Mapping[str, Any] | None) -> None:
+    def check(self, current: Mapping[str, Any] | None, what: str = "the object") -> None:
         generation = current["generation"] if current else 0
         metageneration = current["metageneration"] if current else None
         failed = (
@@ -149,9 +191,19 @@ class Preconditions:
             raise StoreError(
                 412,
                 "FAILED_PRECONDITION",
-                f"precondition failed: the object is at generation {generation}"
+                f"precondition failed: {what} is at generation {generation}"
                 + (f", metageneration {metageneration}" if metageneration else ""),
             )
+
+
+@dataclass(frozen=True)
+class ComposeSource:
+    """One of compose's sourceObjects: its name, the generation asked for (None: the live one)
+    and its ``objectPreconditions``."""
+
+    name: str
+    generation: int | None = None
+    preconditions: Preconditions = Preconditions()
 
 
 @dataclass
@@ -255,7 +307,7 @@ class ObjectStore:
             "updated": now,
             "location": str(fields.get("location") or "US-CENTRAL1").upper(),
             "storageClass": fields.get("storageClass") or "STANDARD",
-            "labels": dict(fields.get("labels") or {}),
+            "labels": dict(checked_labels(fields)),
             "metageneration": 1,
         }
         with self._lock:
@@ -286,12 +338,13 @@ class ObjectStore:
             ]
 
     def patch_bucket(self, name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        new_labels = checked_labels(fields)
         with self._lock:
             bucket = self._bucket(name)
             resource = dict(bucket.resource)
             if "labels" in fields:
                 labels = dict(resource.get("labels") or {})
-                for key, value in (fields["labels"] or {}).items():
+                for key, value in new_labels.items():
                     if value is None:
                         labels.pop(key, None)
                     else:
@@ -368,6 +421,7 @@ class ObjectStore:
     ) -> dict[str, Any]:
         """Make ``data`` (a file from ``temp_file``, consumed) the object's new generation."""
         try:
+            fields = checked_fields(fields)
             digest = digest_file(data)
             with self._lock:
                 target = self._bucket(bucket)
@@ -387,7 +441,7 @@ class ObjectStore:
                     "timeCreated": now,
                     "updated": now,
                 }
-                meta.update({k: v for k, v in fields.items() if k in OBJECT_FIELDS and v})
+                meta.update({k: v for k, v in fields.items() if v})
                 os.replace(data, self._data_path(target, meta))
                 _write_json(target.folder / "objects" / f"{object_key(name)}.json", meta)
                 if current is not None:
@@ -408,19 +462,20 @@ class ObjectStore:
         fields: Mapping[str, Any],
         preconditions: Preconditions = Preconditions(),
         replace: bool = False,
+        generation: int | None = None,
     ) -> dict[str, Any]:
-        """objects.patch (``replace``: objects.update, which clears what it does not name)."""
+        """objects.patch (``replace``: objects.update, which clears what it does not name) of
+        the live object (404 when ``generation`` is given and is not the live one's)."""
+        fields = checked_fields(fields)
         with self._lock:
             target = self._bucket(bucket)
-            meta = dict(self._object(bucket, name, None))
+            meta = dict(self._object(bucket, name, generation))
             preconditions.check(meta)
             if replace:
                 for key in OBJECT_FIELDS:
                     meta.pop(key, None)
                 meta["contentType"] = DEFAULT_CONTENT_TYPE
             for key, value in fields.items():
-                if key not in OBJECT_FIELDS:
-                    continue
                 if key == "metadata" and value is not None and not replace:
                     merged = dict(meta.get("metadata") or {})
                     for k, v in value.items():
@@ -474,13 +529,15 @@ class ObjectStore:
             shutil.copyfileobj(handle, out, COPY_CHUNK)
         return target
 
-    def compose(self, bucket: str, sources: list[tuple[str, int | None]]) -> Path:
-        """A temporary file holding the sources' bytes, in order."""
+    def compose(self, bucket: str, sources: list[ComposeSource]) -> Path:
+        """A temporary file holding the sources' bytes, in order; a 412 when a source does not
+        meet its preconditions (checked against the very generation that is read)."""
         target = self.temp_file()
         try:
             with target.open("wb") as out:
-                for name, generation in sources:
-                    with self.open(bucket, name, generation) as (_, data):
+                for source in sources:
+                    with self.open(bucket, source.name, source.generation) as (meta, data):
+                        source.preconditions.check(meta, f"source gs://{bucket}/{source.name}")
                         shutil.copyfileobj(data, out, COPY_CHUNK)
         except BaseException:
             target.unlink(missing_ok=True)
@@ -527,6 +584,7 @@ class ObjectStore:
     def start_session(
         self, bucket: str, name: str, fields: Mapping[str, Any], preconditions: Preconditions
     ) -> Session:
+        fields = checked_fields(fields)  # refused now, not after the upload
         with self._lock:
             self._bucket(bucket)
             session_id = secrets.token_urlsafe(24)
