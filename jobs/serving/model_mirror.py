@@ -12,8 +12,10 @@ are left out. A file whose object already holds the same bytes (GCS's MD5 of the
 the file's) is skipped. After the uploads every object's MD5, computed by GCS from what it
 received, is compared with the file's: a mismatch is an error naming the file. Then, last, the
 manifest ``<prefix>/vtx-manifest.json`` records each file's size and SHA-256: its presence says
-the mirror is complete. Objects under the prefix that the source no longer has are reported, not
-deleted.
+the mirror is complete. So a manifest left by an earlier mirror is deleted before anything is
+uploaded: a re-mirror that fails half-way leaves no manifest vouching for files it has since
+replaced, only the files, and running it again completes it. Objects under the prefix that the
+source no longer has are reported, not deleted.
 """
 
 from __future__ import annotations
@@ -175,6 +177,8 @@ def mirror(
     try:
         bucket = client.bucket(prefix.bucket)
         before = _remote_md5s(bucket, prefix)
+        if prefix.object(MANIFEST) in before:
+            bucket.blob(prefix.object(MANIFEST)).delete()
         uploaded, unchanged = [], []
         for file in files:
             name = prefix.object(file.relative)

@@ -1,5 +1,6 @@
 """What every route of the control plane does the same way: a request body parsed through the
-real v1 proto (unknown fields refused as Vertex refuses them), a resource rendered through it
+real v1 proto (unknown fields refused as Vertex refuses them; the newer API's fields the protos
+lack with their reason, api/newer_fields.py), a resource rendered through it
 (enums as ints when the client asks, a List call's readMask applied), and one page of a List
 call. The protos come from aiplatform_v1, imported inside the functions: it is heavy, and only
 the server process pays for it."""
@@ -12,6 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from jobs.local.api.newer_fields import newer_field_problem
 from jobs.local.api.read_mask import ReadMaskError, apply_read_mask
 
 DEFAULT_PAGE_SIZE = 100
@@ -39,7 +41,8 @@ def parse_message(message_class: Any, body: bytes) -> dict:
     except UnicodeDecodeError as exc:
         raise BadRequest(f"Invalid JSON payload received. Not UTF-8: {exc}") from exc
     except (json_format.ParseError, RecursionError) as exc:
-        raise BadRequest(f"Invalid JSON payload received. {exc}") from exc
+        newer = newer_field_problem(str(exc))
+        raise BadRequest(newer or f"Invalid JSON payload received. {exc}") from exc
     return json_format.MessageToDict(message)
 
 

@@ -20,7 +20,7 @@ from datetime import datetime
 
 _TERM = re.compile(
     r"""\s*(?P<neg>NOT\s+|-)?
-    (?P<field>[A-Za-z_][\w.\-]*)\s*(?P<op>!=|<=|>=|=|<|>|:)\s*
+    (?P<field>[A-Za-z_][\w.\-]*(?:"(?:[^"\\]|\\.)*")?)\s*(?P<op>!=|<=|>=|=|<|>|:)\s*
     (?P<value>"(?:[^"\\]|\\.)*"|[^\s"()]+)\s*""",
     re.VERBOSE,
 )
@@ -157,10 +157,8 @@ def parse_terms(text: str, error: type[ValueError]) -> list[list[Term]]:
         match = _TERM.match(text, pos)
         if match is None:
             raise error(f"cannot parse filter {text!r} at position {pos}: {text[pos:]!r}")
-        value = match["value"]
-        if value.startswith('"'):
-            value = value[1:-1].replace('\\"', '"')
-        alternatives[-1].append(Term(bool(match["neg"]), match["field"], match["op"], value))
+        field, value = _unquoted_key(match["field"]), _unquoted(match["value"])
+        alternatives[-1].append(Term(bool(match["neg"]), field, match["op"], value))
         pos = match.end()
         if pos >= len(text):
             break
@@ -171,6 +169,17 @@ def parse_terms(text: str, error: type[ValueError]) -> list[list[Term]]:
             alternatives.append([])
         pos = joiner.end()
     return alternatives
+
+
+def _unquoted(value: str) -> str:
+    return value[1:-1].replace('\\"', '"') if value.startswith('"') else value
+
+
+def _unquoted_key(field: str) -> str:
+    """``labels."a key"`` -> ``labels.a key``: a map key with a space is quoted (the Model
+    Registry's and endpoints' filter docs)."""
+    head, quote, rest = field.partition('"')
+    return head + _unquoted(quote + rest) if quote else field
 
 
 def matcher(

@@ -19,6 +19,8 @@ import json
 import secrets
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,6 +182,25 @@ class Store:
         keyed = {row[1]: row[5] for row in self._db.execute("PRAGMA table_info(deployments)")}
         if keyed and not keyed.get("endpoint_id"):
             self._db.executescript(f"BEGIN;{DEPLOYMENTS_BY_ENDPOINT}COMMIT;")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Hold the store for a read, a check and the writes that follow from it, so that no
+        other request interleaves (two uploads must not both take a model's next version
+        number, nor both find a modelId free): the lock for this process's threads, BEGIN
+        IMMEDIATE for any other process writing the file. All of it or nothing: rolled back on
+        an error. Reentrant: inside a transaction it joins the one under way."""
+        with self._lock:
+            if self._db.in_transaction:
+                yield
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def _deleted(self, sql: str, *params: str) -> bool:
         """Run a DELETE; whether it removed a row. Callers hold the lock."""

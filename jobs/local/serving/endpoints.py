@@ -44,7 +44,7 @@ from jobs.local.platform.ports import free_port
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import numbered_name
 from jobs.local.platform.store import Store
-from jobs.local.serving.model_filters import ModelFilterError, parse_model_filter
+from jobs.local.serving.model_filters import ENDPOINT_FIELDS, ModelFilterError, parse_model_filter
 from jobs.local.serving.models import (
     DISPLAY_NAME_MAX,
     TYPE_PREFIX,
@@ -73,7 +73,6 @@ ENDPOINT_ID = re.compile(r"^(?:[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?|[1-9][0-9]{0,8}
 or up to 9 digits without a leading zero."""
 PEERED_NETWORK = re.compile(r"^projects/[0-9]+/global/networks/[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 DEPLOYED_MODEL_ID = re.compile(r"^[0-9]{1,10}$|^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-ENDPOINT_FIELDS = ("display_name", "displayName", "labels")
 ENDPOINT_OUTPUT_ONLY = ("name", "deployedModels", "createTime", "updateTime", "etag")
 DEPLOYED_OUTPUT_ONLY = ("createTime", "modelVersionId", "privateEndpoints", "status")
 DEPLOY_TIMEOUT_S = 600.0

@@ -206,9 +206,10 @@ def upload_operation(model_name: str, version_id: str, created: str, done: bool)
 
 
 class Models:
-    """Models and their operations over the store. Requests are served one at a time per
-    process by the store's lock only, which is enough for a laptop's traffic; an upload reads
-    the model's versions and writes the new one without a transaction spanning both."""
+    """Models and their operations over the store. Every change that reads what it then
+    writes (an upload's version number or modelId, an alias moving, a delete's checks) runs in
+    one store transaction, so concurrent requests are serialised: twenty uploads to one model
+    make twenty versions, ten creates of one modelId one model and nine 409s."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -233,6 +234,19 @@ class Models:
             )
         if problems:
             raise invalid("; ".join(problems))
+        with self.store.transaction():
+            return self._add_version(parent, model, parent_model, model_id, training_pipeline)
+
+    def _add_version(
+        self,
+        parent: str,
+        model: dict,
+        parent_model: str | None,
+        model_id: str | None,
+        training_pipeline: str | None,
+    ) -> dict:
+        """The checked ``model`` stored as the next version of ``parent_model``, or as a new
+        model; inside the caller's transaction."""
         now = now_rfc3339()
         version = {k: v for k, v in model.items() if k not in OUTPUT_ONLY}
         aliases = list(version.get("versionAliases", []))
@@ -374,11 +388,12 @@ class Models:
         """DeleteModel: every version; refused while any of them is deployed."""
         if ref.version:
             raise invalid(f"{ref.name}@{ref.version}: delete a version with :deleteVersion")
-        self.get(ref)
-        self._refuse_while_deployed(ref.name)
-        if not self.store.delete_model_versions(ref.name):
-            raise not_found(ref.name)  # a delete that raced this one removed it first
-        return self._done_operation(ref.name)
+        with self.store.transaction():
+            self.get(ref)
+            self._refuse_while_deployed(ref.name)
+            if not self.store.delete_model_versions(ref.name):
+                raise not_found(ref.name)  # a delete that raced this one removed it first
+            return self._done_operation(ref.name)
 
     def merge_aliases(self, ref: ModelRef, changes: list[str]) -> dict:
         """MergeVersionAliases: ``ALIAS`` adds (taken from the version holding it), ``-ALIAS``
@@ -398,6 +413,10 @@ class Models:
             )
         if problems:
             raise invalid("; ".join(problems))
+        with self.store.transaction():
+            return self._move_aliases(ref, added, removed)
+
+    def _move_aliases(self, ref: ModelRef, added: list[str], removed: list[str]) -> dict:
         version = self.get(ref)
         both = set(added) & set(removed)
         taken = set(added) - both
@@ -422,6 +441,10 @@ class Models:
         default one (move ``default`` first), as the ModelService documents."""
         if not ref.version:
             raise invalid(f"{ref.name}: name the version to delete, as {ref.name}@VERSION_ID")
+        with self.store.transaction():
+            return self._delete_version(ref)
+
+    def _delete_version(self, ref: ModelRef) -> dict:
         version = self.get(ref)
         if len(self.store.model_versions(ref.name)) == 1:
             raise ModelError(

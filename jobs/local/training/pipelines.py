@@ -9,11 +9,13 @@ pipeline carries ``modelToUpload``, uploads that Model once the job succeeded: i
 ``BASE/model``), it becomes a version of ``parentModel`` when given, takes ``modelId``, and the
 pipeline's ``modelToUpload`` then carries the uploaded version's name and version id.
 
-States follow PipelineState's docs: QUEUED when created ("processing has not yet begun"),
-PENDING once its CustomJob is submitted and until that job runs ("preparing to run"), RUNNING
-with the job, then SUCCEEDED (after the upload), FAILED (with the job's error, or the upload's)
-or CANCELLING then CANCELLED. A thread advances every active pipeline from its job's state; all
-of a pipeline is in the store, so a restarted control plane goes on where it stopped.
+States follow PipelineState's docs and Google's create example (docs/vertex-facts.md,
+"TrainingPipeline"): PENDING from the create's answer on ("the service is preparing to run the
+pipeline"), while its CustomJob is submitted and until that job runs, RUNNING with the job, then
+SUCCEEDED (after the upload), FAILED (with the job's error, or the upload's) or CANCELLING then
+CANCELLED. QUEUED is never set (a data dir written when creates stored it is still advanced). A
+thread advances every active pipeline from its job's state; all of a pipeline is in the store,
+so a restarted control plane goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -147,9 +149,10 @@ class Pipelines:
             self._thread.join(timeout=5)
 
     def create(self, pipeline: dict) -> dict:
-        """Store a new pipeline (``name`` set by the caller) as QUEUED; the thread starts it."""
+        """Store a new pipeline (``name`` set by the caller) as PENDING, as Vertex's create
+        answers it; the thread submits its CustomJob."""
         stamp = now_rfc3339()
-        pipeline.update(state=QUEUED, createTime=stamp, updateTime=stamp)
+        pipeline.update(state=PENDING, createTime=stamp, updateTime=stamp)
         with self._lock:
             self.store.put_pipeline(_id(pipeline), pipeline)
         return pipeline

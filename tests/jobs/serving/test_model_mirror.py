@@ -84,6 +84,33 @@ def test_a_second_mirror_uploads_only_what_changed_and_reports_what_the_source_l
     assert set(manifest["files"]) == {"config.json", "model.safetensors"}
 
 
+def test_a_re_mirror_broken_half_way_leaves_no_manifest_vouching_for_replaced_files(
+    tmp_path: Path, emulator_stack: StackOutputs, gcs_bucket: str
+) -> None:
+    source = model_dir(tmp_path / "tiny")
+    client, prefix = storage_client(emulator_stack), Prefix(gcs_bucket, "half")
+    mirror(client, local_files(source), prefix, "tiny")
+    (source / "config.json").write_text('{"model_type": "llama", "retrained": true}')
+    (source / "model.safetensors").write_bytes(b"\x01" * 4096)
+
+    def interrupted(file: LocalFile, uploaded: bool) -> None:
+        if uploaded:  # the user's Ctrl-C once the first changed file is replaced
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        mirror(client, local_files(source), prefix, "tiny", on_file=interrupted)
+    stored = objects(emulator_stack, gcs_bucket, "half")
+    assert stored["config.json"] == (source / "config.json").read_bytes()  # replaced
+    assert stored["model.safetensors"] == b"\x00" * 4096  # not yet
+    assert MANIFEST not in stored  # so nothing vouches for the mixture
+
+    mirror(client, local_files(source), prefix, "tiny")  # run again: complete, vouched for
+    stored = objects(emulator_stack, gcs_bucket, "half")
+    manifest = json.loads(stored[MANIFEST])
+    for name in ("config.json", "model.safetensors"):
+        assert manifest["files"][name]["sha256"] == hashlib.sha256(stored[name]).hexdigest()
+
+
 def test_an_object_that_does_not_hold_the_files_bytes_fails_the_check() -> None:
     file = LocalFile("w.bin", Path("w.bin"), 3, "sha", "md5-of-file")
     prefix = Prefix("b", "m")

@@ -332,3 +332,36 @@ def test_creates_waiting_for_the_executor_do_not_stop_other_requests(tmp_path: P
                 for i in range(50)
             ]
             assert [f.result().status_code for f in fifty] == [200] * 50
+
+
+# -- uploads that race -------------------------------------------------------------------------
+
+
+def test_concurrent_uploads_of_versions_keep_every_version(
+    platform: StackOutputs, http: httpx.Client
+) -> None:
+    """20 concurrent version uploads to one model used to leave 12 versions, each answered
+    200: two uploads took the same next version number and the second overwrote the first."""
+    body = {"model": {"displayName": "raced-versions"}}
+    first = http.post(f"{PARENT}/models:upload", json=body).json()
+    model = first["name"].split("/operations/")[0]
+    with httpx.Client(base_url=f"{platform.vertex_endpoint}/v1", timeout=60.0) as client:
+        answers_ = in_parallel(
+            20, lambda: client.post(f"{PARENT}/models:upload", json={**body, "parentModel": model})
+        )
+    assert [a.status_code for a in answers_] == [200] * 20
+    listed = http.get(f"{model}:listVersions", params={"pageSize": 100}).json()["models"]
+    assert sorted(int(v["versionId"]) for v in listed) == list(range(1, 22))
+
+
+def test_concurrent_uploads_of_one_model_id_make_one_model_and_409s(http: httpx.Client) -> None:
+    """10 concurrent uploads with one modelId used to answer 200 twice (or more): both found
+    the id free before either stored it."""
+    body = {"modelId": "raced-id", "model": {"displayName": "raced-id"}}
+    answers_ = in_parallel(10, lambda: http.post(f"{PARENT}/models:upload", json=body))
+    codes = sorted(a.status_code for a in answers_)
+    assert codes == [200] + [409] * 9
+    refused = [a.json()["error"] for a in answers_ if a.status_code == 409]
+    assert {e["status"] for e in refused} == {"ALREADY_EXISTS"}
+    versions = http.get(f"{PARENT}/models/raced-id:listVersions").json()["models"]
+    assert [v["versionId"] for v in versions] == ["1"]

@@ -3,6 +3,10 @@ them, what survives a control-plane restart, and what `register` refuses."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -66,3 +70,42 @@ def test_the_only_version_and_the_default_one_cannot_be_deleted_alone(tmp_path: 
         models.delete_version(ModelRef.parse(PARENT, "two@default"))
     models.delete_version(ModelRef.parse(PARENT, "two@next"))
     assert [v["versionId"] for _, v in models.versions(ModelRef.parse(PARENT, "two"), "")] == ["1"]
+
+
+class SlowReadingStore(Store):
+    """A store whose reads of a model's versions let other threads run before the caller goes
+    on: the window in which two uploads both read the same versions is made wide, not hoped for."""
+
+    def model_versions(self, model: str) -> list[tuple[int, dict]]:
+        versions = super().model_versions(model)
+        time.sleep(0.02)
+        return versions
+
+
+def _at_once(calls: int, call: Callable[[], object]) -> list[object]:
+    """Each call's result, or the ModelError it raised; all started together."""
+    start = threading.Barrier(calls)
+
+    def one(_: int) -> object:
+        start.wait()
+        try:
+            return call()
+        except ModelError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=calls) as pool:
+        return list(pool.map(one, range(calls)))
+
+
+def test_concurrent_registers_take_distinct_versions_and_one_model_id(tmp_path: Path) -> None:
+    models = Models(SlowReadingStore(tmp_path / "jobs.sqlite"))
+    first = models.register(PARENT, model())
+    added = _at_once(12, lambda: models.register(PARENT, model(), parent_model=first["name"]))
+    assert sorted(int(v["versionId"]) for v in added if isinstance(v, dict)) == list(range(2, 14))
+    ref = ModelRef.parse(PARENT, first["name"].rsplit("/", 1)[-1])
+    assert len(models.versions(ref, "")) == 13
+
+    created = _at_once(8, lambda: models.register(PARENT, model(), model_id="one_id"))
+    refused = [r for r in created if isinstance(r, ModelError)]
+    assert len(created) - len(refused) == 1
+    assert {(r.http_code, r.status) for r in refused} == {(409, "ALREADY_EXISTS")}

@@ -102,7 +102,8 @@ def test_a_failing_task_fails_the_pipeline_with_its_job_error(local_platform: St
     created = pipelines.create_training_pipeline(
         parent=parent, training_pipeline=container_pipeline("fails", "raise SystemExit(3)")
     )
-    assert created.state.name == "PIPELINE_STATE_QUEUED"
+    # Google's create example answers PENDING (docs/vertex-facts.md, "TrainingPipeline").
+    assert created.state.name == "PIPELINE_STATE_PENDING"
     done = wait_pipeline(pipelines, created.name)
     assert done.state.name == "PIPELINE_STATE_FAILED"
     assert done.error.code != 0 and done.end_time
