@@ -145,16 +145,18 @@ def follow_controlled(
         for move in record.moves[shown:]:
             out.print(f"controller: {move.what}", highlight=False, markup=False)
         shown = len(record.moves)
+        current = record.current
+        # An attempt is followed before the outcome is said, even one the controller saw end
+        # first: a fast job can end between two reads, and its logs and state are still owed.
+        if current is not None and current.job and current.job != followed:
+            followed = current.job
+            follow_run(out, rest, plan.run_id, poll_s, view, source)
+            continue
         if record.outcome is not None:
             reason = f": {record.outcome.reason}" if record.outcome.reason else ""
             out.print(f"run {plan.run_id}: {record.outcome.state}{reason}", highlight=False,
                       markup=False)  # fmt: skip
             return 0 if record.outcome.succeeded else 1
-        current = record.current
-        if current is not None and current.job and current.job != followed:
-            followed = current.job
-            follow_run(out, rest, plan.run_id, poll_s, view, source)
-            continue
         time.sleep(poll_s)
 
 
