@@ -70,9 +70,10 @@ def test_every_catalog_figure_but_the_tpus_has_exactly_one_sku(
     matched = match(skus, cat, list(cat.regions), "USD", compute)
     assert matched.figures and matched.ignored == 0
     tpus = {a for a in cat.accelerators if a not in GPU_WORDS}
-    # cloud-tpu (TPU v2/v3): Google gives no vCPU or memory figure to price its machine from.
+    # cloud-tpu (TPU v2/v3) and tpu7x-standard-4t: no vCPU or memory figure to price them from
+    # (Google gives none for cloud-tpu; TPU7x's could not be read).
     no_figures = {name for name, m in cat.machines.items() if m.vcpus is None}
-    assert no_figures == {"cloud-tpu"}
+    assert no_figures == {"cloud-tpu", "tpu7x-standard-4t"}
     assert {k.name for k in matched.unknown} <= tpus | no_figures
     # FLEX_START: the DWS hour plus the fee, never the on-demand or Spot figure.
     h100 = Key("us-central1", "training", "accelerator", "NVIDIA_H100_80GB", "flex-start")
