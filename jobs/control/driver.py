@@ -5,7 +5,9 @@ studies; decides each run (`jobs.control.reconcile.decide`); writes the record b
 generation it read (``if_generation_match``), reading and deciding again when another writer
 got there first; and only then does what the write claimed. A submit takes the pass's listing
 as the run's jobs before it (`Vertex.create`'s ``existing``), so a pass asks Vertex nothing per
-run but the creates and cancels it decides. A submit carries the attempt's marker label, so a
+run but the creates and cancels it decides (and, per run, what only some runs need: a run whose
+record another writer changed is listed again, a study's submit lists the run's studies first,
+a trial job the listing lacks is read alone). A submit carries the attempt's marker label, so a
 pass that dies between the create and the record's next write leaves a job the next pass
 adopts. Two drivers at once submit each attempt once: only one of them wins the claim's write.
 The same code runs as the local platform's controller process (`jobs.control.__main__`) and as
