@@ -118,9 +118,9 @@ class PassFigures:
     errors: int
 
 
-def start(tmp: Path) -> tuple[StackOutputs, Path]:
-    """A local platform with the queuing capacity model, and its stack with a checkpoints
-    bucket of the bench's own."""
+def start(tmp: Path, runs: int) -> tuple[StackOutputs, Path]:
+    """A local platform with the queuing capacity model, room in its replica slots for every
+    run's job, and its stack with a checkpoints bucket of the bench's own."""
     from jobs.local.platform.capacity import Capacity
     from jobs.local.platform.ports import free_port
     from jobs.local.platform.processes import start_fresh
@@ -135,6 +135,7 @@ def start(tmp: Path) -> tuple[StackOutputs, Path]:
         port=free_port(),
         gcs_port=free_port(),
         grace_s=2.0,
+        max_replicas=max(runs, 8),  # no job held in the platform's own FIFO: all wait on a T4
         capacity=Capacity.model_validate(QUEUED_T4),
     )
     stack = stack_outputs_for(start_fresh(settings))
@@ -187,7 +188,7 @@ def measure(runs: int, reps: int) -> tuple[list[PassFigures], int]:
     from jobs.vertex.client import Vertex
 
     with tempfile.TemporaryDirectory() as tmp:
-        stack, data_dir = start(Path(tmp))
+        stack, data_dir = start(Path(tmp), runs)
         try:
             create_records(stack, Path(tmp), runs)
             assert Vertex(stack).client  # the SDK's import, paid before any pass is timed

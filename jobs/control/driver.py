@@ -123,8 +123,8 @@ class Driver:
         mine = vertex_of(self.stack)
         with ThreadPoolExecutor(self.workers) as pool:
             read = list(pool.map(self._read, self.records.live_ids()))
-        live = [s for s in read if s is not None and s.record.vertex in ("", mine)]
-        report.errors += [f"{s}" for s in read if isinstance(s, str)]
+        live = [s for s in read if isinstance(s, Stored) and s.record.vertex in ("", mine)]
+        report.errors += [s for s in read if isinstance(s, str)]
         if not live:
             return report
         seen = self.observe(any(s.record.kind == "study" for s in live))

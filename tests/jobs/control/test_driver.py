@@ -252,3 +252,23 @@ def test_a_broken_table_in_the_prices_folder_does_not_stop_the_budget(
     assert record.outcome is not None and record.outcome.state == "CANCELLED"
     assert "crossed budget.max_cost_usd $0.000002" in (record.outcome.reason or "")
     assert [j.state for j in rest.list(run_id)] == ["JOB_STATE_CANCELLED"]
+
+
+def test_a_record_that_is_none_is_reported_and_the_other_runs_go_on(
+    stack: StackOutputs, tmp_path: Path, cancel_after: list[str]
+) -> None:
+    """A record that does not parse is one run's trouble: the pass names it and walks the
+    others, as it does a run whose Vertex call failed."""
+    from jobs.control.records import record_path
+    from jobs.vertex.google_session import storage_client
+
+    cancel_after.append("ctl-beside-broken")
+    records = Records(stack)
+    records.create(planned(stack, tmp_path, "ctl-beside-broken"))
+    bucket = storage_client(stack).bucket(stack.buckets.checkpoints)
+    bucket.blob(record_path("ctl-broken")).upload_from_string("{not json")
+    report = Driver(stack).run_pass()
+    assert len(report.errors) == 1 and report.errors[0].startswith("ctl-broken: gs://")
+    assert "is not a vtx run record" in report.errors[0]
+    assert report.actions["ctl-beside-broken"][0].startswith("submit ")
+    assert len(VertexRest(stack).list("ctl-beside-broken")) == 1
