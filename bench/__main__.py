@@ -24,6 +24,7 @@ from bench import (
     attention,
     checkpoint,
     cli,
+    controller,
     goodput,
     infra,
     ladder,
@@ -79,6 +80,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     "soak": (
         lambda: soak.run(seconds=120, clients=16),
         lambda: soak.run(seconds=20, clients=16),
+    ),
+    "controller": (
+        lambda: controller.run(runs=1000, reps=3),
+        lambda: controller.run(runs=100, reps=1),
     ),
     "transports": (
         lambda: transports.run(reps=5, calls=40),

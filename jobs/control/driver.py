@@ -1,19 +1,26 @@
 """The driver: one pass over a stack's live runs. It lists the live records (one listing of the
-bucket), the stack's vtx jobs (one list per region, not per run) and, when a study is live, its
+bucket, then the live ones read, several at once), the stack's vtx jobs (one listing per region,
+not per run, matched to the records by their run-id label) and, when a study is live, its
 studies; decides each run (`jobs.control.reconcile.decide`); writes the record back on the
 generation it read (``if_generation_match``), reading and deciding again when another writer
-got there first; and only then does what the write claimed: a submit carries the attempt's
-marker label, so a pass that dies between the create and the record's next write leaves a job
-the next pass adopts. Two drivers at once submit each attempt once: only one of them wins the
-claim's write. The same code runs as the local platform's controller process
-(`jobs.control.__main__`) and, later, the stack's."""
+got there first; and only then does what the write claimed. A submit takes the pass's listing
+as the run's jobs before it (`Vertex.create`'s ``existing``), so a pass asks Vertex nothing per
+run but the creates and cancels it decides (and, per run, what only some runs need: a run whose
+record another writer changed is listed again, a study's submit lists the run's studies first,
+a trial job the listing lacks is read alone). A submit carries the attempt's marker label, so a
+pass that dies between the create and the record's next write leaves a job the next pass
+adopts. Two drivers at once submit each attempt once: only one of them wins the claim's write.
+The same code runs as the local platform's controller process (`jobs.control.__main__`) and as
+the stack's function (`jobs.control.cloud_function`)."""
 
 from __future__ import annotations
 
 import copy
 import logging
+import threading
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -29,8 +36,8 @@ from jobs.control.reconcile import (
     decide,
 )
 from jobs.control.record import RunRecord, vertex_of
-from jobs.control.records import Conflict, Records, Stored
-from jobs.core.catalog import load_catalog
+from jobs.control.records import Conflict, RecordError, Records, Stored
+from jobs.core.catalog import Catalog, load_catalog
 from jobs.core.contract import LABEL_ATTEMPT
 from jobs.core.stack import StackOutputs
 from jobs.training.compile import to_custom_job
@@ -43,6 +50,14 @@ log = logging.getLogger(__name__)
 WRITE_TRIES = 5
 """How often one run is read and decided again after losing its record's write: each loss
 means another writer moved on, so a few tries settle it; after that, the next pass does."""
+PASS_WORKERS = 10
+"""Runs read and reconciled at once in a pass. A run's time is waiting on GCS (its record read,
+then written on its generation), so a pass over a thousand runs one after the other would
+outlast the minute between Scheduler's calls (bench/RESULTS.md, "Controller"); runs are
+independent (a record each), and google-cloud-storage's client is safe to share across threads
+(its documentation says so of its requests session), as are the REST session and the SDK's
+client. Ten: what requests keeps open per host (``requests.adapters.DEFAULT_POOLSIZE``); more
+workers would open and discard a connection per request."""
 
 
 def utc_now() -> datetime:
@@ -57,6 +72,13 @@ class PassReport:
     actions: dict[str, list[str]] = field(default_factory=dict)
     conflicts: int = 0
     errors: list[str] = field(default_factory=list)
+
+    def add(self, other: PassReport) -> None:
+        """One run's part of the pass (each worker fills its own: no shared counter)."""
+        self.runs += other.runs
+        self.actions.update(other.actions)
+        self.conflicts += other.conflicts
+        self.errors += other.errors
 
 
 @dataclass
@@ -76,36 +98,59 @@ class Driver:
         vertex: Vertex | None = None,
         clock: Callable[[], datetime] = utc_now,
         lease_s: float = SUBMIT_LEASE_S,
+        workers: int = PASS_WORKERS,
     ) -> None:
         self.stack = stack
         self.records = records or Records(stack)
         self.rest = rest or VertexRest(stack)
         self._vertex = vertex
+        self._vertex_made = threading.Lock()
         self.clock = clock
         self.lease_s = lease_s
+        self.workers = workers
 
     @property
     def vertex(self) -> Vertex:
-        if self._vertex is None:
-            self._vertex = Vertex(self.stack)
-        return self._vertex
+        with self._vertex_made:  # workers submit at once: one client, made once
+            if self._vertex is None:
+                self._vertex = Vertex(self.stack)
+            return self._vertex
 
     def run_pass(self) -> PassReport:
-        """One pass over every live run."""
+        """One pass over every live run: the records read at once, the jobs listed once, then
+        the runs reconciled at once (``workers`` at a time)."""
         report = PassReport()
         mine = vertex_of(self.stack)
-        live = [s for s in self.records.live() if s.record.vertex in ("", mine)]
-        report.runs = len(live)
+        with ThreadPoolExecutor(self.workers) as pool:
+            read = list(pool.map(self._read, self.records.live_ids()))
+        live = [s for s in read if isinstance(s, Stored) and s.record.vertex in ("", mine)]
+        report.errors += [s for s in read if isinstance(s, str)]
         if not live:
             return report
         seen = self.observe(any(s.record.kind == "study" for s in live))
-        for stored in live:
-            try:
-                self.reconcile(stored, seen, report)
-            except VertexError as exc:  # one run's trouble never stops the pass
-                report.errors.append(f"{stored.record.run_id}: {exc}")
-                log.warning("run %s: %s", stored.record.run_id, exc)
+        catalog = load_catalog().for_stack(self.stack)  # once a pass: it globs the prices folder
+        with ThreadPoolExecutor(self.workers) as pool:
+            for part in pool.map(lambda stored: self._one(stored, seen, catalog), live):
+                report.add(part)
         return report
+
+    def _read(self, run_id: str) -> Stored | str | None:
+        """A live run's record; why it cannot be read (said, and the pass goes on)."""
+        try:
+            stored = self.records.read(run_id)
+        except RecordError as exc:
+            log.warning("run %s: %s", run_id, exc)
+            return f"{run_id}: {exc}"
+        return stored if stored is not None and stored.record.live else None
+
+    def _one(self, stored: Stored, seen: Seen, catalog: Catalog) -> PassReport:
+        part = PassReport(runs=1)
+        try:
+            self.reconcile(stored, seen, part, catalog)
+        except (VertexError, RecordError) as exc:  # one run's trouble never stops the pass
+            part.errors.append(f"{stored.record.run_id}: {exc}")
+            log.warning("run %s: %s", stored.record.run_id, exc)
+        return part
 
     def observe(self, studies: bool) -> Seen:
         jobs: dict[str, list[JobRecord]] = defaultdict(list)
@@ -126,7 +171,8 @@ class Driver:
         if stored is None or not stored.record.live:
             return report
         report.runs = 1
-        self.reconcile(stored, self.observe_run(stored.record), report)
+        catalog = load_catalog().for_stack(self.stack)
+        self.reconcile(stored, self.observe_run(stored.record), report, catalog)
         return report
 
     def observe_run(self, record: RunRecord) -> Seen:
@@ -148,14 +194,14 @@ class Driver:
                   for t in study.trials if t.custom_job]  # fmt: skip
         return Observed(jobs=jobs, study=study, trial_jobs=trials)
 
-    def reconcile(self, stored: Stored, seen: Seen, report: PassReport) -> None:
+    def reconcile(self, stored: Stored, seen: Seen, report: PassReport, catalog: Catalog) -> None:
         """Decide one run and write the record on its generation; on a conflict read it (and
         its jobs) again and decide again. What the write claimed is done after it."""
         run_id = stored.record.run_id
         for _ in range(WRITE_TRIES):
             now = self.clock()
-            actions = decide(stored.record, self.observed(stored.record, seen), now,
-                             load_catalog().for_stack(self.stack), self.lease_s)  # fmt: skip
+            observed = self.observed(stored.record, seen)
+            actions = decide(stored.record, observed, now, catalog, self.lease_s)
             new = apply(stored.record, actions, now)
             try:
                 generation = self.records.write(new, stored.generation)
@@ -167,21 +213,26 @@ class Driver:
                 stored, seen = again, self.observe_run(again.record)
                 continue
             report.actions[run_id] = [a.say(stored.record) for a in actions]
-            self.act(Stored(new, generation), actions)
+            self.act(Stored(new, generation), actions, {j.name for j in observed.jobs})
             return
 
-    def act(self, stored: Stored, actions: list[Action]) -> None:
+    def act(self, stored: Stored, actions: list[Action], known: set[str]) -> None:
+        """Do what the record's write claimed; ``known``: the run's jobs this pass listed."""
         for action in actions:
             if isinstance(action, Cancel):
                 cancel_job(self.rest, action.job)
             elif isinstance(action, CancelStudy):
                 cancel_study(self.rest, action.study)
             elif isinstance(action, Submit):
-                name = self.submit(stored.record, action)
+                name = self.submit(stored.record, action, known)
                 stored = self.record_job(stored, action.marker, name)
 
-    def submit(self, record: RunRecord, action: Submit) -> str:
-        """Create the attempt with its marker; its resource name."""
+    def submit(self, record: RunRecord, action: Submit, known: set[str]) -> str:
+        """Create the attempt with its marker; its resource name. ``known``, the run's jobs as
+        this pass listed them, is what a 503's retry compares against to see whether the create
+        landed: no listing of the run before each create. It may be a pass old, and that is
+        enough: only the claim's winner creates this run's attempt, and the claim came after
+        the listing."""
         if record.kind == "study":
             assert record.study is not None
             study = _marked(record.study.job, action.marker)
@@ -193,6 +244,7 @@ class Driver:
         job = self.vertex.create(
             to_custom_job(_marked(rung.job, action.marker)),
             needed=rung.quota,
+            existing=known,
             region=rung.region,
         )
         return str(job.name)

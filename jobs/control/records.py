@@ -99,14 +99,19 @@ class Records:
         """A new run's record; ``Conflict`` when the run already has one."""
         return self.write(record, 0)
 
+    def live_ids(self) -> list[str]:
+        """The run ids of the records not yet done (one listing, nothing downloaded)."""
+        return [
+            blob.name.removeprefix(RUNS_PREFIX).split("/", 1)[0]
+            for blob in self.bucket.list_blobs(
+                prefix=RUNS_PREFIX, match_glob=f"{RUNS_PREFIX}*/{RECORD_NAME}"
+            )
+            if (blob.metadata or {}).get(PHASE_KEY) != DONE
+        ]
+
     def live(self) -> Iterator[Stored]:
         """Every live run's record (one listing; only the live ones are downloaded)."""
-        for blob in self.bucket.list_blobs(
-            prefix=RUNS_PREFIX, match_glob=f"{RUNS_PREFIX}*/{RECORD_NAME}"
-        ):
-            if (blob.metadata or {}).get(PHASE_KEY) == DONE:
-                continue
-            run_id = blob.name.removeprefix(RUNS_PREFIX).split("/", 1)[0]
+        for run_id in self.live_ids():
             stored = self.read(run_id)
             if stored is not None and stored.record.live:
                 yield stored

@@ -21,12 +21,14 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from jobs.core.stack import StackOutputs
 from jobs.runs.logs import (
     LogFilter,
     severity_named,
 )
 from jobs.vertex.client import VertexRest
 from vtx.flows import study_watch
+from vtx.flows.controlled import controller_status
 from vtx.flows.follow import (
     LogView,
     follow_run,
@@ -114,18 +116,33 @@ def logs(
     succeeded."""
     out = console()
     view = log_view(out, fmt, replica, severity)
-    vertex = VertexRest(required_stack(stack, stack_file))
+    outputs = required_stack(stack, stack_file)
+    vertex = VertexRest(outputs)
     with api_errors(view.notes):
         if study := study_watch.find_study(vertex, ref):  # a study: every trial's CustomJob
             source = study_watch.log_source(vertex, study, view.filter.min_severity)
             done = study_watch.done(vertex, study) if follow else (lambda: True)
-            return print_entries(view, source, done, follow, poll_s)
+            print_entries(view, source, done, follow, poll_s)
+            return say_budget_stop(view, outputs, study.run_id)
         job = vertex.resolve(ref)
         run_id = job.run_id
         if run_id is None:
             raise typer.Exit(job_logs(view, vertex, job.name, follow, poll_s))
         if follow:
-            raise typer.Exit(follow_run(out, vertex, run_id, poll_s, view))
+            code = follow_run(out, vertex, run_id, poll_s, view)
+            say_budget_stop(view, outputs, run_id)
+            raise typer.Exit(code)
         view.human.attempts = len(vertex.list(run_id))
         source = log_source(vertex, run_id, min_severity=view.filter.min_severity)
         print_entries(view, source, lambda: True, False, poll_s)
+        say_budget_stop(view, outputs, run_id)
+
+
+def say_budget_stop(view: LogView, stack: StackOutputs, run_id: str | None) -> None:
+    """After a run's logs, why the stack's controller stopped it, when its budget did: a
+    cancel carries no reason on Vertex (CancelCustomJob takes the job's name alone), so its
+    logs would show a cancel and nothing of the budget; the run's record names it."""
+    controller = controller_status(stack, run_id)
+    if controller is not None and controller["stopped_by_budget"]:
+        said = f"stopped by its budget: {controller['stopped_by_budget']}"
+        view.notes.print(said, markup=False, highlight=False)

@@ -8,20 +8,23 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 
+from bench.controller import QUEUED_T4, HttpCalls
 from jobs.control.driver import Driver
 from jobs.control.record import RunRecord, record_of
 from jobs.control.records import Conflict, Records
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchOptions, plan_launch
 from jobs.spec.gcloud import load_template
-from jobs.vertex.client import VertexRest
+from jobs.vertex.client import JobRecord, VertexRest
 from tests.jobs.core.price_tables import stand_in_for_the_platform
-from tests.jobs.local.local_helpers import wait_for
+from tests.jobs.local.local_helpers import capacity_platform, wait_for
 
 SLEEPER = {
     "name": "ctl",
@@ -32,24 +35,35 @@ SLEEPER = {
 }
 
 
-@pytest.fixture
-def stack(local_platform: StackOutputs) -> StackOutputs:
-    """The local stack with a checkpoints bucket of this test's own."""
+def own_bucket(platform: StackOutputs) -> StackOutputs:
+    """``platform``'s stack with a checkpoints bucket of its own, made here."""
     from jobs.vertex.google_session import storage_client
 
     bucket = f"vtx-ctl-{uuid.uuid4().hex[:12]}"
-    storage_client(local_platform).create_bucket(bucket)
-    buckets = local_platform.buckets.model_copy(update={"checkpoints": bucket})
-    return local_platform.model_copy(update={"buckets": buckets})
+    storage_client(platform).create_bucket(bucket)
+    buckets = platform.buckets.model_copy(update={"checkpoints": bucket})
+    return platform.model_copy(update={"buckets": buckets})
+
+
+@pytest.fixture
+def stack(local_platform: StackOutputs) -> StackOutputs:
+    """The local stack with a checkpoints bucket of this test's own."""
+    return own_bucket(local_platform)
 
 
 def planned(
-    stack: StackOutputs, tmp_path: Path, run_id: str, budget_usd: float | None = None
+    stack: StackOutputs,
+    tmp_path: Path,
+    run_id: str,
+    budget_usd: float | None = None,
+    accelerator: str | None = None,
 ) -> RunRecord:
     path = tmp_path / f"{run_id}.yaml"
-    template = (
-        SLEEPER if budget_usd is None else {**SLEEPER, "budget": {"max_cost_usd": budget_usd}}
-    )
+    template = dict(SLEEPER)
+    if budget_usd is not None:
+        template["budget"] = {"max_cost_usd": budget_usd}
+    if accelerator is not None:
+        template["pools"] = {"chief": {"machine": "n1-standard-4", "accelerator": accelerator}}
     path.write_text(yaml.safe_dump(template))
     plan = plan_launch(load_template(path), stack, str(path), LaunchOptions(run_id=run_id))
     assert not plan.problems, plan.problems
@@ -81,14 +95,40 @@ def test_a_record_is_written_only_on_the_generation_read(stack: StackOutputs, tm
     assert [s.record.run_id for s in records.live()] == [record.run_id]
 
 
+RACE_RUNS = 50
+
+
+@pytest.fixture(scope="module")
+def queued_platform(
+    gcs_emulator: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StackOutputs]:
+    """A control plane of its own whose capacity model queues every T4 job."""
+    data_dir = tmp_path_factory.mktemp("queued") / "platform"
+    with capacity_platform(data_dir, gcs_emulator, QUEUED_T4) as platform:
+        yield platform
+
+
+@pytest.fixture
+def queued_stack(queued_platform: StackOutputs) -> StackOutputs:
+    """The queuing platform with a checkpoints bucket of this test's own (the platform's own
+    controller watches another)."""
+    return own_bucket(queued_platform)
+
+
 def test_two_drivers_at_once_submit_each_attempt_once(
-    stack: StackOutputs, tmp_path: Path, cancel_after: list[str]
+    queued_stack: StackOutputs, tmp_path: Path
 ) -> None:
+    """50 live runs, two controllers passing over them at once, twice each: exactly one job per
+    run, its marker the one the record claimed. The jobs ask for a T4 the capacity model never
+    gives, so all 50 stay PENDING (live through every pass) without 50 replica processes on
+    the machine, as jobs queued for capacity on Vertex hold no VM; the drivers' decisions are
+    the same for a PENDING job as for a RUNNING one (watch it)."""
+    stack = queued_stack
     records = Records(stack)
-    run_ids = [f"ctl-race-{n}" for n in range(6)]
-    cancel_after += run_ids
-    for run_id in run_ids:
-        records.create(planned(stack, tmp_path, run_id))
+    run_ids = [f"ctl-race-{n}" for n in range(RACE_RUNS)]
+    plans = [planned(stack, tmp_path, r, accelerator="NVIDIA_TESLA_T4") for r in run_ids]
+    with ThreadPoolExecutor(8) as pool:  # the records' creates, batched
+        list(pool.map(records.create, plans))
     drivers = [Driver(stack), Driver(stack)]
     start = threading.Barrier(len(drivers))
     conflicts: list[int] = []
@@ -103,14 +143,53 @@ def test_two_drivers_at_once_submit_each_attempt_once(
         thread.start()
     for thread in threads:
         thread.join()
-    rest = VertexRest(stack)
+    jobs: dict[str, list[JobRecord]] = {r: [] for r in run_ids}
+    for job in VertexRest(stack).list():
+        jobs[job.run_id or ""].append(job)
+    assert {r: len(found) for r, found in jobs.items()} == dict.fromkeys(run_ids, 1)
     for run_id in run_ids:
-        jobs = rest.list(run_id)
-        assert len(jobs) == 1, (run_id, [j.name for j in jobs])
+        (job,) = jobs[run_id]
+        assert job.state == "JOB_STATE_PENDING" and job.labels["vtx-attempt"] == "a1"
         stored = records.read(run_id)
         assert stored is not None
-        assert [(a.marker, a.job) for a in stored.record.attempts] == [("a1", jobs[0].name)]
-        assert jobs[0].labels["vtx-attempt"] == "a1"
+        assert [(a.marker, a.job) for a in stored.record.attempts] == [("a1", job.name)]
+
+
+VERTEX_CALLS = ("vertex list", "vertex create", "vertex get", "vertex cancel")
+
+
+def test_a_pass_asks_vertex_one_listing_per_region_however_many_runs(
+    queued_stack: StackOutputs, tmp_path: Path
+) -> None:
+    """Jobs are listed once a pass in each region and matched to the records by their run-id
+    label: a submit reuses that listing (no listing of its run before the create), and a pass
+    that only watches asks Vertex for the listings alone, for two runs as for five. Every
+    HTTP request of this process is counted."""
+    stack, calls = queued_stack, HttpCalls(queued_stack)
+    records = Records(stack)
+    regions = len(stack.job_regions)
+
+    def counted(new: list[str]) -> dict[str, int]:
+        for run_id in new:
+            records.create(planned(stack, tmp_path, run_id, accelerator="NVIDIA_TESLA_T4"))
+        with calls.counting() as counts:
+            report = Driver(stack).run_pass()
+        assert not report.errors and not report.conflicts, report
+        return {k: counts[k] for k in VERTEX_CALLS if counts[k]} | {
+            k: counts[k] for k in ("gcs list", "gcs write", "other")
+        }
+
+    two = counted(["ctl-count-0", "ctl-count-1"])  # both submitted
+    assert two == {
+        "vertex list": regions, "vertex create": 2, "gcs list": 1, "gcs write": 4, "other": 0
+    }  # fmt: skip
+    five = counted(["ctl-count-2", "ctl-count-3", "ctl-count-4"])  # two watched, three new
+    assert five == {
+        "vertex list": regions, "vertex create": 3, "gcs list": 1, "gcs write": 8, "other": 0
+    }  # fmt: skip
+    watched = counted([])  # all five watched
+    assert watched == {"vertex list": regions, "gcs list": 1, "gcs write": 5, "other": 0}
+    assert [len(VertexRest(stack).list(f"ctl-count-{n}")) for n in range(5)] == [1] * 5
 
 
 def test_a_job_submitted_by_a_pass_that_died_before_its_write_is_adopted(
@@ -173,3 +252,23 @@ def test_a_broken_table_in_the_prices_folder_does_not_stop_the_budget(
     assert record.outcome is not None and record.outcome.state == "CANCELLED"
     assert "crossed budget.max_cost_usd $0.000002" in (record.outcome.reason or "")
     assert [j.state for j in rest.list(run_id)] == ["JOB_STATE_CANCELLED"]
+
+
+def test_a_record_that_is_none_is_reported_and_the_other_runs_go_on(
+    stack: StackOutputs, tmp_path: Path, cancel_after: list[str]
+) -> None:
+    """A record that does not parse is one run's trouble: the pass names it and walks the
+    others, as it does a run whose Vertex call failed."""
+    from jobs.control.records import record_path
+    from jobs.vertex.google_session import storage_client
+
+    cancel_after.append("ctl-beside-broken")
+    records = Records(stack)
+    records.create(planned(stack, tmp_path, "ctl-beside-broken"))
+    bucket = storage_client(stack).bucket(stack.buckets.checkpoints)
+    bucket.blob(record_path("ctl-broken")).upload_from_string("{not json")
+    report = Driver(stack).run_pass()
+    assert len(report.errors) == 1 and report.errors[0].startswith("ctl-broken: gs://")
+    assert "is not a vtx run record" in report.errors[0]
+    assert report.actions["ctl-beside-broken"][0].startswith("submit ")
+    assert len(VertexRest(stack).list("ctl-beside-broken")) == 1

@@ -6,6 +6,10 @@ across its attempts. Replicas are one-line programs; waits are on states, never 
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -230,3 +234,62 @@ def test_a_running_spot_attempt_that_stocks_out_moves_down_the_ladder_when_follo
         ("us-central1", "JOB_STATE_FAILED"),
     ]
     assert "STOCKOUT" in (attempts[1].error or "")
+
+
+HELD = {
+    "regions": {
+        "us-central1": {
+            "accelerators": {"NVIDIA_L4": {"spot": 0}},
+            "quotas": MODEL["regions"]["us-central1"]["quotas"],
+        }
+    }
+}
+"""No Spot L4 free (nor stocked out): rung 2 waits PENDING until the model says otherwise."""
+
+
+def test_a_ladder_whose_launcher_is_killed_after_the_submit_is_walked_by_the_controller(
+    platform: StackOutputs, tmp_path: Path
+) -> None:
+    """`vtx launch --follow` as a real process, killed with SIGKILL once the run's record names
+    its first attempt's job: the platform's own controller, not the launcher, walks the run to
+    its last rung. Rung 2 is held PENDING until the launcher is dead, so the stockout the
+    controller moves past comes only after the kill, whatever the machine's speed."""
+    run_id = "ladder-killed-run"
+    template, stack_file = _files(platform, tmp_path, {**TEMPLATE, "name": "ladder-killed"})
+    endpoint, token = platform.vertex_endpoint or "", platform.local_token or ""
+    records = Records(platform)
+    set_capacity(endpoint, token, HELD)
+    try:
+        with (tmp_path / "launch.out").open("w") as output:
+            launcher = subprocess.Popen(
+                [sys.executable, "-m", "vtx", "launch", template, "--stack-file", stack_file,
+                 "--yes", "--run-id", run_id, "--poll-s", "0.2", "--follow"],
+                stdout=output, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"},
+            )  # fmt: skip
+            try:
+                submitted = wait_for(
+                    lambda: (s := records.read(run_id)) and s.record.attempts
+                    and s.record.attempts[0].job and s.record
+                )  # fmt: skip
+            finally:
+                launcher.kill()  # SIGKILL: no handler, no cleanup
+                launcher.wait(timeout=HANG_S)
+        assert launcher.returncode == -signal.SIGKILL
+        first = submitted.attempts[0].job
+        rest = VertexRest(platform)
+        assert rest.get(first).state == "JOB_STATE_PENDING"
+        killed = records.read(run_id)
+        assert killed is not None and killed.record.outcome is None
+        assert [a.marker for a in killed.record.attempts] == ["a1"]
+    finally:
+        set_capacity(endpoint, token, MODEL)  # Spot L4s stock out: rung 2 fails now
+    done = wait_for(lambda: (s := records.read(run_id)) and s.record.outcome and s.record)
+    assert done.outcome.state == "SUCCEEDED", (done.outcome, (tmp_path / "launch.out").read_text())
+    moves = " ".join(m.what for m in done.moves)
+    assert "submit rung 3 us-central1 1xL4 STANDARD as attempt a2: rung 2" in moves
+    assert "STOCKOUT" in moves
+    wait_for(lambda: all(j.terminal for j in rest.list(run_id)))
+    attempts = rest.list(run_id)  # newest first: one job per rung tried
+    assert [j.state for j in attempts] == ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"]
+    assert attempts[1].name == first
+    assert [a.marker for a in done.attempts] == ["a1", "a2"]

@@ -7,6 +7,7 @@ controller's last pass."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -75,6 +76,7 @@ def test_a_run_over_its_budget_is_cancelled_and_status_says_why(
             time.sleep(0.2)
         code, out = vtx("status", RUN_ID, "--stack", "local")
         listed = vtx("list", "--stack", "local", "--run-id", RUN_ID, "--format", "json")[1]
+        logged = vtx("logs", RUN_ID, "--stack", "local", "--format", "text")[1]
     assert "crossed budget.max_cost_usd $0.000003" in document["controller"]["stopped_by_budget"]
     assert document["controller"]["outcome"]["state"] == "CANCELLED"
     assert "crossed budget.max_cost_usd $0.000003" in document["cost"]["stopped_by_budget"]
@@ -88,6 +90,18 @@ def test_a_run_over_its_budget_is_cancelled_and_status_says_why(
     assert "controller: last pass" in text and "the run ended CANCELLED" in text
     (row,) = json.loads(listed)
     assert row["budget_usd"] == 0.000003 and row["usd"] is not None
+    # A cancel carries no reason on Vertex: the logs, the controller's own log line and the
+    # run's record name the budget instead.
+    assert "stopped by its budget: the run's cost so far" in flat(logged)
+    assert "crossed budget.max_cost_usd $0.000003" in flat(logged)
+    controller_log = Path(os.environ["VTX_LOCAL_DIR"]) / "controller.log"
+    (line,) = [x for x in controller_log.read_text().splitlines() if f"{RUN_ID}: cancel " in x]
+    assert "to stop the run: the run's cost so far" in line
+    assert "crossed budget.max_cost_usd $0.000003" in line
+    stored = Records(local_platform).read(RUN_ID)
+    assert stored is not None and stored.record.outcome is not None
+    assert "crossed budget.max_cost_usd $0.000003" in (stored.record.outcome.reason or "")
+    assert "crossed budget.max_cost_usd $0.000003" in (stored.record.stopping or "")
 
 
 def test_launch_says_a_budget_without_a_price_is_not_enforced(
