@@ -22,6 +22,9 @@ from vtx.flows import study_watch
 from vtx.flows.follow import LogView, follow_run, log_source
 from vtx.views.launch import print_event
 
+WRITE_TRIES = 3
+"""Writes of a relaunched run's record: each conflict with an ended record's write (the
+controller recording its end) is read again and retried."""
 SUBMIT_WAIT_S = 300.0
 """How long `vtx launch` waits for the first attempt's job name when another pass (the
 controller's) claimed it first: that pass is creating it."""
@@ -89,7 +92,8 @@ def _write_new(records: Records, rest: VertexRest, plan: LaunchPlan) -> None:
     attempts numbered on from the run's earlier jobs; refused while one of them lives (two
     attempts would write one checkpoint prefix) or the controller is submitting the next.
     A record whose jobs have all ended is replaced though the controller has not yet recorded
-    its end: its write on the generation read then fails, and it reads the new one."""
+    its end; when it records it between our read and our write, the write is tried again on
+    the ended record's new generation."""
     run_id = plan.run_id
     earlier: list[JobRecord] | list[StudyRecord] = (
         [StudyRecord.from_rest(s) for s in rest.list_studies(run_id)]
@@ -106,10 +110,19 @@ def _write_new(records: Records, rest: VertexRest, plan: LaunchPlan) -> None:
             f"run {run_id}'s attempt {current.marker} is being submitted by the stack's "
             f"controller ({records.uri(run_id)}): `vtx cancel {run_id}` first, or wait"
         )
-    try:
-        records.write(record_of(plan, len(earlier)), stored.generation if stored else 0)
-    except Conflict as exc:
-        raise VertexError(f"run {run_id} was launched at the same time: {exc}") from exc
+    record = record_of(plan, len(earlier))
+    for _ in range(WRITE_TRIES):
+        try:
+            records.write(record, stored.generation if stored else 0)
+            return
+        except Conflict as exc:
+            conflict = exc
+        # The controller may have recorded the ended run's outcome since the read: that
+        # record is still ours to replace. A live one is another launch's.
+        stored = records.read(run_id)
+        if stored is not None and stored.record.live:
+            break
+    raise VertexError(f"run {run_id} was launched at the same time: {conflict}")
 
 
 def _submitted(records: Records, run_id: str, poll_s: float) -> RunRecord:

@@ -1,7 +1,9 @@
-"""`vtx launch --follow` on a stack with a controller: the attempt's logs and final state are
-shown even when the controller recorded the run's end before the follower first looked (a
-short job can end between two reads). The test's records live in a bucket of its own, so the
-platform's own controller never touches them; its passes are made here, by hand."""
+"""Launching on a stack with a controller (vtx.flows.controlled), at the moments a pass can
+land: `--follow` shows the attempt's logs and final state even when the controller recorded
+the run's end before the follower first looked, and a relaunch is not refused when the
+controller records the ended run's outcome between the launch's read and its write. The
+records live in a bucket of the test's own, so the platform's own controller never touches
+them; its passes are made here, by hand."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchOptions, LaunchPlan, plan_launch
 from jobs.spec.gcloud import load_template
+from jobs.vertex.client import VertexRest
 from tests.jobs.local.local_helpers import wait_for
-from vtx.flows.controlled import follow_controlled
+from vtx.flows.controlled import _write_new, follow_controlled
 
 QUICK = {
     "name": "quick",
@@ -74,3 +77,33 @@ def test_a_run_that_ended_before_the_follower_looked_still_shows_its_job(
     assert "quick job says hello" in shown
     assert "JOB_STATE_SUCCEEDED" in shown
     assert shown.rstrip().endswith(f"run {run_id}: SUCCEEDED")
+
+
+def test_a_relaunch_is_not_refused_when_the_controller_records_the_end_meanwhile(
+    stack: StackOutputs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobs.control.record import record_of
+
+    run_id = f"relaunch-{uuid.uuid4().hex[:6]}"
+    plan = _plan(stack, tmp_path, run_id)
+    records, rest = Records(stack), VertexRest(stack)
+    records.create(record_of(plan))
+    driver = Driver(stack)
+    driver.run_pass()  # submits the first attempt; no pass after it has seen its end
+    wait_for(lambda: all(j.terminal for j in rest.list(run_id)) and rest.list(run_id))
+    stored = records.read(run_id)
+    assert stored is not None and stored.record.live  # ended, not yet recorded as ended
+
+    write = records.write
+    passes: list[int] = []
+
+    def a_pass_lands_first(record: RunRecord, generation: int) -> int:
+        if not passes:
+            passes.append(driver.run_pass().conflicts)  # records the outcome: a new generation
+        return write(record, generation)
+
+    monkeypatch.setattr(records, "write", a_pass_lands_first)
+    _write_new(records, rest, _plan(stack, tmp_path, run_id))
+    stored = records.read(run_id)
+    assert stored is not None and stored.record.live and not stored.record.attempts
+    assert stored.record.earlier_attempts == 1
