@@ -262,6 +262,22 @@ def report_sections(report: Report) -> list[Section]:
             ],
         ),
         _one_table(
+            "Persistent resources (warm pools)",
+            ("resource", "region", "network", "key", "labels", "pools", "$/h, busy or idle"),
+            [
+                (
+                    w["resource"],
+                    w["region"],
+                    w["network"],
+                    w["cmek"],
+                    w["labels"],
+                    tuple(w["pools"]),
+                    w["per_hour"],
+                )
+                for w in report.warm_pools
+            ],
+        ),
+        _one_table(
             "Policies",
             ("policy", "level", "verdict", "findings"),
             [

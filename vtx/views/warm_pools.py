@@ -1,17 +1,35 @@
 """What `vtx cost` says of a job on a persistent resource: it adds nothing to the bill, and
-what the resource itself costs per hour, busy or idle (jobs/training/warm_cost.py)."""
+what the resource itself costs per hour, busy or idle (jobs/training/warm_cost.py); the same
+figure as `vtx review` and `vtx pool` show it."""
 
 from __future__ import annotations
 
 from rich.console import Console
 
+from infra.review.rows import HourlyCost
+from jobs.core.catalog import load_catalog
 from jobs.core.formats import money
-from jobs.training.pool_fit import describe_pool
-from jobs.training.warm_cost import WarmCost
+from jobs.core.stack import PersistentResourceOutputs
+from jobs.training.warm_cost import WarmCost, warm_cost
 
 
 def _per_h(value: float | None) -> str:
     return "unknown" if value is None else f"{money(value)}/h"
+
+
+def per_hour_text(cost: WarmCost) -> str:
+    """``$1.23/h (up to $2.46/h scaled out)``, or ``unknown: why``."""
+    if cost.usd_per_h is None:
+        return f"unknown: {cost.unknown_because or 'no price'}"
+    ceiling = cost.max_usd_per_h
+    scaling = f" (up to {_per_h(ceiling)} scaled out)" if ceiling != cost.usd_per_h else ""
+    return f"{_per_h(cost.usd_per_h)}{scaling}"
+
+
+def review_price(resource: PersistentResourceOutputs) -> HourlyCost:
+    """`vtx review`'s pricer: the shipped catalog and the refreshed tables (a real stack's)."""
+    cost = warm_cost(resource, load_catalog())
+    return HourlyCost(cost.usd_per_h, cost.max_usd_per_h, per_hour_text(cost))
 
 
 def warm_cost_lines(cost: WarmCost) -> list[str]:
@@ -29,7 +47,7 @@ def warm_cost_lines(cost: WarmCost) -> list[str]:
     ]
     for price in cost.pools:
         each = _per_h(price.replica_usd_per_h)
-        lines.append(f"  pool {price.pool.id}: {describe_pool(price.pool)}, {each} per VM")
+        lines.append(f"  pool {price.pool.id}: {price.pool.summary}, {each} per VM")
     if cost.unknown_because:
         lines.append(f"  unknown: {cost.unknown_because}")
     return lines
