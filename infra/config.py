@@ -885,6 +885,25 @@ def _team_checks(platform: PlatformConfig) -> Iterator[tuple[str, str, str | Non
         )
 
 
+def _warm_pool_team(
+    base: str, resource: PersistentResourceConfig, teams: list[str]
+) -> Iterator[tuple[str, str, str | None]]:
+    """On a stack with team budgets, a persistent resource is billed to one of the teams, as
+    every job is: its ``vtx-team`` label puts its hours, billed busy or idle, in that team's
+    budget (which filters on the label), and none may fall outside every budget."""
+    if not teams:
+        return
+    team = resource.labels.get(LABEL_TEAM)
+    if team in teams:
+        return
+    said = f"names team {team!r}, which has no budget" if team else "names no team"
+    yield (
+        f"{base}.labels.{LABEL_TEAM}",
+        f"{said}: its hours, billed busy or idle, would count in no team's budget",
+        f"labels: {{{LABEL_TEAM}: {teams[0]}}} (one of {', '.join(teams)})",
+    )
+
+
 def _persistent_resource_checks(
     platform: PlatformConfig, region: str
 ) -> Iterator[tuple[str, str, str | None]]:
@@ -908,6 +927,7 @@ def _persistent_resource_checks(
                 f"{resource.region} is not a region of this stack ({', '.join(regions)})",
                 f"add it to capacity_regions, or region: {region}",
             )
+        yield from _warm_pool_team(base, resource, [t.name for t in platform.teams])
         pool_ids = [p.id for p in resource.pools]
         for j, pool in enumerate(resource.pools):
             where = f"{base}.pools[{j}]"

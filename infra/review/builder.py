@@ -447,9 +447,37 @@ def warm_pools_section(
                 "cmek": shown((inputs.get("encryptionSpec") or {}).get("kmsKeyName")),
                 "labels": ", ".join(f"{k}={shown(v)}" for k, v in sorted(labels.items())) or "-",
                 "pools": [f"{p.id}: {p.summary}" for p in pools] or [COMPUTED],
+                "team": labels.get(LABEL_TEAM),
                 "usd_per_h": cost.usd_per_h if cost else None,
                 "max_usd_per_h": cost.max_usd_per_h if cost else None,
+                "usd_per_month": cost.usd_per_month if cost else None,
                 "per_hour": cost.text if cost else "not priced" if warm else "unknown (computed)",
+            }
+        )
+    return rows
+
+
+def _month(usd: float | None) -> str:
+    return "unknown" if usd is None else f"${usd:,.0f}/month"
+
+
+def with_warm_pools(
+    teams: list[dict[str, Any]], warm: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each team's budget row with the persistent resources billed to it (their ``vtx-team``
+    label, which the budget filters on): their hours count in its budget busy or idle, so a
+    month of their floor is spent before any job runs."""
+    rows = []
+    for team in teams:
+        mine = [w for w in warm if w["team"] == team["team"]]
+        months = [w["usd_per_month"] for w in mine]
+        total = None if None in months else sum(m for m in months if m is not None)
+        rows.append(
+            team
+            | {
+                "warm_pools": [f"{w['resource']}: {w['per_hour']}" for w in mine] or ["-"],
+                "warm_usd_per_month": total if mine else 0.0,
+                "warm_month": _month(total) if mine else "-",
             }
         )
     return rows
@@ -492,6 +520,7 @@ def build_report(source: ReviewSource, price: WarmPricer | None = None) -> Repor
     ctx = RuleContext(environment=source.environment, egress=stack_egress(source.platform))
     verdicts = evaluate(policy_subjects(resources), ctx)
     iam = iam_matrix(resources)
+    warm = warm_pools_section(resources, price)
     return Report(
         stack=source.stack,
         environment=source.environment,
@@ -506,9 +535,9 @@ def build_report(source: ReviewSource, price: WarmPricer | None = None) -> Repor
         buckets=buckets_section(resources),
         quotas=quotas_section(resources),
         secrets=secrets_section(resources),
-        teams=teams_section(resources),
+        teams=with_warm_pools(teams_section(resources), warm),
         controller=controller_section(resources),
-        warm_pools=warm_pools_section(resources, price),
+        warm_pools=warm,
         policy=policy_section(verdicts),
         diagram=mermaid(resources, iam),
         platform=source.platform,

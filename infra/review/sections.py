@@ -228,6 +228,8 @@ def report_sections(report: Report) -> list[Section]:
                 "in regions",
                 "runs as",
                 "may",
+                "warm pools billed to it",
+                "their month, idle",
             ),
             [
                 (
@@ -242,6 +244,8 @@ def report_sections(report: Report) -> list[Section]:
                     t["regions"],
                     t["runs_as"],
                     tuple(t["permissions"]),
+                    tuple(t["warm_pools"]),
+                    t["warm_month"],
                 )
                 for t in report.teams
             ],

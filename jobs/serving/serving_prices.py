@@ -13,10 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.core.catalog import Catalog, Price, PriceTable
-
-HOURS_PER_MONTH = 730
-"""A month of a deployment that never scales in: 365 days x 24 h / 12, the month Google's
-pricing calculator bills by."""
+from jobs.core.formats import HOURS_PER_MONTH
 
 
 @dataclass(frozen=True)

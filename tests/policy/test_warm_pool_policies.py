@@ -131,6 +131,7 @@ def test_the_stack_config_refuses_a_pool_over_the_ceiling() -> None:
 
 WARM_CONFIG = {
     "id": "warm-l4",
+    "labels": {"vtx-team": "nlp"},  # prod's team budgets count it
     "pools": [{"id": "l4", "machine": "g2-standard-8", "accelerator": "NVIDIA_L4", "replicas": 1}],
 }
 

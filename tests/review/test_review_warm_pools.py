@@ -10,10 +10,12 @@ import pytest
 import yaml
 
 from infra.policy.values import UNKNOWN
-from infra.review.builder import warm_pools_section
+from infra.review.builder import build_report, warm_pools_section
 from infra.review.render_markdown import to_markdown
-from infra.review.sources import ReviewResource
+from infra.review.sources import ReviewResource, from_offline
+from tests.conftest import REPO
 from vtx.commands.review import Format, render_review
+from vtx.views.warm_pools import review_price
 
 # Made-up figures for the test, in a refreshed table of the dev stack's region.
 L4_VM_USD_PER_H = 0.8 + 0.7
@@ -84,3 +86,30 @@ def test_a_pool_a_preview_cannot_see_yet_is_computed_and_unpriced() -> None:
 def test_the_section_is_in_the_markdown_of_every_stack(offline) -> None:
     for stack in ("dev", "prod"):
         assert "## Persistent resources (warm pools)" in to_markdown(offline[stack][1])
+
+
+def test_a_teams_budget_row_counts_the_warm_pools_billed_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prod's team budgets filter on vtx-team: a warm pool labelled nlp is in nlp's budget, its
+    month at the floor spent whether or not a job runs."""
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path / "prices"))
+    (tmp_path / "prices").mkdir()
+    (tmp_path / "prices" / f"{TABLE['name']}.yaml").write_text(yaml.safe_dump(TABLE))
+    doc = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())
+    warm = {
+        "id": "warm-l4",
+        "labels": {"vtx-team": "nlp"},
+        "pools": [{"id": "l4", "machine": "g2-standard-8", "accelerator": "NVIDIA_L4"}],
+    }
+    doc["config"]["vtx:platform"]["persistent_resources"] = [warm]
+    config = tmp_path / "Pulumi.prod-warm.yaml"
+    config.write_text(yaml.safe_dump(doc))
+    report = build_report(from_offline("prod-warm", config), review_price)
+    nlp, vision = report.teams
+    assert nlp["warm_pools"] == ["warm-l4: $1.50/h"]
+    assert nlp["warm_usd_per_month"] == pytest.approx(L4_VM_USD_PER_H * 730)
+    assert nlp["warm_month"] == "$1,095/month"
+    assert (vision["warm_pools"], vision["warm_month"]) == (["-"], "-")
+    row = next(line for line in to_markdown(report).splitlines() if line.startswith("| nlp |"))
+    assert "warm-l4: $1.50/h | $1,095/month |" in row

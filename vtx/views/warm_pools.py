@@ -34,7 +34,7 @@ def per_hour_text(cost: WarmCost) -> str:
 def review_price(resource: PersistentResourceOutputs) -> HourlyCost:
     """`vtx review`'s pricer: the shipped catalog and the refreshed tables (a real stack's)."""
     cost = warm_cost(resource, load_catalog())
-    return HourlyCost(cost.usd_per_h, cost.max_usd_per_h, per_hour_text(cost))
+    return HourlyCost(cost.usd_per_h, cost.max_usd_per_h, cost.usd_per_month, per_hour_text(cost))
 
 
 def warm_cost_lines(cost: WarmCost) -> list[str]:
