@@ -34,6 +34,7 @@ from bench import (
     soak,
     trainer_vs_hf,
     transports,
+    warm_start,
 )
 from bench.common import REPO, Section, load_average, machine
 
@@ -79,6 +80,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     "soak": (
         lambda: soak.run(seconds=120, clients=16),
         lambda: soak.run(seconds=20, clients=16),
+    ),
+    "warm-start": (
+        lambda: warm_start.run(warm_start.Config(reps=5)),
+        lambda: warm_start.run(warm_start.Config(reps=2)),
     ),
     "transports": (
         lambda: transports.run(reps=5, calls=40),
