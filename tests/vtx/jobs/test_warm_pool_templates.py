@@ -107,6 +107,7 @@ def test_cost_says_the_job_adds_nothing_and_what_the_resource_costs(tmp_path: Pa
     assert code == 0, out
     flat = " ".join(out.split())
     assert "this job adds nothing to the bill beyond the resource's own price" in flat
+    assert "This job (persistent resource price in us-central1): $0.00/h" in flat
     assert "busy or idle" in flat
     assert "pool l4: g2-standard-8, 1 x NVIDIA_L4, pd-ssd, 1 replica (autoscaling to 2)" in flat
 
