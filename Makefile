@@ -41,7 +41,7 @@ demo: setup
 test: setup browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist loadscope --durations=10
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist loadscope --no-loadscope-reorder --durations=10
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -51,6 +51,32 @@ flooding replicas and a cold first import take minutes, not seconds. Under pytes
 per test, so a hung wait fails with its own message."""
 
 
+SLOW_WITHOUT_COST_S = 10.0
+"""The cost a `slow` mark without ``cost_s`` stands for when modules are ordered."""
+
+
+def _module_cost(item: pytest.Item) -> float:
+    mark = item.get_closest_marker("slow")
+    if mark is None:
+        return 0.0
+    return float(mark.kwargs.get("cost_s", SLOW_WITHOUT_COST_S))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The costliest modules first (by their `slow` marks' ``cost_s``), the rest in file order.
+
+    `make test` hands whole modules to xdist workers in this order (`--dist loadscope
+    --no-loadscope-reorder`), so the minutes-long end-to-end modules start at once and the
+    thousands of quick tests fill in around them, instead of one of them starting last and
+    keeping a worker busy alone at the end. Every worker sorts the same collection the same
+    way (the sort is stable), as xdist requires."""
+    cost: dict[str, float] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        cost[module] = max(cost.get(module, 0.0), _module_cost(item))
+    items.sort(key=lambda item: -cost[item.nodeid.split("::", 1)[0]])
+
+
 def stack_outputs(**changes: object) -> StackOutputs:
     """A minimal stack (project acme-ml-dev, us-central1, buckets d/c/s/m, no network, no
     TensorBoard, no secrets) with `changes` applied and validated, e.g.

@@ -8,10 +8,6 @@ from datetime import UTC, datetime
 UNKNOWN = "unknown"
 """What a figure that cannot be known is shown as (never ``$0``)."""
 
-HOURS_PER_MONTH = 730
-"""A month of something billed every hour (a deployment that never scales in, a warm pool):
-365 days x 24 h / 12, the month Google's pricing calculator bills by."""
-
 
 def money(usd: float | None) -> str:
     """US dollars to the cent with thousands separators (``$1,234.50``); ``unknown`` if None."""

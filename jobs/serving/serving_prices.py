@@ -6,14 +6,23 @@ Prices come from the region's dated serving table in `jobs/core/catalog/prices/`
 serving``),
 never from a training table nor another region's: Vertex lists prediction rates apart from
 training rates. A figure the table lacks is unknown (None), and so is every product that needs
-it; ``reason`` says which figure and which table."""
+it; ``reason`` says which figure and which table.
+
+A replica's boot disk is in no figure: no real SKU wording is known for a serving boot disk, nor
+which disk type and size Vertex gives a deployed model's nodes (docs/vertex-facts.md, "Disks").
+Its line says so (`SERVING_DISK_UNKNOWN`) and the prices exclude it rather than turn unknown:
+every serving price would otherwise be unknown for want of a figure no source gives."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.core.catalog import Catalog, Price, PriceTable
-from jobs.core.formats import HOURS_PER_MONTH
+from jobs.core.catalog import HOURS_PER_MONTH, Catalog, Price, PriceTable
+
+SERVING_DISK_UNKNOWN = (
+    "no real SKU wording is known for a deployed model's boot disk, nor which disk type and size "
+    "its nodes get (the billing report of an a3-highgpu-1g deployment lists no disk SKU)"
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,10 @@ class ServingCost:
     """The machine or accelerator names the table has no figure for."""
     parts: tuple[tuple[str, int, Price], ...] = ()
     """(name, count, price) of what one replica is billed for: the machine, its accelerators."""
+
+    disk_usd_per_h: None = None
+    """A replica's boot disk: unknown (`SERVING_DISK_UNKNOWN`); the prices exclude it."""
+    disk_unknown_because: str = SERVING_DISK_UNKNOWN
 
     @property
     def floor_usd_per_h(self) -> float | None:

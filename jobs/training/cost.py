@@ -6,7 +6,15 @@ Prices come from the region's dated table in `jobs/core/catalog/prices/` (or the
 prices refresh` wrote); every estimate names the table and says which figures are verified, derived
 or read from the billing catalog. A figure the table lacks is unknown (None), and so is every sum
 that needs it: no other region's table, no flat Spot discount and no partial total stand in for
-it."""
+it.
+
+Boot disks are a line of their own: each pool's boot disks (one per VM: replicas x hosts) x the
+size x the table's GiB-hour rate of its type. A job's price includes them when every pool's
+disk figure is known; when one is not, the price is the machines' and accelerators' alone and
+says it excludes the disks (``excludes_disks``, ``disks_unknown_because``). Not unknown: most
+disk types have no known SKU wording (docs/vertex-facts.md, "Disks"), so an unknown disk line
+would make nearly every known price unknown; a price marked "excluding disks" keeps what is
+known and says what is not."""
 
 from __future__ import annotations
 
@@ -16,7 +24,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from jobs.core.catalog import Catalog, Price, PriceTable, load_catalog, vertex_default_timeout_s
+from jobs.core.catalog import (
+    Catalog,
+    DiskPrice,
+    Price,
+    PriceTable,
+    load_catalog,
+    vertex_default_timeout_s,
+)
+from jobs.core.catalog.billing_skus import DISK_WORDS
 from jobs.core.durations import human_duration
 from jobs.core.formats import fine_money, money, usd_per_h
 from jobs.training.facts import JobFacts, PoolFacts
@@ -26,6 +42,14 @@ CONSUMES_RESERVATION = ("ANY_RESERVATION", "SPECIFIC_RESERVATION")
 """Affinities under which a VM may run on a reservation: it is then billed the reservation's
 Compute Engine price (committed-use discounts included) plus Vertex's training fee, in no table
 here (https://cloud.google.com/vertex-ai/docs/training/use-reservations, "Billing")."""
+DISK_PRICE_KINDS = ("on-demand", "FLEX_START")
+"""The prices whose boot disks the table's disk figure prices: the billing report bills an
+on-demand and a FLEX_START job's pd-ssd boot disk at the same Vertex SKU (docs/vertex-facts.md,
+"Disks"). No source shows which SKU bills a Spot or reservation job's boot disk."""
+DISK_UNKNOWN_FOR_KIND = (
+    "no source shows which SKU bills a {kind} job's boot disk (the one disk SKU known bills "
+    "on-demand and FLEX_START jobs')"
+)
 DEFAULT_REGION = "us-central1"
 """Where a job with no region (no template region, no stack) is priced: Vertex's SDK sends jobs
 there when no location is given. The estimate says it assumed it (``region_assumed``)."""
@@ -65,6 +89,16 @@ class PoolCost:
     spot_bases: set[str] = field(default_factory=set)
     reservation: str | None = None
     """ANY_RESERVATION or SPECIFIC_RESERVATION when the pool may run on a reservation."""
+    disk_type: str = ""
+    disk_size_gb: int = 0
+    """Vertex's ``bootDiskSizeGb``, billed as that many GiB (`disk_usd_per_h`)."""
+    disks: int = 0
+    """Boot disks: one per VM, replicas x hosts."""
+    disk_usd_per_h: float | None = None
+    """All ``disks`` at the table's figure for ``disk_type`` (on-demand and FLEX_START jobs);
+    None when the table has none (``disk_unknown``)."""
+    disk_unknown: str | None = None
+    disk_price: DiskPrice | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +160,54 @@ class CostEstimate:
     def flex_start_usd_per_h(self) -> float | None:
         return _total(p.flex_start_usd_per_h for p in self.pools)
 
+    def disk_usd_per_h_for(self, kind: str) -> float | None:
+        """Every pool's boot disks at ``kind``'s price; None when a pool's is unknown. On a
+        persistent resource the disks are the resource's, billed with it: none of the job's."""
+        if kind == PERSISTENT_RESOURCE:
+            return 0.0
+        if kind not in DISK_PRICE_KINDS:
+            return None
+        return _total(p.disk_usd_per_h for p in self.pools)
+
+    def disks_unknown_for(self, kind: str) -> str | None:
+        """Why ``kind``'s boot disk figure is unknown; None when it is known."""
+        if kind == PERSISTENT_RESOURCE:
+            return None
+        if kind not in DISK_PRICE_KINDS:
+            return DISK_UNKNOWN_FOR_KIND.format(kind=kind)
+        reasons = {f"{p.disk_type}: {p.disk_unknown}" for p in self.pools if p.disk_unknown}
+        return "; ".join(sorted(reasons)) or None
+
+    def total_for(self, kind: str) -> tuple[float | None, bool]:
+        """``kind``'s price of the whole job, and whether it excludes the boot disks (their
+        figure unknown): None when a machine's or accelerator's figure is unknown. A job on a
+        persistent resource pays nothing of its own."""
+        if kind == PERSISTENT_RESOURCE:
+            return 0.0, False
+        compute = {
+            "Spot": self.spot_usd_per_h,
+            "on-demand": self.on_demand_usd_per_h,
+            "FLEX_START": self.flex_start_usd_per_h,
+        }.get(kind)
+        disks = self.disk_usd_per_h_for(kind)
+        if compute is None:
+            return None, disks is None
+        return (compute if disks is None else compute + disks), disks is None
+
+    @property
+    def disk_usd_per_h(self) -> float | None:
+        """The boot disks at this job's price; None when unknown (`disks_unknown_because`)."""
+        return self.disk_usd_per_h_for(self.price_kind)
+
+    @property
+    def disks_unknown_because(self) -> str | None:
+        return self.disks_unknown_for(self.price_kind)
+
+    @property
+    def excludes_disks(self) -> bool:
+        """The known price leaves the boot disks out: their figure is unknown."""
+        return self.usd_per_h is not None and self.disk_usd_per_h is None
+
     @property
     def reservation_pools(self) -> list[PoolCost]:
         return [p for p in self.pools if p.reservation is not None]
@@ -148,14 +230,10 @@ class CostEstimate:
 
     @property
     def usd_per_h(self) -> float | None:
-        """What this job pays per hour with its strategy; None when unknown (a figure the table
-        lacks; reservations' prices are in no table)."""
-        return {
-            "Spot": self.spot_usd_per_h,
-            "on-demand": self.on_demand_usd_per_h,
-            "FLEX_START": self.flex_start_usd_per_h,
-            PERSISTENT_RESOURCE: 0.0,
-        }.get(self.price_kind)
+        """What this job pays per hour with its strategy, boot disks included when their
+        figures are known (else `excludes_disks`); None when unknown (a machine's or
+        accelerator's figure the table lacks; reservations' prices are in no table)."""
+        return self.total_for(self.price_kind)[0]
 
     @property
     def usd_at_timeout(self) -> float | None:
@@ -208,6 +286,13 @@ class CostEstimate:
                     continue
                 description = getattr(price, description_field)
                 found[(name, sku)] = PricedSku(name, kind, sku, description, price.fetched_at)
+        for pool in self.pools if self.disk_usd_per_h is not None else ():
+            disk = pool.disk_price
+            if disk is not None and disk.sku is not None:
+                name = f"{pool.disk_type} boot disk"
+                found[(name, disk.sku)] = PricedSku(
+                    name, kind, disk.sku, disk.sku_description, disk.fetched_at
+                )
         return list(found.values())
 
     @property
@@ -265,9 +350,35 @@ def _parts(
     return [(name, n, getattr(p, usd), getattr(p, basis)) for name, n, p in prices]
 
 
+def _disk(
+    pool: PoolFacts, table: PriceTable | None, cat: Catalog
+) -> tuple[str, int, DiskPrice | None, str | None]:
+    """The pool's boot disk type and size (Vertex's defaults where the job gives none: the
+    machine's first boot disk type, limits.yaml's size), its table figure, and why there is
+    none."""
+    disk_type = pool.boot_disk_type or cat.boot_disk_types(pool.machine)[0]
+    size = pool.boot_disk_size_gb or cat.limits.boot_disk_size_gb.default or 0
+    if table is None:
+        return disk_type, size, None, "no price table"
+    price = table.disks.get(disk_type)
+    if price is None or price.usd_per_gib_h is None:
+        known = (
+            "`vtx prices refresh` reads it from Vertex's disk SKU"
+            if disk_type in DISK_WORDS
+            else f"no real SKU wording is known for {disk_type} boot disks"
+        )
+        return disk_type, size, None, f"no figure in {table.name} ({known})"
+    return disk_type, size, price, None
+
+
 def _pool_cost(pool: PoolFacts, table: PriceTable | None, cat: Catalog) -> PoolCost:
     accelerator, count = _accelerator(pool, cat)
     replicas = pool.replicas or 0
+    disk_type, disk_size, disk_price, disk_unknown = _disk(pool, table, cat)
+    disks = replicas * hosts(pool, cat)
+    # bootDiskSizeGb is billed as that many GiB: the billing report in docs/vertex-facts.md
+    # ("Disks") bills a 2,000 boot disk as 2,000 GiB at the disk SKU's GiB-month rate / 730.
+    per_disk = disk_price.usd_per_gib_h if disk_price else None
     on_demand = _add(_parts(pool, table, cat, "on-demand"))
     spot = _add(_parts(pool, table, cat, "spot"))
     flex_start = _add(_parts(pool, table, cat, "flex-start"))
@@ -285,6 +396,12 @@ def _pool_cost(pool: PoolFacts, table: PriceTable | None, cat: Catalog) -> PoolC
         reservation=pool.reservation_affinity
         if pool.reservation_affinity in CONSUMES_RESERVATION
         else None,
+        disk_type=disk_type,
+        disk_size_gb=disk_size,
+        disks=disks,
+        disk_usd_per_h=None if per_disk is None else per_disk * disk_size * disks,
+        disk_unknown=disk_unknown,
+        disk_price=disk_price,
     )
 
 

@@ -280,7 +280,7 @@ def refresh(
         flex_start_source=flex_start_source,
     )
     # A table without a figure would only hide the shipped one: it is not written.
-    found = [t for t in found if t.machines or t.accelerators]
+    found = [t for t in found if t.machines or t.accelerators or t.disks]
     return Refresh(matched, found, write_tables(found, directory or refreshed_prices_dir()))
 
 

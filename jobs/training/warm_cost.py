@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.core.catalog import Catalog
-from jobs.core.formats import HOURS_PER_MONTH
+from jobs.core.catalog import HOURS_PER_MONTH, Catalog
 from jobs.core.stack import PersistentResourceOutputs, WarmPool
 from jobs.training.cost import estimate
 from jobs.training.facts import JobFacts, PoolFacts

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from drill_support import REPO, drill_config, write_small_dataset
 
@@ -71,6 +72,7 @@ def status(data_dir: Path) -> dict[str, Any]:
     return json.loads(vtx_local(data_dir, "status", "--json"))
 
 
+@pytest.mark.slow(cost_s=45)
 def test_control_plane_crashes_lose_no_job_and_jobs_finish(tmp_path: Path):
     import gcsfs
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
 from drill_support import (
     assert_bit_identical,
     checkpoint_tensors,
@@ -41,6 +42,7 @@ POINTS = sorted(random.Random(SEED).sample(range(1, MAX_STEPS), 20))
 COMMON = {"max_steps": MAX_STEPS, "gradient_accumulation_steps": 3, "save_total_limit": None}
 
 
+@pytest.mark.slow(cost_s=30)
 def test_twenty_seeded_preemptions_each_resume_exactly(tmp_path, monkeypatch, capsys):
     dataset = write_small_dataset(tmp_path)
     reference = tmp_path / "undisturbed"

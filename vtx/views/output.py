@@ -20,7 +20,7 @@ from jobs.core.formats import UNKNOWN, money, usd_per_h
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
 from jobs.launch.names import resources
-from jobs.training.cost import CostEstimate, budget_warning
+from jobs.training.cost import DISK_PRICE_KINDS, CostEstimate, budget_warning
 from jobs.training.quotas import (
     NOT_LISTED,
     OK,
@@ -188,6 +188,7 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
             justify="right" if "$" in column or column == "replicas" else "left",
             overflow="fold",
         )
+    kinds = ["on-demand", "Spot", *(["FLEX_START"] if flex else [])]
     for pool in estimate.pools:
         table.add_row(
             pool.role,
@@ -198,12 +199,26 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
             money(pool.spot_usd_per_h),
             *([money(pool.flex_start_usd_per_h)] if flex else []),
         )
+        disk = pool.disk_usd_per_h
+        table.add_row(
+            "",
+            f"boot disk {pool.disk_type} {pool.disk_size_gb} GB",
+            "",
+            str(pool.disks),
+            *(money(disk if kind in DISK_PRICE_KINDS else None) for kind in kinds),
+            style="dim",
+        )
     table.add_row(
-        "total", "", "", "", money(estimate.on_demand_usd_per_h), money(estimate.spot_usd_per_h),
-        *([money(estimate.flex_start_usd_per_h)] if flex else []),
-        style="bold",
-    )  # fmt: skip
+        "total", "", "", "", *(_total_cell(estimate, kind) for kind in kinds), style="bold"
+    )
     return table
+
+
+def _total_cell(estimate: CostEstimate, kind: str) -> str:
+    """A column's total; "excl. disks" when the boot disks' figure is unknown (`cost.py` says
+    why the total is not made unknown for them)."""
+    total, excludes = estimate.total_for(kind)
+    return f"{money(total)} excl. disks" if total is not None and excludes else money(total)
 
 
 def quota_table(estimate: CostEstimate) -> Table:
@@ -324,10 +339,13 @@ def print_cost(
     kind = estimate.price_kind
     cap = human_duration(estimate.timeout_s)
     console.print(
-        f"This job ({kind} price in {estimate.region}): {usd_per_h(estimate.usd_per_h)}; "
+        f"This job ({kind} price in {estimate.region}): {usd_per_h(estimate.usd_per_h)}"
+        f"{' excluding boot disks' if estimate.excludes_disks else ''}; "
         f"at its timeout cap ({cap}): {money(estimate.usd_at_timeout)}",
         highlight=False,
     )
+    console.print(_disk_line(estimate), style="yellow" if estimate.excludes_disks else "dim",
+                  highlight=False, markup=False)  # fmt: skip
     if kind == "FLEX_START" and estimate.usd_per_h is None:
         console.print(
             "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices (Compute "
@@ -347,6 +365,20 @@ def print_cost(
     if live is not None:
         print_quota_check(console, *live)
     print_price_source(console, estimate)
+
+
+def _disk_line(estimate: CostEstimate) -> str:
+    """The boot disks' own line: their price in this job's, or why it is unknown."""
+    disks = ", ".join(
+        f"{p.role}: {p.disks} x {p.disk_size_gb} GB {p.disk_type}" for p in estimate.pools
+    )
+    figure = estimate.disk_usd_per_h
+    if figure is not None:
+        return f"Boot disks ({disks}): {usd_per_h(figure)}, included above."
+    return (
+        f"Boot disks ({disks}): unknown ({estimate.disks_unknown_because}); "
+        + ("the price above excludes them." if estimate.excludes_disks else "")
+    ).strip()
 
 
 def _reservation_note(estimate: CostEstimate) -> str:

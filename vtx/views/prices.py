@@ -58,6 +58,8 @@ def print_refresh(console: Console, done: Refresh) -> None:
     if len(done.matched.refused) > MAX_REFUSED_SHOWN:
         more = len(done.matched.refused) - MAX_REFUSED_SHOWN
         console.print(f"refused: {more} more SKUs that cannot be read", style="yellow")
+    for reason in done.matched.disks_refused[:MAX_REFUSED_SHOWN]:
+        console.print(f"disk SKU not read: {reason}", style="yellow", highlight=False, markup=False)
     for gpu, wordings in sorted(done.matched.gpu_wordings.items()):
         said = "; ".join(f'"{w}"' for w in sorted(wordings))
         console.print(f"{gpu} is worded {said}", highlight=False, markup=False)

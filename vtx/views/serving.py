@@ -23,8 +23,15 @@ def price_line(cost: ServingCost) -> str:
         f"({money(cost.floor_usd_per_month)}/month), {usd_per_h(cost.ceiling_usd_per_h)} at "
         f"{cost.max_replicas} ({money(cost.ceiling_usd_per_month)}/month); "
         f"{usd_per_h(cost.replica_usd_per_h)} a replica, from {cost.table.name} (as of "
-        f"{cost.table.as_of})"
+        f"{cost.table.as_of}); excluding boot disks"
     )
+
+
+def disk_line(cost: ServingCost) -> str:
+    """A replica's boot disk, on its own line: its figure, or why it is unknown."""
+    if cost.disk_usd_per_h is None:
+        return f"unknown: {cost.disk_unknown_because}"
+    return usd_per_h(cost.disk_usd_per_h)
 
 
 def sku_lines(cost: ServingCost) -> list[str]:
@@ -81,6 +88,7 @@ def print_deploy_plan(out: Console, plan: DeployPlan) -> None:
     table.add_row("traffic after", split_text(plan.traffic, deployed_names(plan.endpoint)))
     table.add_row("service account", plan.service_account)
     table.add_row("serving $/h", price_line(plan.cost))
+    table.add_row("boot disk $/h", disk_line(plan.cost))
     for line in sku_lines(plan.cost):
         table.add_row("", line)
     out.print(table)

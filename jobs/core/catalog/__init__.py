@@ -243,6 +243,43 @@ class Price(_Data):
         return self
 
 
+HOURS_PER_MONTH = 730
+"""The month Google's pricing pages and calculator bill by (365 days x 24 h / 12): a disk SKU's
+``GiBy.mo`` figure over this is its GiB-hour rate, as the billing report in docs/vertex-facts.md
+("Billing catalog", "Disks") converts it."""
+
+
+class DiskPrice(_Data):
+    """A boot disk type's figure, per GiB and month as its SKU states it (``usageUnit``
+    ``GiBy.mo``); `usd_per_gib_h` is that over `HOURS_PER_MONTH`."""
+
+    usd_per_gib_month: float | None = None
+    """None: no figure known for this region."""
+    basis: Basis | None = None
+    note: str | None = None
+    sku: str | None = None
+    sku_description: str | None = None
+    fetched_at: str | None = None
+
+    @field_validator("usd_per_gib_month", mode="before")
+    @classmethod
+    def _a_rate(cls, usd: object) -> object:
+        problem = None if usd is None else rate_problem(usd)
+        if problem:
+            raise ValueError(f"not a rate per GiB-month: {problem}")
+        return usd
+
+    @model_validator(mode="after")
+    def _figure_has_a_basis(self) -> DiskPrice:
+        if (self.usd_per_gib_month is None) != (self.basis is None):
+            raise ValueError("usd_per_gib_month and basis go together: give both or neither")
+        return self
+
+    @property
+    def usd_per_gib_h(self) -> float | None:
+        return None if self.usd_per_gib_month is None else self.usd_per_gib_month / HOURS_PER_MONTH
+
+
 class PriceTable(_Data):
     name: str
     kind: Literal["training", "serving"] = "training"
@@ -259,6 +296,8 @@ class PriceTable(_Data):
     """Where the FLEX_START figures come from; None when the table has none."""
     machines: dict[str, Price] = Field(default_factory=dict)
     accelerators: dict[str, Price] = Field(default_factory=dict)
+    disks: dict[str, DiskPrice] = Field(default_factory=dict)
+    """Boot disk type (pd-ssd, ...) -> its figure; a type not here is unknown."""
     stand_in: bool = False
     """Read from the local platform's billing catalog stand-in: figures for rehearsing on the
     local platform, never Google's. Only a catalog `for_stack` of a local stack prices with it."""

@@ -20,7 +20,14 @@ What the descriptions look like, and what of it is confirmed, is in docs/vertex-
 "Prediction"), one catalog machine name (``n1-standard-4``), one GPU named as the SKUs name it
 ("Nvidia Tesla T4 GPU", "NVIDIA H100 80GB", "H200 141GB GPU") or one machine family's vCPU or
 RAM ("N1 Predefined Instance Core"/"Ram", added up per machine), and nothing that marks another
-price (a commitment, a sole-tenant node, a workstation licence, a reservation)."""
+price (a commitment, a sole-tenant node, a workstation licence, a reservation).
+
+Disks: a training boot disk is priced per GiB and month by a Vertex SKU naming its type in words
+`DISK_WORDS` knows ("Vertex AI: Training/Pipelines on SSD backed PD Capacity", pd-ssd, the one
+real wording known); its figure stays per GiB-month as the SKU states it (the estimate converts,
+`jobs.core.catalog.HOURS_PER_MONTH`). A disk type with no known wording stays unknown saying so;
+a disk SKU the matcher cannot place (another type's words, a prediction disk, a local SSD, a
+Compute Engine or Spot disk) is refused with why (``Matched.disks_refused``), never guessed."""
 
 from __future__ import annotations
 
@@ -32,13 +39,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from jobs.core.catalog import Catalog, Machine, Price, PriceTable, rate_problem
+from jobs.core.catalog import Catalog, DiskPrice, Machine, Price, PriceTable, rate_problem
 
 Kind = Literal["training", "serving"]
-Item = Literal["machine", "accelerator"]
-Part = Literal["machine", "accelerator", "vcpu", "ram"]
+Item = Literal["machine", "accelerator", "disk"]
+Part = Literal["machine", "accelerator", "vcpu", "ram", "disk"]
 """What a SKU prices: a whole machine or GPU hour, or (Compute Engine's form) a vCPU hour or a
-GiB-of-memory hour of a machine family, which add up to a machine's price."""
+GiB-of-memory hour of a machine family, which add up to a machine's price; or a GiB-month of a
+boot disk type."""
 Usage = Literal["on-demand", "spot", "flex-start"]
 Source = Literal["on-demand", "spot", "dws", "fee"]
 """What one SKU prices: an on-demand or Spot figure whole, or one of FLEX_START's two halves
@@ -53,8 +61,24 @@ FEE_WORDS = "management fee"
 """Vertex's words for its fee on a VM Compute Engine bills ("Vertex AI: Training/Pipelines
 management fee on NVIDIA H100 80GB")."""
 HOURLY_UNIT = "h"
-UNITS: dict[str, str] = {"machine": "h", "accelerator": "h", "vcpu": "h", "ram": "GiBy.h"}
+DISK_UNIT = "GiBy.mo"
+UNITS: dict[str, str] = {
+    "machine": "h",
+    "accelerator": "h",
+    "vcpu": "h",
+    "ram": "GiBy.h",
+    "disk": DISK_UNIT,
+}
 """The ``usageUnit`` each part is priced in."""
+DISK_WORDS: dict[str, str] = {"pd-ssd": "ssd backed pd capacity"}
+"""A boot disk type (``bootDiskType``) -> the words of its Vertex training SKU, lower case. Only
+pd-ssd's are known: "Vertex AI: Training/Pipelines on SSD backed PD Capacity" (A005-98FE-36CC,
+in the billing report of docs/vertex-facts.md, "Disks"). pd-standard's and hyperdisk-balanced's
+wordings are not known: their figures stay unknown, saying so, and no wording is guessed."""
+DISK_MARKS = ("pd", "hyperdisk", "persistent disk", "capacity", "local ssd", "local storage")
+"""Words that mark a disk SKU, read or not: one of no `DISK_WORDS` form is refused with why."""
+LOCAL_SSD_WORDS = ("local ssd", "local storage")
+"""A local SSD's words (Compute Engine's "DWS Defined Duration SSD backed Local Storage")."""
 GPU_WORDS: dict[str, tuple[str, ...]] = {
     "NVIDIA_TESLA_T4": ("t4",),
     "NVIDIA_TESLA_V100": ("v100",),
@@ -118,6 +142,7 @@ class Key:
 @dataclass(frozen=True)
 class Figure:
     usd_per_h: float
+    """$/h; for a disk, $ per GiB-month (the SKU's own unit: `DISK_UNIT`)."""
     sku: str
     description: str
 
@@ -146,6 +171,9 @@ class Matched:
     refused: list[str] = field(default_factory=list)
     """SKUs that could not be read at all (a field of the wrong type), each with why; they
     count in ``ignored`` too."""
+    disks_refused: list[str] = field(default_factory=list)
+    """Disk SKUs read but placed on no figure, each "<id> (<description>): why" (another
+    type's words, a prediction disk, a local SSD, ...); they count in ``ignored`` too."""
     gpu_wordings: dict[str, set[str]] = field(default_factory=dict)
     """Catalog accelerator -> the words its SKUs named it with, as written ("Nvidia Tesla T4
     GPU", "Nvidia A100 80gb GPU"): how this catalog words each GPU."""
@@ -302,6 +330,9 @@ def classify(sku: object, catalog: Catalog, compute_engine: bool = False) -> _Cl
     kind = _kind(words, compute_engine)
     if kind is False:
         return "names neither training nor prediction (or both)"
+    disk = _disk(text)
+    if disk is not None:
+        return _disk_claim(disk, kind, usage)
     machines = catalog.machines if kind != "serving" else catalog.serving_machines
     if kind is None:
         machines = {**catalog.serving_machines, **catalog.machines}
@@ -316,6 +347,50 @@ def classify(sku: object, catalog: Catalog, compute_engine: bool = False) -> _Cl
     if gpu is not None:
         return _Claim(kind, "accelerator", gpu[0], usage, gpu[1])
     return _Claim(kind, "machine", named[0], usage)
+
+
+class DiskRefusal(str):
+    """Why a SKU recognised as a disk's prices no figure (`classify` answers it as any other
+    reason; `match` lists it in ``Matched.disks_refused``)."""
+
+
+def _disk(text: str) -> tuple[str] | DiskRefusal | None:
+    """The boot disk type a disk SKU's words name (as a 1-tuple); why it names none this
+    matcher knows; None when the words are not a disk's (`DISK_MARKS`)."""
+    if not any(re.search(rf"\b{mark}\b", text) for mark in DISK_MARKS):
+        return None
+    local = [w for w in LOCAL_SSD_WORDS if re.search(rf"\b{w}\b", text)]
+    if local:
+        return DiskRefusal(
+            "a local SSD SKU: no Vertex SKU wording is known for local SSDs, and the catalog "
+            "does not say which machines carry them"
+        )
+    named = [t for t, words in DISK_WORDS.items() if re.search(rf"\b{words}\b", text)]
+    if len(named) != 1:
+        known = ", ".join(f'"{w}" ({t})' for t, w in DISK_WORDS.items())
+        return DiskRefusal(f"a disk SKU in words of no known form (known: {known})")
+    return (named[0],)
+
+
+def _disk_claim(disk: tuple[str] | DiskRefusal, kind: Kind | None, usage: Source) -> _Claim | str:
+    """A training boot disk's on-demand figure, or why the disk SKU prices none."""
+    if isinstance(disk, DiskRefusal):
+        return disk
+    if kind is None:
+        return DiskRefusal(
+            "a Compute Engine disk SKU: Vertex bills a job's boot disk at its own disk SKU, "
+            "FLEX_START's too"
+        )
+    if kind == "serving":
+        return DiskRefusal(
+            "a prediction disk SKU: no real SKU wording is known for serving boot disks, nor "
+            "which disk a deployed model's nodes get"
+        )
+    if usage != "on-demand":
+        return DiskRefusal(
+            f"a {usage} disk SKU: only an on-demand training disk SKU is known to price a boot disk"
+        )
+    return _Claim(kind, "disk", disk[0], usage)
 
 
 def _kind(words: list[str], compute_engine: bool) -> Kind | Literal[False] | None:
@@ -440,7 +515,18 @@ def expected(catalog: Catalog, regions: Iterable[str]) -> list[Key]:
                     usages.append("flex-start")
                 for usage in usages:
                     keys.append(Key(region, kind, item, name, usage))  # type: ignore[arg-type]
+        keys += disk_keys(catalog, region)
     return keys
+
+
+def disk_keys(catalog: Catalog, region: str) -> list[Key]:
+    """The boot disk figures a region's training table holds: every type a job may ask for
+    (limits.yaml's ``boot_disk_types``), on-demand only (the only disk SKU known is on-demand;
+    the report bills FLEX_START's boot disk at it too: docs/vertex-facts.md, "Disks")."""
+    return [
+        Key(region, "training", "disk", disk, "on-demand")
+        for disk in catalog.limits.boot_disk_types
+    ]
 
 
 def takes_flex_start(catalog: Catalog, item: Item, name: str) -> bool:
@@ -473,6 +559,8 @@ def match(
         claim = head if isinstance(head, str) else classify(head, catalog, compute_engine)
         if isinstance(head, str):
             result.refused.append(head)
+        elif isinstance(claim, DiskRefusal):
+            result.disks_refused.append(f"{head.skuId} ({head.description}): {claim}")
         if isinstance(claim, str) or isinstance(head, str):
             result.ignored += 1
             continue
@@ -526,6 +614,10 @@ def _one(key: Key, found: list[tuple[SkuHead, float | str]]) -> Figure | str:
     """The figure of exactly one readable SKU, or why there is none."""
     if not found and key.item == "accelerator" and key.name not in GPU_WORDS:
         return "no SKU description form is known for it (TPUs)"
+    if not found and key.item == "disk" and key.name not in DISK_WORDS:
+        return (
+            f"no real SKU wording is known for {key.name} boot disks in training: none is guessed"
+        )
     if not found:
         return "no SKU lists this region for it"
     if len(found) > 1:
@@ -586,12 +678,16 @@ def tables(
     found = []
     for region in regions:
         for kind in ("training", "serving"):
-            entries: dict[Item, dict[str, Price]] = {"machine": {}, "accelerator": {}}
+            entries: dict[str, dict[str, Price]] = {"machine": {}, "accelerator": {}}
+            disks: dict[str, DiskPrice] = {}
             names = {
                 (k.item, k.name) for k in matched.figures if (k.region, k.kind) == (region, kind)
             }
             for item, name in sorted(names):
-                entries[item][name] = _price(matched, region, kind, item, name, fetched_at)
+                if item == "disk":
+                    disks[name] = _disk_price(matched, region, kind, name, fetched_at)
+                else:
+                    entries[item][name] = _price(matched, region, kind, item, name, fetched_at)
             prices = [p for e in entries.values() for p in e.values()]
             has_spot = any(p.spot_usd_per_h is not None for p in prices)
             has_flex_start = any(p.flex_start_usd_per_h is not None for p in prices)
@@ -607,10 +703,22 @@ def tables(
                     flex_start_source=(flex_start_source or source) if has_flex_start else None,
                     machines=entries["machine"],
                     accelerators=entries["accelerator"],
+                    disks=disks,
                     stand_in=stand_in,
                 )
             )
     return found
+
+
+def _disk_price(matched: Matched, region: str, kind: str, name: str, at: str) -> DiskPrice:
+    figure = matched.figures[Key(region, kind, "disk", name, "on-demand")]  # type: ignore[arg-type]
+    return DiskPrice(
+        usd_per_gib_month=figure.usd_per_h,
+        basis="catalog",
+        sku=figure.sku,
+        sku_description=figure.description,
+        fetched_at=at,
+    )
 
 
 def _price(matched: Matched, region: str, kind: str, item: str, name: str, at: str) -> Price:

@@ -2,8 +2,11 @@
 API's shape (v1 ``Sku``), one per region, machine or accelerator, training or prediction,
 on-demand or Spot, for every region, machine and accelerator the catalog knows, and the two
 halves of a FLEX_START price where FLEX_START runs the machine or GPU (Vertex's management fee
-per kind; Compute Engine's DWS Defined Duration VM hour, served as Compute Engine's service), so
-that `vtx prices refresh --stack local` fills every table offline.
+per kind; Compute Engine's DWS Defined Duration VM hour, served as Compute Engine's service), and
+a training pd-ssd boot disk SKU per region in the words of the one real Vertex disk SKU known
+(A005-98FE-36CC, "Vertex AI: Training/Pipelines on SSD backed PD Capacity", per GiB-month), so
+that `vtx prices refresh --stack local` fills every table offline. No other disk type has one:
+no real wording is known for it, and the stand-in writes only forms the matcher reads.
 
 Fields as Google's reference names them
 (https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list): ``name``
@@ -16,7 +19,8 @@ reads (docs/vertex-facts.md, "Billing catalog") and each ends by saying it is th
 
 THE FIGURES ARE NOT GOOGLE'S: each is made up from the machine's size (``STAND_IN_RATES``), the
 same in every region, Spot at ``SPOT_SHARE`` of it, FLEX_START's VM hour at ``DWS_SHARE`` and its
-fee at ``FEE_SHARE``, so that a local run has a cost to show and test.
+fee at ``FEE_SHARE``, a GiB-month of pd-ssd at ``STAND_IN_RATES["disk_gib_month"]``, so that a
+local run has a cost to show and test.
 
 As the API does (cloudbilling v1 discovery document, ``services.skus.list`` and ``PricingInfo``):
 without ``startTime``/``endTime`` each SKU's ``effectiveTime`` is a time within the last 12 hours
@@ -32,8 +36,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
-from jobs.core.catalog import Catalog, load_catalog
-from jobs.core.catalog.billing_skus import FEE_WORDS, GPU_WORDS, takes_flex_start
+from jobs.core.catalog import HOURS_PER_MONTH, Catalog, load_catalog
+from jobs.core.catalog.billing_skus import DISK_UNIT, FEE_WORDS, GPU_WORDS, takes_flex_start
 
 SERVICE_ID = "C7E2-9256-1C43"
 COMPUTE_SERVICE_ID = "6F81-5844-456A"
@@ -67,8 +71,32 @@ def latest_pricing(currency: str = CURRENCY, now: datetime | None = None) -> Pri
 
 
 STAND_IN = "vtx local stand-in, not a Google price"
-STAND_IN_RATES = {"vcpu": Decimal("0.04"), "gb": Decimal("0.005"), "gpu_gb": Decimal("0.03")}
-"""$/h per vCPU, per GB of machine memory, per GB of accelerator memory: invented."""
+STAND_IN_RATES = {
+    "vcpu": Decimal("0.04"),
+    "gb": Decimal("0.005"),
+    "gpu_gb": Decimal("0.03"),
+    "disk_gib_month": Decimal("0.17"),
+}
+"""$/h per vCPU, per GB of machine memory, per GB of accelerator memory; $ per GiB-month of a
+pd-ssd boot disk: invented."""
+DISK_SKU_WORDS = "Vertex AI: Training/Pipelines on SSD backed PD Capacity"
+"""The words of Vertex's pd-ssd training disk SKU (A005-98FE-36CC, docs/vertex-facts.md)."""
+HOURLY = {
+    "usageUnit": "h",
+    "usageUnitDescription": "hour",
+    "baseUnit": "s",
+    "baseUnitDescription": "second",
+    "baseUnitConversionFactor": 3600,
+}
+GIB_MONTHLY = {
+    "usageUnit": DISK_UNIT,
+    "usageUnitDescription": "gibibyte month",
+    "baseUnit": "By.s",
+    "baseUnitDescription": "byte second",
+    # The stand-in's own factor, from the 730-hour month: Google's for this SKU was not read.
+    "baseUnitConversionFactor": 2**30 * HOURS_PER_MONTH * 3600,
+}
+"""How the stand-in's SKUs state their unit: per hour, or per GiB-month (a disk)."""
 SPOT_SHARE = Decimal("0.4")
 DWS_SHARE = Decimal("0.45")
 FEE_SHARE = Decimal("0.06")
@@ -99,6 +127,7 @@ def _sku(
     usd: Decimal,
     pricing: Pricing,
     service: str = SERVICE_ID,
+    unit: dict | None = None,
 ) -> dict:
     sku_id = _sku_id(service, region, description, usage)
     return {
@@ -107,7 +136,7 @@ def _sku(
         "description": f"{description} running in {region} ({STAND_IN})",
         "category": {
             "serviceDisplayName": "Vertex AI" if service == SERVICE_ID else "Compute Engine",
-            "resourceFamily": "Compute",
+            "resourceFamily": "Storage" if unit is GIB_MONTHLY else "Compute",
             "resourceGroup": group,
             "usageType": "Preemptible" if usage == "spot" else "OnDemand",
         },
@@ -117,11 +146,7 @@ def _sku(
                 "effectiveTime": pricing.effective_time.isoformat().replace("+00:00", "Z"),
                 "summary": "",
                 "pricingExpression": {
-                    "usageUnit": "h",
-                    "usageUnitDescription": "hour",
-                    "baseUnit": "s",
-                    "baseUnitDescription": "second",
-                    "baseUnitConversionFactor": 3600,
+                    **(unit or HOURLY),
                     "displayQuantity": 1,
                     "tieredRates": [{"startUsageAmount": 0, "unitPrice": _money(usd, pricing)}],
                 },
@@ -172,6 +197,10 @@ def skus(cat: Catalog | None = None, pricing: Pricing | None = None) -> list[dic
         if takes_flex_start(cat, _item(name), name):  # type: ignore[arg-type]
             fee = f"{product} {FEE_WORDS} {words}"
             found.append(_sku(region, fee, group, "on-demand", usd * FEE_SHARE, pricing))
+    for region in cat.regions:
+        usd = STAND_IN_RATES["disk_gib_month"]
+        disk = _sku(region, DISK_SKU_WORDS, "SSD", "on-demand", usd, pricing, unit=GIB_MONTHLY)
+        found.append(disk)
     return found
 
 

@@ -74,6 +74,23 @@ US_CENTRAL1_TABLE = {
 templates that the shipped us-central1 table leaves unknown."""
 
 
+DISK_TABLE = {
+    **US_CENTRAL1_TABLE,
+    "machines": {"n1-standard-4": {"usd_per_h": 0.25, "basis": "verified"}},
+    "disks": {"pd-ssd": {"usd_per_gib_month": 0.1825, "basis": "verified"}},
+}
+"""0.1825 $/GiB-month is 0.00025 $/GiB-hour over 730 hours: a test figure."""
+
+
+def disk_job(worker_disk: dict, strategy: str | None = None) -> JobFacts:
+    pools = {
+        "chief": {"machine": "n1-standard-4"},
+        "workers": {"machine": "n1-standard-4", "replicas": 3, "boot_disk": worker_disk},
+    }
+    """A chief on its default boot disk, three workers on ``worker_disk``."""
+    return priced_job(pools, "us-central1", strategy)
+
+
 def write_table(directory: Path, table: dict) -> Path:
     """``table`` where `vtx prices refresh` leaves its tables (``directory``: the user's prices
     folder), so that the CLI prices with it; its ``as_of`` must be newer than the shipped one's."""

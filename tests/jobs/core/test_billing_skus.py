@@ -14,8 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from jobs.core.catalog import load_catalog, refreshed_prices_dir
+from jobs.core.catalog import PriceTable, load_catalog, refreshed_prices_dir
 from jobs.core.catalog.billing_skus import Key, classify, match, tables
 from jobs.training.prices import write_tables
 from tests.conftest import TEST_DATA, stack_outputs
@@ -177,7 +178,6 @@ def test_the_words_each_gpu_was_seen_in_are_reported(matched) -> None:
         ("A001-0000-0020", "an instance SKU of no single machine family"),
         ("A001-0000-0013", "names neither training nor prediction"),
         ("A001-0000-0016", "a GPU this catalog does not name"),
-        ("A005-98FE-36CC", "names no single machine or accelerator"),
     ],
 )
 def test_skus_that_price_no_table_figure_say_why(sku_id: str, reason: str) -> None:
@@ -373,7 +373,9 @@ def write_refreshed(matched, **table: Any) -> None:
         fetched_at="2026-11-27T03:00:00Z",
         **table,
     )
-    write_tables([t for t in found if t.machines or t.accelerators], refreshed_prices_dir())
+    write_tables(
+        [t for t in found if t.machines or t.accelerators or t.disks], refreshed_prices_dir()
+    )
 
 
 def test_tables_name_each_figures_sku_and_the_newest_table_wins(
@@ -428,3 +430,153 @@ def test_the_local_stand_ins_tables_price_the_local_stack_only(
     local_stack = stack_outputs().model_copy(update={"vertex_endpoint": "http://127.0.0.1:1"})
     table = cat.for_stack(local_stack).price_table("us-central1")
     assert table is not None and table.name == "billing-local-training-us-central1-2026-11-27"
+
+
+# ---- boot disks --------------------------------------------------------------------------------
+
+
+def _disk_key(region: str, disk: str) -> Key:
+    return Key(region, "training", "disk", disk, "on-demand")
+
+
+def test_a_training_pd_ssd_boot_disk_is_priced_from_its_vertex_sku(matched) -> None:
+    # A005-98FE-36CC, "Vertex AI: Training/Pipelines on SSD backed PD Capacity", per GiB-month.
+    figure = matched.figures[_disk_key("us-central1", "pd-ssd")]
+    assert (figure.usd_per_h, figure.sku) == (pytest.approx(0.195494), "A005-98FE-36CC")
+    # Only the regions its serviceRegions lists; the other types have no known wording.
+    assert matched.unknown[_disk_key("us-east4", "pd-ssd")] == "no SKU lists this region for it"
+    for disk in ("pd-standard", "hyperdisk-balanced"):
+        said = matched.unknown[_disk_key("us-central1", disk)]
+        assert (
+            said
+            == f"no real SKU wording is known for {disk} boot disks in training: none is guessed"
+        )
+    assert not [k for k in matched.figures if k.item == "disk" and k.kind == "serving"]
+
+
+def test_the_reports_job_totals_with_its_boot_disk_are_reproduced(matched) -> None:
+    # The report's a3-highgpu-8g job had a 2,000 GB pd-ssd boot disk, billed as 2,000 GiB at
+    # the SKU's GiB-month figure / 730 h; its per-hour total includes it. The fixture's figure is
+    # the report's rounded $0.0002678 x 730, so the total is met to a hundredth of a cent.
+    def usd(key: Key) -> float:
+        return matched.figures[key].usd_per_h
+
+    disk = 2000 * usd(_disk_key("us-central1", "pd-ssd")) / 730
+    training = usd(_key("us-central1", "a3-highgpu-8g")) + 8 * usd(
+        _key("us-central1", "NVIDIA_H100_80GB")
+    )
+    assert training + disk == pytest.approx(101.5429684, abs=1e-4)
+
+
+def _disk_sku(description: str, usage: str = "OnDemand", unit: str = "GiBy.mo") -> dict:
+    sku = json.loads(json.dumps(_sku("A005-98FE-36CC")))
+    sku["description"] = description
+    sku["category"]["usageType"] = usage
+    sku["pricingInfo"][0]["pricingExpression"]["usageUnit"] = unit
+    return sku
+
+
+@pytest.mark.parametrize(
+    ("description", "usage", "compute_engine", "reason"),
+    [
+        # INVENTED wordings: no real one is known for these (docs/vertex-facts.md, "Disks").
+        (
+            "Vertex AI: Online/Batch Prediction on SSD backed PD Capacity",
+            "OnDemand",
+            False,
+            "a prediction disk SKU: no real SKU wording is known for serving boot disks",
+        ),
+        (
+            "Vertex AI: Training/Pipelines on Storage PD Capacity",
+            "OnDemand",
+            False,
+            'a disk SKU in words of no known form (known: "ssd backed pd capacity" (pd-ssd))',
+        ),
+        (
+            "Vertex AI: Training/Pipelines on Hyperdisk Balanced Capacity",
+            "OnDemand",
+            False,
+            "a disk SKU in words of no known form",
+        ),
+        (
+            "Vertex AI: Training/Pipelines on SSD backed PD Capacity",
+            "Preemptible",
+            False,
+            "a spot disk SKU: only an on-demand training disk SKU is known",
+        ),
+        (
+            "DWS Defined Duration SSD backed PD Capacity running in Americas",
+            "OnDemand",
+            True,
+            "a Compute Engine disk SKU: Vertex bills a job's boot disk at its own disk SKU",
+        ),
+        # Real (the report's DWS local SSD, 2303-1D6A-9C08).
+        (
+            "DWS Defined Duration SSD backed Local Storage running in Americas",
+            "OnDemand",
+            True,
+            "a local SSD SKU: no Vertex SKU wording is known for local SSDs",
+        ),
+    ],
+)
+def test_disk_skus_that_price_no_figure_are_refused_saying_why(
+    description: str, usage: str, compute_engine: bool, reason: str
+) -> None:
+    sku = _disk_sku(description, usage)
+    said = classify(sku, load_catalog(), compute_engine)
+    assert isinstance(said, str) and said.startswith(reason), said
+    vertex, compute = ([], [sku]) if compute_engine else ([sku], [])
+    found = match(vertex, load_catalog(), ["us-central1"], "USD", compute)
+    (refused,) = found.disks_refused
+    assert refused.startswith(f"A005-98FE-36CC ({description}): {reason}")
+    assert not [k for k in found.figures if k.item == "disk"] and found.ignored == 1
+    unknown = found.unknown[_disk_key("us-central1", "pd-ssd")]
+    assert unknown == "no SKU lists this region for it"
+
+
+def test_a_disk_sku_in_another_unit_is_unknown_not_converted() -> None:
+    sku = _disk_sku("Vertex AI: Training/Pipelines on SSD backed PD Capacity", unit="GiBy.h")
+    found = match([sku], load_catalog(), ["us-central1"], "USD")
+    said = found.unknown[_disk_key("us-central1", "pd-ssd")]
+    assert said == "SKU A005-98FE-36CC: usageUnit 'GiBy.h', not 'GiBy.mo'"
+
+
+def test_refreshed_tables_carry_the_disk_figure_with_its_sku(
+    matched, monkeypatch, tmp_path
+) -> None:
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    write_refreshed(
+        matched,
+        source="https://cloudbilling.googleapis.com/v1/services/C7E2-9256-1C43/skus",
+        name_prefix="billing",
+    )
+    table = load_catalog().price_table("us-central1")
+    assert table is not None and set(table.disks) == {"pd-ssd"}
+    disk = table.disks["pd-ssd"]
+    assert (disk.usd_per_gib_month, disk.basis, disk.sku, disk.fetched_at) == (
+        pytest.approx(0.195494),
+        "catalog",
+        "A005-98FE-36CC",
+        "2026-11-27T03:00:00Z",
+    )
+    assert disk.sku_description == "Vertex AI: Training/Pipelines on SSD backed PD Capacity"
+    assert disk.usd_per_gib_h == pytest.approx(0.195494 / 730)
+    serving = load_catalog().serving_price_table("us-central1")
+    assert serving is not None and serving.disks == {}
+
+
+@pytest.mark.parametrize(
+    ("disk", "said"),
+    [
+        ({"usd_per_gib_month": 0.2}, "usd_per_gib_month and basis go together"),
+        (
+            {"usd_per_gib_month": -1, "basis": "verified"},
+            "not a rate per GiB-month: -1 is negative",
+        ),
+        ({"usd_per_gib_month": "nan", "basis": "verified"}, "not a rate per GiB-month"),
+    ],
+)
+def test_a_table_disk_figure_that_is_no_rate_is_refused(disk: dict, said: str) -> None:
+    document = {"name": "t", "region": "us-central1", "currency": "USD", "as_of": "2026-11-27"}
+    with pytest.raises(ValidationError, match=said):
+        PriceTable.model_validate({**document, "source": "s", "disks": {"pd-ssd": disk}})

@@ -22,8 +22,9 @@ def test_every_catalog_accelerator_is_a_valid_api_enum_value() -> None:
     cat = load_catalog()
     in_api = {name for name, acc in cat.accelerators.items() if acc.in_v1_api}
     assert in_api <= api_values
-    # The chips the v1 enum lacks (v6e) are the ones marked so: no job may name them.
-    assert set(cat.accelerators) - in_api == set(cat.accelerators) - api_values == {"TPU_V6E"}
+    # The chips the v1 enum lacks (v6e, TPU7x) are the ones marked so: no job may name them.
+    lacking = {"TPU_V6E", "TPU_V7X"}
+    assert set(cat.accelerators) - in_api == set(cat.accelerators) - api_values == lacking
 
 
 def test_every_tpu_of_the_v1_enum_is_in_the_catalog() -> None:
@@ -41,6 +42,9 @@ def test_tpu_machines_carry_the_topologies_and_vms_of_googles_table() -> None:
     assert slices == {"2x2": 1, "2x4": 2, "4x4": 4, "4x8": 8, "8x8": 16, "8x16": 32, "16x16": 64}
     assert cat.machines["ct5lp-hightpu-8t"].tpu_topologies == {"2x4": 1}
     assert cat.machines["ct6e-standard-1t"].tpu_topologies == {"1x1": 1}
+    tpu7x = cat.machines["tpu7x-standard-4t"]  # 4 chips a VM: 2x2x1 is one VM, 8x8x16 is 256
+    assert [tpu7x.hosts(t, None) for t in ("2x2x1", "4x4x4", "8x8x16")] == [1, 16, 256]
+    assert cat.replica_accelerators("tpu7x-standard-4t", None, None, "8x8x16") == ("TPU_V7X", 1024)
     assert cat.machines["cloud-tpu"].hosts(None, 32) == 4
     assert cat.machines["ct4p-hightpu-4t"].unconfirmed  # not on Google's training page
     # europe-west4's v5e is serving only (Google's locations table); v3 Pods only there.

@@ -10,7 +10,8 @@ from datetime import timedelta
 import pytest
 
 from jobs.runs.watch import attempts_of, budget_crossed, usd_of
-from jobs.training.cost import PERSISTENT_RESOURCE
+from jobs.training.cost import PERSISTENT_RESOURCE, estimate
+from jobs.training.facts import facts_from_rest_job
 from jobs.vertex.client import JobRecord
 from tests.jobs.runs.run_records import T0, rest_job
 
@@ -48,3 +49,11 @@ def test_the_same_job_off_the_pool_pays_and_crosses_its_budget() -> None:
     assert usd_of([warm, cold]) == cold.usd
     crossed = budget_crossed([warm, cold])
     assert crossed is not None and "crossed budget.max_cost_usd" in crossed
+
+
+def test_its_estimate_is_nothing_whole_disks_included() -> None:
+    """The boot disks are the resource's too: the job's price is not "excluding disks"."""
+    cost = estimate(facts_from_rest_job(_job("1", 0, warm=True).rest), "us-central1")
+    assert (cost.price_kind, cost.usd_per_h, cost.usd_at_timeout) == (PERSISTENT_RESOURCE, 0.0, 0.0)
+    assert not cost.excludes_disks and cost.disks_unknown_because is None and cost.skus == []
+    assert cost.on_demand_usd_per_h is not None  # what it would cost on its own VMs

@@ -10,7 +10,13 @@ from jobs.spec.template import JobTemplate
 from jobs.training.cost import budget_warning, estimate
 from jobs.training.facts import template_facts
 from tests.conftest import TEMPLATES
-from tests.jobs.core.price_tables import SPOT_TABLE, US_CENTRAL1_TABLE, with_table
+from tests.jobs.core.price_tables import (
+    DISK_TABLE,
+    SPOT_TABLE,
+    US_CENTRAL1_TABLE,
+    disk_job,
+    with_table,
+)
 
 
 def _usd(price: Price) -> float:
@@ -98,3 +104,60 @@ def test_a_budget_without_a_price_is_said_to_be_unenforced() -> None:
     assert warning is not None and warning.startswith(
         "budget.max_cost_usd $3.00 is not enforced: no Spot price for n1-standard-4 in test"
     )
+
+
+# ---- boot disks --------------------------------------------------------------------------------
+
+
+def test_boot_disks_are_a_line_of_their_own_and_in_the_price_when_known() -> None:
+    result = estimate(disk_job({"size_gb": 200}), catalog=with_table(DISK_TABLE))
+    chief, workers = result.pools
+    # The chief's default disk (pd-ssd, 100 GB) and three 200 GB ones, each GB billed as a GiB.
+    assert (chief.disk_type, chief.disk_size_gb, chief.disks) == ("pd-ssd", 100, 1)
+    assert chief.disk_usd_per_h == pytest.approx(100 * 0.00025)
+    assert workers.disk_usd_per_h == pytest.approx(3 * 200 * 0.00025)
+    assert result.disk_usd_per_h == pytest.approx(0.175)
+    # The machines' columns stay the machines'; the job's price adds the disks.
+    assert result.on_demand_usd_per_h == pytest.approx(4 * 0.25)
+    assert result.usd_per_h == pytest.approx(1.0 + 0.175)
+    assert result.usd_at_timeout == pytest.approx(1.175 * 24 * 7)
+    assert not result.excludes_disks and result.disks_unknown_because is None
+
+
+def test_an_unknown_disk_figure_leaves_the_known_price_excluding_disks_not_unknown() -> None:
+    # pd-standard has no known SKU wording: its line is unknown and says so, and the price the
+    # machines already had is kept, marked as excluding the disks.
+    result = estimate(disk_job({"type": "pd-standard"}), catalog=with_table(DISK_TABLE))
+    assert result.pools[0].disk_usd_per_h == pytest.approx(0.025)
+    assert result.pools[1].disk_usd_per_h is None and result.disk_usd_per_h is None
+    assert result.usd_per_h == pytest.approx(1.0) and result.excludes_disks
+    assert result.disks_unknown_because == (
+        "pd-standard: no figure in test (no real SKU wording is known for pd-standard boot disks)"
+    )
+    assert result.unknown_because is None
+    # A table without disk figures (the shipped ones) says `vtx prices refresh` reads pd-ssd's.
+    plain = estimate(
+        disk_job({}), catalog=with_table(US_CENTRAL1_TABLE | {"machines": DISK_TABLE["machines"]})
+    )
+    assert plain.excludes_disks and "`vtx prices refresh` reads it" in (
+        plain.disks_unknown_because or ""
+    )
+
+
+def test_a_spot_jobs_boot_disk_is_unknown_and_flex_start_uses_the_disk_figure() -> None:
+    spot = DISK_TABLE | {
+        "machines": {
+            "n1-standard-4": {
+                "usd_per_h": 0.25,
+                "basis": "verified",
+                "spot_usd_per_h": 0.1,
+                "spot_basis": "verified",
+            }
+        },
+        "spot_source": "https://example.invalid/spot",
+    }
+    result = estimate(disk_job({}, "SPOT"), catalog=with_table(spot))
+    assert result.price_kind == "Spot" and result.disk_usd_per_h is None
+    assert result.usd_per_h == pytest.approx(0.4) and result.excludes_disks
+    assert "which SKU bills a Spot job's boot disk" in (result.disks_unknown_because or "")
+    assert result.disk_usd_per_h_for("FLEX_START") == pytest.approx(0.1)

@@ -13,6 +13,7 @@ from jobs.core.stack import StackOutputs
 from jobs.launch.checks import validate_template_doc
 from jobs.launch.render import rest_dict
 from jobs.spec.gcloud import load_template
+from jobs.spec.template import JobTemplate
 from jobs.training.compile import compile_job
 from jobs.training.cost import estimate
 from jobs.training.facts import template_facts
@@ -134,3 +135,16 @@ def test_a_ladder_rung_may_leave_a_gpu_for_a_tpu_slice_dropping_its_accelerator(
     assert problems(with_rung(on_t4, **to_v5e, **dropped)) == []
     [kept] = problems(with_rung(on_t4, **to_v5e))
     assert kept.startswith("capacity.ladder[0]: pools.chief.accelerator: NVIDIA_TESLA_T4 cannot")
+
+
+def test_a_tpu7x_slice_is_named_by_machine_and_a_3d_topology_and_counts_its_chips() -> None:
+    assert problems(with_chief(machine="tpu7x-standard-4t", tpu_topology="4x4x4")) == []
+    flat = problems(with_chief(machine="tpu7x-standard-4t", tpu_topology="4x4"))
+    assert len(flat) == 1 and "2x2x1, 2x2x2, 2x2x4" in flat[0] and "8x8x16" in flat[0]
+    named = with_chief(machine="tpu7x-standard-4t", tpu_topology="2x2x1", accelerator="TPU_V7X")
+    assert any("TPU_V7X is no AcceleratorType of the Vertex v1 API" in p for p in problems(named))
+    doc = with_chief(machine="tpu7x-standard-4t", tpu_topology="2x2x4")
+    cost = estimate(template_facts(JobTemplate.model_validate(doc)), "us-central1")
+    # 4 VMs x 4 chips; no vCPU figure is known for the machine, so no CPU quota is counted.
+    assert cost.quota == {"aiplatform.googleapis.com/custom_model_training_tpu7x": 16}
+    assert cost.usd_per_h is None

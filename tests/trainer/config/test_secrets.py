@@ -204,7 +204,7 @@ def gcs_objects(bucket: str) -> dict[str, bytes]:
     return {blob.name: blob.download_as_bytes() for blob in client.list_blobs(bucket)}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(cost_s=25)
 def test_no_output_log_or_file_of_a_run_holds_a_planted_secret(
     tmp_path: Path, gcs_bucket: str, secret_manager: FakeSecretManager
 ) -> None:

@@ -192,6 +192,7 @@ def _losses_with_and_without(key: str, tmp_path, data, capsys, **overrides) -> d
     return losses
 
 
+@pytest.mark.slow(cost_s=60)
 def test_torch_compile_trains_the_same_losses_as_eager(tmp_path, small_dataset, capsys):
     losses = _losses_with_and_without("torch_compile", tmp_path, small_dataset, capsys, max_steps=4)
     assert len(losses[True]) == 4

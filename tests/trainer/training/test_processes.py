@@ -97,7 +97,7 @@ def test_exit_code_is_143_only_when_every_worker_stopped_for_preemption(codes, e
     assert exit_code_for(codes) == expected
 
 
-@pytest.mark.slow
+@pytest.mark.slow(cost_s=40)
 def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bucket):
     """The local demo's path: chief + worker over gloo, gs:// everywhere, SIGTERM to one
     replica's process group (worker first, then the chief), then a clean finish."""

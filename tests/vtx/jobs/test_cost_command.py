@@ -8,6 +8,7 @@ from jobs.spec.gcloud import load_template
 from jobs.training.cost import estimate
 from jobs.training.facts import template_facts
 from tests.conftest import TEMPLATES
+from tests.jobs.core.price_tables import DISK_TABLE, disk_job, with_table
 
 
 def test_cost_table_on_80_columns_keeps_names_whole() -> None:
@@ -25,3 +26,34 @@ def test_cost_table_on_80_columns_keeps_names_whole() -> None:
         assert f"machine: {pool.machine}" in text
         if pool.accelerator:
             assert f"accelerators: {pool.accelerator_count} x {pool.accelerator}" in text
+
+
+def test_the_boot_disks_are_their_own_line_and_an_unknown_one_marks_the_total() -> None:
+    from rich.console import Console
+
+    from vtx.views.output import print_cost
+
+    def printed(worker_disk: dict) -> str:
+        result = estimate(disk_job(worker_disk), catalog=with_table(DISK_TABLE))
+        console = Console(width=200, record=True, file=io.StringIO())
+        print_cost(console, result, "plan")
+        return " ".join(console.export_text().replace("│", " ").split())
+
+    known = printed({"size_gb": 200})
+    assert "boot disk pd-ssd 100 GB 1 $0.03 unknown" in known
+    assert "boot disk pd-ssd 200 GB 3 $0.15 unknown" in known
+    assert "total $1.18 unknown" in known
+    assert "This job (on-demand price in us-central1): $1.18/h;" in known
+    assert (
+        "Boot disks (chief: 1 x 100 GB pd-ssd, workers: 3 x 200 GB pd-ssd): $0.18/h, included"
+        in known
+    )
+    unknown = printed({"type": "pd-standard"})
+    assert "boot disk pd-standard 100 GB 3 unknown unknown" in unknown
+    assert "total $1.00 excl. disks unknown" in unknown
+    assert "This job (on-demand price in us-central1): $1.00/h excluding boot disks;" in unknown
+    assert (
+        "Boot disks (chief: 1 x 100 GB pd-ssd, workers: 3 x 100 GB pd-standard): unknown "
+        "(pd-standard: no figure in test (no real SKU wording is known for pd-standard boot "
+        "disks)); the price above excludes them." in unknown
+    )

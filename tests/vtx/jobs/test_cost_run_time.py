@@ -13,6 +13,7 @@ from tests.jobs.training.estimate_args import ON_L4, TINY
 from vtx.cli import app
 
 
+@pytest.mark.slow(cost_s=25)
 def test_vtx_cost_run_time_prints_the_estimate_and_says_when_the_price_is_unknown(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

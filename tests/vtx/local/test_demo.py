@@ -26,6 +26,7 @@ def _processes_mentioning(text: str) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow(cost_s=70)
 def test_shortened_demo_survives_its_preemption_and_cleans_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

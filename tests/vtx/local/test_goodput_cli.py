@@ -97,7 +97,7 @@ def preempt_twice(stack: StackOutputs, run_id: str) -> int:
     return delivered
 
 
-@pytest.mark.slow
+@pytest.mark.slow(cost_s=120)
 def test_a_run_preempted_twice_tiles_its_wall_time_and_loses_no_step(
     local_platform: StackOutputs, tmp_path: Path
 ) -> None:

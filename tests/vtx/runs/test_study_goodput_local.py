@@ -52,6 +52,7 @@ def category(figures: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return next(c for c in figures if c["category"] == key)
 
 
+@pytest.mark.slow(cost_s=20)
 def test_a_studys_goodput_is_each_trials_timeline_and_their_sums(
     local_platform: StackOutputs, tmp_path: Path
 ) -> None:

@@ -35,6 +35,7 @@ def wait_study(stack: StackOutputs, run_id: str) -> StudyRecord:
     raise AssertionError(f"study {run_id} did not end")
 
 
+@pytest.mark.slow(cost_s=30)
 def test_launch_a_study_locally_then_status_shows_its_trials_and_the_best(
     local_platform: StackOutputs,
 ) -> None:

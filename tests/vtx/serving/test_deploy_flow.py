@@ -28,7 +28,7 @@ from tests.jobs.serving.fakes import (
 )
 from vtx.commands.deploy import deploy_model, undeploy_models
 from vtx.confirm import Ask
-from vtx.views.serving import price_line, sku_lines
+from vtx.views.serving import disk_line, price_line, sku_lines
 
 
 def test_the_plan_names_model_version_endpoint_machine_replicas_split_identity_and_price() -> None:
@@ -54,6 +54,10 @@ def test_the_plan_names_model_version_endpoint_machine_replicas_split_identity_a
     assert "traffic after 100 (42@1) 80%, this model 20%" in out
     assert f"service account {SERVING_SA}" in out
     assert "serving $/h unknown: no serving price for g2-standard-8, NVIDIA_L4 in " in out
+    assert (
+        "boot disk $/h unknown: no real SKU wording is known for a deployed model's boot disk"
+        in out
+    )
     assert "dry run: nothing deployed" in out
 
 
@@ -123,7 +127,13 @@ def test_the_serving_price_reads_per_hour_and_month_with_its_table_and_skus() ->
     cost = serving_cost(priced_catalog(), "us-central1", "g2-standard-8", "NVIDIA_L4", 1, 2, 5)
     assert price_line(cost) == (
         "$3.00/h at 2 replica(s) ($2,190.00/month), $7.50/h at 5 ($5,475.00/month); "
-        "$1.50/h a replica, from serving-test (as of 2026-11-23)"
+        "$1.50/h a replica, from serving-test (as of 2026-11-23); excluding boot disks"
+    )
+    # The boot disk is its own line: unknown, saying why, never a guessed figure.
+    assert disk_line(cost) == (
+        "unknown: no real SKU wording is known for a deployed model's boot disk, nor which disk "
+        "type and size its nodes get (the billing report of an a3-highgpu-1g deployment lists no "
+        "disk SKU)"
     )
     assert sku_lines(cost) == [
         'NVIDIA_L4: SKU A001-0000-0042 "Nvidia L4 GPU running in Americas for Prediction", '

@@ -1,7 +1,8 @@
 """The local platform's billing catalog stand-in through its real route: the Cloud Billing
 Catalog API's paging, currency and Sku shape, a SKU for every region, machine and GPU the
 catalog knows (training and prediction, on-demand and Spot, and FLEX_START's Vertex fee and
-Compute Engine DWS hour where FLEX_START runs it), each marked as the stand-in's."""
+Compute Engine DWS hour where FLEX_START runs it, and a training pd-ssd boot disk per region),
+each marked as the stand-in's."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ import urllib.error
 import urllib.request
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from jobs.core.catalog import load_catalog
 from jobs.core.catalog.billing_skus import GPU_WORDS, Key, match
 from jobs.core.stack import StackOutputs
+from jobs.training.cost import estimate
+from jobs.training.prices import BillingCatalogReader, refresh
+from tests.jobs.core.price_tables import disk_job
 
 SKUS_PATH = "/v1/services/C7E2-9256-1C43/skus"
 COMPUTE_SKUS_PATH = "/v1/services/6F81-5844-456A/skus"
@@ -54,7 +59,8 @@ def test_pages_hold_every_sku_in_the_apis_shape(local_platform: StackOutputs, pa
         assert sku["category"]["usageType"] in ("OnDemand", "Preemptible")
         assert [r for r in sku["serviceRegions"] if r in regions] == sku["serviceRegions"]
         (info,) = sku["pricingInfo"]
-        assert info["pricingExpression"]["usageUnit"] == "h"
+        disk = "SSD backed PD Capacity" in sku["description"]
+        assert info["pricingExpression"]["usageUnit"] == ("GiBy.mo" if disk else "h")
         (rate,) = info["pricingExpression"]["tieredRates"]
         price = rate["unitPrice"]
         assert price["currencyCode"] == "USD" and isinstance(price["units"], str)
@@ -70,10 +76,16 @@ def test_every_catalog_figure_but_the_tpus_has_exactly_one_sku(
     matched = match(skus, cat, list(cat.regions), "USD", compute)
     assert matched.figures and matched.ignored == 0
     tpus = {a for a in cat.accelerators if a not in GPU_WORDS}
-    # cloud-tpu (TPU v2/v3): Google gives no vCPU or memory figure to price its machine from.
+    # cloud-tpu (TPU v2/v3) and tpu7x-standard-4t: no vCPU or memory figure to price them from
+    # (Google gives none for cloud-tpu; TPU7x's could not be read).
     no_figures = {name for name, m in cat.machines.items() if m.vcpus is None}
-    assert no_figures == {"cloud-tpu"}
-    assert {k.name for k in matched.unknown} <= tpus | no_figures
+    assert no_figures == {"cloud-tpu", "tpu7x-standard-4t"}
+    # Boot disks: pd-ssd from its SKU in every region; no real wording is known for the others.
+    disks = {k: why for k, why in matched.unknown.items() if k.item == "disk"}
+    assert {k.name for k in disks} == {"pd-standard", "hyperdisk-balanced"}
+    assert all(why.startswith("no real SKU wording is known for") for why in disks.values())
+    assert {k.region for k in matched.figures if k.name == "pd-ssd"} == set(cat.regions)
+    assert {k.name for k in matched.unknown if k.item != "disk"} <= tpus | no_figures
     # FLEX_START: the DWS hour plus the fee, never the on-demand or Spot figure.
     h100 = Key("us-central1", "training", "accelerator", "NVIDIA_H100_80GB", "flex-start")
     on_demand = matched.figures[replace(h100, usage="on-demand")]
@@ -156,3 +168,28 @@ def test_a_currency_code_converts_and_reports_its_rate(local_platform: StackOutp
     price = eur["pricingExpression"]["tieredRates"][0]["unitPrice"]
     assert price["currencyCode"] == "EUR"
     assert amount(eur) == pytest.approx(amount(usd) * 0.92, abs=1e-9)
+
+
+def test_the_billing_client_refreshes_a_pd_ssd_disk_figure_that_prices_a_local_job(
+    local_platform: StackOutputs, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Through the real client (`vtx prices refresh`'s reader) against the stand-in's pages.
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    reader = BillingCatalogReader(local_platform)
+    now = datetime(2026, 11, 27, 3, 0, tzinfo=UTC)
+    done = refresh(reader, load_catalog(), ["us-central1"], now, tmp_path)
+    training = next(t for t in done.tables if t.kind == "training")
+    serving = next(t for t in done.tables if t.kind == "serving")
+    assert set(training.disks) == {"pd-ssd"} and serving.disks == {}
+    disk = training.disks["pd-ssd"]
+    assert (disk.usd_per_gib_month, disk.basis) == (pytest.approx(0.17), "catalog")
+    assert (disk.sku_description or "").startswith(
+        "Vertex AI: Training/Pipelines on SSD backed PD Capacity running in us-central1"
+    )
+    # The local stack's jobs are priced with it: 100 GB + 3 x 200 GB at 0.17 / 730 a GiB-hour.
+    cat = load_catalog().with_stand_in_prices()
+    result = estimate(disk_job({"size_gb": 200}), catalog=cat)
+    assert result.table is not None and result.table.name == training.name
+    assert result.disk_usd_per_h == pytest.approx(700 * 0.17 / 730)
+    assert result.usd_per_h == pytest.approx((result.on_demand_usd_per_h or 0) + 700 * 0.17 / 730)
+    assert [s.name for s in result.skus if s.sku == disk.sku] == ["pd-ssd boot disk"]

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from jobs.local.platform.ports import free_port
 from tests.conftest import HANG_S, REPO
 
@@ -35,6 +37,7 @@ def test_the_readme_rehearsal_block_is_what_this_test_runs() -> None:
     assert any(c.startswith("vtx launch jobs/templates/smoke-cpu.yaml") for c in commands)
 
 
+@pytest.mark.slow(cost_s=120)
 def test_readme_rehearsal_runs_as_written(tmp_path: Path) -> None:
     bin_dir = str(Path(sys.executable).parent)  # where `vtx` is installed
     env = os.environ | {

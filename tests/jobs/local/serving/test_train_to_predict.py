@@ -66,6 +66,7 @@ def sdk(
     return aiplatform
 
 
+@pytest.mark.slow(cost_s=25)
 def test_a_local_script_is_trained_registered_deployed_and_answers(
     sdk, exported: Path, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
+import pytest
 
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.ports import free_port
@@ -114,6 +115,7 @@ def first_pages(platform: StackOutputs, job_name: str, pages: int = 5) -> list[d
     return entries
 
 
+@pytest.mark.slow(cost_s=25)
 def test_flooding_replicas_leave_the_api_answering_and_stop_with_the_platform(
     gcs_emulator: str, tmp_path: Path
 ) -> None:
