@@ -9,7 +9,7 @@ import pytest
 
 from bench.warm_start import Config, run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(cost_s=30)
 
 
 def test_the_bench_runs_both_variants_and_says_what_it_cannot_show() -> None:

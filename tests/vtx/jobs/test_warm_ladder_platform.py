@@ -18,7 +18,7 @@ from jobs.spec.document import load_document
 from jobs.vertex.client import Vertex, VertexRest
 from tests.jobs.local.local_helpers import init_sdk, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(cost_s=40)
 RID = "warm-ladder"
 T4 = {
     "machine_type": "n1-standard-4",

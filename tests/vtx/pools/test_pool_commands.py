@@ -17,7 +17,7 @@ from jobs.core.stack import StackOutputs
 from tests.jobs.local.local_helpers import init_sdk, wait_for
 from vtx.cli import app
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(cost_s=15)
 runner = CliRunner(env={"COLUMNS": "200"})
 RID = "warm-cli"
 T4_POOL = {
