@@ -35,6 +35,7 @@ from bench import (
     soak,
     trainer_vs_hf,
     transports,
+    warm_start,
 )
 from bench.common import REPO, Section, load_average, machine
 
@@ -84,6 +85,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     "controller": (
         lambda: controller.run(runs=1000, reps=3),
         lambda: controller.run(runs=100, reps=1),
+    ),
+    "warm-start": (
+        lambda: warm_start.run(warm_start.Config(reps=5)),
+        lambda: warm_start.run(warm_start.Config(reps=2)),
     ),
     "transports": (
         lambda: transports.run(reps=5, calls=40),

@@ -454,6 +454,13 @@ class VpcScConfig(_Model):
     (people and groups who launch jobs, read results, push images)."""
 
 
+MAX_WARM_POOL_REPLICAS = 16
+"""The most VMs one pool of a persistent resource may hold, always-up or scaled out: its VMs are
+billed by the hour whether a job runs or not, so a slipped digit (``replicas: 80``) costs a
+day's budget by morning. The stack config refuses more and the policy
+``persistent-resource-replica-ceiling`` holds resources declared outside it to the same; a
+platform that means more raises it here, in review."""
+
 PersistentResourceId = Annotated[
     str, _pattern(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?", "persistent resource id", "warm-l4")
 ]
@@ -469,9 +476,9 @@ class WarmPoolConfig(_Model):
     """A machine type of jobs/core/catalog/machines.yaml."""
     accelerator: Accelerator | None = None
     accelerator_count: int | None = Field(default=None, ge=1)
-    replicas: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, le=MAX_WARM_POOL_REPLICAS)
     """VMs always up (autoscaling: the minimum), billed busy or idle."""
-    max_replicas: int | None = Field(default=None, ge=2)
+    max_replicas: int | None = Field(default=None, ge=2, le=MAX_WARM_POOL_REPLICAS)
     """Autoscaling's ceiling; absent: no autoscaling."""
     boot_disk_type: Literal["pd-ssd", "pd-standard", "hyperdisk-balanced"] = "pd-ssd"
     boot_disk_size_gb: int = Field(default=100, ge=100, le=64000)
@@ -878,6 +885,25 @@ def _team_checks(platform: PlatformConfig) -> Iterator[tuple[str, str, str | Non
         )
 
 
+def _warm_pool_team(
+    base: str, resource: PersistentResourceConfig, teams: list[str]
+) -> Iterator[tuple[str, str, str | None]]:
+    """On a stack with team budgets, a persistent resource is billed to one of the teams, as
+    every job is: its ``vtx-team`` label puts its hours, billed busy or idle, in that team's
+    budget (which filters on the label), and none may fall outside every budget."""
+    if not teams:
+        return
+    team = resource.labels.get(LABEL_TEAM)
+    if team in teams:
+        return
+    said = f"names team {team!r}, which has no budget" if team else "names no team"
+    yield (
+        f"{base}.labels.{LABEL_TEAM}",
+        f"{said}: its hours, billed busy or idle, would count in no team's budget",
+        f"labels: {{{LABEL_TEAM}: {teams[0]}}} (one of {', '.join(teams)})",
+    )
+
+
 def _persistent_resource_checks(
     platform: PlatformConfig, region: str
 ) -> Iterator[tuple[str, str, str | None]]:
@@ -901,6 +927,7 @@ def _persistent_resource_checks(
                 f"{resource.region} is not a region of this stack ({', '.join(regions)})",
                 f"add it to capacity_regions, or region: {region}",
             )
+        yield from _warm_pool_team(base, resource, [t.name for t in platform.teams])
         pool_ids = [p.id for p in resource.pools]
         for j, pool in enumerate(resource.pools):
             where = f"{base}.pools[{j}]"

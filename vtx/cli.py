@@ -13,6 +13,7 @@ import typer
 from vtx.commands import deploy, jobs, logs, prices, quota, runs
 from vtx.commands.local import demo_app, local_app
 from vtx.commands.models import model_app
+from vtx.commands.pools import pool_app
 from vtx.commands.review import review_app
 from vtx.views import help_format
 
@@ -30,6 +31,7 @@ app.add_typer(logs.app)
 app.add_typer(quota.app)
 app.add_typer(prices.app, name="prices")
 app.add_typer(model_app)
+app.add_typer(pool_app)
 app.add_typer(deploy.app)
 app.add_typer(deploy.endpoint_app)
 app.add_typer(local_app, name="local")

@@ -62,6 +62,12 @@ from infra.policy.checks.vms import (
     instance_os_login,
     instance_shielded_vm,
 )
+from infra.policy.checks.warm_pools import (
+    warm_pool_cmek,
+    warm_pool_labels,
+    warm_pool_private,
+    warm_pool_replica_ceiling,
+)
 from infra.policy.rule_types import Rule
 
 RULES: tuple[Rule, ...] = (
@@ -283,6 +289,29 @@ RULES: tuple[Rule, ...] = (
         resource_check=instance_shielded_vm,
     ),
     Rule(
+        "persistent-resource-private",
+        "Persistent resources (warm pools) are joined to the stack's network: the peered VPC or "
+        "a PSC interface, as its jobs are.",
+        "set network (peering) or psc_interface_config={'network_attachment': ...}, as "
+        "infra.components.persistent_resources does",
+        resource_check=warm_pool_private,
+    ),
+    Rule(
+        "persistent-resource-replica-ceiling",
+        "No pool of a persistent resource may hold more VMs than infra.config."
+        "MAX_WARM_POOL_REPLICAS: they are billed by the hour, busy or idle.",
+        "lower the pool's replica_count or autoscaling max_replica_count, or raise the ceiling "
+        "in infra/config.py in review",
+        resource_check=warm_pool_replica_ceiling,
+    ),
+    Rule(
+        "persistent-resource-labels",
+        "Persistent resources carry every label the rest of the stack carries (team, "
+        "cost-center...): the bill shows the resource, never the jobs on it.",
+        "pass the platform labels (labels=cfg.labels | the resource's own) to the resource",
+        stack_check=warm_pool_labels,
+    ),
+    Rule(
         "no-secret-values-in-state",
         "No secret values in Pulumi state (no SecretVersion resources).",
         "declare the secret only and add versions with `gcloud secrets versions add`",
@@ -331,6 +360,14 @@ RULES: tuple[Rule, ...] = (
         "(cmek: true in the prod config)",
         prod_only=True,
         resource_check=tensorboard_cmek,
+    ),
+    Rule(
+        "prod-persistent-resource-cmek",
+        "In prod, persistent resources are encrypted with a customer-managed key.",
+        "set encryption_spec={'kms_key_name': key.id}, a key in the resource's region (cmek: "
+        "true in the prod config)",
+        prod_only=True,
+        resource_check=warm_pool_cmek,
     ),
     Rule(
         "prod-registry-immutable-tags",

@@ -8,19 +8,23 @@ never enter the report: secrets are listed by name and resource inputs are not c
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra.policy.evaluate import PolicySubject, Verdict, evaluate
 from infra.policy.iam import custom_role_ref, grants_of
 from infra.policy.rule_types import RuleContext
-from infra.policy.values import known
+from infra.policy.values import UNKNOWN, known
 from infra.review.diagram import display_name, mermaid
 from infra.review.egress_paths import dns_answers, egress_paths, package_sources
-from infra.review.rows import IamRow, PolicyRow, TypeCount, shown
+from infra.review.rows import COMPUTED, HourlyCost, IamRow, PolicyRow, TypeCount, shown
 from infra.review.sources import ReviewResource, ReviewSource
-from jobs.core.stack import LABEL_TEAM
+from jobs.core.stack import LABEL_TEAM, PersistentResourceOutputs, WarmPool
+
+PERSISTENT_RESOURCE = "gcp:vertex/aiPersistentResource:AiPersistentResource"
+WarmPricer = Callable[[PersistentResourceOutputs], HourlyCost]
+"""Prices a persistent resource per hour (vtx passes jobs.training.warm_cost's)."""
 
 
 @dataclass
@@ -40,6 +44,7 @@ class Report:
     diagram: str
     platform: Mapping[str, Any] = field(default_factory=dict)
     controller: list[dict[str, Any]] = field(default_factory=list)
+    warm_pools: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def mandatory_failures(self) -> int:
@@ -365,6 +370,119 @@ def controller_section(resources: Sequence[ReviewResource]) -> list[dict[str, An
     return rows
 
 
+def _warm_pool(pool: Mapping[str, Any]) -> WarmPool:
+    """A resource pool's inputs (Pulumi's wire names) as the stack contract's WarmPool."""
+    machine = pool.get("machineSpec") or {}
+    disk = pool.get("diskSpec") or {}
+    scaling = pool.get("autoscalingSpec") or {}
+    return WarmPool.model_validate(
+        {
+            "id": pool.get("id"),
+            "machine_type": machine.get("machineType"),
+            "accelerator_type": machine.get("acceleratorType"),
+            "accelerator_count": machine.get("acceleratorCount") or 0,
+            "boot_disk_type": disk.get("bootDiskType") or "pd-ssd",
+            "boot_disk_size_gb": disk.get("bootDiskSizeGb") or 100,
+            "replica_count": pool.get("replicaCount") or 1,
+            "max_replica_count": scaling.get("maxReplicaCount"),
+        }
+    )
+
+
+def _has_unknown(value: object) -> bool:
+    """Whether the engine left any part of ``value`` to be known at apply."""
+    if isinstance(value, Mapping):
+        return any(_has_unknown(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unknown(v) for v in value)
+    return value == UNKNOWN
+
+
+def _warm_network(inputs: Mapping[str, Any]) -> str:
+    psc = inputs.get("pscInterfaceConfig")
+    if isinstance(psc, Mapping) and psc.get("networkAttachment"):
+        return f"PSC interface ({shown(psc['networkAttachment'])})"
+    if inputs.get("network"):
+        return f"peered VPC ({shown(inputs['network'])})"
+    return "none"
+
+
+def _warm_resource(
+    resource: ReviewResource, labels: Mapping[str, Any]
+) -> PersistentResourceOutputs | None:
+    """The resource as the stack contract reads it; None while a preview cannot see its region
+    or pools (computed inputs), or when they are not a resource's."""
+    inputs = resource.inputs
+    if _has_unknown([inputs.get("location"), inputs.get("resourcePools")]):
+        return None
+    try:
+        return PersistentResourceOutputs(
+            name=str(inputs.get("name") or resource.name),
+            region=str(inputs.get("location")),
+            pools=[_warm_pool(p) for p in inputs.get("resourcePools") or []],
+            labels={str(k): str(v) for k, v in labels.items()},
+        )
+    except ValueError:  # pydantic's ValidationError: a pool that is not one
+        return None
+
+
+def warm_pools_section(
+    resources: Sequence[ReviewResource], price: WarmPricer | None
+) -> list[dict[str, Any]]:
+    """Each persistent resource: where it runs, its pools, the labels it is billed under and its
+    price per hour, which it costs busy or idle. A pool a preview cannot see yet (a computed
+    input) shows as computed, and the price as unknown."""
+    rows = []
+    for r in _of_type(resources, PERSISTENT_RESOURCE):
+        inputs = r.inputs
+        labels = inputs.get("labels") if isinstance(inputs.get("labels"), Mapping) else {}
+        warm = _warm_resource(r, labels)
+        pools = warm.pools if warm else []
+        cost = price(warm) if warm is not None and price is not None else None
+        rows.append(
+            {
+                "resource": shown(inputs.get("name") or r.name),
+                "region": shown(inputs.get("location")),
+                "network": _warm_network(inputs),
+                "cmek": shown((inputs.get("encryptionSpec") or {}).get("kmsKeyName")),
+                "labels": ", ".join(f"{k}={shown(v)}" for k, v in sorted(labels.items())) or "-",
+                "pools": [f"{p.id}: {p.summary}" for p in pools] or [COMPUTED],
+                "team": labels.get(LABEL_TEAM),
+                "usd_per_h": cost.usd_per_h if cost else None,
+                "max_usd_per_h": cost.max_usd_per_h if cost else None,
+                "usd_per_month": cost.usd_per_month if cost else None,
+                "per_hour": cost.text if cost else "not priced" if warm else "unknown (computed)",
+            }
+        )
+    return rows
+
+
+def _month(usd: float | None) -> str:
+    return "unknown" if usd is None else f"${usd:,.0f}/month"
+
+
+def with_warm_pools(
+    teams: list[dict[str, Any]], warm: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each team's budget row with the persistent resources billed to it (their ``vtx-team``
+    label, which the budget filters on): their hours count in its budget busy or idle, so a
+    month of their floor is spent before any job runs."""
+    rows = []
+    for team in teams:
+        mine = [w for w in warm if w["team"] == team["team"]]
+        months = [w["usd_per_month"] for w in mine]
+        total = None if None in months else sum(m for m in months if m is not None)
+        rows.append(
+            team
+            | {
+                "warm_pools": [f"{w['resource']}: {w['per_hour']}" for w in mine] or ["-"],
+                "warm_usd_per_month": total if mine else 0.0,
+                "warm_month": _month(total) if mine else "-",
+            }
+        )
+    return rows
+
+
 def policy_section(verdicts: Sequence[Verdict]) -> list[PolicyRow]:
     return [
         PolicyRow(
@@ -395,11 +513,14 @@ def stack_egress(platform: Mapping[str, Any]) -> str | None:
     return str(egress) if known(egress) and egress else "nat"
 
 
-def build_report(source: ReviewSource) -> Report:
+def build_report(source: ReviewSource, price: WarmPricer | None = None) -> Report:
+    """The report of ``source``; ``price`` prices its persistent resources (without it their
+    $/h reads "not priced")."""
     resources = source.resources
     ctx = RuleContext(environment=source.environment, egress=stack_egress(source.platform))
     verdicts = evaluate(policy_subjects(resources), ctx)
     iam = iam_matrix(resources)
+    warm = warm_pools_section(resources, price)
     return Report(
         stack=source.stack,
         environment=source.environment,
@@ -414,8 +535,9 @@ def build_report(source: ReviewSource) -> Report:
         buckets=buckets_section(resources),
         quotas=quotas_section(resources),
         secrets=secrets_section(resources),
-        teams=teams_section(resources),
+        teams=with_warm_pools(teams_section(resources), warm),
         controller=controller_section(resources),
+        warm_pools=warm,
         policy=policy_section(verdicts),
         diagram=mermaid(resources, iam),
         platform=source.platform,

@@ -48,3 +48,18 @@ class PolicyRow:
     description: str
     violations: list[str]
     note: str = ""
+
+
+@dataclass(frozen=True)
+class HourlyCost:
+    """What a persistent resource costs per hour, busy or idle, as the caller priced it (the
+    review may not price: prices are jobs/' business; `vtx review` hands them in)."""
+
+    usd_per_h: float | None
+    """Every pool's always-up VMs; None when a figure is unknown."""
+    max_usd_per_h: float | None
+    """Every pool at its autoscaling maximum; None when unknown."""
+    usd_per_month: float | None
+    """A month of the floor (730 h): what it costs if no job ever runs on it."""
+    text: str
+    """How the report shows it: ``$1.23/h (up to $2.46/h scaled out)``, or unknown and why."""

@@ -228,6 +228,8 @@ def report_sections(report: Report) -> list[Section]:
                 "in regions",
                 "runs as",
                 "may",
+                "warm pools billed to it",
+                "their month, idle",
             ),
             [
                 (
@@ -242,6 +244,8 @@ def report_sections(report: Report) -> list[Section]:
                     t["regions"],
                     t["runs_as"],
                     tuple(t["permissions"]),
+                    tuple(t["warm_pools"]),
+                    t["warm_month"],
                 )
                 for t in report.teams
             ],
@@ -259,6 +263,22 @@ def report_sections(report: Report) -> list[Section]:
                     tuple(c["objects"]),
                 )
                 for c in report.controller
+            ],
+        ),
+        _one_table(
+            "Persistent resources (warm pools)",
+            ("resource", "region", "network", "key", "labels", "pools", "$/h, busy or idle"),
+            [
+                (
+                    w["resource"],
+                    w["region"],
+                    w["network"],
+                    w["cmek"],
+                    w["labels"],
+                    tuple(w["pools"]),
+                    w["per_hour"],
+                )
+                for w in report.warm_pools
             ],
         ),
         _one_table(

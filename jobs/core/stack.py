@@ -125,6 +125,18 @@ class WarmPool(BaseModel):
         """The most replicas a job may ask of this pool."""
         return self.max_replica_count or self.replica_count
 
+    @property
+    def summary(self) -> str:
+        """The pool in one phrase, as every message and table shows it: ``g2-standard-8, 1 x
+        NVIDIA_L4, pd-ssd, 1 replica (autoscaling to 3)``."""
+        accelerator = (
+            f", {self.accelerator_count} x {self.accelerator_type}" if self.accelerator_type else ""
+        )
+        scaling = f" (autoscaling to {self.max_replica_count})" if self.max_replica_count else ""
+        plural = "s" if self.replica_count != 1 else ""
+        replicas = f"{self.replica_count} replica{plural}"
+        return f"{self.machine_type}{accelerator}, {self.boot_disk_type}, {replicas}{scaling}"
+
 
 class PersistentResourceOutputs(BaseModel):
     """A persistent resource the stack provisions (``persistent_resources`` in the stack

@@ -17,6 +17,8 @@ def resources(estimate: CostEstimate) -> str:
     return "+".join(parts)
 
 
-def rung_label(number: int, estimate: CostEstimate) -> str:
-    """``rung 2 us-central1 2xL4 STANDARD``: how the walk names a rung on every line."""
-    return f"rung {number} {estimate.region} {resources(estimate)} {estimate.strategy}"
+def rung_label(number: int, estimate: CostEstimate, warm_pool: str | None = None) -> str:
+    """``rung 2 us-central1 2xL4 STANDARD``: how the walk names a rung on every line; a rung on
+    a persistent resource says which (``rung 1 us-central1 1xL4 STANDARD on warm-l4``)."""
+    on = f" on {warm_pool}" if warm_pool else ""
+    return f"rung {number} {estimate.region} {resources(estimate)} {estimate.strategy}{on}"

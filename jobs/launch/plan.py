@@ -13,7 +13,7 @@ from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
 from jobs.launch.names import rung_label
 from jobs.serving.model_upload import UploadOptions
-from jobs.spec.ladder import next_rung, rung_documents
+from jobs.spec.ladder import RungDocument, next_rung, rung_documents
 from jobs.spec.template import JobTemplate, TemplateError
 from jobs.training.compile import CompiledJob, CompileError, compile_job
 from jobs.training.egress_advice import egress_warnings
@@ -88,7 +88,8 @@ class Rung:
 
     @property
     def label(self) -> str:
-        return rung_label(self.number, self.plan.cost)
+        warm = self.plan.job.rest["jobSpec"].get("persistentResourceId")
+        return rung_label(self.number, self.plan.cost, warm)
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,28 @@ def _at(where: str, problems: list[Problem]) -> list[Problem]:
     return [Problem(f"{where}: {p.path}", p.message, p.hint, p.source) for p in problems]
 
 
+def compile_rungs(
+    template: JobTemplate, stack: StackOutputs, run_id: str, source: str, policy: bool = True
+) -> tuple[list[tuple[RungDocument, CompiledJob]], list[Problem]]:
+    """Every rung compiled under the one run id and checked against the stack (a rung on a
+    persistent resource: that its job fits the resource's pools, `jobs.training.pool_fit`),
+    its problems placed at the rung; no quota is read. `vtx validate --stack` stops here."""
+    documents, problems = rung_documents(template.to_document())
+    compiled: list[tuple[RungDocument, CompiledJob]] = []
+    for document in documents:
+        try:
+            rung_template = JobTemplate.from_document(document.doc, source)
+        except TemplateError as exc:
+            problems += _at(document.where, exc.problems)
+            continue
+        job, found = compile_checked(rung_template, stack, run_id, source, policy)
+        if job is None or found:
+            problems += _at(document.where, found)
+            continue
+        compiled.append((document, job))
+    return compiled, [Problem(p.path, p.message, p.hint, p.source or source) for p in problems]
+
+
 def plan_rungs(
     template: JobTemplate,
     stack: StackOutputs,
@@ -130,23 +153,14 @@ def plan_rungs(
 ) -> tuple[list[Rung], list[Problem]]:
     """Every rung compiled under the one run id, checked, priced and preflighted like a job of
     its own; every problem of every rung."""
-    documents, problems = rung_documents(template.to_document())
+    compiled, problems = compile_rungs(template, stack, run_id, source)
     rungs: list[Rung] = []
-    for document in documents:
-        try:
-            rung_template = JobTemplate.from_document(document.doc, source)
-        except TemplateError as exc:
-            problems += _at(document.where, exc.problems)
-            continue
-        job, found = compile_checked(rung_template, stack, run_id, source, policy=True)
-        if job is None or found:
-            problems += _at(document.where, found)
-            continue
+    for document, job in compiled:
         plan = plan_job(job)
         check = preflight(plan.quota, plan.cost.region, reader, load_catalog())
         hopeless = None if ignore_quota else _hopeless(check)
         rungs.append(Rung(document.number, plan, check, document.max_wait_s, hopeless))
-    return rungs, [Problem(p.path, p.message, p.hint, p.source or source) for p in problems]
+    return rungs, problems
 
 
 def _ladder(

@@ -4,7 +4,11 @@ regions, shapes, strategies), each the base template with overrides, and the pur
 error and waiting time say (wait, move on, done, stop).
 
 Every rung is a whole job document (validated and priced like the base); all of them run under
-one run id, so each attempt resumes from the checkpoints the previous one committed. The
+one run id, so each attempt resumes from the checkpoints the previous one committed. One field
+is a rung's own and never carried from the base: ``persistent_resource``. A warm pool is a
+capacity choice like the rung itself (warm pool first, then Spot elsewhere): a later rung that
+inherited it would wait on the same full pool, or be refused for its region or Spot; a rung
+that wants a resource names it (``persistent_resource: ID``). The
 submitting and watching are the command's (vtx.commands.jobs), with its own clock."""
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from jobs.core.states import JobState, bare_name, is_final, is_waiting, succeede
 from jobs.spec.document import apply_override
 from jobs.spec.template import Capacity
 
+OWN_KEYS = ("persistent_resource",)
+"""What the base does not pass on to its rungs: a rung names its own (see the module's doc)."""
 FIXED_KEYS = ("name", "capacity", "extends")
 """What a rung may not change: the name is the run id's prefix and label, and a rung has no
 ladder of its own."""
@@ -68,13 +74,15 @@ def _key_problems(where: str, key: str) -> list[Problem]:
 
 
 def _rung_doc(base: dict[str, Any], rung: dict[str, Any], where: str) -> tuple[Any, list[Problem]]:
-    """The base document with the rung's ``region`` and ``set`` applied, as ``--set`` would."""
+    """The base document (less OWN_KEYS) with the rung's ``persistent_resource``, ``region``
+    and ``set`` applied, as ``--set`` would."""
     problems: list[Problem] = []
-    doc: Any = base
+    doc: Any = {k: v for k, v in base.items() if k not in OWN_KEYS}
     changes = dict(rung.get("set") or {})
-    if rung.get("region") is not None:
-        changes = {"region": rung["region"], **changes}
-    if not changes:
+    for shorthand in ("persistent_resource", "region"):
+        if rung.get(shorthand) is not None:
+            changes = {shorthand: rung[shorthand], **changes}
+    if not changes and doc == base:  # off the base's warm pool is a change
         hint = "{region: us-east4} or {set: {scheduling.strategy: standard}}"
         return doc, [Problem(where, "a rung changes nothing: it would repeat the one before", hint)]
     for key, value in changes.items():

@@ -205,12 +205,20 @@ class Scheduling(_Strict):
         return parse_duration_s(self.max_wait) if self.max_wait is not None else None
 
 
+PERSISTENT_RESOURCE_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+"""A persistent resource id (CreatePersistentResourceRequest.persistent_resource_id's rule)."""
+
+
 class Rung(_Strict):
     """One alternative of a capacity ladder: the base template with these changes, tried when
     the rungs before it could not get capacity."""
 
     region: str | None = None
     """Shorthand for ``set: {region: ...}``."""
+    persistent_resource: str | None = Field(default=None, pattern=PERSISTENT_RESOURCE_PATTERN)
+    """Shorthand for ``set: {persistent_resource: ...}``: this rung runs on the stack's warm
+    pool. A resource is a rung's own capacity choice: the base's is not carried to the rungs
+    after it (jobs.spec.ladder)."""
     set: dict[str, Any] = Field(default_factory=dict)
     """``key.path: value`` overrides of the base template, as ``--set key.path=value``."""
     max_wait: Duration = None
@@ -251,10 +259,6 @@ class Budget(_Strict):
         if round(value, BUDGET_DECIMALS) <= 0:
             raise ValueError(f"must be at least 0.{'0' * (BUDGET_DECIMALS - 1)}1 dollars")
         return round(value, BUDGET_DECIMALS)
-
-
-PERSISTENT_RESOURCE_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
-"""A persistent resource id (CreatePersistentResourceRequest.persistent_resource_id's rule)."""
 
 
 class JobTemplate(_Strict):
@@ -356,6 +360,12 @@ def _pydantic_problems(exc: ValidationError, source: str | None = None) -> list[
         elif path == "team":
             message = "must be lower case letters, digits and '-', starting with a letter"
             hint = "at most 30 characters, a team the stack declares: team: nlp"
+        elif path.endswith("persistent_resource") and error["type"] == "string_pattern_mismatch":
+            message = (
+                "must be a persistent resource id: lower case letters, digits and '-', starting "
+                "with a letter, at most 63 characters"
+            )
+            hint = "an id of the stack's vtx:platform.persistent_resources: warm-l4"
         elif path.endswith("reservation.affinity"):
             hint = f"one of {', '.join(AFFINITIES)}"
         problems.append(Problem(path, message, hint, source))

@@ -115,6 +115,8 @@ class PricedSku:
     fetched_at: str | None
 
 
+PERSISTENT_RESOURCE = "persistent resource"
+"""The price kind of a job on a persistent resource: nothing of its own (see CostEstimate)."""
 SKU_FIELDS: dict[str, tuple[str, str]] = {
     "on-demand": ("sku", "sku_description"),
     "Spot": ("spot_sku", "spot_sku_description"),
@@ -141,6 +143,10 @@ class CostEstimate:
     """Machine or accelerator names with no FLEX_START price in ``region``."""
     region_assumed: bool = False
     """True when neither the job nor the caller named a region (priced in DEFAULT_REGION)."""
+    persistent_resource: str | None = None
+    """The persistent resource the job runs on: Google bills the resource, busy or idle, and
+    "all jobs running on a persistent resource are not separately charged"
+    (docs/vertex-facts.md, "Persistent resources"), so the job pays nothing of its own."""
 
     @property
     def on_demand_usd_per_h(self) -> float | None:
@@ -155,13 +161,18 @@ class CostEstimate:
         return _total(p.flex_start_usd_per_h for p in self.pools)
 
     def disk_usd_per_h_for(self, kind: str) -> float | None:
-        """Every pool's boot disks at ``kind``'s price; None when a pool's is unknown."""
+        """Every pool's boot disks at ``kind``'s price; None when a pool's is unknown. On a
+        persistent resource the disks are the resource's, billed with it: none of the job's."""
+        if kind == PERSISTENT_RESOURCE:
+            return 0.0
         if kind not in DISK_PRICE_KINDS:
             return None
         return _total(p.disk_usd_per_h for p in self.pools)
 
     def disks_unknown_for(self, kind: str) -> str | None:
         """Why ``kind``'s boot disk figure is unknown; None when it is known."""
+        if kind == PERSISTENT_RESOURCE:
+            return None
         if kind not in DISK_PRICE_KINDS:
             return DISK_UNKNOWN_FOR_KIND.format(kind=kind)
         reasons = {f"{p.disk_type}: {p.disk_unknown}" for p in self.pools if p.disk_unknown}
@@ -169,7 +180,10 @@ class CostEstimate:
 
     def total_for(self, kind: str) -> tuple[float | None, bool]:
         """``kind``'s price of the whole job, and whether it excludes the boot disks (their
-        figure unknown): None when a machine's or accelerator's figure is unknown."""
+        figure unknown): None when a machine's or accelerator's figure is unknown. A job on a
+        persistent resource pays nothing of its own."""
+        if kind == PERSISTENT_RESOURCE:
+            return 0.0, False
         compute = {
             "Spot": self.spot_usd_per_h,
             "on-demand": self.on_demand_usd_per_h,
@@ -203,7 +217,11 @@ class CostEstimate:
         """Which price this job pays: "Spot", "on-demand", "FLEX_START" (Dynamic Workload
         Scheduler: Compute Engine's DWS hour plus Vertex's fee, in refreshed tables), or one in
         no table: "reservation" (a pool may run on a reservation: its Compute Engine price plus
-        Vertex's fee, or on-demand for ANY_RESERVATION when no reservation matches)."""
+        Vertex's fee, or on-demand for ANY_RESERVATION when no reservation matches), or
+        "persistent resource" (nothing of its own: the resource is billed, jobs/training/
+        warm_cost.py)."""
+        if self.persistent_resource is not None:
+            return PERSISTENT_RESOURCE
         if self.strategy == "FLEX_START":
             return "FLEX_START"
         if self.reservation_pools:
@@ -251,7 +269,9 @@ class CostEstimate:
     def skus(self) -> list[PricedSku]:
         """The SKU behind each figure this job's price uses, once each, pools in order (the
         on-demand ones for a reservation's price, which no SKU gives); none from a shipped
-        table."""
+        table; none on a persistent resource (the job pays none)."""
+        if self.price_kind == PERSISTENT_RESOURCE:
+            return []
         kind = self.price_kind if self.price_kind in SKU_FIELDS else "on-demand"
         sku_field, description_field = SKU_FIELDS[kind]
         found: dict[tuple[str, str], PricedSku] = {}
@@ -431,6 +451,7 @@ def estimate(
         spot_missing=_unpriced(job, table, cat, "spot"),
         flex_start_missing=_unpriced(job, table, cat, "flex-start"),
         region_assumed=priced_in is None,
+        persistent_resource=job.persistent_resource,
     )
 
 

@@ -90,6 +90,9 @@ class JobFacts:
     with its path: what the credential-shape rule reads."""
     rest: bool = False
     """True for REST/gcloud documents: hints then use camelCase keys and enum names."""
+    persistent_resource: str | None = None
+    """The persistent resource the job runs on (``persistentResourceId``), if any: it then adds
+    nothing to the bill (`jobs.training.cost`)."""
 
     def path(self, fact: str) -> str:
         return self.paths[fact]
@@ -262,6 +265,7 @@ def facts_from_rest_spec(spec: dict, prefix: str = "", display_name: Any = None)
         strategy=_str(scheduling.get("strategy")),
         timeout_s=_rest_duration_s(scheduling.get("timeout")),
         max_wait_s=_rest_duration_s(scheduling.get("maxWaitDuration")),
+        persistent_resource=_str(spec.get("persistentResourceId")) or None,
     )
     if facts.strategy == "STRATEGY_UNSPECIFIED":
         facts.strategy = None
@@ -371,6 +375,7 @@ def facts_from_template(doc: dict, cat: Catalog) -> JobFacts:
         labels={k: v for k, v in _dict(doc.get("labels")).items() if isinstance(v, str)},
         secret_env={str(k): v for k, v in _dict(doc.get("secrets")).items() if isinstance(v, str)},
         strings=list(document_strings(doc)),
+        persistent_resource=_str(doc.get("persistent_resource")) or None,
     )
     pools = _dict(doc.get("pools"))
     for role in ROLES:

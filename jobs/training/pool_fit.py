@@ -83,15 +83,6 @@ def _offers(pool: WarmPool, catalog: Catalog) -> dict[str, object]:
     }
 
 
-def describe_pool(pool: WarmPool) -> str:
-    accelerator = (
-        f", {pool.accelerator_count} x {pool.accelerator_type}" if pool.accelerator_type else ""
-    )
-    scaling = f" (autoscaling to {pool.max_replica_count})" if pool.max_replica_count else ""
-    replicas = f"{pool.replica_count} replica{'s' if pool.replica_count != 1 else ''}"
-    return f"{pool.machine_type}{accelerator}, {pool.boot_disk_type}, {replicas}{scaling}"
-
-
 def _changes(pool: PoolFacts, ask: dict, offer: dict) -> list[str]:
     """Each field to change, at its path in the user's document."""
     return [
@@ -153,7 +144,7 @@ def _no_pool(
         pool.path("pool"),
         f"no resource pool of {where} holds {asked}, {ask['boot_disk_type']} (a job's pool "
         f"must match a resource pool's machine, accelerator and boot disk type exactly); the "
-        f"closest is pool {closest.id!r} ({describe_pool(closest)}): {'; '.join(changes)}",
+        f"closest is pool {closest.id!r} ({closest.summary}): {'; '.join(changes)}",
     )
 
 
@@ -164,7 +155,7 @@ def _too_many(pool: WarmPool, askers: list[PoolFacts], taken: int, resource_id: 
         first.path("replicas"),
         f"the job asks {taken} replicas of pool {pool.id!r} of persistent resource "
         f"{resource_id!r}{others}, which has at most {pool.replicas_max} "
-        f"({describe_pool(pool)}): lower {first.path('replicas')} to fit, or raise the pool's "
+        f"({pool.summary}): lower {first.path('replicas')} to fit, or raise the pool's "
         f"replica count",
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.core.catalog import Catalog
+from jobs.core.catalog import HOURS_PER_MONTH, Catalog
 from jobs.core.stack import PersistentResourceOutputs, WarmPool
 from jobs.training.cost import estimate
 from jobs.training.facts import JobFacts, PoolFacts
@@ -36,6 +36,12 @@ class WarmCost:
     def usd_per_h(self) -> float | None:
         """The floor: every pool's always-up VMs, billed busy or idle."""
         return _total([(p.replica_usd_per_h, p.pool.replica_count) for p in self.pools])
+
+    @property
+    def usd_per_month(self) -> float | None:
+        """A month of the floor: what the resource costs if no job ever runs on it (a team's
+        budget counts it, through its ``vtx-team`` label)."""
+        return None if self.usd_per_h is None else self.usd_per_h * HOURS_PER_MONTH
 
     @property
     def max_usd_per_h(self) -> float | None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import LABEL_RUN_ID, region_of
 from jobs.core.stack import StackOutputs
-from jobs.core.states import JobState, is_final, rest_name
+from jobs.core.states import FINAL, JobState, is_final, rest_name
 from jobs.vertex.google_session import NotAuthenticated, rest_session
 from jobs.vertex.retry import Backoff, create_once
 
@@ -46,6 +46,7 @@ TRANSIENT_HTTP = frozenset({401, 429, 503, 504})
 """Worth repeating for calls that are safe to repeat: a lapsed token, rate limits, an unavailable
 backend, a gateway timeout (the REST twin of ``_retry``'s exception types)."""
 LIST_PAGE_SIZE = 100
+PERSISTENT_RESOURCES = "persistentResources"
 NEVER = datetime.min.replace(tzinfo=UTC)
 """Sorts a job without a createTime (never seen from Vertex) before every other."""
 
@@ -663,6 +664,38 @@ class VertexRest:
             and run_id in (None, label)
         ]
         return sorted(mine, key=lambda s: rfc3339(s.get("createTime")) or NEVER, reverse=True)
+
+    def persistent_resources(self) -> list[dict]:
+        """Every persistent resource in the stack's regions (REST JSON, as listed)."""
+        found: list[dict] = []
+        for region in self.stack.job_regions:
+            found += self.pages(region, PERSISTENT_RESOURCES, {})
+        return found
+
+    def persistent_resource(self, ref: str) -> dict:
+        """A persistent resource by full name, or by id in the first of the stack's regions
+        that has it (REST JSON)."""
+        if ref.startswith("projects/"):
+            return self._request("GET", ref)
+        regions = self.stack.job_regions
+        for region in regions[:-1]:
+            try:
+                return self._request(
+                    "GET", f"{parent(self.stack, region)}/{PERSISTENT_RESOURCES}/{ref}"
+                )
+            except VertexError as err:
+                if err.http_code != NOT_FOUND:
+                    raise
+        return self._request(
+            "GET", f"{parent(self.stack, regions[-1])}/{PERSISTENT_RESOURCES}/{ref}"
+        )
+
+    def unfinished_jobs(self, region: str) -> list[JobRecord]:
+        """Every CustomJob of the region that has not ended, vtx's or not (a job on a
+        persistent resource holds its replicas whoever launched it)."""
+        states = " OR ".join(f'state="{s.value}"' for s in JobState if s not in FINAL)
+        jobs = self.pages(region, "customJobs", {"filter": states})
+        return sorted((JobRecord.from_rest(j) for j in jobs), key=_created, reverse=True)
 
     def resolve(self, ref: str) -> JobRecord:
         """A job by full resource name, numeric id, or run id (its newest attempt)."""

@@ -31,6 +31,7 @@ WATCHED_ABSENT = {
     "gcp:storage/bucket:Bucket": ("encryption",),
     "gcp:artifactregistry/repository:Repository": ("kmsKeyName",),
     "gcp:vertex/aiTensorboard:AiTensorboard": ("encryptionSpec",),
+    "gcp:vertex/aiPersistentResource:AiPersistentResource": ("encryptionSpec",),
     "gcp:compute/subnetwork:Subnetwork": ("logConfig",),
 }
 

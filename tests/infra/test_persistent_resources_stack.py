@@ -17,7 +17,7 @@ from tests.conftest import REPO
 TYPE = "gcp:vertex/aiPersistentResource:AiPersistentResource"
 WARM = {
     "id": "warm-l4",
-    "labels": {"team": "nlp"},
+    "labels": {"vtx-team": "nlp"},  # prod bills every resource to one of its teams
     "pools": [
         {
             "id": "l4",
@@ -55,7 +55,7 @@ def test_prod_declares_the_resource_on_its_attachment_and_key(tmp_path: Path) ->
         "acceleratorCount": 1,
     }
     assert pool["autoscalingSpec"] == {"minReplicaCount": 1, "maxReplicaCount": 3}
-    assert inputs["labels"]["team"] == "nlp"
+    assert inputs["labels"]["vtx-team"] == "nlp"
     outputs = StackOutputs.model_validate(run.outputs["platform"])
     warm = outputs.persistent_resources["warm-l4"]
     assert warm.name.endswith("/persistentResources/warm-l4")
@@ -85,3 +85,23 @@ def test_mistakes_are_named_with_their_key_path() -> None:
         load_stack_config(doc, "Pulumi.dev.yaml")
     text = str(caught.value)
     assert "persistent_resources[1].pools[0].spot" in text
+
+
+def test_a_stack_with_team_budgets_bills_each_resource_to_one_of_its_teams() -> None:
+    doc = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]
+    unlabelled = {k: v for k, v in WARM.items() if k != "labels"}
+    stranger = {**WARM, "id": "warm-b", "labels": {"vtx-team": "search"}}
+    doc["vtx:platform"]["persistent_resources"] = [unlabelled, stranger]
+    with pytest.raises(ConfigError) as caught:
+        load_stack_config(doc, "Pulumi.prod.yaml")
+    text = " ".join(str(caught.value).split())
+    assert "persistent_resources[0].labels.vtx-team: names no team" in text
+    assert "would count in no team's budget" in text
+    assert "labels: {vtx-team: nlp} (one of nlp, vision)" in text
+    assert "persistent_resources[1].labels.vtx-team: names team 'search', which has no budget" in (
+        text
+    )
+    doc["vtx:platform"]["persistent_resources"] = [WARM]
+    assert load_stack_config(doc, "Pulumi.prod.yaml").platform.persistent_resources[0].id == (
+        "warm-l4"
+    )

@@ -23,13 +23,15 @@ from rich.text import Text
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import new_run_id
 from jobs.core.formats import duration, money
+from jobs.core.problems import Problem
+from jobs.core.stack import StackOutputs
 from jobs.launch.checks import validate_document
-from jobs.launch.plan import LaunchOptions, compile_checked, stack_region
+from jobs.launch.plan import LaunchOptions, compile_checked, compile_rungs, stack_region
 from jobs.launch.render import render_json, render_study_json, render_study_yaml, render_yaml
 from jobs.serving.model_upload import UploadOptions
 from jobs.spec.document import TEMPLATE, load_document
 from jobs.spec.gcloud import import_document, template_from_document
-from jobs.spec.template import TemplateError
+from jobs.spec.template import JobTemplate, TemplateError
 from jobs.training.compile import CompiledJob
 from jobs.training.cost import estimate
 from jobs.training.egress_advice import egress_warnings
@@ -97,10 +99,8 @@ def validate(
             except TemplateError as exc:
                 problems = exc.problems
             else:
-                job, problems = compile_checked(
-                    template, outputs, "validate-run", str(path), policy
-                )
-                if job is not None:  # what a closed stack's job could not reach: warnings
+                jobs, problems = _compiled_on_stack(template, outputs, str(path), policy)
+                for job in jobs:  # what a closed stack's job could not reach: warnings
                     print_warnings(out, with_source(egress_warnings(job.rest, outputs), str(path)))
         if problems:
             failed = True
@@ -109,6 +109,18 @@ def validate(
             out.print(Text("✓ ", style="green") + Text(f"{path}: valid ({document.kind})"))
     if failed:
         raise typer.Exit(1)
+
+
+def _compiled_on_stack(
+    template: JobTemplate, outputs: StackOutputs, source: str, policy: bool
+) -> tuple[list[CompiledJob], list[Problem]]:
+    """The template compiled against the stack: a ladder's every rung (a rung on a warm pool
+    placed on its pools), else the one job."""
+    if template.capacity is not None and template.capacity.ladder and template.study is None:
+        compiled, problems = compile_rungs(template, outputs, "validate-run", source, policy)
+        return [job for _, job in compiled], problems
+    job, problems = compile_checked(template, outputs, "validate-run", source, policy)
+    return ([job] if job is not None else []), problems
 
 
 @app.command()

@@ -29,6 +29,7 @@ from infra.review.sources import (
 from vtx.options import console as options_console
 from vtx.options import write_output
 from vtx.views.output import print_error
+from vtx.views.warm_pools import review_price
 
 logger = logging.getLogger(__name__)
 
@@ -51,12 +52,12 @@ def render_review(
     if against is not None:
         require_stack(against)  # a misspelt --against fails before the first stack runs
     source = from_preview_json(preview_json, stack) if preview_json else from_offline(stack)
-    report = build_report(source)
+    report = build_report(source, review_price)
     diff = None
     failures = report.mandatory_failures
     if against is not None:
         other = from_offline(against)
-        other_report = build_report(other)
+        other_report = build_report(other, review_price)
         diff = diff_stacks(source, other, report, other_report)
         failures += other_report.mandatory_failures
     renderer = {Format.md: to_markdown, Format.html: to_html, Format.json: to_json}[fmt]
@@ -79,7 +80,8 @@ def review(
     fmt: Format = typer.Option(Format.md, "--format", help="md (PR comment), html or json"),
     output: Path | None = typer.Option(None, "--output", "-o", help="write here, not stdout"),
 ) -> None:
-    """Review what a stack creates: resources, network, IAM, buckets, quotas, secrets, policies."""
+    """Review what a stack creates: resources, network, IAM, buckets, quotas, secrets, warm
+    pools and their $/h, policies."""
     console = options_console(stderr=True)  # soft wrap: an error stays one line
     try:
         text, code = render_review(stack, against, preview_json, fmt)

@@ -22,7 +22,7 @@ from jobs.local.platform.capacity import Admission, AdmissionDecision, Need
 from jobs.local.platform.operations import TYPE_PREFIX
 from jobs.local.platform.rpc_status import Code, JobError
 from jobs.training.facts import JobFacts, PoolFacts, facts_from_rest_job
-from jobs.training.pool_fit import Placement, describe_pool, place
+from jobs.training.pool_fit import Placement, place
 from jobs.training.rules.machines import (
     accelerator_fits_machine,
     accelerator_offered_in_region,
@@ -309,7 +309,7 @@ def admission(
     used = used_replicas(resource, running, catalog)
     pools = {p.id: p for p in warm_pools(resource)}
     busy = [
-        f"pool {pid!r} ({describe_pool(pools[pid])}) has {used.get(pid, 0)} of "
+        f"pool {pid!r} ({pools[pid].summary}) has {used.get(pid, 0)} of "
         f"{pools[pid].replicas_max} replicas in use and this job needs {count}"
         for pid, count in sorted(found.replicas.items())
         if used.get(pid, 0) + count > pools[pid].replicas_max

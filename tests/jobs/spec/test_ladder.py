@@ -253,3 +253,22 @@ def test_an_attempt_that_ran_moves_on_only_when_it_lost_its_machines_for_capacit
     state: str, error: str | None, code: int | None, expected: Decision
 ) -> None:
     assert after_running(state, error, code) == expected
+
+
+def test_a_base_warm_pool_is_the_first_rungs_alone() -> None:
+    doc = {**BASE, "persistent_resource": "warm-l4", "capacity": {"ladder": [{}]}}
+    (base, off_the_pool), problems = rung_documents(doc)
+    assert problems == []  # off the base's warm pool is a change
+    assert base.doc["persistent_resource"] == "warm-l4"
+    assert "persistent_resource" not in off_the_pool.doc
+    assert {k: v for k, v in base.doc.items() if k != "persistent_resource"} == off_the_pool.doc
+
+
+def test_a_rung_names_its_warm_pool_with_the_shorthand() -> None:
+    doc = with_ladder([{"persistent_resource": "warm-l4", "region": "us-east4"}])
+    (base, warm), problems = rung_documents(doc)
+    assert problems == [] and "persistent_resource" not in base.doc
+    assert (warm.doc["persistent_resource"], warm.doc["region"]) == ("warm-l4", "us-east4")
+    bad = problems_of(with_ladder([{"persistent_resource": "Warm_L4"}]))
+    message = bad["capacity.ladder[0].persistent_resource"]
+    assert message.startswith("must be a persistent resource id") and "63 characters" in message

@@ -107,5 +107,44 @@ def test_cost_says_the_job_adds_nothing_and_what_the_resource_costs(tmp_path: Pa
     assert code == 0, out
     flat = " ".join(out.split())
     assert "this job adds nothing to the bill beyond the resource's own price" in flat
+    assert "This job (persistent resource price in us-central1): $0.00/h" in flat
     assert "busy or idle" in flat
     assert "pool l4: g2-standard-8, 1 x NVIDIA_L4, pd-ssd, 1 replica (autoscaling to 2)" in flat
+
+
+def test_validate_places_each_ladder_rung_on_the_pool_it_names(tmp_path: Path) -> None:
+    """A rung on the warm pool is checked against it too, not only the base."""
+    spot_first = {
+        "scheduling": {"strategy": "spot"},
+        "capacity": {
+            "ladder": [
+                {
+                    "persistent_resource": "warm-l4",
+                    "set": {
+                        "scheduling.strategy": "standard",
+                        "pools.chief.machine": "g2-standard-16",
+                    },
+                }
+            ]
+        },
+    }
+    doc = yaml.safe_load(_template(tmp_path).read_text())
+    del doc["persistent_resource"]
+    path = tmp_path / "ladder.yaml"
+    path.write_text(yaml.safe_dump({**doc, **spot_first}))
+    code, out = vtx("validate", path, "--stack-file", _stack(tmp_path))
+    flat = " ".join(out.split())
+    assert code == 1, out
+    assert "capacity.ladder[0]: pools.chief" in flat
+    assert "no resource pool of persistent resource 'warm-l4' holds g2-standard-16" in flat
+    fits = {
+        **spot_first,
+        "capacity": {
+            "ladder": [
+                {"persistent_resource": "warm-l4", "set": {"scheduling.strategy": "standard"}}
+            ]
+        },
+    }
+    path.write_text(yaml.safe_dump({**doc, **fits}))
+    code, out = vtx("validate", path, "--stack-file", _stack(tmp_path))
+    assert code == 0, out

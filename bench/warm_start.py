@@ -1,0 +1,211 @@
+"""A job's start on a warm pool against a cold job, on the local platform.
+
+Both variants launch the same one-line job (it prints `first step` and sleeps half a second, so
+that what is timed is getting a machine and starting the program, not importing torch) through
+`jobs.launch`, what `vtx launch --yes` runs:
+
+- **warm**: the template names a persistent resource (`persistent_resource: bench-warm`, one
+  n1-standard-4 + T4, created through the real SDK's PersistentResourceService client before the
+  runs and RUNNING): the job is placed on a free replica of its pool;
+- **cold**: the same template without it: the job goes through the platform's capacity admission
+  as any CustomJob does.
+
+Timed from the launch call to (a) the first RUNNING the client sees and (b) the job's own
+timestamp on its first line; variants alternate, one run id each, after a warm-up launch of each
+(not counted). What this measures, and what it cannot: the local platform provisions no VMs, so
+the minutes a cold Vertex job spends getting a VM, booting it and pulling its image, which a warm
+pool saves, are absent here; the ratio is the local platform's own two paths (a pool's free
+replica against capacity admission), and the figure for Vertex must be measured there.
+
+    python -m bench.warm_start [--reps R] [--poll-s P]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from bench.common import REPO, Section, rotated, summarize, table
+
+# The ladder bench's launch and waits, shared rather than copied (their names are its own).
+from bench.ladder import FIRST_LINE, Platform, _first_line_at, _settle, _until, launch
+from jobs.core.states import is_placed
+
+# gcsfs reads this when imported: the emulator speaks JSON only (see tests/conftest.py).
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+RESOURCE_ID = "bench-warm"
+T4 = {"machine": "n1-standard-4", "accelerator": "NVIDIA_TESLA_T4", "accelerator_count": 1}
+COLD = {
+    "name": "bench-warm-start",
+    "image": "trainer",
+    "command": ["python", "-c", f"import time; print({FIRST_LINE!r}, flush=True); time.sleep(0.5)"],
+    "pools": {"chief": T4},
+    "scheduling": {"strategy": "standard", "timeout": "10m"},
+}
+WARM = {**COLD, "persistent_resource": RESOURCE_ID}
+VARIANTS = ("warm", "cold")
+
+
+@dataclass(frozen=True)
+class Config:
+    reps: int = 5
+    poll_s: float = 0.2
+    """How often the launch looks at the job (`vtx launch --poll-s`)."""
+
+    @property
+    def command(self) -> str:
+        return f"python -m bench.warm_start --reps {self.reps} --poll-s {self.poll_s:g}"
+
+
+@dataclass(frozen=True)
+class Timing:
+    to_running_s: float
+    to_first_line_s: float
+
+
+def once(p: Platform, variant: str, run_id: str, poll_s: float) -> Timing:
+    t0 = time.time()
+    launch(p, variant, run_id, poll_s)  # returns once the job runs (or succeeded)
+    to_running = time.time() - t0
+    first = _first_line_at(p, run_id) - t0
+    _settle(p, run_id)
+    return Timing(to_running, first)
+
+
+def _create_resource(p: Platform) -> None:
+    """The warm pool, through the SDK's PersistentResourceService client, waited until RUNNING."""
+    from google.cloud import aiplatform_v1
+
+    from jobs.vertex.client import parent, service_client
+
+    client = service_client(aiplatform_v1.PersistentResourceServiceClient, p.stack)
+    pool = aiplatform_v1.ResourcePool(
+        id="t4",
+        machine_spec=aiplatform_v1.MachineSpec(
+            machine_type=T4["machine"],
+            accelerator_type=T4["accelerator"],
+            accelerator_count=T4["accelerator_count"],
+        ),
+        replica_count=1,
+    )
+    client.create_persistent_resource(
+        parent=parent(p.stack),
+        persistent_resource=aiplatform_v1.PersistentResource(resource_pools=[pool]),
+        persistent_resource_id=RESOURCE_ID,
+    ).result(timeout=120)
+    name = f"{parent(p.stack)}/persistentResources/{RESOURCE_ID}"
+    running = aiplatform_v1.PersistentResource.State.RUNNING
+    _until(lambda: client.get_persistent_resource(name=name).state == running, 0.1)
+
+
+def start(tmp: Path) -> tuple[Platform, Path]:
+    from jobs.local.platform.ports import free_port
+    from jobs.local.platform.processes import start_fresh
+    from jobs.local.platform.settings import LocalSettings
+    from jobs.local.platform.state import stack_outputs_for
+
+    data_dir = tmp / "platform"
+    settings = LocalSettings(
+        data_dir=data_dir, cwd=REPO, port=free_port(), gcs_port=free_port(), grace_s=2.0
+    )
+    state = start_fresh(settings)
+    stack = stack_outputs_for(state)
+    stack_file = tmp / "stack.json"
+    stack_file.write_text(stack.model_dump_json())
+    templates = {}
+    for name, doc in {"warm": WARM, "cold": COLD}.items():
+        templates[name] = tmp / f"{name}.yaml"
+        templates[name].write_text(yaml.safe_dump(doc))
+    return Platform(stack, stack_file, templates, state.vertex_endpoint, state.token), data_dir
+
+
+def _on_pool(p: Platform, run_id: str) -> bool:
+    from jobs.vertex.client import VertexRest
+
+    (job,) = VertexRest(p.stack).list(run_id)
+    return job.rest.get("jobSpec", {}).get("persistentResourceId") == RESOURCE_ID and is_placed(
+        job.state
+    )
+
+
+def measure(p: Platform, c: Config) -> dict[str, list[Timing]]:
+    for variant in VARIANTS:  # warm-up: the SDK's import, the first connections
+        once(p, variant, f"bench-warmup-{variant}", c.poll_s)
+    if not _on_pool(p, "bench-warmup-warm"):
+        raise RuntimeError("the warm variant's job did not run on the persistent resource")
+    timings: dict[str, list[Timing]] = {v: [] for v in VARIANTS}
+    for rep in range(c.reps):
+        for variant in rotated(list(VARIANTS), rep):
+            timings[variant].append(once(p, variant, f"bench-{variant}-{rep}", c.poll_s))
+    return timings
+
+
+def run(c: Config) -> Section:
+    from jobs.local.platform.processes import stop_platform
+
+    with tempfile.TemporaryDirectory() as tmp:
+        platform, data_dir = start(Path(tmp))
+        try:
+            _create_resource(platform)
+            timings = measure(platform, c)
+        finally:
+            stop_platform(data_dir)
+    raw = {v: [t.__dict__ for t in ts] for v, ts in timings.items()}
+    rows, medians, spans = [], {}, {}
+    labels = {
+        "warm": f"warm: on persistent resource {RESOURCE_ID} (1 x n1-standard-4 + T4, RUNNING)",
+        "cold": "cold: the same job, no resource (capacity admission)",
+    }
+    for variant, ts in timings.items():
+        running = summarize([t.to_running_s for t in ts])
+        first = summarize([t.to_first_line_s for t in ts])
+        medians[variant] = first.median
+        spans[variant] = (first.min, first.max)
+        rows.append([labels[variant], *running.cells("{:.2f}"), *first.cells("{:.2f}")])
+    header = ["variant", "to RUNNING min s", "median s", "max s"]
+    header += ["to first line min s", "median s", "max s"]
+    ratio = medians["cold"] / medians["warm"]
+    (warm_low, warm_high), (cold_low, cold_high) = spans["warm"], spans["cold"]
+    overlap = warm_low <= cold_high and cold_low <= warm_high
+    spread = (
+        " The two variants' ranges (min to max) overlap: no difference beyond this run's spread."
+        if overlap
+        else " The two variants' ranges (min to max) do not overlap."
+    )
+    body = "\n\n".join(
+        [
+            f"{c.reps} repetitions x 2 variants, alternated (one run id each), after a warm-up "
+            "launch of each (not counted); seconds from the launch call (`jobs.launch`, in this "
+            "process) to the first RUNNING the client sees (it looks every "
+            f"{c.poll_s:g} s) and to the job's own timestamp on its first line.",
+            table(header, rows),
+            f"Time to the first line, cold / warm (medians): **{ratio:.2f}x**. The local "
+            "platform provisions no VMs: a cold job's process starts as soon as capacity "
+            "admission lets it, so the minutes a cold Vertex job spends getting, booting and "
+            "pulling onto a VM (what a warm pool saves) are not in this figure; it compares "
+            "the local platform's two paths only." + spread,
+        ]
+    )
+    return Section("Warm pool vs cold start on the local platform", c.command, body, raw)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--reps", type=int, default=Config.reps)
+    parser.add_argument("--poll-s", type=float, default=Config.poll_s)
+    args = parser.parse_args()
+    section = run(Config(reps=args.reps, poll_s=args.poll_s))
+    print(section.markdown())
+    print(json.dumps(section.raw))
+
+
+if __name__ == "__main__":
+    main()
