@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs.core.contract import budget_of
+from jobs.core.guard import RunGuard
 from jobs.core.stack import StackOutputs
 from jobs.core.states import succeeded
 from jobs.launch.plan import LaunchPlan, Rung
@@ -105,6 +106,8 @@ class RunRecord(Model):
     rungs: list[RungRecord]
     study: StudyPlanRecord | None = None
     budget_usd: float | None = None
+    guard: RunGuard | None = None
+    """The run's progress guard, enforced from the trainer's heartbeat."""
     earlier_attempts: int = 0
     """The run's jobs (a study's: studies) from earlier launches under its run id: this
     launch's attempts number on from them, so that each marker names one job of the run."""
@@ -167,5 +170,6 @@ def record_of(plan: LaunchPlan, earlier_attempts: int = 0) -> RunRecord:
         rungs=rungs,
         study=study,
         budget_usd=budget_of(labels),
+        guard=plan.guard,
         earlier_attempts=earlier_attempts,
     )
