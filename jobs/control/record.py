@@ -68,6 +68,10 @@ class Attempt(Model):
     placed: bool = False
     gave_up: str | None = None
     """Why the controller cancelled it to move on to the next rung."""
+    breached: str | None = None
+    """Why the controller cancelled it to restart its rung (a progress guard's ``restart``)."""
+    slow_since: datetime | None = None
+    """Since when its heartbeat's tokens/s is under the guard's floor; None: not under it."""
 
 
 class Move(Model):
@@ -113,7 +117,10 @@ class RunRecord(Model):
     launch's attempts number on from them, so that each marker names one job of the run."""
     attempts: list[Attempt] = Field(default_factory=list)
     stopping: str | None = None
-    """Why the controller cancelled the run (its budget): the outcome's reason once it ends."""
+    """Why the controller cancelled the run (its budget, a progress guard): the outcome's
+    reason once it ends."""
+    breaches: list[str] = Field(default_factory=list)
+    """Each progress-guard breach the controller acted on, as it said it (`vtx status`)."""
     outcome: Outcome | None = None
     moves: list[Move] = Field(default_factory=list)
     last_pass: LastPass | None = None

@@ -32,7 +32,8 @@ HEARTBEAT_INTERVAL_ENV = "VTX_HEARTBEAT_S"
 HEARTBEAT_DEFAULT_S = 30.0
 HEARTBEAT_VERSION = 1
 RATE_WINDOW_S = 60.0
-"""tokens/s is measured over this attempt's steps of the last minute."""
+"""tokens/s is measured over the last minute of this attempt, up to the beat: it falls when
+steps stop, so a loop that hangs while this thread beats shows 0."""
 MIN_INTERVAL_S = 0.2
 
 
@@ -144,7 +145,8 @@ class Heartbeat:
         with self._lock:
             self._state.update(step=step, tokens=tokens, stepped_at=now)
             self._samples.append((now, tokens))
-            while self._samples and now - self._samples[0][0] > RATE_WINDOW_S:
+            # One sample at or before the window's start stays: the rate's base.
+            while len(self._samples) > 1 and now - self._samples[1][0] >= RATE_WINDOW_S:
                 self._samples.popleft()
 
     def close(self, phase: Phase | None = None) -> None:
@@ -163,13 +165,19 @@ class Heartbeat:
 
     def snapshot(self) -> dict[str, Any]:
         """The beat as written (the protocol's field names)."""
+        now = self.clock()
         with self._lock:
             state = dict(self._state)
             samples = list(self._samples)
         rate, window = None, 0.0
-        if len(samples) >= 2 and samples[-1][0] > samples[0][0]:
-            window = samples[-1][0] - samples[0][0]
-            rate = round((samples[-1][1] - samples[0][1]) / window, 3)
+        if len(samples) >= 2:
+            # From the newest sample at or before the window's start (else the oldest) to now.
+            base = samples[0]
+            for sample in samples:
+                if now - sample[0] >= RATE_WINDOW_S:
+                    base = sample
+            window = now - base[0]
+            rate = round((samples[-1][1] - base[1]) / window, 3) if window > 0 else None
         return {
             "version": HEARTBEAT_VERSION,
             "job": self.job,
@@ -181,7 +189,7 @@ class Heartbeat:
             "tokens_per_s": rate,
             "window_s": round(window, 3),
             "stepped_at": _iso(state["stepped_at"]),
-            "time": _iso(self.clock()),
+            "time": _iso(now),
         }
 
     def _beat(self) -> None:

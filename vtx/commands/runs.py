@@ -155,6 +155,8 @@ def _print_controller(out: Console, controller: dict | None, budget: bool = Fals
     if controller is None:
         return
     out.print(controller["line"], highlight=False, markup=False)
+    for breach in controller.get("guard_breaches") or []:
+        out.print(f"guard breached: {breach}", style="yellow", highlight=False, markup=False)
     if budget and controller["stopped_by_budget"]:
         out.print(f"stopped by its budget: {controller['stopped_by_budget']}", highlight=False,
                   markup=False)  # fmt: skip

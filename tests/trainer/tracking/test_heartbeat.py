@@ -55,11 +55,16 @@ def test_a_beat_says_the_phase_the_step_and_tokens_per_s_over_the_window() -> No
     assert said["step"] == 13 and said["tokens"] == 6200
     assert said["tokens_per_s"] == 200.0 and said["window_s"] == 4.0
     assert said["stepped_at"] == said["time"] and said["job"] == "123"
-    clock.now += 100.0  # older samples leave the window
+    clock.now += 1.0  # up to the beat: a second without a step lowers the rate
+    assert beat.snapshot()["tokens_per_s"] == 160.0
+    clock.now += 99.0  # the window starts at the newest sample before it
     beat.stepped(14, 6600)
     clock.now += 1.0
     beat.stepped(15, 7000)
-    assert beat.snapshot()["tokens_per_s"] == 400.0
+    assert beat.snapshot()["tokens_per_s"] == round(800 / 101, 3)
+    clock.now += 600.0  # the loop hangs, the thread beats on: 0 tokens/s
+    said = beat.snapshot()
+    assert said["tokens_per_s"] == 0.0 and said["window_s"] == 600.0
 
 
 def test_the_thread_writes_at_once_on_a_phase_change_and_atomically(tmp_path: Path) -> None:
