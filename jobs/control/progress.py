@@ -35,6 +35,8 @@ class Verdict:
     """The attempt's new ``slow_since``."""
     slow: str | None = None
     """How slow, when it is under the floor (said once, when it goes under)."""
+    stalled_since: datetime | None = None
+    """With a ``no_progress`` breach: when the attempt stopped stepping."""
 
 
 def of_attempt(beat: Heartbeat | None, job: JobRecord) -> Heartbeat | None:
@@ -62,7 +64,8 @@ def judge_progress(
         return Verdict()
     stalled = _no_progress(guard, beat, now)
     if stalled is not None:
-        return Verdict(breach=stalled, slow_since=slow_since)
+        since = max(beat.stepped_at, beat.phase_since)
+        return Verdict(breach=stalled, slow_since=slow_since, stalled_since=since)
     return _throughput(guard, beat, slow_since, now)
 
 

@@ -103,6 +103,8 @@ class Breach:
     job: str
     reason: str
     action: GuardAction
+    stalled_since: datetime | None = None
+    """When the attempt stopped stepping (a ``no_progress`` breach)."""
 
     def say(self, record: RunRecord) -> str:
         return f"cancel {self.job} to {BREACH_MEANS[self.action]}: {self.reason}"
@@ -303,7 +305,7 @@ def _guarded(step: _Pass, current: Attempt, job: JobRecord, following: int | Non
         action, reason = "cancel", f"{reason}; restarted {restarts} times already"
     elif action == "next_rung" and following is None:
         action, reason = "cancel", f"{reason}; no rung left to move to"
-    step.actions.append(Breach(job.name, reason, action))
+    step.actions.append(Breach(job.name, reason, action, verdict.stalled_since))
     return True
 
 
@@ -366,6 +368,8 @@ def _study(step: _Pass) -> None:
 
 def _breached(record: RunRecord, breach: Breach) -> None:
     record.breaches = [*record.breaches, f"{breach.action}: {breach.reason}"][-BREACHES_KEPT:]
+    if record.current is not None and breach.stalled_since is not None:
+        record.current.stalled_since = breach.stalled_since
     if breach.action == "cancel":
         record.stopping = breach.reason
     elif record.current is not None and breach.action == "next_rung":

@@ -72,6 +72,9 @@ class Attempt(Model):
     """Why the controller cancelled it to restart its rung (a progress guard's ``restart``)."""
     slow_since: datetime | None = None
     """Since when its heartbeat's tokens/s is under the guard's floor; None: not under it."""
+    stalled_since: datetime | None = None
+    """When it stopped stepping, once a guard's ``no_progress`` acted on it (the goodput
+    timeline's stall starts there)."""
 
 
 class Move(Model):

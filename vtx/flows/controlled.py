@@ -7,6 +7,7 @@ controller's moves as the record gains them."""
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from rich.console import Console
 
@@ -55,6 +56,18 @@ def controller_status(stack: StackOutputs, run_id: str | None) -> dict | None:
         "guard": record.guard.say() if record.guard else None,
         "guard_breaches": record.breaches,
     }
+
+
+def stalls_of(stack: StackOutputs, run_id: str | None) -> dict[str, datetime]:
+    """The run's attempts a progress guard found hung: job name -> when it stopped stepping
+    (the goodput timeline's stall); empty without a controller or a record."""
+    if not stack.controller or run_id is None:
+        return {}
+    stored = Records(stack).read(run_id)
+    if stored is None:
+        return {}
+    attempts = stored.record.attempts
+    return {a.job: a.stalled_since for a in attempts if a.job and a.stalled_since is not None}
 
 
 def _by_guard(record: RunRecord) -> bool:

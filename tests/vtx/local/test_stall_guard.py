@@ -102,6 +102,8 @@ def test_a_stalled_replica_is_cancelled_by_the_controller_and_status_says_why(
     document = json.loads(vtx("status", run_id, "--stack", "local", "--format", "json"))
     assert document["controller"]["guard_breaches"] == breaches
     assert document["controller"]["stopped_by_budget"] is None
+    (stall,) = [c for c in document["goodput"]["categories"] if c["category"] == "stall"]
+    assert stall["seconds"] > 0 and stall["source"] == "controller"
 
 
 def test_a_run_starting_or_restoring_longer_than_the_guard_is_left_alone(
