@@ -135,7 +135,11 @@ def test_a_run_starting_or_restoring_longer_than_the_guard_is_left_alone(
     after = record(local_platform, run_id)
     assert after.outcome is None and after.breaches == [] and after.stopping is None
     assert not rest.get(job.name).terminal
+    # Slowed down, then cancelled: the platform lets it go before its SIGTERM.
+    assert "10x slower" in vtx("local", "slow", run_id, "--factor", "10")
     vtx("cancel", run_id, "--stack", "local")
+    ended = until("the cancel", lambda: rest.get(job.name).terminal and rest.get(job.name))
+    assert ended.state == "JOB_STATE_CANCELLED"
 
 
 def _passes_after(stack: StackOutputs, run_id: str, since: datetime) -> None:
