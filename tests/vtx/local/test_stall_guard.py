@@ -27,7 +27,7 @@ from jobs.vertex.google_session import storage_client
 from tests.conftest import HANG_S
 from vtx.cli import app
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(cost_s=60)  # two runs on the local platform, about a minute
 runner = CliRunner(env={"COLUMNS": "200"})
 WINDOW_S = 3
 
