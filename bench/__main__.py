@@ -26,6 +26,7 @@ from bench import (
     cli,
     controller,
     goodput,
+    guards,
     infra,
     ladder,
     loss,
@@ -62,6 +63,10 @@ BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
         lambda: ladder.run(ladder.Config(reps=1, retries=1, backoff_s=2.0, decision_reps=5)),
     ),
     "cli": (lambda: cli.run(reps=5), lambda: cli.run(reps=2)),
+    "guards": (
+        lambda: guards.run(reps=3, steps=100, hang_reps=3),
+        lambda: guards.run(reps=1, steps=40, hang_reps=1),
+    ),
     "infra": (
         lambda: infra.run(reps=2, sizes=(10, 100, 1000)),
         lambda: infra.run(reps=1, sizes=(10, 100)),

@@ -33,6 +33,7 @@ from jobs.core.stack import (
     PROD_ENVIRONMENTS,
     RUNS_PREFIX,
     TEAM_PATTERN,
+    Guard,
     is_production,
 )
 
@@ -524,6 +525,9 @@ class PlatformConfig(_Model):
     """Per-team budgets that cancel the team's jobs (needs ``budget.billing_account``)."""
     ci: CiConfig | None = None
     controller: ControllerConfig = Field(default_factory=ControllerConfig)
+    guard: Guard | None = None
+    """Progress-guard defaults for every run (a template's ``guard:`` keys win); exported as
+    the stack output's ``guard``, enforced by the controller."""
     capacity_regions: list[CapacityRegion] = Field(default_factory=list)
     """Further regions jobs may run in besides gcp:region (capacity ladder rungs)."""
     serving: ServingConfig = Field(default_factory=ServingConfig)

@@ -147,6 +147,12 @@ class Platform(pulumi.ComponentResource):
             ),
             # Absent without persistent resources, as regions: such stacks export as before.
             **({"persistent_resources": warm.outputs} if warm else {}),
+            # Absent without defaults, as regions: such stacks export as before.
+            **(
+                {"guard": self._platform.guard.model_dump(mode="json", exclude_none=True)}
+                if self._platform.guard
+                else {}
+            ),
             # Absent without teams, as regions: such stacks export as before.
             **({"teams": [t.name for t in self._platform.teams]} if self._platform.teams else {}),
             # Absent for open (NAT) stacks, which export as before.

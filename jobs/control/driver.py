@@ -28,6 +28,7 @@ from jobs.control.guards import cancel_job, cancel_study
 from jobs.control.reconcile import (
     SUBMIT_LEASE_S,
     Action,
+    Breach,
     Cancel,
     CancelStudy,
     Observed,
@@ -39,6 +40,7 @@ from jobs.control.record import RunRecord, vertex_of
 from jobs.control.records import Conflict, RecordError, Records, Stored
 from jobs.core.catalog import Catalog, load_catalog
 from jobs.core.contract import LABEL_ATTEMPT
+from jobs.core.heartbeat import Heartbeat
 from jobs.core.stack import StackOutputs
 from jobs.training.compile import to_custom_job
 from jobs.tuning.study_job import to_tuning_job
@@ -188,11 +190,18 @@ class Driver:
         jobs = seen.jobs.get(record.run_id, [])
         study = seen.studies.get(record.run_id)
         if study is None:
-            return Observed(jobs=jobs)
+            return Observed(jobs=jobs, heartbeat=self.heartbeat(record))
         by_name = {j.name: j for j in jobs}
         trials = [by_name.get(t.custom_job) or self.rest.get(t.custom_job)
                   for t in study.trials if t.custom_job]  # fmt: skip
         return Observed(jobs=jobs, study=study, trial_jobs=trials)
+
+    def heartbeat(self, record: RunRecord) -> Heartbeat | None:
+        """A guarded run's heartbeat while an attempt of it has a job: one object read."""
+        current = record.current
+        if record.guard is None or current is None or current.job is None or not current.placed:
+            return None
+        return self.records.heartbeat(record.run_id)
 
     def reconcile(self, stored: Stored, seen: Seen, report: PassReport, catalog: Catalog) -> None:
         """Decide one run and write the record on its generation; on a conflict read it (and
@@ -219,7 +228,7 @@ class Driver:
     def act(self, stored: Stored, actions: list[Action], known: set[str]) -> None:
         """Do what the record's write claimed; ``known``: the run's jobs this pass listed."""
         for action in actions:
-            if isinstance(action, Cancel):
+            if isinstance(action, Cancel | Breach):
                 cancel_job(self.rest, action.job)
             elif isinstance(action, CancelStudy):
                 cancel_study(self.rest, action.study)

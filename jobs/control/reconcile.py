@@ -1,9 +1,11 @@
-"""The reconciler: pure decisions on one run. Given its record, the jobs observed for it, the
-time and the prices, what to do: submit a rung, adopt a job a crashed pass submitted, note an
-attempt placed, cancel a job or a study (to move on, or for the budget), record the outcome, or
-wait. The ladder's judgements are `jobs.spec.ladder`'s and the meter is `jobs.runs.watch`'s, as
-in the CLI's own walk; `apply` writes the actions into the record (the driver does what they
-ask of Vertex). No clock, no client, no storage here: a table of cases tests it whole."""
+"""The reconciler: pure decisions on one run. Given its record, the jobs observed for it (and
+its trainer's heartbeat), the time and the prices, what to do: submit a rung, adopt a job a
+crashed pass submitted, note an attempt placed, cancel a job or a study (to move on, or for the
+budget), act on a progress guard's breach (`jobs.control.progress`: cancel, restart the rung,
+or move on), record the outcome, or wait. The ladder's judgements are `jobs.spec.ladder`'s
+and the meter is `jobs.runs.watch`'s, as in the CLI's own walk; `apply` writes the actions
+into the record (the driver does what they ask of Vertex). No clock, no client, no storage
+here: a table of cases tests it whole."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from jobs.control.progress import judge_progress
 from jobs.control.record import Attempt, LastPass, Outcome, RunRecord
 from jobs.core.catalog import Catalog
 from jobs.core.contract import LABEL_ATTEMPT
-from jobs.core.states import JobState, bare_name
+from jobs.core.guard import GuardAction
+from jobs.core.heartbeat import Heartbeat
+from jobs.core.states import JobState, bare_name, succeeded
 from jobs.runs.watch import attempts_of, budget_crossed, study_budget_crossed, trials_metered
 from jobs.spec.ladder import DONE, NEXT, PLACED, STOP, Decision, after_running, judge, next_rung
 from jobs.tuning.study_records import StudyRecord
@@ -23,6 +28,10 @@ from jobs.vertex.client import JobRecord
 SUBMIT_LEASE_S = 120.0
 """How long a claimed attempt whose job no listing shows is left to the pass that claimed it
 (its create may still be on its way, retries included) before another pass submits it again."""
+MAX_GUARD_RESTARTS = 3
+"""A guard's ``restart`` restarts a run this often; the next breach cancels it: a run that
+hangs on every attempt hangs on the next one too."""
+BREACHES_KEPT = 20
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,8 @@ class Observed:
     jobs: Sequence[JobRecord] = ()
     study: StudyRecord | None = None
     trial_jobs: Sequence[JobRecord] = ()
+    heartbeat: Heartbeat | None = None
+    """The run's newest heartbeat (read only for a guarded run with a live attempt)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,42 @@ class Cancel:
         return f"cancel {self.job} to {why}: {self.reason}"
 
 
+BREACH_MEANS: dict[str, str] = {
+    "cancel": "stop the run",
+    "restart": "restart its rung",
+    "next_rung": "move on",
+}
+
+
+@dataclass(frozen=True)
+class Breach:
+    """A progress guard's breach: cancel the attempt, then (``action``) end the run, submit
+    the same rung again, or move to the next rung."""
+
+    job: str
+    reason: str
+    action: GuardAction
+    stalled_since: datetime | None = None
+    """When the attempt stopped stepping (a ``no_progress`` breach)."""
+
+    def say(self, record: RunRecord) -> str:
+        return f"cancel {self.job} to {BREACH_MEANS[self.action]}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Slow:
+    """An attempt's tokens/s went under the guard's floor (``since``), or back above it."""
+
+    marker: str
+    since: datetime | None
+    how: str | None
+
+    def say(self, record: RunRecord) -> str:
+        if self.since is None:
+            return f"attempt {self.marker} is back above the tokens/s floor"
+        return f"attempt {self.marker} is under the tokens/s floor: {self.how}"
+
+
 @dataclass(frozen=True)
 class CancelStudy:
     study: str
@@ -105,8 +152,8 @@ class Wait:
         return self.why
 
 
-Action = Submit | Adopt | Place | Cancel | CancelStudy | Finish | Wait
-MOVES = (Submit, Adopt, Place, Cancel, CancelStudy, Finish)
+Action = Submit | Adopt | Place | Cancel | Breach | Slow | CancelStudy | Finish | Wait
+MOVES = (Submit, Adopt, Place, Cancel, Breach, Slow, CancelStudy, Finish)
 """The actions that change something: each is one line of the record's moves."""
 
 
@@ -203,6 +250,9 @@ def _run(step: _Pass) -> None:
     if record.stopping is not None:
         step.actions.append(Finish(bare_name(job.state), record.stopping))
         return
+    if current.breached is not None and not succeeded(job.state):
+        _restart(step, current)
+        return
     code = (job.rest.get("error") or {}).get("code")
     code = code if isinstance(code, int) else None
     if current.gave_up is not None:
@@ -216,7 +266,8 @@ def _run(step: _Pass) -> None:
 
 
 def _live(step: _Pass, current: Attempt, job: JobRecord, following: int | None) -> None:
-    if step.record.stopping is not None or current.gave_up is not None:
+    cancelling = step.record.stopping or current.gave_up or current.breached
+    if cancelling is not None:
         step.actions.append(Wait(f"{job.name} is being cancelled"))
         return
     over = step.budget()
@@ -224,7 +275,8 @@ def _live(step: _Pass, current: Attempt, job: JobRecord, following: int | None) 
         step.actions.append(Cancel(job.name, over, budget=True))
         return
     if current.placed:
-        step.actions.append(Wait(f"watch {job.name} ({bare_name(job.state)})"))
+        if not _guarded(step, current, job, following):
+            step.actions.append(Wait(f"watch {job.name} ({bare_name(job.state)})"))
         return
     rung = step.record.rungs[current.rung]
     waited = (step.now - (job.create_time or current.claimed_at)).total_seconds()
@@ -235,6 +287,37 @@ def _live(step: _Pass, current: Attempt, job: JobRecord, following: int | None) 
         step.actions.append(Cancel(job.name, decision.reason or "no capacity"))
     else:
         step.actions.append(Wait(f"watch {job.name} ({bare_name(job.state)})"))
+
+
+def _guarded(step: _Pass, current: Attempt, job: JobRecord, following: int | None) -> bool:
+    """The run's progress guard on its running attempt: True when it acted (a breach)."""
+    guard = step.record.guard
+    if guard is None:
+        return False
+    verdict = judge_progress(guard, step.seen.heartbeat, job, current.slow_since, step.now)
+    if verdict.slow_since != current.slow_since:
+        step.actions.append(Slow(current.marker, verdict.slow_since, verdict.slow))
+    if verdict.breach is None:
+        return False
+    action, reason = guard.action, verdict.breach
+    restarts = sum(a.breached is not None for a in step.record.attempts)
+    if action == "restart" and restarts >= MAX_GUARD_RESTARTS:
+        action, reason = "cancel", f"{reason}; restarted {restarts} times already"
+    elif action == "next_rung" and following is None:
+        action, reason = "cancel", f"{reason}; no rung left to move to"
+    step.actions.append(Breach(job.name, reason, action, verdict.stalled_since))
+    return True
+
+
+def _restart(step: _Pass, current: Attempt) -> None:
+    """A rung whose attempt a guard cancelled, submitted again: the new attempt resumes from
+    the run's committed checkpoints (one output prefix for every attempt)."""
+    over = step.budget()
+    if over is not None:  # no further attempt once the meter is over: it would be cancelled
+        step.actions.append(Finish(bare_name(JobState.CANCELLED), over))
+        return
+    why = f"restart after {current.breached}"
+    step.actions.append(Submit(marker(step.record.next_number()), current.rung, why))
 
 
 def _ended(step: _Pass, job: JobRecord, decision: Decision, following: int | None) -> None:
@@ -283,6 +366,18 @@ def _study(step: _Pass) -> None:
     step.actions.append(Wait(f"watch study {study.name} ({bare_name(study.state)})"))
 
 
+def _breached(record: RunRecord, breach: Breach) -> None:
+    record.breaches = [*record.breaches, f"{breach.action}: {breach.reason}"][-BREACHES_KEPT:]
+    if record.current is not None and breach.stalled_since is not None:
+        record.current.stalled_since = breach.stalled_since
+    if breach.action == "cancel":
+        record.stopping = breach.reason
+    elif record.current is not None and breach.action == "next_rung":
+        record.current.gave_up = breach.reason
+    elif record.current is not None:
+        record.current.breached = breach.reason
+
+
 def apply(record: RunRecord, actions: Sequence[Action], now: datetime) -> RunRecord:
     """The record after ``actions`` (a copy): claims, adoptions, placements, why it was
     cancelled, its outcome, each a move; and the pass itself (when, what, what next)."""
@@ -305,6 +400,12 @@ def apply(record: RunRecord, actions: Sequence[Action], now: datetime) -> RunRec
                 new.stopping = action.reason
             elif new.current is not None:
                 new.current.gave_up = action.reason
+        elif isinstance(action, Breach):
+            _breached(new, action)
+        elif isinstance(action, Slow):
+            for attempt in new.attempts:
+                if attempt.marker == action.marker:
+                    attempt.slow_since = action.since
         elif isinstance(action, CancelStudy):
             new.stopping = action.reason
         elif isinstance(action, Finish):

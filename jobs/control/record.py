@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs.core.contract import budget_of
+from jobs.core.guard import RunGuard
 from jobs.core.stack import StackOutputs
 from jobs.core.states import succeeded
 from jobs.launch.plan import LaunchPlan, Rung
@@ -67,6 +68,13 @@ class Attempt(Model):
     placed: bool = False
     gave_up: str | None = None
     """Why the controller cancelled it to move on to the next rung."""
+    breached: str | None = None
+    """Why the controller cancelled it to restart its rung (a progress guard's ``restart``)."""
+    slow_since: datetime | None = None
+    """Since when its heartbeat's tokens/s is under the guard's floor; None: not under it."""
+    stalled_since: datetime | None = None
+    """When it stopped stepping, once a guard's ``no_progress`` acted on it (the goodput
+    timeline's stall starts there)."""
 
 
 class Move(Model):
@@ -105,12 +113,17 @@ class RunRecord(Model):
     rungs: list[RungRecord]
     study: StudyPlanRecord | None = None
     budget_usd: float | None = None
+    guard: RunGuard | None = None
+    """The run's progress guard, enforced from the trainer's heartbeat."""
     earlier_attempts: int = 0
     """The run's jobs (a study's: studies) from earlier launches under its run id: this
     launch's attempts number on from them, so that each marker names one job of the run."""
     attempts: list[Attempt] = Field(default_factory=list)
     stopping: str | None = None
-    """Why the controller cancelled the run (its budget): the outcome's reason once it ends."""
+    """Why the controller cancelled the run (its budget, a progress guard): the outcome's
+    reason once it ends."""
+    breaches: list[str] = Field(default_factory=list)
+    """Each progress-guard breach the controller acted on, as it said it (`vtx status`)."""
     outcome: Outcome | None = None
     moves: list[Move] = Field(default_factory=list)
     last_pass: LastPass | None = None
@@ -167,5 +180,6 @@ def record_of(plan: LaunchPlan, earlier_attempts: int = 0) -> RunRecord:
         rungs=rungs,
         study=study,
         budget_usd=budget_of(labels),
+        guard=plan.guard,
         earlier_attempts=earlier_attempts,
     )

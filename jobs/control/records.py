@@ -7,6 +7,7 @@ so a pass lists the live runs without downloading the ended ones."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,8 +15,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from jobs.control.record import RECORD_NAME, RunRecord
+from jobs.core.heartbeat import HEARTBEAT_OBJECT, Heartbeat
 from jobs.core.stack import RUNS_PREFIX, StackOutputs
 from jobs.vertex.google_session import storage_client
+
+log = logging.getLogger(__name__)
 
 PHASE_KEY = "vtx-phase"
 LIVE, DONE = "live", "done"
@@ -77,6 +81,24 @@ class Records:
                 f"{self.uri(run_id)} is not a vtx run record ({exc.error_count()} problems, "
                 f"first: {exc.errors()[0]['msg']}); delete it to let the run go unwatched"
             ) from exc
+
+    def heartbeat(self, run_id: str) -> Heartbeat | None:
+        """The run's newest heartbeat (one object read); None when its trainer wrote none
+        yet, or wrote what is not one (said once per pass in the log, never fatal: the guard
+        then waits as for a start)."""
+        from google.api_core import exceptions
+
+        blob = self.bucket.blob(f"{RUNS_PREFIX}{run_id}/{HEARTBEAT_OBJECT}")
+        try:
+            return Heartbeat.model_validate_json(blob.download_as_bytes())
+        except exceptions.NotFound:
+            return None
+        except ValidationError as exc:
+            log.warning(
+                "gs://%s/%s is not a heartbeat (%s); the guard waits as for a start",
+                self.stack.buckets.checkpoints, blob.name, exc.errors()[0]["msg"],
+            )  # fmt: skip
+            return None
 
     def write(self, record: RunRecord, generation: int) -> int:
         """Write ``record`` if its object is still at ``generation`` (0: if none exists); the

@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from jobs.core.guard import Guard
 from jobs.core.problems import field_path
 from jobs.core.user_io import UserFileError, read_user_file
 
@@ -196,6 +197,9 @@ class StackOutputs(BaseModel):
     """A controller walks this stack's capacity ladders and enforces its runs' and studies'
     budgets (`jobs.control`): `vtx launch` writes the run's record and returns. False: the CLI
     walks a ladder and holds a budget only while it follows the run."""
+    guard: Guard | None = None
+    """The platform's progress-guard defaults (``vtx:platform.guard``): every run's ``guard:``
+    is merged over them key by key (`jobs.core.guard.resolve_guard`). Absent: no defaults."""
     # Set only by the local platform; None means Google's public endpoints.
     vertex_endpoint: str | None = None
     gcs_endpoint: str | None = None

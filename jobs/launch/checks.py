@@ -42,7 +42,34 @@ def validate_template_doc(
         if structural or not doc.get("study")
         else study_problems(JobTemplate.model_validate(doc))
     )
-    return finish(structural, facts, source) + with_source(ladder + study, source)
+    guard = [] if structural or not doc.get("guard") else guard_problems(doc)
+    return finish(structural, facts, source) + with_source(ladder + study + guard, source)
+
+
+def guard_problems(doc: dict) -> list[Problem]:
+    """A guard's action against what the run is: a study is not guarded (its trials are the
+    study's jobs, not the run's attempts), and ``next_rung`` needs a ladder to move on."""
+    if doc.get("study"):
+        return [
+            Problem(
+                "guard",
+                "a study's trials are not guarded: the controller guards a job or a capacity "
+                "ladder's attempts",
+                "remove guard: here, or launch the trial job alone with its guard",
+            )
+        ]
+    action = (doc.get("guard") or {}).get("action")
+    if action == "next_rung" and not (doc.get("capacity") or {}).get("ladder"):
+        return [
+            Problem(
+                "guard.action",
+                "next_rung moves to the capacity ladder's next rung, and this template has no "
+                "ladder",
+                "action: restart (the same job again, from its checkpoints) or cancel; or add "
+                "capacity: {ladder: [{region: us-east4}]}",
+            )
+        ]
+    return []
 
 
 def _ladder_problems(doc: dict, region: str | None) -> list[Problem]:
@@ -50,9 +77,11 @@ def _ladder_problems(doc: dict, region: str | None) -> list[Problem]:
     placed at the rung (``capacity.ladder[0]: pools.chief.machine``)."""
     rungs, problems = rung_documents(doc)
     for rung in rungs[1:]:
+        # The guard is the run's, checked on the base (a rung cannot change it).
+        doc = {k: v for k, v in rung.doc.items() if k != "guard"}
         problems += [
             Problem(f"{rung.where}: {p.path}", p.message, p.hint)
-            for p in validate_template_doc(rung.doc, region)
+            for p in validate_template_doc(doc, region)
         ]
     return problems
 

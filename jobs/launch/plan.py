@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import new_run_id
+from jobs.core.guard import RunGuard, template_guard
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
 from jobs.launch.names import rung_label
@@ -107,6 +108,8 @@ class LaunchPlan:
     warnings: list[Problem] = field(default_factory=list)
     """What the rungs' jobs would reach for and cannot on a closed stack (the warnings of
     `vtx validate --stack`): shown with the plan, never a refusal."""
+    guard: RunGuard | None = None
+    """The run's progress guard (the template's over the stack's defaults); None: unguarded."""
 
     @property
     def job(self) -> Rung:
@@ -223,7 +226,8 @@ def plan_launch(
         plan = _ladder(template, stack, source, run_id, options, reader)
     else:
         plan = _job(template, stack, source, run_id, options, reader)
-    return replace(plan, warnings=_egress_warnings(plan, stack, source))
+    guard = template_guard(template.guard, stack.guard, study=template.study is not None)
+    return replace(plan, warnings=_egress_warnings(plan, stack, source), guard=guard)
 
 
 def _egress_warnings(plan: LaunchPlan, stack: StackOutputs, source: str) -> list[Problem]:

@@ -15,6 +15,11 @@ Two sources, each for what it knows (docs/goodput.md says which category comes f
   duration the later one measured (its save stall, eval, restore), the rest to the steps it
   advanced, or to what the program was doing before it (start-up, export).
 
+A third, where the stack's controller guards the run: when an attempt stopped stepping, as
+its progress guard judged it from the trainer's heartbeat (the run's record). From then until
+the attempt's stop line (the cancel's SIGTERM) or its end, the time is a stall, not steps or
+idle time.
+
 Steps trained more than once (after a crash lost work since the last checkpoint) are counted
 productive once, at their last execution; their earlier executions are work lost. The category
 keys, and the names of Google's ml-goodput-measurement library (`BadputType`) they correspond
@@ -23,7 +28,7 @@ to, are in ``CATEGORIES``."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -65,8 +70,9 @@ class Category:
     library: str | None
     """Google's ml-goodput-measurement BadputType it corresponds to; None: not one of them."""
     source: str
-    """Where it is read from: "vertex" (the job's record), "trainer" (its log lines), or
-    "both" (between a record's time and a line's)."""
+    """Where it is read from: "vertex" (the job's record), "trainer" (its log lines), "both"
+    (between a record's time and a line's), or "controller" (a progress guard's judgement in
+    the run's record)."""
 
 
 CATEGORIES = (
@@ -86,6 +92,8 @@ CATEGORIES = (
              "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION", "trainer"),
     Category("eval", "evaluation", "E", "#00897b", "CUSTOM_BADPUT_EVENTS", "trainer"),
     Category("finish", "final save and model export", "F", "#6d4c41", "OTHER", "trainer"),
+    Category("stall", "hung: no step until the guard acted", "H", "#ad1457", "OTHER",
+             "controller"),
     Category("idle", "idle, between attempts, unaccounted", ".", "#cfd8dc", "OTHER", "both"),
 )  # fmt: skip
 CATEGORY = {c.key: c for c in CATEGORIES}
@@ -416,6 +424,30 @@ def _attempt_timeline(
     )
 
 
+STALLED = frozenset({"productive", "idle"})
+"""What a hung attempt's lane says of the hang without the guard's judgement: the steps up to
+the stop line (which carries the last step), or idle time up to the attempt's end."""
+
+
+def _stalled(timeline: AttemptTimeline, since: datetime) -> AttemptTimeline:
+    """The attempt's time from ``since`` (its last step, as the guard judged) to its first stop
+    line after it (or its end), as a stall: the phases the lines alone put there, steps or
+    idle, are cut at ``since``; a steps phase keeps its steps on the part before it."""
+    until = min((at for at in timeline.preemptions if at >= since), default=timeline.end)
+    phases: list[Phase] = []
+    for p in timeline.phases:
+        if p.category not in STALLED or p.end <= since or p.start >= until:
+            phases.append(p)
+            continue
+        if p.start < since:
+            phases.append(replace(p, end=since))
+        phases.append(replace(p, category="stall", start=max(p.start, since),
+                              end=min(p.end, until), steps=None))  # fmt: skip
+        if p.end > until:
+            phases.append(replace(p, start=until, steps=None))
+    return replace(timeline, phases=phases)
+
+
 def _executions(timelines: list[AttemptTimeline]) -> Counter[int]:
     """How many times each step was trained."""
     runs: Counter[int] = Counter()
@@ -513,16 +545,23 @@ def _to_first_step(timelines: list[AttemptTimeline], points: list[TrainPoint]) -
 
 
 def goodput_of(
-    attempts: Sequence[AttemptStatus], entries: Sequence[LogEntry], now: datetime
+    attempts: Sequence[AttemptStatus],
+    entries: Sequence[LogEntry],
+    now: datetime,
+    stalls: Mapping[str, datetime] | None = None,
 ) -> Goodput:
     """The run's timeline and figures from its metered attempts (oldest first, at least one:
-    `jobs.runs.watch.attempts_of`) and every log entry of the run."""
+    `jobs.runs.watch.attempts_of`) and every log entry of the run; ``stalls``: job name -> when
+    it stopped stepping, as the run's progress guard judged it (its record)."""
     timelines: list[AttemptTimeline] = []
     cursor = attempts[0].job.create_time or now
     submitted = cursor
     moved_on = False
     for attempt in attempts:
         timeline = _attempt_timeline(attempt, cursor, moved_on, entries, now)
+        since = (stalls or {}).get(attempt.job.name)
+        if since is not None:
+            timeline = _stalled(timeline, since)
         timelines.append(timeline)
         cursor, moved_on = timeline.end, timeline.moved_on
     executions = _executions(timelines)

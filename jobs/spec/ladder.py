@@ -25,9 +25,9 @@ from jobs.spec.template import Capacity
 
 OWN_KEYS = ("persistent_resource",)
 """What the base does not pass on to its rungs: a rung names its own (see the module's doc)."""
-FIXED_KEYS = ("name", "capacity", "extends")
-"""What a rung may not change: the name is the run id's prefix and label, and a rung has no
-ladder of its own."""
+FIXED_KEYS = ("name", "capacity", "extends", "guard")
+"""What a rung may not change: the name is the run id's prefix and label, a rung has no
+ladder of its own, and the run's record holds one guard for all its rungs."""
 CAPACITY_FAILURE = re.compile(
     r"STOCKOUT|resources? (are )?insufficient|resource[_ ]exhausted|RESOURCE_POOL_EXHAUSTED"
     r"|maxWaitDuration",

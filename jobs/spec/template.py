@@ -23,6 +23,7 @@ from pydantic import (
 
 from jobs.core.contract import BUDGET_DECIMALS
 from jobs.core.durations import parse_duration_s
+from jobs.core.guard import ACTIONS, EXAMPLE, Guard
 from jobs.core.problems import HintedValueError, Problem, field_path
 from jobs.core.safe_yaml import (
     short_repr,
@@ -287,6 +288,9 @@ class JobTemplate(_Strict):
     persistent_resource: str | None = Field(default=None, pattern=PERSISTENT_RESOURCE_PATTERN)
     """The id of a persistent resource of the stack (``persistent_resources`` in its config):
     the job runs on its warm pools (``jobSpec.persistentResourceId``), billed to the resource."""
+    guard: Guard | None = None
+    """Progress guards (`jobs.core.guard`): what the controller does about a run that stops
+    stepping or trains too slowly; merged over the stack's defaults."""
     team: str | None = Field(default=None, pattern=TEAM_PATTERN)
     """The team the run is billed to: the ``vtx-team`` label on its jobs, which a stack's team
     budget counts and whose cancel function stops; required on a stack that declares teams."""
@@ -318,6 +322,7 @@ _KNOWN_FIELDS = sorted(
             Capacity,
             Rung,
             Budget,
+            Guard,
             *STUDY_MODELS,
         )
         for name in model.model_fields
@@ -357,6 +362,10 @@ def _pydantic_problems(exc: ValidationError, source: str | None = None) -> list[
             hint = "one of standard, spot, flex_start"
         elif path.startswith("budget"):
             hint = "a positive number of US dollars: budget: {max_cost_usd: 25}"
+        elif path == "guard.action":
+            hint = f"one of {', '.join(ACTIONS)}"
+        elif path.startswith("guard") and hint is None:
+            hint = EXAMPLE
         elif path == "team":
             message = "must be lower case letters, digits and '-', starting with a letter"
             hint = "at most 30 characters, a team the stack declares: team: nlp"

@@ -32,6 +32,8 @@ from jobs.core.contract import (
     secret_parts,
 )
 from jobs.core.durations import format_duration_s
+from jobs.core.guard import heartbeat_interval_s, template_guard
+from jobs.core.heartbeat import HEARTBEAT_INTERVAL_ENV
 from jobs.core.problems import Problem
 from jobs.core.stack import LABEL_TEAM, StackOutputs, is_production
 from jobs.spec.template import AFFINITIES, ROLES, JobTemplate, Pool, Reservation
@@ -200,6 +202,10 @@ def _env(template: JobTemplate, pool: Pool, stack: StackOutputs, run_id: str) ->
         resolved = {name: secret_resource(s, stack) for name, s in template.secrets.items()}
         env[VTX_SECRETS_ENV] = json.dumps(resolved, sort_keys=True)
     env[RUN_ID_ENV] = run_id
+    guard = template_guard(template.guard, stack.guard, study=template.study is not None)
+    if guard is not None:
+        # The trainer beats often enough that a beat's age never passes for a hang.
+        env[HEARTBEAT_INTERVAL_ENV] = f"{heartbeat_interval_s(guard):g}"
     return [{"name": k, "value": v} for k, v in env.items()]
 
 

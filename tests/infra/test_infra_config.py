@@ -371,3 +371,12 @@ def test_an_error_quotes_a_huge_value_in_one_short_line() -> None:
     problems = problems_of(mutated("dev", ("prefix", list(range(100_000)))))
     (problem,) = [p for p in problems if p.path == "vtx:platform.prefix"]
     assert len(str(problem)) < 300, str(problem)[:400]
+
+
+def test_a_platform_sets_guard_defaults_and_a_bad_one_names_its_key() -> None:
+    config = load_stack_config(
+        mutated("dev", ("guard", {"no_progress": "30m", "action": "restart"})), "Pulumi.test.yaml"
+    )
+    assert config.platform.guard is not None and config.platform.guard.action == "restart"
+    (found,) = problems_of(mutated("dev", ("guard", {"no_progress": "later"})))
+    assert found.path == "vtx:platform.guard.no_progress" and "20m" in (found.hint or "")

@@ -61,6 +61,7 @@ from trainer.model.loading import (
     local_rank_from_env,
 )
 from trainer.tracking.events import EARLY_STOP_PREFIX, STOP_PREFIX, Event
+from trainer.tracking.heartbeat import Heartbeat, Phase, heartbeat_path, interval_from
 from trainer.tracking.metrics import Throughput, setup_logging
 from trainer.tracking.progress import ProgressBar, choose_output
 from trainer.tracking.reporters import build_reporters
@@ -353,6 +354,20 @@ class Trainer:
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.device = training_device()
         self.outputs = Outputs.resolve(cfg, env)
+        # First, so that a start that takes long (or fails) is seen as starting, not as a hang.
+        self.heartbeat = Heartbeat(
+            heartbeat_path(self.outputs.checkpoint_dir),
+            env.job_id,
+            interval_from(os.environ),
+            enabled=self.rank == 0,
+        )
+        try:
+            self._build(cfg, tracking)
+        except BaseException:
+            self.heartbeat.close()
+            raise
+
+    def _build(self, cfg: TrainConfig, tracking: TrackingEnv | None) -> None:
         self.checkpointer = Checkpointer(
             self.outputs.checkpoint_dir, cfg.save_total_limit, cfg.async_save
         )
@@ -411,6 +426,7 @@ class Trainer:
             exit_code = self._run()
             return exit_code
         finally:
+            self.heartbeat.close(Phase.DONE if exit_code == 0 else None)
             self.reporters.close(exit_code)
 
     def _run(self) -> int:
@@ -451,6 +467,7 @@ class Trainer:
     def _resume(self) -> None:
         plan = self.resume
         if plan.step is not None:
+            self.heartbeat.phase(Phase.RESTORING, plan.step, self.steps)
             started = time.perf_counter()
             self.state["train"].load_from(plan.written_by)
             self.checkpointer.load(plan.step, self.state)
@@ -463,6 +480,9 @@ class Trainer:
             change = plan.world_size_change(self.cfg, self.world_size)
             if change:
                 log.info(change, extra=self._at())
+        self.heartbeat.phase(
+            Phase.TRAINING, self.progress.step, self.steps, tokens=self.progress.tokens_seen
+        )
         log.info(
             Event.TRAINING,
             extra={
@@ -556,6 +576,7 @@ class Trainer:
         self.progress.step += 1
         n_targets, n_tokens, n_slots = (int(c) for c in counts.tolist())  # one host copy
         self.progress.tokens_seen += n_tokens
+        self.heartbeat.stepped(self.progress.step, self.progress.tokens_seen)
         self.checkpointer.poll()
         if self.rank == 0 and self.fault_step == str(self.progress.step):
             os.kill(os.getpid(), signal.SIGTERM)
@@ -582,20 +603,25 @@ class Trainer:
         return decision.save_by_time or (bool(every) and step % every == 0)
 
     def _save_in_background(self) -> None:
+        self.heartbeat.phase(Phase.SAVING)
         blocked_s = self.checkpointer.save(self.progress.step, self.state, blocking=False)
+        self.heartbeat.phase(Phase.TRAINING)
         self.last_save_s = time.monotonic()
         log.info(Event.CHECKPOINT_STARTED, extra={**self._at(), "blocked_s": round(blocked_s, 3)})
 
     def _save_for_preemption(self) -> None:
         log.warning(f"{STOP_PREFIX}: checkpointing and exiting", extra=self._at())
+        self.heartbeat.phase(Phase.SAVING)
         blocked_s = self.checkpointer.save(self.progress.step, self.state, blocking=True)
         log.info(Event.CHECKPOINT_SAVED, extra={**self._at(), "blocked_s": round(blocked_s, 3)})
         dist.barrier()  # nobody exits before rank 0 has committed
 
     def _finish(self) -> None:
+        self.heartbeat.phase(Phase.SAVING)
         self.checkpointer.wait()
         if self.progress.step not in self._committed_steps():
             self.checkpointer.save(self.progress.step, self.state, blocking=True)
+        self.heartbeat.phase(Phase.EXPORTING)
         export_model(self.model, self.tokenizer, self.cfg, self.outputs.model_dir, self.rank)
         dist.barrier()
         log.info(Event.DONE, extra={**self._at(), "model_dir": self.outputs.model_dir})
@@ -639,8 +665,10 @@ class Trainer:
         return bool(patience) and progress.evals_without_improvement >= patience
 
     def _evaluate(self) -> float:
+        self.heartbeat.phase(Phase.EVALUATING)
         started = time.perf_counter()
         eval_loss = evaluate(self.model, self.evals, self.cfg, self.device)
+        self.heartbeat.phase(Phase.TRAINING)
         self.progress.last_eval_step = self.progress.step
         eval_s = round(time.perf_counter() - started, 3)
         extra = {**self._at(), "eval_loss": round(eval_loss, 6), "eval_s": eval_s}

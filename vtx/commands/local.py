@@ -1,4 +1,4 @@
-"""`vtx local up|down|status|env|preempt|upload|capacity` and `vtx demo`: the local platform.
+"""`vtx local up|down|status|env|preempt|stall|slow|upload|capacity`, `vtx demo`: local platform.
 
 Loaded by `vtx --help`, so it imports only cheap modules: the platform's client side (state,
 settings, process control over psutil and urllib); the server's FastAPI stays in its process.
@@ -22,6 +22,7 @@ from jobs.local.platform.capacity import Capacity, CapacityFileError, load_capac
 from jobs.local.platform.client import (
     LocalApiError,
     health,
+    hinder_replica,
     preempt_replica,
     read_capacity,
     set_capacity,
@@ -265,6 +266,68 @@ def preempt(
     console.print(
         f"preempting {target} of job {job.rsplit('/', 1)[-1]} (SIGTERM; SIGKILL after grace)"
     )
+
+
+RefArgument = typer.Argument(
+    ..., metavar="RUN_ID|JOB_ID", help="Run id (its newest attempt), job id or resource name."
+)
+ReplicaOption = typer.Option(
+    None,
+    metavar="NAME",
+    help="The replica, e.g. workerpool0-0.",
+    show_default="the job's last replica, as `vtx local preempt`",
+)
+WaitOption = typer.Option(
+    60.0, min=0, max=300, help="Wait this long for a job that is queued or starting."
+)
+
+
+@local_app.command("stall")
+def stall(
+    ref: str = RefArgument,
+    replica: str | None = ReplicaOption,
+    wait_s: float = WaitOption,
+    data_dir: Path | None = DataDirOption,
+) -> None:
+    """Make one replica hang: SIGSTOP to its processes, which stay alive and make no more steps.
+
+    For drills of a run's progress guard (`guard: {no_progress: ...}`): the controller sees the
+    heartbeat stop and acts. Cancelling the job lets the replica go first, then stops it."""
+    _hinder(ref, replica, None, wait_s, data_dir)
+
+
+@local_app.command("slow")
+def slow(
+    ref: str = RefArgument,
+    factor: float = typer.Option(
+        ..., min=1.0, max=1000.0, help="How many times slower (above 1), e.g. 10."
+    ),
+    replica: str | None = ReplicaOption,
+    wait_s: float = WaitOption,
+    data_dir: Path | None = DataDirOption,
+) -> None:
+    """Slow one replica down FACTOR times: SIGSTOP and SIGCONT in a one-second duty cycle.
+
+    For drills of `guard: {min_tokens_per_s: ..., window: ...}`."""
+    if factor <= 1.0:
+        raise _fail(f"--factor {factor:g} would not slow anything: write e.g. --factor 10")
+    _hinder(ref, replica, factor, wait_s, data_dir)
+
+
+def _hinder(
+    ref: str, replica: str | None, factor: float | None, wait_s: float, data_dir: Path | None
+) -> None:
+    try:
+        stack = local_stack_outputs(_data_dir(data_dir) if data_dir else None)
+        endpoint, token = stack.vertex_endpoint or "", stack.local_token or ""
+        job = _job_of(stack, ref)
+        target = hinder_replica(endpoint, token, job, replica, factor, wait_s)
+    except LocalApiError as exc:
+        raise _fail(str(exc)) from None
+    except (StackError, VertexError) as exc:
+        raise _fail(str(exc)) from None
+    how = "stalled (SIGSTOP: alive, no more steps)" if factor is None else f"{factor:g}x slower"
+    console.print(f"{target} of job {job.rsplit('/', 1)[-1]}: {how}")
 
 
 def _job_of(stack: StackOutputs, ref: str) -> str:

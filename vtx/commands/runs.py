@@ -26,7 +26,7 @@ from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSour
 from jobs.runs.watch import AttemptStatus, RunStatus, attempts_of, run_status
 from jobs.vertex.client import NEVER, JobRecord, VertexRest
 from vtx.flows import study_watch
-from vtx.flows.controlled import controller_status
+from vtx.flows.controlled import controller_status, stalls_of
 from vtx.options import (
     RefArg,
     StackFileOpt,
@@ -107,7 +107,8 @@ def watched_run(out: Console, vertex: VertexRest, ref: str) -> tuple[RunStatus, 
             local=vertex.stack.is_local,
             catalog=load_catalog().for_stack(vertex.stack),
         )
-    return found, goodput_of(found.attempts, entries, found.now)
+    stalls = stalls_of(vertex.stack, job.run_id)
+    return found, goodput_of(found.attempts, entries, found.now, stalls)
 
 
 @app.command()
@@ -155,6 +156,8 @@ def _print_controller(out: Console, controller: dict | None, budget: bool = Fals
     if controller is None:
         return
     out.print(controller["line"], highlight=False, markup=False)
+    for breach in controller.get("guard_breaches") or []:
+        out.print(f"guard breached: {breach}", style="yellow", highlight=False, markup=False)
     if budget and controller["stopped_by_budget"]:
         out.print(f"stopped by its budget: {controller['stopped_by_budget']}", highlight=False,
                   markup=False)  # fmt: skip

@@ -7,6 +7,7 @@ controller's moves as the record gains them."""
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from rich.console import Console
 
@@ -41,7 +42,8 @@ def controller_line(record: RunRecord) -> str:
 
 def controller_status(stack: StackOutputs, run_id: str | None) -> dict | None:
     """What `vtx status` adds for a run the stack's controller walks: its last pass, its
-    outcome and why (a budget names itself there); None without a controller or a record."""
+    outcome and why (a budget or a progress guard names itself there), the guard's breaches;
+    None without a controller or a record."""
     if not stack.controller or run_id is None:
         return None
     stored = Records(stack).read(run_id)
@@ -53,8 +55,26 @@ def controller_status(stack: StackOutputs, run_id: str | None) -> dict | None:
         "line": controller_line(record),
         "last_pass": last.model_dump(mode="json") if last else None,
         "outcome": record.outcome.model_dump(mode="json") if record.outcome else None,
-        "stopped_by_budget": record.stopping,
+        "stopped_by_budget": None if _by_guard(record) else record.stopping,
+        "guard": record.guard.say() if record.guard else None,
+        "guard_breaches": record.breaches,
     }
+
+
+def stalls_of(stack: StackOutputs, run_id: str | None) -> dict[str, datetime]:
+    """The run's attempts a progress guard found hung: job name -> when it stopped stepping
+    (the goodput timeline's stall); empty without a controller or a record."""
+    if not stack.controller or run_id is None:
+        return {}
+    stored = Records(stack).read(run_id)
+    if stored is None:
+        return {}
+    attempts = stored.record.attempts
+    return {a.job: a.stalled_since for a in attempts if a.job and a.stalled_since is not None}
+
+
+def _by_guard(record: RunRecord) -> bool:
+    return any(b.endswith(f": {record.stopping}") for b in record.breaches)
 
 
 def launch_controlled(

@@ -11,7 +11,7 @@
     steps_trained, unique_steps, steps_lost (executions of a step after its first)
     to_first_step_s         from each stop request (SIGTERM) to the next start's first step
     categories   [{category, label, badput_type (ml-goodput-measurement's name, or null),
-                 source (vertex, trainer or both), seconds, usd, usd_unknown_because}]
+                 source (vertex, trainer, both or controller), seconds, usd, usd_unknown_because}]
     attempts     [{attempt, job, region, strategy, state, usd_per_h, moved_on (it never ran,
                  or lost its machines for capacity: a ladder moved on), preemptions (times),
                  phases: [{category, start, end, seconds, billed, steps ([first, last] or

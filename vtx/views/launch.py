@@ -80,6 +80,15 @@ def print_launch_plan(out: Console, launch: LaunchPlan) -> None:
         )
         print_study_plan(out, study.study.study, study.cost)
     stack = first.plan.job.stack
+    if launch.guard is not None:
+        out.print(f"{'guard':>10}: {launch.guard.say()}", highlight=False, markup=False)
+        if not stack.controller:
+            out.print(
+                "this stack has no controller: the guard is not enforced (the trainer's "
+                "heartbeat is still written)",
+                style="yellow",
+                highlight=False,
+            )
     if not stack.controller and (launch.ladder or _budget(first.plan.job.template) is not None):
         out.print(
             "this stack has no controller: `vtx launch` walks the ladder and holds the budget "

@@ -613,6 +613,18 @@ def _add_quota_routes(app: FastAPI, executor: Executor) -> None:
         raise ApiError(404, f"QuotaInfo {quota_id!r} of {service} does not exist")
 
 
+class HinderRequest(BaseModel):
+    """``:stall`` and ``:slow``: which replica, how much slower (``:slow`` only), how long to
+    wait for it to run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    replica: str | None = None
+    """e.g. workerpool0-0; None: the last replica."""
+    factor: float | None = Field(default=None, gt=1.0, le=1000.0)
+    wait_s: float = Field(default=0.0, ge=0.0, le=MAX_PREEMPT_WAIT_S)
+
+
 class PreemptRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -689,6 +701,36 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
             raise ApiError(400, f"invalid capacity: {describe_errors(exc)}") from exc
         await run_in_threadpool(executor.set_capacity, new)  # the executor's lock: not here
         return await run_in_threadpool(get_capacity)
+
+    async def hinder(request: Request, job_id: str, slow: bool) -> dict:
+        try:
+            body = HinderRequest.model_validate_json(await request.body() or b"{}")
+        except ValidationError as exc:
+            raise ApiError(400, f"invalid request: {describe(exc.errors())}") from exc
+        if slow != (body.factor is not None):
+            raise ApiError(400, "factor is what :slow takes (above 1), and :stall does not")
+        deadline = time.monotonic() + body.wait_s
+        while True:
+            try:
+                replica = await run_in_threadpool(
+                    executor.hinder, job_id, body.replica, body.factor
+                )
+            except KeyError as exc:
+                raise ApiError(404, f"no job {job_id}") from exc
+            except NotYetRunning:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(PREEMPT_POLL_S)
+                continue
+            return {"job": job_id, "replica": replica}
+
+    @app.post("/vtx/jobs/{job_id}:stall")
+    async def stall(request: Request, job_id: str) -> dict:
+        return await hinder(request, job_id, slow=False)
+
+    @app.post("/vtx/jobs/{job_id}:slow")
+    async def slow(request: Request, job_id: str) -> dict:
+        return await hinder(request, job_id, slow=True)
 
     @app.post("/vtx/jobs/{job_id}:preempt")
     async def preempt(request: Request, job_id: str) -> dict:

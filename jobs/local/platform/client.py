@@ -54,6 +54,26 @@ def preempt_replica(
     return _call(f"{endpoint}/vtx/jobs/{job_id}:preempt", token, body, wait_s)["replica"]
 
 
+def hinder_replica(
+    endpoint: str,
+    token: str,
+    job: str,
+    replica: str | None = None,
+    factor: float | None = None,
+    wait_s: float = 0.0,
+) -> str:
+    """Stall one replica of a running job (``factor`` None), or slow it down ``factor`` times,
+    waiting up to ``wait_s`` for it to run; returns the replica's name."""
+    job_id = job.rsplit("/", 1)[-1]
+    body: dict = {"wait_s": wait_s}
+    if replica:
+        body["replica"] = replica
+    if factor is not None:
+        body["factor"] = factor
+    verb = "stall" if factor is None else "slow"
+    return _call(f"{endpoint}/vtx/jobs/{job_id}:{verb}", token, body, wait_s)["replica"]
+
+
 def read_logs(
     endpoint: str,
     token: str,

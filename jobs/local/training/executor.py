@@ -39,7 +39,7 @@ from jobs.local.platform.ports import free_ports
 from jobs.local.platform.rpc_status import Code, JobError
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.store import Store
-from jobs.local.training import lifecycle
+from jobs.local.training import lifecycle, stalls
 from jobs.local.training.job import JobView
 from jobs.local.training.lifecycle import (
     ACTIVE_STATES,
@@ -357,6 +357,50 @@ class Executor:
                 self._set_state(job, JobState.CANCELLING)
             return was
 
+    def hinder(self, job_id: str, replica: str | None, factor: float | None) -> str:
+        """Stall a running replica (``factor`` None: SIGSTOP to its processes, left alive) or
+        slow it down ``factor`` times (`jobs.local.training.stalls`); the last replica without
+        a name, as a preemption. Returns its name."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                state = (self.store.get_job(job_id) or {}).get("state")
+                if state is None:
+                    raise KeyError(job_id)
+                raise ExecutorError(
+                    400, "FAILED_PRECONDITION", f"job {job_id} is not running (state {state})"
+                )
+            target = self._preempt_target(job, replica)
+            if job.state is not JobState.RUNNING or not target.running or target.pid is None:
+                raise NotYetRunning(f"replica {target.name} of job {job_id} is not running yet")
+            if job.rt.stopping is not None or target.term_at is not None:
+                raise ExecutorError(
+                    400, "FAILED_PRECONDITION", f"replica {target.name} is being stopped"
+                )
+            self._let_go(target)
+            if factor is None:
+                target.hindered = "stalled"
+                count = stalls.signal_processes(target.pid, signal.SIGSTOP)
+                said = f"stalling {target.name}: SIGSTOP to its {count} processes (alive, no steps)"
+            else:
+                target.hindered = f"slowed x{factor:g}"
+                pid, mark = target.pid, target.hindered
+
+                def still() -> bool:
+                    return target.hindered == mark and target.pid == pid and target.running
+
+                stalls.SlowDown(pid, factor, self._lock, still).start()
+                said = f"slowing {target.name} down {factor:g} times (SIGSTOP/SIGCONT each second)"
+            self._service_log(job, said)
+            self._persist(job)
+            return target.name
+
+    def _let_go(self, replica: Replica) -> None:
+        """A stalled or slowed replica running again (its duty cycle ends at its next check)."""
+        if replica.hindered is not None and replica.pid is not None:
+            replica.hindered = None
+            stalls.signal_processes(replica.pid, signal.SIGCONT)
+
     def preempt(self, job_id: str, replica: str | None) -> str:
         """Deliver what a Spot VM gets: SIGTERM now, SIGKILL after the grace period. Without a
         replica name, the last replica (the highest pool's) is hit. Returns its name."""
@@ -600,6 +644,7 @@ class Executor:
             replica.create_time = None
         replica.status, replica.exit_code = ReplicaStatus.RUNNING, None
         replica.term_at, replica.killed, replica.preempted = None, False, False
+        replica.hindered = None
         started = f"restarted (restart {replica.restart})" if replica.restart else "started"
         self._service_log(job, f"{replica.name} {started}")
         self._persist(job)
@@ -722,6 +767,7 @@ class Executor:
         self._persist(job)
 
     def _signal(self, replica: Replica, sig: signal.Signals) -> None:
+        self._let_go(replica)
         if sig == signal.SIGTERM and replica.term_at is None:
             replica.term_at = time.time()
         if sig == signal.SIGKILL:

@@ -34,6 +34,8 @@ class Replica(BaseModel):
     """When SIGTERM was sent (epoch seconds); SIGKILL follows after the grace period."""
     killed: bool = False
     preempted: bool = False
+    hindered: str | None = None
+    """``stalled`` or ``slowed xN`` (`vtx local stall|slow`): let go before any stop signal."""
 
     @property
     def running(self) -> bool:

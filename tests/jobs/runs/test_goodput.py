@@ -159,7 +159,7 @@ def test_a_running_attempt_ends_now_and_a_line_outside_its_record_is_clamped() -
 
 def test_every_category_names_its_source_and_mark() -> None:
     assert len({c.letter for c in CATEGORIES}) == len(CATEGORIES)
-    assert {c.source for c in CATEGORIES} <= {"vertex", "trainer", "both"}
+    assert {c.source for c in CATEGORIES} <= {"vertex", "trainer", "both", "controller"}
     assert json.dumps([c.library for c in CATEGORIES])  # names, or None for vtx's own
 
 
