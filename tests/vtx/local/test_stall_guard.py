@@ -90,7 +90,7 @@ def test_a_stalled_replica_is_cancelled_by_the_controller_and_status_says_why(
 
     beat = until("the trainer's first step", training)
     assert beat.job is not None and beat.tokens > 0
-    out = vtx("local", "stall", run_id)
+    out = " ".join(vtx("local", "stall", run_id).split())  # a narrow console wraps it
     assert "stalled (SIGSTOP: alive, no more steps)" in out
     ended = until("the guard's cancel", lambda: record(local_platform, run_id).outcome)
     assert ended.state == "CANCELLED"
@@ -136,7 +136,7 @@ def test_a_run_starting_or_restoring_longer_than_the_guard_is_left_alone(
     assert after.outcome is None and after.breaches == [] and after.stopping is None
     assert not rest.get(job.name).terminal
     # Slowed down, then cancelled: the platform lets it go before its SIGTERM.
-    assert "10x slower" in vtx("local", "slow", run_id, "--factor", "10")
+    assert "10x slower" in " ".join(vtx("local", "slow", run_id, "--factor", "10").split())
     vtx("cancel", run_id, "--stack", "local")
     ended = until("the cancel", lambda: rest.get(job.name).terminal and rest.get(job.name))
     assert ended.state == "JOB_STATE_CANCELLED"
