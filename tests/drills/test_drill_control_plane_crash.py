@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 from drill_support import REPO, drill_config, write_small_dataset
 
-from jobs.local.platform.ports import free_port
 from jobs.local.platform.state import LOCAL_BUCKETS
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S
 from tests.jobs.local.local_helpers import PARENT, client, custom_job, wait_terminal
 

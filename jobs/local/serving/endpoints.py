@@ -40,10 +40,10 @@ import httpx
 from jobs.core.catalog import load_catalog
 from jobs.core.formats import now_rfc3339
 from jobs.local.platform.operations import EMPTY_TYPE
-from jobs.local.platform.ports import free_port
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import numbered_name
 from jobs.local.platform.store import Store
+from jobs.local.plumbing.ports import free_port
 from jobs.local.serving.model_filters import ENDPOINT_FIELDS, ModelFilterError, parse_model_filter
 from jobs.local.serving.models import (
     DISPLAY_NAME_MAX,

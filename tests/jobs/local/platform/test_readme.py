@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S, REPO
 
 SECTION = "### Rehearse locally before paying for GPUs"
