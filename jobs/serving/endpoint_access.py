@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import re
 
-from jobs.core.stack import StackOutputs
+from jobs.core.stack import PSC_CONSUMER_NAME_MAX, StackOutputs
 from jobs.serving.endpoint_rest import EndpointRecord
-
-CONSUMER_NAME_MAX = 52
-"""infra's limit for a PSC consumer's name (the stack prefix and a dash still fit in 63)."""
 
 
 def new_endpoint_fields(stack: StackOutputs) -> dict:
@@ -72,7 +69,7 @@ def consumer_name(display_name: str) -> str:
     """A PSC consumer's name for an endpoint: its display name as an RFC 1035 name."""
     slug = re.sub(r"[^a-z0-9-]+", "-", display_name.lower()).strip("-")
     slug = slug if slug[:1].isalpha() else f"endpoint-{slug}"
-    return slug[:CONSUMER_NAME_MAX].rstrip("-")
+    return slug[:PSC_CONSUMER_NAME_MAX].rstrip("-")
 
 
 def service_attachment(endpoint: dict) -> str | None:

@@ -23,6 +23,7 @@ from pydantic import (
 
 from jobs.core.contract import BUDGET_DECIMALS
 from jobs.core.durations import parse_duration_s
+from jobs.core.naming import RFC1035_PATTERN
 from jobs.core.problems import HintedValueError, Problem, field_path
 from jobs.core.safe_yaml import (
     short_repr,
@@ -253,7 +254,7 @@ class Budget(_Strict):
         return round(value, BUDGET_DECIMALS)
 
 
-PERSISTENT_RESOURCE_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+PERSISTENT_RESOURCE_PATTERN = rf"^{RFC1035_PATTERN}$"
 """A persistent resource id (CreatePersistentResourceRequest.persistent_resource_id's rule)."""
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from jobs.core.catalog import Catalog
 from jobs.core.durations import human_duration
+from jobs.core.naming import RFC1035_PATTERN
 from jobs.core.problems import Problem
 from jobs.spec.template import RESERVATION_NAME_KEY
 from jobs.training.facts import JobFacts, PoolFacts
@@ -166,11 +167,11 @@ AFFINITY_TYPES = ("NO_RESERVATION", *CONSUMING)
 
 RESERVATION_RESOURCE = re.compile(
     r"^projects/(?P<project>[^/]+)/zones/(?P<zone>[a-z]+-[a-z]+\d+-[a-z])/reservations/"
-    r"(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)$"
+    rf"(?P<name>{RFC1035_PATTERN})$"
 )
 
 
-RESERVATION_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+RESERVATION_NAME = re.compile(rf"^{RFC1035_PATTERN}$")
 
 
 def _reservation_hint(job: JobFacts, name: str = "NAME") -> str:
