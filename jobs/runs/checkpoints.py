@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.core.stack import StackOutputs
+from jobs.vertex.google_session import follow_pages
 
 MARKER = "COMMITTED"
 STEP_PREFIX = "step-"
@@ -84,18 +85,19 @@ class Storage:
 
         bucket, path = _split(uri)
         params = {"prefix": f"{path}/", "fields": "items(name),nextPageToken"}
-        names: list[str] = []
+        url = f"{self.api}/storage/v1/b/{bucket}/o"
+
+        def fetch(query: dict[str, Any]) -> dict:
+            response = self.session.get(url, params=query, timeout=30)
+            response.raise_for_status()
+            return response.json()
+
         try:
-            while True:
-                response = self.session.get(
-                    f"{self.api}/storage/v1/b/{bucket}/o", params=params, timeout=30
-                )
-                response.raise_for_status()
-                page = response.json()
-                names += [item["name"] for item in page.get("items", [])]
-                if not page.get("nextPageToken"):
-                    return names
-                params = {**params, "pageToken": page["nextPageToken"]}
+            return [
+                item["name"]
+                for page in follow_pages(fetch, params)
+                for item in page.get("items", [])
+            ]
         except (requests.RequestException, google.auth.exceptions.GoogleAuthError) as exc:
             raise CheckpointsError(f"cannot list {uri}: {exc}") from exc
 

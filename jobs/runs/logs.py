@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jobs.core.trainer_events import TrainerEvent
+from jobs.vertex.google_session import follow_pages
 
 LOGGING_API = "https://logging.googleapis.com/v2/entries:list"
 SERVICE = "service"
@@ -203,13 +204,12 @@ class CloudLoggingSource:
             "orderBy": "timestamp asc",
             "pageSize": 1000,
         }
-        raw_entries: list[dict] = []
-        while True:
-            page = self._post(body)
-            raw_entries += [e for e in page.get("entries", []) if e.get("insertId") not in seen]
-            if not page.get("nextPageToken"):
-                break
-            body["pageToken"] = page["nextPageToken"]
+        raw_entries = [
+            entry
+            for page in follow_pages(self._post, body)
+            for entry in page.get("entries", [])
+            if entry.get("insertId") not in seen
+        ]
         entries = [self._entry(raw, attempts) for raw in raw_entries]
         if not entries:
             return [], cursor

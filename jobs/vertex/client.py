@@ -31,7 +31,7 @@ from jobs.core.catalog import load_catalog
 from jobs.core.contract import LABEL_RUN_ID, region_of
 from jobs.core.stack import StackOutputs
 from jobs.core.states import JobState, is_final, rest_name
-from jobs.vertex.google_session import NotAuthenticated, rest_session
+from jobs.vertex.google_session import NotAuthenticated, follow_pages, rest_session
 from jobs.vertex.retry import Backoff, create_once
 
 if TYPE_CHECKING:
@@ -633,16 +633,13 @@ class VertexRest:
 
     def pages(self, region: str, collection: str, params: dict[str, Any]) -> list[dict]:
         """Every page of one region's collection (REST JSON)."""
-        params = {**params, "pageSize": LIST_PAGE_SIZE}
-        path = f"{parent(self.stack, region)}/{collection}"
-        found: list[dict] = []
-        while True:
-            page = self._request("GET", path, params=params)
-            found += page.get(collection, [])
-            token = page.get("nextPageToken")
-            if not token:
-                return found
-            params = {**params, "pageToken": token}
+        return self.listed_at(f"{parent(self.stack, region)}/{collection}", collection, params)
+
+    def listed_at(self, path: str, key: str, params: dict[str, Any]) -> list[dict]:
+        """Every item under ``key`` of every page a List call at ``path`` answers (REST JSON)."""
+        first = {**params, "pageSize": LIST_PAGE_SIZE}
+        pages = follow_pages(lambda query: self._request("GET", path, params=query), first)
+        return [item for page in pages for item in page.get(key, [])]
 
     def get_study(self, name: str) -> dict:
         """A HyperparameterTuningJob as REST JSON (`jobs.tuning.study_records.StudyRecord` reads

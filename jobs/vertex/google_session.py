@@ -1,8 +1,10 @@
 """One HTTP session for the REST calls vtx makes without Google's gRPC clients (watching jobs,
-reading quota): both the local platform and Google's endpoints answer them the same way."""
+reading quota): both the local platform and Google's endpoints answer them the same way; and
+the one way their List calls are read to the end, page by page."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jobs.core.stack import StackOutputs
@@ -51,3 +53,19 @@ def storage_client(stack: StackOutputs) -> Any:
             client_options={"api_endpoint": stack.gcs_endpoint},
         )
     return storage.Client(project=stack.project)
+
+
+Page = Mapping[str, Any]
+
+
+def follow_pages(fetch: Callable[[dict[str, Any]], Page], params: dict[str, Any]) -> Iterator[Page]:
+    """Each page of a Google List call (Vertex, Cloud Quotas, Cloud Logging, GCS's JSON API):
+    ``fetch(params)`` makes one call, and the next carries the page's ``nextPageToken`` as
+    ``pageToken``, until a page has none. ``params`` (query or body) is not changed."""
+    while True:
+        page = fetch(params)
+        yield page
+        token = page.get("nextPageToken")
+        if not token:
+            return
+        params = {**params, "pageToken": token}
