@@ -19,6 +19,7 @@ import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -66,7 +67,8 @@ class BillingCatalogReader:
         self.stack = stack
         self.base = (endpoint or stack.vertex_endpoint or CLOUD_BILLING).rstrip("/")
         self.api_key = None if stack.is_local else os.environ.get(API_KEY_ENV) or None
-        self._session = session
+        if session is not None:
+            self.session = session
 
     @property
     def is_local(self) -> bool:
@@ -81,19 +83,17 @@ class BillingCatalogReader:
             )
         return f"{CLOUD_BILLING}/v1/services/{service}/skus"
 
-    @property
+    @cached_property
     def session(self) -> Any:
-        if self._session is None:
-            if self.api_key:
-                import requests
+        """A plain session with an API key, else the stack's REST session; made on first use."""
+        if self.api_key:
+            import requests
 
-                self._session = requests.Session()
-            else:
-                try:
-                    self._session = rest_session(self.stack)
-                except NotAuthenticated as exc:
-                    raise PricesUnavailable(f"{exc}, or set {API_KEY_ENV}") from exc
-        return self._session
+            return requests.Session()
+        try:
+            return rest_session(self.stack)
+        except NotAuthenticated as exc:
+            raise PricesUnavailable(f"{exc}, or set {API_KEY_ENV}") from exc
 
     def skus(
         self, service: str, currency: str = CURRENCY, page_size: int = PAGE_SIZE

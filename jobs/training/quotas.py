@@ -26,6 +26,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from jobs.core.catalog import Catalog
@@ -322,18 +323,18 @@ class QuotaReader:
         """``endpoint`` serves both APIs' paths (tests, a proxy); by default the local platform's
         for a local stack, else Google's."""
         self.stack = stack
-        self._session = session
+        if session is not None:
+            self.session = session
         local = (endpoint or stack.vertex_endpoint or "").rstrip("/")
         self.quotas_url = (local or CLOUD_QUOTAS) + (
             f"/v1/projects/{stack.project}/locations/global/services/{SERVICE}/quotaInfos"
         )
         self.vertex_url = local or "https://{region}-aiplatform.googleapis.com"
 
-    @property
+    @cached_property
     def session(self) -> Any:
-        if self._session is None:
-            self._session = _session(self.stack)
-        return self._session
+        """The stack's REST session, made on first use."""
+        return _session(self.stack)
 
     def _pages(self, url: str, key: str, params: dict[str, Any]) -> list[dict]:
         pages = follow_pages(

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobs.core.catalog import load_catalog
@@ -573,7 +574,8 @@ class VertexRest:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.stack = stack
-        self._session = session
+        if session is not None:
+            self.session = session
         self.backoff = backoff
         self.sleep = sleep
 
@@ -583,11 +585,10 @@ class VertexRest:
         endpoint = self.stack.vertex_endpoint or f"https://{region_endpoint(region_of(path))}"
         return f"{endpoint.rstrip('/')}/v1/{path}"
 
-    @property
+    @cached_property
     def session(self) -> Any:
-        if self._session is None:
-            self._session = _session(self.stack)
-        return self._session
+        """The stack's REST session, made on first use."""
+        return _session(self.stack)
 
     def _request(self, method: str, path: str, **kwargs: Any) -> dict:
         """One call, repeated with backoff while the answer is transient (every call here is

@@ -17,8 +17,7 @@ class NotAuthenticated(Exception):
 
 
 def rest_session(stack: StackOutputs) -> Any:
-    """The local platform takes its own token; Google's endpoints want default credentials
-    (google-auth's AuthorizedSession refreshes a lapsed token and retries the call itself)."""
+    """The local platform takes its own token; Google's endpoints want default credentials."""
     import requests
 
     if stack.is_local:
@@ -26,12 +25,20 @@ def rest_session(stack: StackOutputs) -> Any:
         if stack.local_token:
             session.headers["Authorization"] = f"Bearer {stack.local_token}"
         return session
+    return authorized_session(CLOUD_PLATFORM_SCOPE)
+
+
+def authorized_session(scope: str) -> Any:
+    """google-auth's AuthorizedSession over application-default credentials for ``scope`` (it
+    refreshes a lapsed token and retries the call itself); NotAuthenticated, saying how to log
+    in, when there are none. Each client makes its session on first use, so that a command that
+    calls no Google API imports neither google-auth nor requests."""
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
     from google.auth.transport.requests import AuthorizedSession
 
     try:
-        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+        credentials, _ = google.auth.default(scopes=[scope])
     except DefaultCredentialsError as exc:
         raise NotAuthenticated(
             f"not authenticated: run `gcloud auth application-default login` ({exc})"
