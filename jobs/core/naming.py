@@ -11,6 +11,7 @@ import re
 from jobs.core.catalog import vertex_limits
 
 RFC1035_MAX = 63
+_NOT_NAME_CHARACTERS = re.compile(r"[^a-z0-9-]+")
 
 
 def rfc1035_pattern(most: int = RFC1035_MAX) -> str:
@@ -18,6 +19,15 @@ def rfc1035_pattern(most: int = RFC1035_MAX) -> str:
     case letters, digits and '-', not ending in '-'. Compute Engine's resource names
     (reservations, networks) and Vertex's endpoint, deployed model and persistent resource ids."""
     return rf"[a-z](?:[a-z0-9-]{{0,{most - 2}}}[a-z0-9])?"
+
+
+def rfc1035_name(text: str, most: int, prefix: str) -> str:
+    """``text`` as an RFC 1035 name of at most ``most`` characters (``My Job_v2`` ->
+    ``my-job-v2``): lower case, each run of other characters one '-', ``PREFIX-`` before a text
+    that does not start with a letter (``prefix`` alone for one with nothing to keep)."""
+    slug = _NOT_NAME_CHARACTERS.sub("-", text.lower()).strip("-")
+    slug = slug if slug[:1].isalpha() else f"{prefix}-{slug}"
+    return slug[:most].rstrip("-")
 
 
 RFC1035_PATTERN = rfc1035_pattern()

@@ -35,7 +35,8 @@ from jobs.spec.study import STUDY_MODELS, Study
 
 ROLES = ("chief", "workers", "reduction_server", "evaluator")
 """Pool roles in Vertex's worker pool order (positions 0..3)."""
-NAME_PATTERN = r"^[a-z][a-z0-9-]{0,39}$"
+TEMPLATE_NAME_MAX = 40
+NAME_PATTERN = rf"^[a-z][a-z0-9-]{{0,{TEMPLATE_NAME_MAX - 1}}}$"
 """Template names become label values and run id prefixes: lower case, short."""
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 """The ``ReservationAffinity.key`` that targets a SPECIFIC_RESERVATION by name (v1 proto docs)."""

@@ -15,6 +15,7 @@ from jobs.core.naming import (
     label_value,
     label_value_problem,
     labels_count_problem,
+    rfc1035_name,
     rfc1035_pattern,
 )
 from jobs.local.serving.endpoints import endpoint_problems
@@ -101,3 +102,19 @@ def test_at_most_64_labels() -> None:
 def test_any_text_becomes_a_label_value_vertex_takes(text: str, value: str) -> None:
     assert label_value(text) == value
     assert label_value_problem(label_value(text)) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "most", "name"),
+    [
+        ("My Job_v2", 40, "my-job-v2"),
+        ("  Llama 3 / LoRA  ", 40, "llama-3-lora"),
+        ("7b-chat", 40, "job-7b-chat"),
+        ("", 40, "job"),
+        ("!!!", 40, "job"),
+        ("a" * 39 + " tail", 40, "a" * 39),  # cut, and no '-' left at the end
+    ],
+)
+def test_any_text_becomes_an_rfc1035_name(text: str, most: int, name: str) -> None:
+    assert rfc1035_name(text, most, "job") == name
+    assert re.fullmatch(rfc1035_pattern(most), name)
