@@ -122,10 +122,10 @@ def start(tmp: Path, runs: int) -> tuple[StackOutputs, Path]:
     """A local platform with the queuing capacity model, room in its replica slots for every
     run's job, and its stack with a checkpoints bucket of the bench's own."""
     from jobs.local.platform.capacity import Capacity
-    from jobs.local.platform.ports import free_port
-    from jobs.local.platform.processes import start_fresh
     from jobs.local.platform.settings import LocalSettings
     from jobs.local.platform.state import stack_outputs_for
+    from jobs.local.plumbing.ports import free_port
+    from jobs.local.plumbing.processes import start_fresh
     from jobs.vertex.google_session import storage_client
 
     data_dir = tmp / "platform"
@@ -184,7 +184,7 @@ def measure(runs: int, reps: int) -> tuple[list[PassFigures], int]:
     """The submit pass, then ``reps`` watch passes of each worker count, alternated; the
     stack's job regions."""
     from jobs.control.driver import PASS_WORKERS
-    from jobs.local.platform.processes import stop_platform
+    from jobs.local.plumbing.processes import stop_platform
     from jobs.vertex.client import Vertex
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -108,9 +108,6 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
     import gcsfs
     from google.cloud import aiplatform_v1
 
-    from jobs.local.platform.client import LocalApiError, preempt_replica, read_logs
-    from jobs.local.platform.ports import free_port
-    from jobs.local.platform.processes import start_fresh, stop_platform
     from jobs.local.platform.settings import LocalSettings
     from jobs.local.platform.state import (
         LOCAL_BUCKETS,
@@ -118,6 +115,9 @@ def run_job(preemptions: int, steps: int, seed: int) -> Run:
         LOCAL_REGION,
         stack_outputs_for,
     )
+    from jobs.local.plumbing.client import LocalApiError, preempt_replica, read_logs
+    from jobs.local.plumbing.ports import free_port
+    from jobs.local.plumbing.processes import start_fresh, stop_platform
 
     points = sorted(random.Random(seed).sample(range(10, steps - 10, 5), preemptions))
     with tempfile.TemporaryDirectory() as tmp:

@@ -132,7 +132,7 @@ def hang_once(stack: Any, tmp: Path, endpoint: str, token: str) -> dict[str, flo
     from jobs.control.records import Records
     from jobs.core.heartbeat import Phase
     from jobs.launch.plan import LaunchOptions, plan_launch
-    from jobs.local.platform.client import hinder_replica
+    from jobs.local.plumbing.client import hinder_replica
     from jobs.spec.gcloud import load_template
     from jobs.vertex.client import VertexRest
 
@@ -176,7 +176,7 @@ def hang_once(stack: Any, tmp: Path, endpoint: str, token: str) -> dict[str, flo
 
 def hangs(reps: int) -> list[dict[str, float]]:
     from bench.ladder import start
-    from jobs.local.platform.processes import stop_platform
+    from jobs.local.plumbing.processes import stop_platform
 
     with tempfile.TemporaryDirectory() as tmp:
         platform, data_dir = start(Path(tmp))
@@ -190,7 +190,7 @@ def hangs(reps: int) -> list[dict[str, float]]:
 
 
 def run(reps: int = 3, steps: int = 100, hang_reps: int = 3) -> Section:
-    from jobs.local.platform.processes import CONTROLLER_INTERVAL_S
+    from jobs.local.plumbing.processes import CONTROLLER_INTERVAL_S
 
     train_once(10, beat=True)  # warm-up: imports, first allocations (not counted)
     walls: dict[str, list[float]] = {"with": [], "without": []}

@@ -174,7 +174,7 @@ def _until(check: Callable[[], Any], poll_s: float, timeout_s: float = 120.0) ->
 
 
 def _first_line_at(p: Platform, run_id: str) -> float:
-    from jobs.local.platform.client import read_logs
+    from jobs.local.plumbing.client import read_logs
 
     def found() -> float | None:
         entries = read_logs(p.endpoint, p.token, run_id=run_id)["entries"]
@@ -270,10 +270,10 @@ def decision_times(p: Platform, reps: int) -> tuple[list[float], list[float], st
 
 def start(tmp: Path) -> tuple[Platform, Path]:
     from jobs.local.platform.capacity import Capacity
-    from jobs.local.platform.ports import free_port
-    from jobs.local.platform.processes import start_fresh
     from jobs.local.platform.settings import LocalSettings
     from jobs.local.platform.state import stack_outputs_for
+    from jobs.local.plumbing.ports import free_port
+    from jobs.local.plumbing.processes import start_fresh
 
     data_dir = tmp / "platform"
     settings = LocalSettings(
@@ -325,7 +325,7 @@ def _cells(values: Summary) -> list[str]:
 
 
 def run(c: Config) -> Section:
-    from jobs.local.platform.processes import stop_platform
+    from jobs.local.plumbing.processes import stop_platform
 
     with tempfile.TemporaryDirectory() as tmp:
         platform, data_dir = start(Path(tmp))

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import PYTHON, REPO, Section, rotated, summarize, table
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from trainer.serving.env import HOST_ENV
 
 TINY = REPO / "trainer" / "examples"

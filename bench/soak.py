@@ -53,13 +53,13 @@ import psutil
 
 from bench.common import REPO, Section, cpu_time_s, table
 from jobs.core.states import is_final
-from jobs.local.platform.client import LocalApiError, read_logs
-from jobs.local.platform.client import health as health_check
-from jobs.local.platform.guard import SOCKET_TABLE, socket_owner
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT, LOCAL_REGION, PlatformState
+from jobs.local.plumbing.client import LocalApiError, read_logs
+from jobs.local.plumbing.client import health as health_check
+from jobs.local.plumbing.guard import SOCKET_TABLE, socket_owner
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import start_fresh, stop_platform
 
 # gcsfs reads this when imported: the emulator speaks JSON only (see tests/conftest.py).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
@@ -627,7 +627,7 @@ def check_objects(state: PlatformState, ledger: Ledger, losses: Losses) -> None:
 @dataclass
 class Usage:
     """CPU seconds each side used during the run, the socket table's size and the cost of the
-    owner check the control plane makes for every request (jobs/local/platform/guard.py:
+    owner check the control plane makes for every request (jobs/local/plumbing/guard.py:
     whose program the connection is)."""
 
     control_plane_cpu_s: float = 0.0
@@ -857,7 +857,7 @@ def usage_text(outcome: Outcome) -> str:
             " The machine's socket table listed a median "
             f"{lines:.0f} connections ({waiting:.0f} of them closed ones in TIME_WAIT); the "
             "check of whose program a connection is, made for every request "
-            "(jobs/local/platform/guard.py: the kernel asked for that one connection), cost "
+            "(jobs/local/plumbing/guard.py: the kernel asked for that one connection), cost "
             f"{check_ms:.3f} ms of CPU, so at the control plane's "
             f"{outcome.control_plane_calls_per_s:.0f} calls/s about {share:.3f} of a core went "
             "to it."

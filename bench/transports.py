@@ -26,11 +26,11 @@ from typing import Any
 from bench.common import REPO, Section, rotated, summarize, table
 from bench.soak import HEALTHY_MODEL, quiet_sdk
 from jobs.local.platform.capacity import Capacity
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT, LOCAL_REGION, PlatformState
-from jobs.local.platform.tls import tls_files
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import start_fresh, stop_platform
+from jobs.local.plumbing.tls import tls_files
 
 PARENT = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"
 TRANSPORTS = ("grpc", "rest")

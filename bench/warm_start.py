@@ -107,10 +107,10 @@ def _create_resource(p: Platform) -> None:
 
 
 def start(tmp: Path) -> tuple[Platform, Path]:
-    from jobs.local.platform.ports import free_port
-    from jobs.local.platform.processes import start_fresh
     from jobs.local.platform.settings import LocalSettings
     from jobs.local.platform.state import stack_outputs_for
+    from jobs.local.plumbing.ports import free_port
+    from jobs.local.plumbing.processes import start_fresh
 
     data_dir = tmp / "platform"
     settings = LocalSettings(
@@ -149,7 +149,7 @@ def measure(p: Platform, c: Config) -> dict[str, list[Timing]]:
 
 
 def run(c: Config) -> Section:
-    from jobs.local.platform.processes import stop_platform
+    from jobs.local.plumbing.processes import stop_platform
 
     with tempfile.TemporaryDirectory() as tmp:
         platform, data_dir = start(Path(tmp))

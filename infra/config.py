@@ -26,11 +26,19 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from jobs.core import catalog
+from jobs.core.naming import (
+    RFC1035_PATTERN,
+    label_key_problem,
+    label_value,
+    label_value_problem,
+    rfc1035_pattern,
+)
 from jobs.core.problems import HintedValueError, Problem, field_path
 from jobs.core.safe_yaml import YamlInputError, read_yaml_file, short_repr
 from jobs.core.stack import (
     LABEL_TEAM,
     PROD_ENVIRONMENTS,
+    PSC_CONSUMER_NAME_MAX,
     RUNS_PREFIX,
     TEAM_PATTERN,
     Guard,
@@ -160,20 +168,13 @@ def _environment(value: str) -> str:
 
 
 def _label_map(labels: dict[str, str]) -> dict[str, str]:
-    limits = catalog.vertex_limits()
-    key_re, value_re = re.compile(limits.label_key_pattern), re.compile(limits.label_value_pattern)
-    most = limits.label_max_chars
     for key, value in labels.items():
-        if not key_re.fullmatch(key) or len(key) > most:
-            raise HintedValueError(
-                f"label key {key!r} is invalid",
-                f"lowercase letters, digits, '_' or '-', starting with a letter, ≤ {most} chars",
-            )
-        if not value_re.fullmatch(value) or len(value) > most:
-            raise HintedValueError(
-                f"label {key}={value!r} has an invalid value",
-                f"lowercase letters, digits, '_' or '-', ≤ {most} chars",
-            )
+        key_problem = label_key_problem(key)
+        if key_problem is not None:
+            raise HintedValueError(key_problem, f"e.g. {label_value(key) or 'team'}")
+        value_problem = label_value_problem(value)
+        if value_problem is not None:
+            raise HintedValueError(f"label {key}: {value_problem}", f"e.g. {label_value(value)}")
     return labels
 
 
@@ -194,7 +195,7 @@ Prefix = Annotated[
 ]
 SecretName = Annotated[str, _pattern(r"[A-Za-z0-9_-]{1,255}", "secret id", "hf-token")]
 ResourceName = Annotated[
-    str, _pattern(r"[a-z](?:[a-z0-9-]{0,50}[a-z0-9])?", "resource name", "tiny-chat")
+    str, _pattern(rfc1035_pattern(PSC_CONSUMER_NAME_MAX), "resource name", "tiny-chat")
 ]
 """RFC 1035, short enough that the prefix and a suffix still fit Compute Engine's 63."""
 ServiceAttachment = Annotated[
@@ -255,9 +256,7 @@ class StorageConfig(_Model):
 class RegistryConfig(_Model):
     """The Docker repository holding the trainer image."""
 
-    repository: Annotated[
-        str, _pattern(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?", "repository id", "trainer")
-    ] = "trainer"
+    repository: Annotated[str, _pattern(RFC1035_PATTERN, "repository id", "trainer")] = "trainer"
     """Repository id (the prefix is prepended)."""
     keep_recent: int = Field(default=10, ge=1, le=1000)
     """Cleanup keeps this many most recent versions whatever their age."""
@@ -463,7 +462,7 @@ day's budget by morning. The stack config refuses more and the policy
 platform that means more raises it here, in review."""
 
 PersistentResourceId = Annotated[
-    str, _pattern(r"[a-z]([a-z0-9-]{0,61}[a-z0-9])?", "persistent resource id", "warm-l4")
+    str, _pattern(RFC1035_PATTERN, "persistent resource id", "warm-l4")
 ]
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 
 if TYPE_CHECKING:
     from jobs.core.stack import StackOutputs
@@ -208,9 +208,9 @@ def local_platform_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     VTX_LOCAL_DIR so that `--stack local` / `local_stack_outputs()` find it. Its emulator is
     not the `gcs_emulator` fixture's: talk to it through `gcs_endpoint`. A 5 s grace period
     keeps stop paths quick (Vertex's is 30 s)."""
-    from jobs.local.platform.processes import start_fresh, stop_platform
     from jobs.local.platform.settings import LocalSettings
-    from jobs.local.platform.tls import tls_files
+    from jobs.local.plumbing.processes import start_fresh, stop_platform
+    from jobs.local.plumbing.tls import tls_files
 
     data_dir = tmp_path_factory.mktemp("vtx-local")
     repo = Path(__file__).resolve().parent.parent

@@ -28,8 +28,14 @@ def format_duration_s(seconds: float) -> str:
     return f"{int(seconds)}s" if float(seconds).is_integer() else f"{seconds:.3f}s"
 
 
-def human_duration(seconds: float) -> str:
+def exact_duration(seconds: float) -> str:
+    """``seconds`` as a template writes it, exactly, in the largest unit that divides it
+    (``7d``, ``90m``, ``3601s``): what a hint tells a user to write reads back through
+    ``parse_duration_s`` to the same seconds. Elapsed times shown to be read, rounded to two
+    units (``1h 05m``), are ``jobs.core.formats.duration``'s."""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+    # Whole seconds as an integer: ``:g`` writes 1000001 as "1e+06", which is neither exact
+    # nor the template's grammar.
+    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{seconds:g}s"

@@ -34,7 +34,8 @@ def share(part: float | None) -> str:
 
 def duration(seconds: float | None) -> str:
     """``2d 03h``, ``1h 05m``, ``3m 20s``, ``12s``: the two largest units, whole; ``-`` when
-    unknown."""
+    unknown. For reading only: a value a user is to write in a template is
+    ``jobs.core.durations.exact_duration``'s, exact in the template's grammar."""
     if seconds is None:
         return "-"
     whole = int(seconds)

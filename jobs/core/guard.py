@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from jobs.core.durations import human_duration, parse_duration_s
+from jobs.core.durations import exact_duration, parse_duration_s
 from jobs.core.heartbeat import HEARTBEAT_DEFAULT_S
 from jobs.core.problems import HintedValueError
 
@@ -76,10 +76,10 @@ class RunGuard(BaseModel):
         """One line: ``no step for 20m or under 1,000 tokens/s for 10m -> cancel``."""
         parts = []
         if self.no_progress_s is not None:
-            parts.append(f"no step for {human_duration(self.no_progress_s)}")
+            parts.append(f"no step for {exact_duration(self.no_progress_s)}")
         if self.min_tokens_per_s is not None:
             parts.append(
-                f"under {self.min_tokens_per_s:,g} tokens/s for {human_duration(self.window_s)}"
+                f"under {self.min_tokens_per_s:,g} tokens/s for {exact_duration(self.window_s)}"
             )
         said = f"{' or '.join(parts)} -> {self.action}"
         if self.from_stack:

@@ -85,6 +85,11 @@ class RegionOutputs(BaseModel):
     """A TensorBoard instance in this region, if the stack made one (instances are regional)."""
 
 
+PSC_CONSUMER_NAME_MAX = 52
+"""The most characters of a PSC consumer's name (``serving.psc_consumers[].name``, RFC 1035):
+infra prefixes it with the stack's prefix and a dash, and Compute Engine's names stop at 63."""
+
+
 class PrivateServing(BaseModel):
     """A stack whose deployed models are reached from its VPC only (``serving.private`` in the
     stack config). ``vtx deploy`` creates its endpoints accordingly."""

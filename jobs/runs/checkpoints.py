@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from jobs.core.stack import StackOutputs
+from jobs.vertex.google_session import NotAuthenticated, authorized_session, follow_pages
 
 MARKER = "COMMITTED"
 STEP_PREFIX = "step-"
@@ -60,22 +62,17 @@ class Storage:
     def __init__(self, stack: StackOutputs, session: Any = None) -> None:
         self.stack = stack
         self.api = (stack.gcs_endpoint or GCS_API).rstrip("/")
-        self._session = session
+        if session is not None:
+            self.session = session
 
-    @property
+    @cached_property
     def session(self) -> Any:
-        if self._session is None:
+        """The emulator's plain session, or GCS's authorized one; made on first use."""
+        if self.stack.gcs_endpoint:
             import requests
 
-            if self.stack.gcs_endpoint:
-                self._session = requests.Session()
-            else:
-                import google.auth
-                from google.auth.transport.requests import AuthorizedSession
-
-                credentials, _ = google.auth.default(scopes=[READ_ONLY_SCOPE])
-                self._session = AuthorizedSession(credentials)
-        return self._session
+            return requests.Session()
+        return authorized_session(READ_ONLY_SCOPE)
 
     def names(self, uri: str) -> list[str]:
         """Every object name under ``uri`` (``gs://bucket/prefix``)."""
@@ -84,19 +81,24 @@ class Storage:
 
         bucket, path = _split(uri)
         params = {"prefix": f"{path}/", "fields": "items(name),nextPageToken"}
-        names: list[str] = []
+        url = f"{self.api}/storage/v1/b/{bucket}/o"
+
+        def fetch(query: dict[str, Any]) -> dict:
+            response = self.session.get(url, params=query, timeout=30)
+            response.raise_for_status()
+            return response.json()
+
         try:
-            while True:
-                response = self.session.get(
-                    f"{self.api}/storage/v1/b/{bucket}/o", params=params, timeout=30
-                )
-                response.raise_for_status()
-                page = response.json()
-                names += [item["name"] for item in page.get("items", [])]
-                if not page.get("nextPageToken"):
-                    return names
-                params = {**params, "pageToken": page["nextPageToken"]}
-        except (requests.RequestException, google.auth.exceptions.GoogleAuthError) as exc:
+            return [
+                item["name"]
+                for page in follow_pages(fetch, params)
+                for item in page.get("items", [])
+            ]
+        except (
+            requests.RequestException,
+            google.auth.exceptions.GoogleAuthError,
+            NotAuthenticated,
+        ) as exc:
             raise CheckpointsError(f"cannot list {uri}: {exc}") from exc
 
     def committed(self, root: str) -> list[int]:

@@ -25,11 +25,14 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from jobs.core.trainer_events import TrainerEvent
+from jobs.vertex.google_session import NotAuthenticated, authorized_session, follow_pages
 
 LOGGING_API = "https://logging.googleapis.com/v2/entries:list"
+LOGGING_READ_SCOPE = "https://www.googleapis.com/auth/logging.read"
 SERVICE = "service"
 """The replica name of the platform's own events (the local platform's; jobs.local says it)."""
 SEVERITIES = (
@@ -173,21 +176,15 @@ class CloudLoggingSource:
     ) -> None:
         self.project = project
         self.jobs = jobs
-        self._session = session
+        if session is not None:
+            self.session = session
         self.api_url = api_url
         self.min_severity = min_severity
 
-    @property
+    @cached_property
     def session(self) -> Any:
-        if self._session is None:
-            import google.auth
-            from google.auth.transport.requests import AuthorizedSession
-
-            credentials, _ = google.auth.default(
-                scopes=["https://www.googleapis.com/auth/logging.read"]
-            )
-            self._session = AuthorizedSession(credentials)
-        return self._session
+        """Cloud Logging's authorized session, made on first use."""
+        return authorized_session(LOGGING_READ_SCOPE)
 
     def fetch(self, cursor: Any) -> tuple[list[LogEntry], Any]:
         """``cursor`` is (last timestamp, insertIds seen at it): the next query asks for
@@ -203,13 +200,12 @@ class CloudLoggingSource:
             "orderBy": "timestamp asc",
             "pageSize": 1000,
         }
-        raw_entries: list[dict] = []
-        while True:
-            page = self._post(body)
-            raw_entries += [e for e in page.get("entries", []) if e.get("insertId") not in seen]
-            if not page.get("nextPageToken"):
-                break
-            body["pageToken"] = page["nextPageToken"]
+        raw_entries = [
+            entry
+            for page in follow_pages(self._post, body)
+            for entry in page.get("entries", [])
+            if entry.get("insertId") not in seen
+        ]
         entries = [self._entry(raw, attempts) for raw in raw_entries]
         if not entries:
             return [], cursor
@@ -226,7 +222,7 @@ class CloudLoggingSource:
             response = self.session.post(self.api_url, json=body, timeout=30)
             response.raise_for_status()
             return response.json()
-        except requests.RequestException as exc:
+        except (requests.RequestException, NotAuthenticated) as exc:
             raise LogsError(f"Cloud Logging query failed: {exc}") from exc
 
     @staticmethod

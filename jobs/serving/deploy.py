@@ -32,8 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from jobs.core.catalog import Catalog, load_catalog, vertex_limits
+from jobs.core.catalog import Catalog, load_catalog
 from jobs.core.contract import VTX_LABELS
+from jobs.core.naming import DISPLAY_NAME_MAX
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
 from jobs.serving.endpoint_access import access_of, access_problems, new_endpoint_fields
@@ -69,7 +70,6 @@ DEPLOY_TIMEOUT_S = 3600.0
 """How long to wait for a deploy's operation: Vertex provisions nodes and pulls the image, often
 10-30 minutes for GPU machines."""
 ENDPOINT_TIMEOUT_S = 600.0
-DISPLAY_NAME_MAX = vertex_limits().display_name_max_chars
 DEFAULT_MACHINE = "n1-standard-4"
 SERVING_RULES = (
     machine_type_known,

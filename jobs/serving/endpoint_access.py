@@ -13,13 +13,9 @@ Vertex's two kinds of private endpoint (aiplatform_v1 ``Endpoint``; docs/vertex-
 
 from __future__ import annotations
 
-import re
-
-from jobs.core.stack import StackOutputs
+from jobs.core.naming import rfc1035_name
+from jobs.core.stack import PSC_CONSUMER_NAME_MAX, StackOutputs
 from jobs.serving.endpoint_rest import EndpointRecord
-
-CONSUMER_NAME_MAX = 52
-"""infra's limit for a PSC consumer's name (the stack prefix and a dash still fit in 63)."""
 
 
 def new_endpoint_fields(stack: StackOutputs) -> dict:
@@ -70,9 +66,7 @@ def access_problems(stack: StackOutputs, endpoint: EndpointRecord | None) -> lis
 
 def consumer_name(display_name: str) -> str:
     """A PSC consumer's name for an endpoint: its display name as an RFC 1035 name."""
-    slug = re.sub(r"[^a-z0-9-]+", "-", display_name.lower()).strip("-")
-    slug = slug if slug[:1].isalpha() else f"endpoint-{slug}"
-    return slug[:CONSUMER_NAME_MAX].rstrip("-")
+    return rfc1035_name(display_name, PSC_CONSUMER_NAME_MAX, "endpoint")
 
 
 def service_attachment(endpoint: dict) -> str | None:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.vertex.client import (
-    LIST_PAGE_SIZE,
     NOT_FOUND,
     TRANSIENT_HTTP,
     VertexError,
@@ -130,17 +129,9 @@ class EndpointRest(VertexRest):
         return EndpointRecord.from_rest(self._request("GET", self.endpoint_name(ref)))
 
     def list_endpoints(self, filter: str = "") -> list[EndpointRecord]:
-        params: dict[str, str | int] = {"pageSize": LIST_PAGE_SIZE}
-        if filter:
-            params["filter"] = filter
-        found: list[EndpointRecord] = []
-        while True:
-            page = self._request("GET", f"{parent(self.stack)}/endpoints", params=params)
-            found += [EndpointRecord.from_rest(e) for e in page.get("endpoints", [])]
-            token = page.get("nextPageToken")
-            if not token:
-                return found
-            params = {**params, "pageToken": token}
+        params = {"filter": filter} if filter else {}
+        listed = self.listed_at(f"{parent(self.stack)}/endpoints", "endpoints", params)
+        return [EndpointRecord.from_rest(e) for e in listed]
 
     def find(self, ref: str) -> list[EndpointRecord]:
         """The endpoints ``ref`` names: by id or full name (one, or a 404 VertexError), else

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jobs.vertex.client import LIST_PAGE_SIZE, VertexRest, parent, rfc3339
+from jobs.vertex.client import VertexRest, parent, rfc3339
 
 
 @dataclass(frozen=True)
@@ -67,14 +67,5 @@ class ModelRest(VertexRest):
         return self._pages(f"{self.model_name(ref)}:listVersions", "")
 
     def _pages(self, path: str, filter: str) -> list[ModelRecord]:
-        params: dict[str, str | int] = {"pageSize": LIST_PAGE_SIZE}
-        if filter:
-            params["filter"] = filter
-        found: list[ModelRecord] = []
-        while True:
-            page = self._request("GET", path, params=params)
-            found += [ModelRecord.from_rest(m) for m in page.get("models", [])]
-            token = page.get("nextPageToken")
-            if not token:
-                return found
-            params = {**params, "pageToken": token}
+        params = {"filter": filter} if filter else {}
+        return [ModelRecord.from_rest(m) for m in self.listed_at(path, "models", params)]

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from jobs.core.catalog import vertex_limits
 from jobs.core.contract import LABEL_RUN_ID, LABEL_TEMPLATE, VTX_LABELS
+from jobs.core.naming import display_name_problem
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
 from jobs.core.states import bare_name, succeeded
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
 
 
-DISPLAY_NAME_MAX = vertex_limits().display_name_max_chars
 UPLOAD_TIMEOUT_S = 1800.0
 """How long to wait for the upload's operation; Vertex copies the artifacts, minutes for GBs."""
 LAYOUTS = (
@@ -160,8 +159,9 @@ def plan_upload(
 ) -> ModelPlan:
     """Every check before an upload; raises UploadRefused with all problems found."""
     problems = [f"--alias {p}" for p in alias_problems(list(options.aliases))]
-    if options.display_name is not None and not 0 < len(options.display_name) <= DISPLAY_NAME_MAX:
-        problems.append(f"--display-name: 1 to {DISPLAY_NAME_MAX} characters")
+    display = None if options.display_name is None else display_name_problem(options.display_name)
+    if display is not None:
+        problems.append(f"--display-name: {display}")
     parent_model = _parent_model(rest, options.parent_model, problems)
     if rest.list_studies(run_id):
         raise UploadRefused(

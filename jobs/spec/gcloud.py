@@ -25,6 +25,7 @@ from jobs.core.contract import (
 )
 from jobs.core.credentials import looks_like_credential_name, looks_like_key
 from jobs.core.document_strings import document_strings, shaped_string_problems
+from jobs.core.naming import rfc1035_name
 from jobs.core.problems import Problem
 from jobs.core.stack import LABEL_TEAM
 from jobs.core.user_io import load_json_text
@@ -35,6 +36,7 @@ from jobs.spec.template import (
     NAME_PATTERN,
     RESERVATION_NAME_KEY,
     ROLES,
+    TEMPLATE_NAME_MAX,
     BootDisk,
     JobTemplate,
     Pool,
@@ -62,9 +64,7 @@ class Imported:
 
 def template_name(text: str) -> str:
     """A valid template name from a display name or file stem (``My Job_v2`` -> ``my-job-v2``)."""
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    name = name if name[:1].isalpha() else f"job-{name}"
-    return name[:40].rstrip("-") or "job"
+    return rfc1035_name(text, TEMPLATE_NAME_MAX, "job")
 
 
 def _pool_from_rest(spec: dict, role: str, notes: list[str]) -> dict[str, Any]:

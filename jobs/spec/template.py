@@ -24,6 +24,7 @@ from pydantic import (
 from jobs.core.contract import BUDGET_DECIMALS
 from jobs.core.durations import parse_duration_s
 from jobs.core.guard import ACTIONS, EXAMPLE, Guard
+from jobs.core.naming import RFC1035_PATTERN
 from jobs.core.problems import HintedValueError, Problem, field_path
 from jobs.core.safe_yaml import (
     short_repr,
@@ -35,7 +36,8 @@ from jobs.spec.study import STUDY_MODELS, Study
 
 ROLES = ("chief", "workers", "reduction_server", "evaluator")
 """Pool roles in Vertex's worker pool order (positions 0..3)."""
-NAME_PATTERN = r"^[a-z][a-z0-9-]{0,39}$"
+TEMPLATE_NAME_MAX = 40
+NAME_PATTERN = rf"^[a-z][a-z0-9-]{{0,{TEMPLATE_NAME_MAX - 1}}}$"
 """Template names become label values and run id prefixes: lower case, short."""
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 """The ``ReservationAffinity.key`` that targets a SPECIFIC_RESERVATION by name (v1 proto docs)."""
@@ -260,6 +262,10 @@ class Budget(_Strict):
         if round(value, BUDGET_DECIMALS) <= 0:
             raise ValueError(f"must be at least 0.{'0' * (BUDGET_DECIMALS - 1)}1 dollars")
         return round(value, BUDGET_DECIMALS)
+
+
+PERSISTENT_RESOURCE_PATTERN = rf"^{RFC1035_PATTERN}$"
+"""A persistent resource id (CreatePersistentResourceRequest.persistent_resource_id's rule)."""
 
 
 class JobTemplate(_Strict):

@@ -12,7 +12,6 @@ KMS key, the registry images resolve against, and web access (off in prod)."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ from jobs.core.contract import (
 from jobs.core.durations import format_duration_s
 from jobs.core.guard import heartbeat_interval_s, template_guard
 from jobs.core.heartbeat import HEARTBEAT_INTERVAL_ENV
+from jobs.core.naming import label_value
 from jobs.core.problems import Problem
 from jobs.core.stack import LABEL_TEAM, StackOutputs, is_production
 from jobs.spec.template import AFFINITIES, ROLES, JobTemplate, Pool, Reservation
@@ -263,7 +263,7 @@ def _labels(template: JobTemplate, stack: StackOutputs, run_id: str) -> dict[str
         **stack.labels,
         LABEL_RUN_ID: run_id,
         LABEL_TEMPLATE: template.name,
-        LABEL_ENVIRONMENT: re.sub(r"[^a-z0-9_-]", "-", stack.environment.lower())[:63],
+        LABEL_ENVIRONMENT: label_value(stack.environment),
         **({LABEL_BUDGET: budget_label(template.budget.max_cost_usd)} if template.budget else {}),
         **({LABEL_TEAM: template.team} if template.team else {}),
     }

@@ -33,7 +33,7 @@ from jobs.core.catalog import (
     vertex_default_timeout_s,
 )
 from jobs.core.catalog.billing_skus import DISK_WORDS
-from jobs.core.durations import human_duration
+from jobs.core.durations import exact_duration
 from jobs.core.formats import fine_money, money, usd_per_h
 from jobs.training.facts import JobFacts, PoolFacts
 
@@ -473,12 +473,12 @@ def budget_warning(cost: CostEstimate, budget_usd: float | None) -> str | None:
     fit_s = budget_usd / per_h * 3600
     fit_s = fit_s // 60 * 60 if fit_s >= 60 else float(int(fit_s))
     fits = (
-        f"scheduling.timeout: {human_duration(fit_s)} fits it"
+        f"scheduling.timeout: {exact_duration(fit_s)} fits it"
         if fit_s >= 1
         else "no timeout fits it: raise the budget"
     )
     return (
-        f"{budget} is under the cost at the timeout cap ({human_duration(cost.timeout_s)}): "
+        f"{budget} is under the cost at the timeout cap ({exact_duration(cost.timeout_s)}): "
         f"{money(capped)} at {usd_per_h(per_h)}; the run is cancelled once its meter crosses "
         f"the budget; {fits}"
     )

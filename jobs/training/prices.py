@@ -19,6 +19,7 @@ import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,7 +29,7 @@ from jobs.core.catalog import Catalog, PriceTable, refreshed_prices_dir
 from jobs.core.catalog.billing_skus import Matched, match, tables
 from jobs.core.stack import StackOutputs
 from jobs.core.user_io import UserFileError, load_json_text, read_user_file, shown_path
-from jobs.vertex.google_session import NotAuthenticated, rest_session
+from jobs.vertex.google_session import NotAuthenticated, follow_pages, rest_session
 
 CLOUD_BILLING = "https://cloudbilling.googleapis.com"
 VERTEX_SERVICE = "C7E2-9256-1C43"
@@ -66,7 +67,8 @@ class BillingCatalogReader:
         self.stack = stack
         self.base = (endpoint or stack.vertex_endpoint or CLOUD_BILLING).rstrip("/")
         self.api_key = None if stack.is_local else os.environ.get(API_KEY_ENV) or None
-        self._session = session
+        if session is not None:
+            self.session = session
 
     @property
     def is_local(self) -> bool:
@@ -81,53 +83,57 @@ class BillingCatalogReader:
             )
         return f"{CLOUD_BILLING}/v1/services/{service}/skus"
 
-    @property
+    @cached_property
     def session(self) -> Any:
-        if self._session is None:
-            if self.api_key:
-                import requests
+        """A plain session with an API key, else the stack's REST session; made on first use."""
+        if self.api_key:
+            import requests
 
-                self._session = requests.Session()
-            else:
-                try:
-                    self._session = rest_session(self.stack)
-                except NotAuthenticated as exc:
-                    raise PricesUnavailable(f"{exc}, or set {API_KEY_ENV}") from exc
-        return self._session
+            return requests.Session()
+        try:
+            return rest_session(self.stack)
+        except NotAuthenticated as exc:
+            raise PricesUnavailable(f"{exc}, or set {API_KEY_ENV}") from exc
 
     def skus(
         self, service: str, currency: str = CURRENCY, page_size: int = PAGE_SIZE
     ) -> list[object]:
-        import requests
-        from google.auth.exceptions import GoogleAuthError
-
         url = f"{self.base}/v1/services/{service}/skus"
         params: dict[str, Any] = {"currencyCode": currency, "pageSize": page_size}
         if self.api_key:
             params["key"] = self.api_key
         found: list[object] = []
-        for _ in range(MAX_PAGES):
-            try:
-                response = self.session.get(url, params=params, timeout=TIMEOUT_S)
-            except requests.RequestException as exc:
-                raise PricesUnavailable(f"cannot reach {self.base}: {type(exc).__name__}") from exc
-            except GoogleAuthError as exc:
-                raise PricesUnavailable(f"not authenticated: {exc}") from exc
-            page = _page(response, url)
+        asked_with: str | None = None
+        pages = follow_pages(lambda query: self._page(url, query), params)
+        for number, page in enumerate(pages, start=1):
             found += _skus(page, url)
             token = page.get("nextPageToken")
             if not token:
                 return found
-            if not isinstance(token, str) or token == params.get("pageToken"):
+            if not isinstance(token, str) or token == asked_with:
                 raise PricesUnavailable(
                     f"{url} answered the nextPageToken {str(token)[:40]!r} again (or not as a "
                     "string): its pages do not end"
                 )
-            params = {**params, "pageToken": token}
+            if number == MAX_PAGES:
+                break
+            asked_with = token
         raise PricesUnavailable(
             f"{url} still had a nextPageToken after {MAX_PAGES} pages of {page_size} SKUs "
             "(no service has that many): stopped reading; try again later"
         )
+
+    def _page(self, url: str, params: dict[str, Any]) -> dict:
+        import requests
+        from google.auth.exceptions import GoogleAuthError
+
+        try:
+            response = self.session.get(url, params=params, timeout=TIMEOUT_S)
+        except requests.RequestException as exc:
+            raise PricesUnavailable(f"cannot reach {self.base}: {type(exc).__name__}") from exc
+        except GoogleAuthError as exc:
+            raise PricesUnavailable(f"not authenticated: {exc}") from exc
+        return _page(response, url)
 
 
 def _skus(page: dict, url: str) -> list[object]:

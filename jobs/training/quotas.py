@@ -26,6 +26,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from jobs.core.catalog import Catalog
@@ -33,7 +34,7 @@ from jobs.core.stack import StackOutputs
 from jobs.core.states import FINAL, is_final
 from jobs.training.cost import quota_needed
 from jobs.training.facts import facts_from_rest_job
-from jobs.vertex.google_session import NotAuthenticated, rest_session
+from jobs.vertex.google_session import NotAuthenticated, follow_pages, rest_session
 
 SERVICE = "aiplatform.googleapis.com"
 TRAINING_METRIC_PREFIX = f"{SERVICE}/custom_model_training_"
@@ -322,45 +323,44 @@ class QuotaReader:
         """``endpoint`` serves both APIs' paths (tests, a proxy); by default the local platform's
         for a local stack, else Google's."""
         self.stack = stack
-        self._session = session
+        if session is not None:
+            self.session = session
         local = (endpoint or stack.vertex_endpoint or "").rstrip("/")
         self.quotas_url = (local or CLOUD_QUOTAS) + (
             f"/v1/projects/{stack.project}/locations/global/services/{SERVICE}/quotaInfos"
         )
         self.vertex_url = local or "https://{region}-aiplatform.googleapis.com"
 
-    @property
+    @cached_property
     def session(self) -> Any:
-        if self._session is None:
-            self._session = _session(self.stack)
-        return self._session
+        """The stack's REST session, made on first use."""
+        return _session(self.stack)
 
     def _pages(self, url: str, key: str, params: dict[str, Any]) -> list[dict]:
+        pages = follow_pages(
+            lambda query: self._page(url, query), {**params, "pageSize": PAGE_SIZE}
+        )
+        return [i for page in pages for i in page.get(key) or [] if isinstance(i, dict)]
+
+    def _page(self, url: str, params: dict[str, Any]) -> dict:
         import requests
         from google.auth.exceptions import GoogleAuthError
 
-        items: list[dict] = []
-        params = {**params, "pageSize": PAGE_SIZE}
-        while True:
-            try:
-                response = self.session.get(url, params=params, timeout=TIMEOUT_S)
-            except requests.RequestException as exc:
-                raise QuotaUnavailable(f"cannot reach {url.split('/v1/')[0]}: {_why(exc)}") from exc
-            except GoogleAuthError as exc:  # a login that lapsed and cannot be refreshed
-                raise QuotaUnavailable(f"not authenticated: {exc}") from exc
-            if not response.ok:
-                raise QuotaUnavailable(f"{_error(response)} from {url.split('?')[0]}")
-            try:
-                page = response.json()
-            except ValueError:
-                page = None
-            if not isinstance(page, dict):
-                raise QuotaUnavailable(f"{url} did not answer with a JSON object")
-            items += [i for i in page.get(key) or [] if isinstance(i, dict)]
-            token = page.get("nextPageToken")
-            if not token:
-                return items
-            params = {**params, "pageToken": token}
+        try:
+            response = self.session.get(url, params=params, timeout=TIMEOUT_S)
+        except requests.RequestException as exc:
+            raise QuotaUnavailable(f"cannot reach {url.split('/v1/')[0]}: {_why(exc)}") from exc
+        except GoogleAuthError as exc:  # a login that lapsed and cannot be refreshed
+            raise QuotaUnavailable(f"not authenticated: {exc}") from exc
+        if not response.ok:
+            raise QuotaUnavailable(f"{_error(response)} from {url.split('?')[0]}")
+        try:
+            page = response.json()
+        except ValueError:
+            page = None
+        if not isinstance(page, dict):
+            raise QuotaUnavailable(f"{url} did not answer with a JSON object")
+        return page
 
     def quota_infos(self) -> list[dict]:
         """Every QuotaInfo of aiplatform.googleapis.com in the project (all regions)."""

@@ -25,13 +25,14 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import LABEL_RUN_ID, region_of
 from jobs.core.stack import StackOutputs
 from jobs.core.states import FINAL, JobState, is_final, rest_name
-from jobs.vertex.google_session import NotAuthenticated, rest_session
+from jobs.vertex.google_session import NotAuthenticated, follow_pages, rest_session
 from jobs.vertex.retry import Backoff, create_once
 
 if TYPE_CHECKING:
@@ -574,7 +575,8 @@ class VertexRest:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.stack = stack
-        self._session = session
+        if session is not None:
+            self.session = session
         self.backoff = backoff
         self.sleep = sleep
 
@@ -584,11 +586,10 @@ class VertexRest:
         endpoint = self.stack.vertex_endpoint or f"https://{region_endpoint(region_of(path))}"
         return f"{endpoint.rstrip('/')}/v1/{path}"
 
-    @property
+    @cached_property
     def session(self) -> Any:
-        if self._session is None:
-            self._session = _session(self.stack)
-        return self._session
+        """The stack's REST session, made on first use."""
+        return _session(self.stack)
 
     def _request(self, method: str, path: str, **kwargs: Any) -> dict:
         """One call, repeated with backoff while the answer is transient (every call here is
@@ -634,16 +635,13 @@ class VertexRest:
 
     def pages(self, region: str, collection: str, params: dict[str, Any]) -> list[dict]:
         """Every page of one region's collection (REST JSON)."""
-        params = {**params, "pageSize": LIST_PAGE_SIZE}
-        path = f"{parent(self.stack, region)}/{collection}"
-        found: list[dict] = []
-        while True:
-            page = self._request("GET", path, params=params)
-            found += page.get(collection, [])
-            token = page.get("nextPageToken")
-            if not token:
-                return found
-            params = {**params, "pageToken": token}
+        return self.listed_at(f"{parent(self.stack, region)}/{collection}", collection, params)
+
+    def listed_at(self, path: str, key: str, params: dict[str, Any]) -> list[dict]:
+        """Every item under ``key`` of every page a List call at ``path`` answers (REST JSON)."""
+        first = {**params, "pageSize": LIST_PAGE_SIZE}
+        pages = follow_pages(lambda query: self._request("GET", path, params=query), first)
+        return [item for page in pages for item in page.get(key, [])]
 
     def get_study(self, name: str) -> dict:
         """A HyperparameterTuningJob as REST JSON (`jobs.tuning.study_records.StudyRecord` reads

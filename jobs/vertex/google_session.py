@@ -1,8 +1,10 @@
 """One HTTP session for the REST calls vtx makes without Google's gRPC clients (watching jobs,
-reading quota): both the local platform and Google's endpoints answer them the same way."""
+reading quota): both the local platform and Google's endpoints answer them the same way; and
+the one way their List calls are read to the end, page by page."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from jobs.core.stack import StackOutputs
@@ -15,8 +17,7 @@ class NotAuthenticated(Exception):
 
 
 def rest_session(stack: StackOutputs) -> Any:
-    """The local platform takes its own token; Google's endpoints want default credentials
-    (google-auth's AuthorizedSession refreshes a lapsed token and retries the call itself)."""
+    """The local platform takes its own token; Google's endpoints want default credentials."""
     import requests
 
     if stack.is_local:
@@ -24,12 +25,20 @@ def rest_session(stack: StackOutputs) -> Any:
         if stack.local_token:
             session.headers["Authorization"] = f"Bearer {stack.local_token}"
         return session
+    return authorized_session(CLOUD_PLATFORM_SCOPE)
+
+
+def authorized_session(scope: str) -> Any:
+    """google-auth's AuthorizedSession over application-default credentials for ``scope`` (it
+    refreshes a lapsed token and retries the call itself); NotAuthenticated, saying how to log
+    in, when there are none. Each client makes its session on first use, so that a command that
+    calls no Google API imports neither google-auth nor requests."""
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
     from google.auth.transport.requests import AuthorizedSession
 
     try:
-        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+        credentials, _ = google.auth.default(scopes=[scope])
     except DefaultCredentialsError as exc:
         raise NotAuthenticated(
             f"not authenticated: run `gcloud auth application-default login` ({exc})"
@@ -51,3 +60,19 @@ def storage_client(stack: StackOutputs) -> Any:
             client_options={"api_endpoint": stack.gcs_endpoint},
         )
     return storage.Client(project=stack.project)
+
+
+Page = Mapping[str, Any]
+
+
+def follow_pages(fetch: Callable[[dict[str, Any]], Page], params: dict[str, Any]) -> Iterator[Page]:
+    """Each page of a Google List call (Vertex, Cloud Quotas, Cloud Logging, GCS's JSON API):
+    ``fetch(params)`` makes one call, and the next carries the page's ``nextPageToken`` as
+    ``pageToken``, until a page has none. ``params`` (query or body) is not changed."""
+    while True:
+        page = fetch(params)
+        yield page
+        token = page.get("nextPageToken")
+        if not token:
+            return
+        params = {**params, "pageToken": token}

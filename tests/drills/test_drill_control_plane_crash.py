@@ -27,8 +27,8 @@ import pytest
 import yaml
 from drill_support import REPO, drill_config, write_small_dataset
 
-from jobs.local.platform.ports import free_port
 from jobs.local.platform.state import LOCAL_BUCKETS
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S
 from tests.jobs.local.local_helpers import PARENT, client, custom_job, wait_terminal
 

@@ -19,18 +19,7 @@ from rich.progress import Progress
 from jobs.core.stack import StackError, StackOutputs
 from jobs.core.states import short, succeeded
 from jobs.local.platform.capacity import Capacity, CapacityFileError, load_capacity
-from jobs.local.platform.client import (
-    LocalApiError,
-    health,
-    hinder_replica,
-    preempt_replica,
-    read_capacity,
-    set_capacity,
-)
-from jobs.local.platform.ports import free_port, port_free
-from jobs.local.platform.processes import NotRunning, PlatformError, bring_up, stop_platform
 from jobs.local.platform.settings import LocalSettings, default_data_dir, option_spec
-from jobs.local.platform.shell_env import export_lines, shell_environment
 from jobs.local.platform.state import (
     PlatformState,
     controller_alive,
@@ -40,6 +29,17 @@ from jobs.local.platform.state import (
     running_state,
     server_alive,
 )
+from jobs.local.plumbing.client import (
+    LocalApiError,
+    health,
+    hinder_replica,
+    preempt_replica,
+    read_capacity,
+    set_capacity,
+)
+from jobs.local.plumbing.ports import free_port, port_free
+from jobs.local.plumbing.processes import NotRunning, PlatformError, bring_up, stop_platform
+from jobs.local.plumbing.shell_env import export_lines, shell_environment
 from jobs.local.storage.upload import Upload, UploadError, plan, upload_all
 from jobs.vertex.client import VertexError, VertexRest
 from vtx.demo.training import DemoError, run_demo

@@ -43,11 +43,11 @@ from jobs.core.user_io import shown_path, write_user_file
 from jobs.launch.checks import checked_template
 from jobs.launch.plan import LaunchOptions
 from jobs.local.platform.capacity import Capacity
-from jobs.local.platform.client import LocalApiError, preempt_replica, read_logs
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import PlatformError, bring_up, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import EXAMPLE_DATA, running_state, stack_outputs_for
+from jobs.local.plumbing.client import LocalApiError, preempt_replica, read_logs
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import PlatformError, bring_up, stop_platform
 from jobs.runs.goodput import goodput_of
 from jobs.runs.logs import LocalLogSource
 from jobs.runs.watch import attempts_of

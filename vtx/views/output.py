@@ -15,7 +15,7 @@ from rich.text import Text
 
 from jobs.core.catalog import QUOTA_PREFIX, Catalog, Machine, Price
 from jobs.core.credentials import redact
-from jobs.core.durations import human_duration
+from jobs.core.durations import exact_duration
 from jobs.core.formats import UNKNOWN, money, usd_per_h
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
@@ -337,7 +337,7 @@ def print_cost(
     what the run's budget (``budget_usd``) means at these prices."""
     console.print(cost_table(estimate, title))
     kind = estimate.price_kind
-    cap = human_duration(estimate.timeout_s)
+    cap = exact_duration(estimate.timeout_s)
     console.print(
         f"This job ({kind} price in {estimate.region}): {usd_per_h(estimate.usd_per_h)}"
         f"{' excluding boot disks' if estimate.excludes_disks else ''}; "
@@ -675,7 +675,7 @@ def ladder_table(rows: list[RungRow]) -> Table:
     for row in rows:
         needed, available = _quota_cells(row.estimate, row.check)
         wait = (
-            "-" if row.number == last or row.max_wait_s is None else human_duration(row.max_wait_s)
+            "-" if row.number == last or row.max_wait_s is None else exact_duration(row.max_wait_s)
         )
         verdict = Text("skip: over quota", "red") if row.hopeless else Text("try", "green")
         est = row.estimate

@@ -21,7 +21,7 @@ from jobs.local.platform.billing_catalog import (
     Pricing,
     latest_pricing,
 )
-from jobs.local.platform.guard import error_body
+from jobs.local.plumbing.guard import error_body
 
 MAX_PAGE_SIZE = 5000
 BILLING_MONTH_ZONE = ZoneInfo("America/Los_Angeles")

@@ -10,8 +10,8 @@ error its gRPC status. A method the SDK has but no route serves, a streaming met
 method the SDK does not have answer UNIMPLEMENTED, naming it, at once.
 
 It runs on the control plane's event loop (grpc.aio), started and stopped with the app, on
-127.0.0.1 only and over TLS (the SDK opens secure channels only; jobs/local/platform/tls.py). Who
-may call: the guard's rules as over REST (jobs/local/platform/guard.py). The kernel's owner of
+127.0.0.1 only and over TLS (the SDK opens secure channels only; jobs/local/plumbing/tls.py). Who
+may call: the guard's rules as over REST (jobs/local/plumbing/guard.py). The kernel's owner of
 the client's socket is checked before any call is served; Vertex's methods take no token, as over
 REST; the Host and browser checks are TLS's here, a browser neither trusts this CA nor speaks
 gRPC. The in-process request carries the platform's own Host, and is marked as checked
@@ -41,8 +41,8 @@ from jobs.local.api.grpc_transcoding import (
     http_request,
     response_message,
 )
-from jobs.local.platform.guard import MAX_BODY_BYTES, peer_refusal
-from jobs.local.platform.tls import TlsFiles
+from jobs.local.plumbing.guard import MAX_BODY_BYTES, peer_refusal
+from jobs.local.plumbing.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from jobs.local.api.rest_forms import (
     render_message,
     wants_int_enums,
 )
-from jobs.local.platform.guard import error_body
+from jobs.local.plumbing.guard import error_body
 from jobs.local.serving.models import ModelError, ModelRef, Models
 
 

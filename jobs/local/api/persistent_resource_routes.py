@@ -28,7 +28,7 @@ from jobs.local.api.rest_forms import (
     render_message,
     wants_int_enums,
 )
-from jobs.local.platform.guard import error_body
+from jobs.local.plumbing.guard import error_body
 from jobs.local.training.persistent_resources import COLLECTION, PersistentResources
 from jobs.local.training.resource_pools import PoolError
 

@@ -11,10 +11,10 @@ unknown fields are rejected exactly as the proto defines them and enums come bac
 the client asks (``$alt=json;enum-encoding=int``). Plus two vtx endpoints: ``/vtx/logs`` and
 ``/vtx/jobs/{id}:preempt``, which want the platform's token.
 
-Every request first passes ``LocalClientsOnly`` (the rules are in jobs/local/platform/guard.py):
+Every request first passes ``LocalClientsOnly`` (the rules are in jobs/local/plumbing/guard.py):
 local,
 non-browser clients only, JSON bodies of at most 1 MiB; then ``BodyDeadline``
-(jobs/local/platform/request_deadline.py) reads the body whole, each wait at most
+(jobs/local/plumbing/request_deadline.py) reads the body whole, each wait at most
 ``read_timeout_s``, so no route sees half a body and a client that stops is closed. Every error,
 ours or the framework's, answers in Google's JSON error shape.
 
@@ -66,7 +66,12 @@ from jobs.local.api.rest_forms import (
 from jobs.local.platform import vertex_env
 from jobs.local.platform.capacity import QUOTA_SERVICE, Capacity, describe_errors
 from jobs.local.platform.filters import FilterError, parse_filter
-from jobs.local.platform.guard import (
+from jobs.local.platform.operations import deleted
+from jobs.local.platform.quota_infos import quota_infos
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV, project_number
+from jobs.local.platform.store import STORE_FILE, Store
+from jobs.local.plumbing.guard import (
     Refusal,
     body_refusal,
     error_body,
@@ -74,13 +79,8 @@ from jobs.local.platform.guard import (
     peer_refusal,
     token_refusal,
 )
-from jobs.local.platform.operations import deleted
-from jobs.local.platform.quota_infos import quota_infos
-from jobs.local.platform.request_deadline import BodyDeadline
-from jobs.local.platform.settings import LocalSettings
-from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, LOCAL_REGION, TOKEN_ENV, project_number
-from jobs.local.platform.store import STORE_FILE, Store
-from jobs.local.platform.tls import ensure_certificates
+from jobs.local.plumbing.request_deadline import BodyDeadline
+from jobs.local.plumbing.tls import ensure_certificates
 from jobs.local.serving.endpoints import Endpoints
 from jobs.local.serving.models import Models
 from jobs.local.training.executor import Executor, ExecutorError, NotYetRunning
@@ -135,7 +135,7 @@ def describe(errors: Sequence[Any]) -> str:
 
 
 class LocalClientsOnly:
-    """ASGI middleware: the checks of jobs/local/platform/guard.py before any route runs. Pure ASGI,
+    """ASGI middleware: the checks of jobs/local/plumbing/guard.py before any route runs. Pure ASGI,
     not BaseHTTPMiddleware: a refused request must never reach the app, body and all."""
 
     def __init__(self, app: ASGIApp, port: int, token: str) -> None:

@@ -15,10 +15,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs.local.platform.capacity import Capacity
-from jobs.local.platform.request_deadline import READ_TIMEOUT_S
 
 DEFAULT_DIR = Path(".vtx") / "local"
 DATA_DIR_ENV = "VTX_LOCAL_DIR"
+READ_TIMEOUT_S = 60.0
+"""Longest wait for the next bytes of a request (or, on a kept-alive connection, for the next
+request) before the connection is closed (jobs/local/plumbing/request_deadline.py)."""
 
 
 def default_data_dir() -> Path:
@@ -62,7 +64,7 @@ class LocalSettings(BaseModel):
         le=3600,
         description="Longest wait for a client's next bytes before its connection is closed.",
     )
-    """Both servers' deadline on a half-sent request (jobs/local/platform/request_deadline.py)."""
+    """Both servers' deadline on a half-sent request (jobs/local/plumbing/request_deadline.py)."""
     capacity: Capacity = Field(default_factory=Capacity)
     """Accelerators and quota limits per region (`vtx local up --capacity FILE.yaml`); empty:
     unlimited. `vtx local capacity set` replaces it at run time."""

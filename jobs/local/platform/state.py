@@ -75,7 +75,7 @@ class PlatformState(BaseModel):
     """The controller (`python -m jobs.control`) beside the control plane; None: not started."""
     controller_create_time: float | None = None
     token: str = Field(repr=False)
-    """Wanted by the vtx-only endpoints (logs, preemption); see jobs/local/platform/guard.py."""
+    """Wanted by the vtx-only endpoints (logs, preemption); see jobs/local/plumbing/guard.py."""
 
     @property
     def vertex_endpoint(self) -> str:

@@ -39,14 +39,14 @@ import httpx
 
 from jobs.core.catalog import load_catalog
 from jobs.core.formats import now_rfc3339
+from jobs.core.naming import RFC1035_PATTERN, display_name_problem
 from jobs.local.platform.operations import EMPTY_TYPE
-from jobs.local.platform.ports import free_port
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import numbered_name
 from jobs.local.platform.store import Store
+from jobs.local.plumbing.ports import free_port
 from jobs.local.serving.model_filters import ENDPOINT_FIELDS, ModelFilterError, parse_model_filter
 from jobs.local.serving.models import (
-    DISPLAY_NAME_MAX,
     TYPE_PREFIX,
     ModelError,
     ModelRef,
@@ -68,11 +68,11 @@ from jobs.training.rules.machines import accelerator_fits_machine, machine_type_
 
 log = logging.getLogger(__name__)
 
-ENDPOINT_ID = re.compile(r"^(?:[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?|[1-9][0-9]{0,8})$")
+ENDPOINT_ID = re.compile(rf"^(?:{RFC1035_PATTERN}|[1-9][0-9]{{0,8}})$")
 """CreateEndpointRequest.endpoint_id: a letter then up to 62 of [a-z0-9-] (not ending in '-'),
 or up to 9 digits without a leading zero."""
-PEERED_NETWORK = re.compile(r"^projects/[0-9]+/global/networks/[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-DEPLOYED_MODEL_ID = re.compile(r"^[0-9]{1,10}$|^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+PEERED_NETWORK = re.compile(rf"^projects/[0-9]+/global/networks/{RFC1035_PATTERN}$")
+DEPLOYED_MODEL_ID = re.compile(rf"^[0-9]{{1,10}}$|^{RFC1035_PATTERN}$")
 ENDPOINT_OUTPUT_ONLY = ("name", "deployedModels", "createTime", "updateTime", "etag")
 DEPLOYED_OUTPUT_ONLY = ("createTime", "modelVersionId", "privateEndpoints", "status")
 DEPLOY_TIMEOUT_S = 600.0
@@ -129,11 +129,9 @@ def deadline_exceeded(deployed: dict, timeout_s: float) -> ModelError:
 def endpoint_problems(endpoint: dict, endpoint_id: str | None) -> list[str]:
     """What a created Endpoint must be: a display name, valid labels, a valid id if given."""
     problems = []
-    display = str(endpoint.get("displayName", ""))
-    if not display:
-        problems.append("endpoint.displayName: required")
-    elif len(display) > DISPLAY_NAME_MAX:
-        problems.append(f"endpoint.displayName: longer than {DISPLAY_NAME_MAX} characters")
+    display = display_name_problem(str(endpoint.get("displayName", "")))
+    if display is not None:
+        problems.append(f"endpoint.displayName: {display}")
     if endpoint.get("trafficSplit"):
         problems.append("endpoint.trafficSplit: no model is deployed to a new endpoint")
     if endpoint_id is not None and not ENDPOINT_ID.match(endpoint_id):

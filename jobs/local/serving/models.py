@@ -35,8 +35,13 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.core.catalog import vertex_limits
 from jobs.core.formats import now_rfc3339
+from jobs.core.naming import (
+    display_name_problem,
+    label_key_problem,
+    label_value_problem,
+    labels_count_problem,
+)
 from jobs.local.platform.operations import TYPE_PREFIX, delete_operation
 from jobs.local.platform.state import numbered_name
 from jobs.local.platform.store import Store
@@ -47,14 +52,9 @@ from jobs.local.serving.model_filters import (
     parse_model_filter,
 )
 from jobs.serving.model_facts import DEFAULT_ALIAS, alias_problems
-from jobs.training.rules.metadata import LABEL_KEY, LABEL_VALUE
 
 MODEL_ID = re.compile(r"^[a-z_][a-z0-9_-]{0,62}$")
 """UploadModelRequest.model_id: up to 63 of ``[a-z0-9_-]``, not starting with a digit or '-'."""
-LIMITS = vertex_limits()
-DISPLAY_NAME_MAX = LIMITS.display_name_max_chars
-LABELS_MAX = LIMITS.labels_max
-LABEL_MAX_CHARS = LIMITS.label_max_chars
 OUTPUT_ONLY = (
     "name",
     "versionId",
@@ -119,18 +119,12 @@ class ModelRef:
 
 
 def label_problems(labels: dict[str, str]) -> list[str]:
-    problems = [f"labels: more than {LABELS_MAX} labels"] if len(labels) > LABELS_MAX else []
+    too_many = labels_count_problem(labels)
+    problems = [] if too_many is None else [f"labels: {too_many}"]
     for key, value in labels.items():
-        if not LABEL_KEY.match(key) or len(key) > LABEL_MAX_CHARS:
-            problems.append(
-                f"labels.{key}: invalid key: lower case letters, digits, '_' and '-', starting "
-                f"with a letter, at most {LABEL_MAX_CHARS} characters"
-            )
-        if not LABEL_VALUE.match(value) or len(value) > LABEL_MAX_CHARS:
-            problems.append(
-                f"labels.{key}: invalid value {value!r}: lower case letters, digits, '_' and "
-                f"'-', at most {LABEL_MAX_CHARS} characters"
-            )
+        for problem in (label_key_problem(key), label_value_problem(value)):
+            if problem is not None:
+                problems.append(f"labels.{key}: {problem}")
     return problems
 
 
@@ -138,11 +132,9 @@ def model_problems(model: dict) -> list[str]:
     """What an uploaded ``Model`` must be: a display name, a gs:// artifact folder, a serving
     container with an image when there is a container spec, valid aliases and labels."""
     problems = []
-    display = str(model.get("displayName", ""))
-    if not display:
-        problems.append("model.displayName: required")
-    elif len(display) > DISPLAY_NAME_MAX:
-        problems.append(f"model.displayName: longer than {DISPLAY_NAME_MAX} characters")
+    display = display_name_problem(str(model.get("displayName", "")))
+    if display is not None:
+        problems.append(f"model.displayName: {display}")
     artifact = model.get("artifactUri")
     if artifact and not str(artifact).startswith("gs://"):
         problems.append(f"model.artifactUri: {artifact!r} must be a gs:// folder")

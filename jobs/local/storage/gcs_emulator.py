@@ -23,10 +23,10 @@ check of ours can stand in front of. The comparison, case by case, is in
 jobs/local/README.md ("The GCS emulator").
 
 Each connection has a thread; every read from a client has a deadline (``--read-timeout-s``, the
-platform's ``read_timeout_s``: jobs/local/platform/request_deadline.py), so a client that stops
+platform's ``read_timeout_s``: jobs/local/plumbing/request_deadline.py), so a client that stops
 mid-request, or never starts one, holds only its own thread; a client that goes away is one line
 in the log. Before anything
-is read, the connection's owner is checked (jobs/local/platform/guard.py): a program of
+is read, the connection's owner is checked (jobs/local/plumbing/guard.py): a program of
 another user gets a 403 at once, without a request. Every request then passes the same
 checks as the control plane's (loopback ``Host``, no browser headers) and GCS's naming rules.
 """
@@ -50,14 +50,15 @@ from typing import IO, Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from jobs.core.gcs_names import bucket_name_problem, object_name_problem
-from jobs.local.platform.guard import (
+from jobs.local.platform.settings import READ_TIMEOUT_S
+from jobs.local.plumbing.guard import (
     MAX_BODY_BYTES,
     Refusal,
     error_body,
     origin_refusal,
     peer_refusal,
 )
-from jobs.local.platform.request_deadline import READ_TIMEOUT_S, ClientGone, log_client_gone
+from jobs.local.plumbing.request_deadline import ClientGone, log_client_gone
 from jobs.local.storage import json_api
 from jobs.local.storage.json_api import bad_request, object_resource
 from jobs.local.storage.object_store import (

@@ -35,10 +35,10 @@ from jobs.core.formats import now_rfc3339
 from jobs.core.states import JobState
 from jobs.local.platform import capacity, vertex_env
 from jobs.local.platform.capacity import Admission, AdmissionDecision, Capacity, Need
-from jobs.local.platform.ports import free_ports
 from jobs.local.platform.rpc_status import Code, JobError
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.store import Store
+from jobs.local.plumbing.ports import free_ports
 from jobs.local.training import lifecycle, stalls
 from jobs.local.training.job import JobView
 from jobs.local.training.lifecycle import (

@@ -24,6 +24,7 @@ import logging
 import threading
 
 from jobs.core.formats import now_rfc3339
+from jobs.core.naming import display_name_problem
 from jobs.core.states import JobState
 from jobs.local.platform import vertex_env
 from jobs.local.platform.store import Store
@@ -72,8 +73,9 @@ def custom_job_spec_problems(pipeline: dict) -> list[str]:
     """What a pipeline must be for the local platform to run it: a custom task with a
     CustomJobSpec as its inputs (the spec's own rules are the customJobs checks)."""
     problems = []
-    if not pipeline.get("displayName"):
-        problems.append("displayName: required")
+    display = display_name_problem(str(pipeline.get("displayName") or ""))
+    if display is not None:
+        problems.append(f"displayName: {display}")
     definition = pipeline.get("trainingTaskDefinition")
     if definition != CUSTOM_TASK:
         problems.append(

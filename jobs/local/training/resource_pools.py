@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 from jobs.core.catalog import Catalog
+from jobs.core.naming import RFC1035_PATTERN
 from jobs.core.stack import WarmPool
 from jobs.local.platform import capacity
 from jobs.local.platform.capacity import Admission, AdmissionDecision, Need
@@ -30,7 +31,7 @@ from jobs.training.rules.machines import (
     machine_type_known,
 )
 
-ID_PATTERN = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+ID_PATTERN = re.compile(rf"^{RFC1035_PATTERN}$")
 """CreatePersistentResourceRequest.persistent_resource_id's rule, from its proto comment."""
 POOL_RULES = (
     machine_type_known,

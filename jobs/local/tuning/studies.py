@@ -26,6 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from jobs.core.formats import now_rfc3339
+from jobs.core.naming import DISPLAY_NAME_MAX
 from jobs.core.states import JobState
 from jobs.local.platform import vertex_env
 from jobs.local.platform.rpc_status import Code, JobError
@@ -37,7 +38,6 @@ from jobs.local.training.lifecycle import (
     PLATFORM_STOPPED,
     stamp_state,
 )
-from jobs.local.tuning.study_checks import DISPLAY_NAME_MAX
 from jobs.local.tuning.study_lifecycle import (
     Measurement,
     StudyCounts,

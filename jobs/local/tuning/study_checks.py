@@ -15,10 +15,10 @@ import re
 from collections.abc import Mapping, Sequence
 
 from jobs.core.catalog import vertex_limits
+from jobs.core.naming import display_name_problem
 from jobs.local.tuning.suggest import GRID_KINDS, PARENT_CONDITIONS, Algorithm, Kind, Scale
 
 LOG_SCALES = (Scale.LOG.value, Scale.REVERSE_LOG.value)
-DISPLAY_NAME_MAX = vertex_limits().display_name_max_chars
 TRIALS_MAX = vertex_limits().study_trials_max
 PARAMETER_ID = re.compile(vertex_limits().parameter_id_pattern)
 
@@ -26,11 +26,9 @@ PARAMETER_ID = re.compile(vertex_limits().parameter_id_pattern)
 def study_problems(job: Mapping) -> list[str]:
     """Every problem of a HyperparameterTuningJob (REST form), each 'field: what to do'."""
     problems = []
-    name = job.get("displayName", "")
-    if not name:
-        problems.append("displayName: required; name the study")
-    elif len(name) > DISPLAY_NAME_MAX:
-        problems.append(f"displayName: {len(name)} characters; at most {DISPLAY_NAME_MAX}")
+    display = display_name_problem(str(job.get("displayName", "")))
+    if display is not None:
+        problems.append(f"displayName: {display}")
     problems += _count_problems(job)
     if not job.get("trialJobSpec"):
         problems.append("trialJobSpec: required; the CustomJobSpec every trial runs")

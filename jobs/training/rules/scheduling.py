@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterator
 
 from jobs.core.catalog import Catalog
-from jobs.core.durations import human_duration
+from jobs.core.durations import exact_duration
+from jobs.core.naming import RFC1035_PATTERN
 from jobs.core.problems import Problem
 from jobs.spec.template import RESERVATION_NAME_KEY
 from jobs.training.facts import JobFacts, PoolFacts
@@ -58,15 +59,15 @@ def timeout_bounds(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
             yield Problem(
                 job.path("timeout"),
                 f"a FLEX_START (Dynamic Workload Scheduler) job's timeout is at most "
-                f"{human_duration(cap)}, not {human_duration(value)}",
-                f"timeout: {human_duration(cap)} or less, resuming from checkpoints in a new job",
+                f"{exact_duration(cap)}, not {exact_duration(value)}",
+                f"timeout: {exact_duration(cap)} or less, resuming from checkpoints in a new job",
             )
     elif not math.isfinite(value) or value < bounds.min or value > bounds.max:
         yield Problem(
             job.path("timeout"),
-            f"timeout must be between {human_duration(bounds.min)} and "
-            f"{human_duration(bounds.max)}",
-            f"e.g. 24h; the longest allowed is {human_duration(bounds.max)}",
+            f"timeout must be between {exact_duration(bounds.min)} and "
+            f"{exact_duration(bounds.max)}",
+            f"e.g. 24h; the longest allowed is {exact_duration(bounds.max)}",
         )
 
 
@@ -75,7 +76,7 @@ def max_wait_bounds(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
     bounds = cat.limits.max_wait_s
     value = job.max_wait_s
     if value is not None and not (math.isfinite(value) and bounds.min <= value <= bounds.max):
-        default = human_duration(bounds.default or 0)
+        default = exact_duration(bounds.default or 0)
         example = '"86400s"' if job.rest else "24h"
         yield Problem(
             job.path("max_wait"),
@@ -166,11 +167,11 @@ AFFINITY_TYPES = ("NO_RESERVATION", *CONSUMING)
 
 RESERVATION_RESOURCE = re.compile(
     r"^projects/(?P<project>[^/]+)/zones/(?P<zone>[a-z]+-[a-z]+\d+-[a-z])/reservations/"
-    r"(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)$"
+    rf"(?P<name>{RFC1035_PATTERN})$"
 )
 
 
-RESERVATION_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+RESERVATION_NAME = re.compile(rf"^{RFC1035_PATTERN}$")
 
 
 def _reservation_hint(job: JobFacts, name: str = "NAME") -> str:

@@ -16,8 +16,6 @@ from typing import Any
 from jobs.core.stack import StackOutputs
 from jobs.core.states import is_final
 from jobs.local.platform.capacity import Capacity
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import (
     LOCAL_PROJECT,
@@ -25,6 +23,8 @@ from jobs.local.platform.state import (
     PlatformState,
     stack_outputs_for,
 )
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import start_fresh, stop_platform
 from jobs.local.training.pipelines import CUSTOM_TASK
 from tests.conftest import HANG_S, REPO
 

@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import yaml
 
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S, REPO
 from tests.json_handler import JsonHandler, serving
 from tests.trainer.conftest import tiny_config, write_small_dataset

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from tests.trainer.conftest import TINY_LLAMA, TOKENIZER, tiny_config
 from trainer.config.schema import ModelConfig, parse_config
 from trainer.data.batches import IGNORE, Example, Row, collate

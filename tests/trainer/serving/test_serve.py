@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S, REPO
 from tests.trainer.conftest import run_in_process, tiny_config, write_small_dataset
 from trainer.serving.env import (

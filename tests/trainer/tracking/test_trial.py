@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import REPO
 from tests.trainer.conftest import EXAMPLES, tiny_config
 from trainer.checkpoint.fingerprint import differences, trajectory

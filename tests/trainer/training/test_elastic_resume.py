@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import trainer.data.batches
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S
 from tests.trainer.conftest import (
     assert_bit_identical,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import REPO
 from tests.trainer.conftest import DATASET, tiny_config
 from trainer.config.env import VertexEnv

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S, REPO
 from tests.trainer.conftest import (
     DATASET,

@@ -14,7 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from jobs.vertex.client import Backoff, Vertex, VertexError
 from tests.conftest import stack_outputs, wait_for_port
 

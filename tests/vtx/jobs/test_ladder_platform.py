@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 
 from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.client import preempt_replica, set_capacity
 from jobs.local.platform.settings import DATA_DIR_ENV
+from jobs.local.plumbing.client import preempt_replica, set_capacity
 from jobs.vertex.client import JobRecord, VertexRest
 from tests.conftest import HANG_S
 from tests.jobs.local.local_helpers import capacity_platform, wait_for

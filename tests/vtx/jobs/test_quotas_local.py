@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.client import read_capacity, set_capacity
+from jobs.local.plumbing.client import read_capacity, set_capacity
 from jobs.vertex.client import VertexRest
 from vtx.cli import app
 

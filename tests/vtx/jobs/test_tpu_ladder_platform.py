@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from jobs.control.record import RunRecord
 from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.client import set_capacity
 from jobs.local.platform.settings import DATA_DIR_ENV
+from jobs.local.plumbing.client import set_capacity
 from jobs.vertex.client import JobRecord, VertexRest
 from tests.conftest import TEMPLATES
 from tests.jobs.local.local_helpers import capacity_platform, replica_output, wait_for

@@ -13,8 +13,8 @@ import psutil
 import pytest
 from rich.console import Console
 
-from jobs.local.platform.processes import stop_platform
 from jobs.local.platform.state import running_state
+from jobs.local.plumbing.processes import stop_platform
 from vtx.demo.training import run_demo, summarize
 
 

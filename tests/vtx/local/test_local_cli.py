@@ -13,8 +13,8 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from jobs.local.platform.ports import free_port
 from jobs.local.platform.state import PlatformState, write_state
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S
 from vtx.cli import app
 

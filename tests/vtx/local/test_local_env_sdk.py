@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from jobs.core.contract import LABEL_RUN_ID
 from jobs.local.platform.state import PlatformState
-from jobs.local.platform.tls import tls_files
+from jobs.local.plumbing.tls import tls_files
 from tests.jobs.local.local_helpers import pool, wait_for
 from tests.jobs.local.tuning.test_studies_platform import TRIAL, _study
 from vtx.cli import app

@@ -18,7 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.client import read_logs
+from jobs.local.plumbing.client import read_logs
 from tests.trainer.conftest import save_tiny_model
 from vtx.cli import app
 

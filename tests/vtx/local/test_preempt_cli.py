@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import stack_outputs_for
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import start_fresh, stop_platform
 from tests.conftest import REPO
 from tests.jobs.local.local_helpers import (
     PARENT,

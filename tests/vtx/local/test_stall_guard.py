@@ -21,7 +21,7 @@ from jobs.control.record import RunRecord
 from jobs.control.records import Records
 from jobs.core.heartbeat import HEARTBEAT_OBJECT, Heartbeat, Phase
 from jobs.core.stack import RUNS_PREFIX, StackOutputs
-from jobs.local.platform.processes import CONTROLLER_INTERVAL_S
+from jobs.local.plumbing.processes import CONTROLLER_INTERVAL_S
 from jobs.vertex.client import VertexRest
 from jobs.vertex.google_session import storage_client
 from tests.conftest import HANG_S

@@ -14,7 +14,7 @@ from fastapi import FastAPI, Request
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from jobs.runs.logs import (
     CloudLoggingSource,
     LogEntry,

@@ -19,7 +19,7 @@ from google.rpc import error_details_pb2, status_pb2
 from jobs.local.api.grpc_methods import vertex_method
 from jobs.local.api.grpc_transcoding import NoBinding, grpc_error, http_request
 from jobs.local.platform.state import PlatformState, stack_outputs_for
-from jobs.local.platform.tls import tls_files
+from jobs.local.plumbing.tls import tls_files
 from tests.jobs.local.local_helpers import PARENT, custom_job, pool, wait_terminal
 
 JOBS = "/google.cloud.aiplatform.v1.JobService/"
@@ -173,7 +173,7 @@ def test_certificates_are_kept_and_made_again_near_their_end(
 
     from cryptography import x509
 
-    from jobs.local.platform import tls
+    from jobs.local.plumbing import tls
 
     files = tls.ensure_certificates(tmp_path)
     ca, cert = files.ca.read_bytes(), files.cert.read_bytes()
@@ -295,9 +295,9 @@ def test_other_users_are_refused_over_grpc_as_over_rest(
     belong to nobody (uid 65534): their calls are refused before any route runs, with the
     REST side's words, while REST callers of the same user are served. Running a client as
     another user needs an interpreter that user can read, which this venv may not be."""
-    from jobs.local.platform import guard
-    from jobs.local.platform.ports import free_port
     from jobs.local.platform.settings import LocalSettings
+    from jobs.local.plumbing import guard
+    from jobs.local.plumbing.ports import free_port
     from tests.conftest import REPO
     from tests.jobs.local.api.test_races import InProcess
 
@@ -343,9 +343,9 @@ def test_grpc_comes_back_with_the_control_plane_on_its_port_with_its_ca(
     on its recorded port, with the same CA (a shell's exported variables stay good)."""
     import psutil
 
-    from jobs.local.platform.ports import free_port
-    from jobs.local.platform.processes import bring_up, start_fresh, stop_platform
     from jobs.local.platform.settings import LocalSettings
+    from jobs.local.plumbing.ports import free_port
+    from jobs.local.plumbing.processes import bring_up, start_fresh, stop_platform
     from tests.conftest import REPO
 
     data_dir = tmp_path / "platform"

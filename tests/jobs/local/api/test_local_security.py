@@ -21,17 +21,17 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.guard import (
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, PlatformState
+from jobs.local.platform.store import Store
+from jobs.local.plumbing.guard import (
     MAX_BODY_BYTES,
     SOCKET_TABLE,
     _sock_diag_owner,
     _table_owner,
     socket_owner,
 )
-from jobs.local.platform.ports import port_free
-from jobs.local.platform.settings import LocalSettings
-from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, PlatformState
-from jobs.local.platform.store import Store
+from jobs.local.plumbing.ports import port_free
 from jobs.local.training.executor import Executor, ExecutorError
 from jobs.local.training.lifecycle import JobState
 from tests.conftest import HANG_S

@@ -18,11 +18,11 @@ import httpx
 import pytest
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, stack_outputs_for
 from jobs.local.platform.store import Store
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import start_fresh, stop_platform
 from jobs.local.training.executor import Executor
 from jobs.local.training.pipelines import Pipelines
 from jobs.local.tuning.studies import Studies

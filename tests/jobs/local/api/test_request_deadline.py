@@ -1,4 +1,4 @@
-"""The control plane's deadline on request bodies (jobs/local/platform/request_deadline.py, the
+"""The control plane's deadline on request bodies (jobs/local/plumbing/request_deadline.py, the
 GCS emulator's): a client that sends half a body and stalls is closed once the deadline passes,
 while everyone else is served; a client that disconnects mid-body is one line in the log, not a
 traceback.
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from jobs.local.api.server import HEALTH_PATH
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import start_fresh, stop_platform
 from tests.conftest import HANG_S, REPO
 from tests.jobs.local.local_helpers import PARENT, wait_for
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.client import set_capacity
+from jobs.local.plumbing.client import set_capacity
 from tests.jobs.local.local_helpers import (
     capacity_platform,
     custom_job,

@@ -16,7 +16,7 @@ from google.api_core import exceptions
 from jobs.core.catalog import load_catalog
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.capacity import QUOTA_EXCEEDED
-from jobs.local.platform.client import read_capacity
+from jobs.local.plumbing.client import read_capacity
 from tests.jobs.local.local_helpers import (
     PARENT,
     client,

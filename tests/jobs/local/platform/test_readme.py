@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local.platform.ports import free_port
+from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S, REPO
 
 SECTION = "### Rehearse locally before paying for GPUs"

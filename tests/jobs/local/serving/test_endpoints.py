@@ -56,7 +56,9 @@ def test_a_split_names_deployed_models_and_sums_to_100() -> None:
 def test_endpoint_and_resource_checks_name_the_field() -> None:
     assert endpoint_problems({"displayName": "e"}, None) == []
     assert endpoint_problems({"displayName": "e"}, "my-endpoint") == []
-    assert "endpoint.displayName: required" in endpoint_problems({}, None)
+    assert "endpoint.displayName: empty; a display name has 1 to 128 characters" in (
+        endpoint_problems({}, None)
+    )
     assert any(p.startswith("endpointId") for p in endpoint_problems({"displayName": "e"}, "01"))
     dedicated = {"machineSpec": {"machineType": "n1-standard-4"}, "minReplicaCount": 1}
     assert resources_problems({"dedicatedResources": dedicated}) == []

@@ -19,11 +19,11 @@ import psutil
 import pytest
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import NotRunning, bring_up, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import read_state, stack_outputs_for
 from jobs.local.platform.store import Store
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import NotRunning, bring_up, start_fresh, stop_platform
 from jobs.local.storage.upload import plan, upload_all
 from tests.conftest import REPO
 from tests.jobs.local.local_helpers import wait_for

@@ -111,10 +111,10 @@ def test_upload_answers_an_operation_that_its_poll_finds_done(
 @pytest.mark.parametrize(
     ("body", "said"),
     [
-        ({"model": {"containerSpec": {"imageUri": IMAGE}}}, "displayName: required"),
+        ({"model": {"containerSpec": {"imageUri": IMAGE}}}, "displayName: empty"),
         ({"model": {"displayName": "m", "artifactUri": "/tmp/m"}}, "must be a gs:// folder"),
         ({"model": {"displayName": "m", "versionAliases": ["1st"]}}, "not a valid alias"),
-        ({"model": {"displayName": "m", "labels": {"Run": "x"}}}, "invalid key"),
+        ({"model": {"displayName": "m", "labels": {"Run": "x"}}}, "invalid label key"),
         ({"model": {"displayName": "m"}, "parentModel": "nope"}, "must be a model of"),
         ({"model": {"displayName": "m", "invented": 1}}, "invented"),
     ],

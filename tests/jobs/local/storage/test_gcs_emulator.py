@@ -13,8 +13,8 @@ from urllib.parse import quote
 import pytest
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import gcs_command
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import gcs_command
 from tests.conftest import wait_for_port
 
 

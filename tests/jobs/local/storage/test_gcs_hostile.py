@@ -24,8 +24,8 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import gcs_command
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import gcs_command
 from jobs.local.storage.upload import plan, upload_all
 from tests.conftest import HANG_S, wait_for_port
 

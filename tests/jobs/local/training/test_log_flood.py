@@ -13,10 +13,10 @@ import psutil
 import pytest
 
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import NotRunning, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import PlatformState, stack_outputs_for
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import NotRunning, start_fresh, stop_platform
 from jobs.local.training.replica_runner import CUT_MARK, ENTRY_BYTES
 from tests.conftest import HANG_S, REPO
 from tests.jobs.local.local_helpers import (

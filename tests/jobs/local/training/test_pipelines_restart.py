@@ -8,10 +8,10 @@ from pathlib import Path
 
 import psutil
 
-from jobs.local.platform.ports import free_port
-from jobs.local.platform.processes import bring_up, start_fresh, stop_platform
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.store import Store
+from jobs.local.plumbing.ports import free_port
+from jobs.local.plumbing.processes import bring_up, start_fresh, stop_platform
 from tests.conftest import REPO
 from tests.jobs.local.local_helpers import (
     container_pipeline,

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from jobs.local.platform.ports import free_ports
+from jobs.local.plumbing.ports import free_ports
 from jobs.local.training.tpu_host_check import TpuHost, check_host, meet
 
 HOSTS = ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003", "127.0.0.1:9004"]

@@ -185,7 +185,7 @@ def test_a_well_formed_study_passes() -> None:
 @pytest.mark.parametrize(
     ("study", "fragment"),
     [
-        (_study(displayName=""), "displayName: required"),
+        (_study(displayName=""), "displayName: empty"),
         (_study(maxTrialCount=0), "maxTrialCount: required and positive"),
         (_study(parallelTrialCount=0), "parallelTrialCount: required and positive"),
         (_study(maxFailedTrialCount=5), "maxFailedTrialCount: 5 is more than maxTrialCount 4"),

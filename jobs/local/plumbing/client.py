@@ -1,6 +1,6 @@
 """Calls to the control plane's vtx-only endpoints (preemption, logs, capacity). JobService calls
 go through the real aiplatform client instead; these have no Google counterpart, and want the
-platform's token (``state.json``; see jobs/local/platform/guard.py)."""
+platform's token (``state.json``; see jobs/local/plumbing/guard.py)."""
 
 from __future__ import annotations
 

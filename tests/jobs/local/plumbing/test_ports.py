@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import socket
 
-from jobs.local.platform.ports import free_port, free_ports, port_free
-from jobs.local.platform.processes import recorded_port
+from jobs.local.plumbing.ports import free_port, free_ports, port_free
+from jobs.local.plumbing.processes import recorded_port
 
 
 def test_free_ports_differ_and_can_be_listened_on() -> None:

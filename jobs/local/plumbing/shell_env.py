@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from jobs.local.platform.state import LOCAL_PROJECT, LOCAL_REGION, PlatformState
-from jobs.local.platform.tls import tls_files
+from jobs.local.plumbing.tls import tls_files
 
 
 def shell_environment(state: PlatformState) -> dict[str, str]:

@@ -19,11 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from jobs.local.platform.guard import error_body
-
-READ_TIMEOUT_S = 60.0
-"""Longest wait for the next bytes of a request (or, on a kept-alive connection, for the next
-request) before the connection is closed."""
+from jobs.local.plumbing.guard import error_body
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]

@@ -34,9 +34,7 @@ from pathlib import Path
 import psutil
 
 from jobs.core.states import JobState
-from jobs.local.platform.ports import free_port, port_free
-from jobs.local.platform.request_deadline import READ_TIMEOUT_S
-from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.settings import READ_TIMEOUT_S, LocalSettings
 from jobs.local.platform.state import (
     EXAMPLE_DATA,
     LOCAL_BUCKETS,
@@ -57,7 +55,8 @@ from jobs.local.platform.state import (
     write_state,
 )
 from jobs.local.platform.store import STORE_FILE, Store
-from jobs.local.platform.tls import ensure_certificates
+from jobs.local.plumbing.ports import free_port, port_free
+from jobs.local.plumbing.tls import ensure_certificates
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +274,7 @@ def start_fresh(
             f"the gRPC endpoint needs a port of its own"
         )
     _check_port(grpc_port, "--grpc-port")
-    ensure_certificates(data_dir)  # the gRPC endpoint's CA and certificate (platform/tls.py)
+    ensure_certificates(data_dir)  # the gRPC endpoint's CA and certificate (plumbing/tls.py)
     settings = settings.replace(data_dir=data_dir, gcs_port=gcs_port, grpc_port=grpc_port)
     token = token or secrets.token_urlsafe(32)
     server = None
