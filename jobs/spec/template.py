@@ -208,7 +208,7 @@ class Scheduling(_Strict):
         return parse_duration_s(self.max_wait) if self.max_wait is not None else None
 
 
-PERSISTENT_RESOURCE_PATTERN = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+PERSISTENT_RESOURCE_PATTERN = rf"^{RFC1035_PATTERN}$"
 """A persistent resource id (CreatePersistentResourceRequest.persistent_resource_id's rule)."""
 
 
@@ -262,10 +262,6 @@ class Budget(_Strict):
         if round(value, BUDGET_DECIMALS) <= 0:
             raise ValueError(f"must be at least 0.{'0' * (BUDGET_DECIMALS - 1)}1 dollars")
         return round(value, BUDGET_DECIMALS)
-
-
-PERSISTENT_RESOURCE_PATTERN = rf"^{RFC1035_PATTERN}$"
-"""A persistent resource id (CreatePersistentResourceRequest.persistent_resource_id's rule)."""
 
 
 class JobTemplate(_Strict):
