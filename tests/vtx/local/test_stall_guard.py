@@ -1,7 +1,8 @@
 """Progress guards end to end on the local platform: the real trainer's heartbeat, `vtx local
 stall` (its replica SIGSTOPped: alive, no more steps), the controller beside the platform
 cancelling the run with nobody following, and `vtx status` saying why; and a run that is only
-starting or restoring for longer than the guard's span, left alone."""
+starting or restoring for longer than the guard's span, left alone; and a run slowed under its
+tokens/s floor moved to its ladder's next rung, which resumes from its checkpoints."""
 
 from __future__ import annotations
 
@@ -172,12 +173,13 @@ def _events(stack: StackOutputs, run_id: str) -> list[dict[str, Any]]:
         cursor = page["cursor"]
 
 
+@pytest.mark.slow(cost_s=120)  # a beat is judged stopped only ~30 s after the last one
 def test_a_run_slowed_under_its_floor_moves_to_its_next_rung_and_resumes(
     local_platform: StackOutputs, tmp_path: Path
 ) -> None:
     run_id = f"slowed-{uuid.uuid4().hex[:6]}"
     command = ["python", "-m", "trainer", "--config", "trainer/examples/tiny.yaml"]
-    for override in ("max_steps=120", "save_steps=10", "eval_steps=null", "logging_steps=5"):
+    for override in ("max_steps=60", "save_steps=10", "eval_steps=null", "logging_steps=5"):
         command += ["--set", override]
     template = tmp_path / f"{run_id}.yaml"
     template.write_text(yaml.safe_dump({
