@@ -361,6 +361,23 @@ def _add_error_handlers(app: FastAPI) -> None:
         return error_response(500, f"internal error of the local control plane: {exc!r}")
 
 
+async def once_running(job_id: str, wait_s: float, act: Callable[[], str]) -> dict:
+    """Do ``act`` to a job's replica (a preemption, a stall) once the replica runs, trying again
+    for up to ``wait_s``; answers the job and the replica acted on."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            replica = await run_in_threadpool(act)
+        except KeyError as exc:
+            raise ApiError(404, f"no job {job_id}") from exc
+        except NotYetRunning:
+            if time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(PREEMPT_POLL_S)
+            continue
+        return {"job": job_id, "replica": replica}
+
+
 def _parent(project: str, location: str) -> str:
     """Every region the catalog knows is served, each with its own jobs, as Vertex's regional
     endpoints are: a capacity ladder's rung in another region lands there. Names carry the
@@ -709,20 +726,9 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
             raise ApiError(400, f"invalid request: {describe(exc.errors())}") from exc
         if slow != (body.factor is not None):
             raise ApiError(400, "factor is what :slow takes (above 1), and :stall does not")
-        deadline = time.monotonic() + body.wait_s
-        while True:
-            try:
-                replica = await run_in_threadpool(
-                    executor.hinder, job_id, body.replica, body.factor
-                )
-            except KeyError as exc:
-                raise ApiError(404, f"no job {job_id}") from exc
-            except NotYetRunning:
-                if time.monotonic() >= deadline:
-                    raise
-                await asyncio.sleep(PREEMPT_POLL_S)
-                continue
-            return {"job": job_id, "replica": replica}
+        return await once_running(
+            job_id, body.wait_s, lambda: executor.hinder(job_id, body.replica, body.factor)
+        )
 
     @app.post("/vtx/jobs/{job_id}:stall")
     async def stall(request: Request, job_id: str) -> dict:
@@ -738,18 +744,9 @@ def _add_vtx_routes(app: FastAPI, executor: Executor, store: Store) -> None:
             body = PreemptRequest.model_validate_json(await request.body() or b"{}")
         except ValidationError as exc:
             raise ApiError(400, f"invalid preempt request: {describe(exc.errors())}") from exc
-        deadline = time.monotonic() + body.wait_s
-        while True:
-            try:
-                replica = await run_in_threadpool(executor.preempt, job_id, body.replica)
-            except KeyError as exc:
-                raise ApiError(404, f"no job {job_id}") from exc
-            except NotYetRunning:
-                if time.monotonic() >= deadline:
-                    raise
-                await asyncio.sleep(PREEMPT_POLL_S)
-                continue
-            return {"job": job_id, "replica": replica}
+        return await once_running(
+            job_id, body.wait_s, lambda: executor.preempt(job_id, body.replica)
+        )
 
 
 def main() -> None:

@@ -357,19 +357,24 @@ class Executor:
                 self._set_state(job, JobState.CANCELLING)
             return was
 
+    def _running_job(self, job_id: str) -> ActiveJob:
+        """The job's runtime, held by the executor while it runs (under ``self._lock``)."""
+        job = self._jobs.get(job_id)
+        if job is not None:
+            return job
+        state = (self.store.get_job(job_id) or {}).get("state")
+        if state is None:
+            raise KeyError(job_id)
+        raise ExecutorError(
+            400, "FAILED_PRECONDITION", f"job {job_id} is not running (state {state})"
+        )
+
     def hinder(self, job_id: str, replica: str | None, factor: float | None) -> str:
         """Stall a running replica (``factor`` None: SIGSTOP to its processes, left alive) or
         slow it down ``factor`` times (`jobs.local.training.stalls`); the last replica without
         a name, as a preemption. Returns its name."""
         with self._lock:
-            job = self._jobs.get(job_id)
-            if job is None:
-                state = (self.store.get_job(job_id) or {}).get("state")
-                if state is None:
-                    raise KeyError(job_id)
-                raise ExecutorError(
-                    400, "FAILED_PRECONDITION", f"job {job_id} is not running (state {state})"
-                )
+            job = self._running_job(job_id)
             target = self._preempt_target(job, replica)
             if job.state is not JobState.RUNNING or not target.running or target.pid is None:
                 raise NotYetRunning(f"replica {target.name} of job {job_id} is not running yet")
@@ -405,14 +410,7 @@ class Executor:
         """Deliver what a Spot VM gets: SIGTERM now, SIGKILL after the grace period. Without a
         replica name, the last replica (the highest pool's) is hit. Returns its name."""
         with self._lock:
-            job = self._jobs.get(job_id)
-            if job is None:
-                state = (self.store.get_job(job_id) or {}).get("state")
-                if state is None:
-                    raise KeyError(job_id)
-                raise ExecutorError(
-                    400, "FAILED_PRECONDITION", f"job {job_id} is not running (state {state})"
-                )
+            job = self._running_job(job_id)
             target = self._preempt_target(job, replica)  # a wrong name is said first
             self._check_preemptable(job)
             ready = lifecycle.replica_preemptable(target.status)
