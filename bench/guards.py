@@ -38,6 +38,8 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 WINDOW_S = 3.0
 BEAT_S = 0.2
+TIMEOUT_S = 1800
+"""The runs' scheduling.timeout (30m): what a hang costs with no guard but the timeout."""
 
 
 def _config(output_dir: str, steps: int) -> Any:
@@ -143,7 +145,8 @@ def hang_once(stack: Any, tmp: Path, endpoint: str, token: str) -> dict[str, flo
     path = tmp / f"{run_id}.yaml"
     path.write_text(yaml.safe_dump({
         "name": "bench-guard", "image": "trainer", "command": command,
-        "pools": {"chief": {"machine": "n1-standard-4"}}, "scheduling": {"timeout": "30m"},
+        "pools": {"chief": {"machine": "n1-standard-4"}},
+        "scheduling": {"timeout": f"{TIMEOUT_S}s"},
         "guard": {"no_progress": f"{WINDOW_S:g}s"},
     }))  # fmt: skip
     plan = plan_launch(load_template(path), stack, str(path), LaunchOptions(run_id=run_id))
@@ -223,7 +226,9 @@ def run(reps: int = 3, steps: int = 100, hang_reps: int = 3) -> Section:
         f"s, against the guard's bound of {bound:g} s (the window plus two passes "
         f"{CONTROLLER_INTERVAL_S:g} s apart). Stall -> the run's outcome recorded (the "
         f"cancelled job ended: SIGCONT, its SIGTERM save, then a pass): median "
-        f"{to_outcome.median:.1f} s, max {to_outcome.max:.1f} s.",
+        f"{to_outcome.median:.1f} s, max {to_outcome.max:.1f} s. With `scheduling.timeout` "
+        f"as the only guard (these runs' {TIMEOUT_S} s), each hang would have been paid until "
+        f"the timeout: **{TIMEOUT_S / to_cancel.median:,.0f}x** the guarded median.",
     ])  # fmt: skip
     raw = {"walls": walls, "stepped_s": per_call, "hangs": timings, "bound_s": bound}
     command = f"python -m bench.guards --reps {reps} --steps {steps} --hangs {hang_reps}"
