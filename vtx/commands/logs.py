@@ -123,26 +123,30 @@ def logs(
             source = study_watch.log_source(vertex, study, view.filter.min_severity)
             done = study_watch.done(vertex, study) if follow else (lambda: True)
             print_entries(view, source, done, follow, poll_s)
-            return say_budget_stop(view, outputs, study.run_id)
+            return say_controller_stops(view, outputs, study.run_id)
         job = vertex.resolve(ref)
         run_id = job.run_id
         if run_id is None:
             raise typer.Exit(job_logs(view, vertex, job.name, follow, poll_s))
         if follow:
             code = follow_run(out, vertex, run_id, poll_s, view)
-            say_budget_stop(view, outputs, run_id)
+            say_controller_stops(view, outputs, run_id)
             raise typer.Exit(code)
         view.human.attempts = len(vertex.list(run_id))
         source = log_source(vertex, run_id, min_severity=view.filter.min_severity)
         print_entries(view, source, lambda: True, False, poll_s)
-        say_budget_stop(view, outputs, run_id)
+        say_controller_stops(view, outputs, run_id)
 
 
-def say_budget_stop(view: LogView, stack: StackOutputs, run_id: str | None) -> None:
-    """After a run's logs, why the stack's controller stopped it, when its budget did: a
-    cancel carries no reason on Vertex (CancelCustomJob takes the job's name alone), so its
-    logs would show a cancel and nothing of the budget; the run's record names it."""
+def say_controller_stops(view: LogView, stack: StackOutputs, run_id: str | None) -> None:
+    """After a run's logs, why the stack's controller stopped or moved it (its budget, a
+    progress guard's breach): a cancel carries no reason on Vertex (CancelCustomJob takes the
+    job's name alone), so its logs would show a cancel and nothing of why; the record says it."""
     controller = controller_status(stack, run_id)
-    if controller is not None and controller["stopped_by_budget"]:
+    if controller is None:
+        return
+    for breach in controller["guard_breaches"]:
+        view.notes.print(f"guard breached: {breach}", markup=False, highlight=False)
+    if controller["stopped_by_budget"]:
         said = f"stopped by its budget: {controller['stopped_by_budget']}"
         view.notes.print(said, markup=False, highlight=False)

@@ -101,6 +101,8 @@ def test_a_stalled_replica_is_cancelled_by_the_controller_and_status_says_why(
     assert breaches == [f"cancel: {ended.reason}"]
     text = vtx("status", run_id, "--stack", "local")
     assert f"guard breached: cancel: {ended.reason}" in " ".join(text.split())
+    logs = " ".join(vtx("logs", run_id, "--stack", "local").split())
+    assert logs.endswith(f"guard breached: cancel: {ended.reason}")  # after the job's lines
     document = json.loads(vtx("status", run_id, "--stack", "local", "--format", "json"))
     assert document["controller"]["guard_breaches"] == breaches
     assert document["controller"]["stopped_by_budget"] is None
