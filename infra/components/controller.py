@@ -26,7 +26,12 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.components.identity import function_builder_grants, sa_member
+from infra.components.identity import (
+    function_account,
+    function_builder_grants,
+    project_role,
+    sa_member,
+)
 from infra.config import (
     CONTROLLED_PREFIX,
     CONTROLLER_PERMISSIONS,
@@ -107,12 +112,13 @@ class Controller(pulumi.ComponentResource):
         self.register_outputs({"function": self.function.name, "schedule": args.config.schedule})
 
     def _account(self, suffix: str, what: str) -> gcp.serviceaccount.Account:
-        return gcp.serviceaccount.Account(
+        args = self._args
+        return function_account(
             f"{self._name}-{suffix}",
-            project=self._args.project,
-            account_id=f"{self._args.prefix}-{suffix}",
-            display_name=f"vtx controller: {what}",
-            opts=self._own,
+            args.project,
+            f"{args.prefix}-{suffix}",
+            f"vtx controller: {what}",
+            self._own,
         )
 
     def _identities(self) -> None:
@@ -120,14 +126,14 @@ class Controller(pulumi.ComponentResource):
         self.runtime = self._account("ctl", "the controller runs as it")
         self.invoker = self._account("ctlsched", "Cloud Scheduler calls the controller as it")
         self.builder = self._account("ctlbuild", "Cloud Build builds the controller as it")
-        self.role = gcp.projects.IAMCustomRole(
+        self.role = project_role(
             f"{self._name}-role",
-            project=args.project,
-            role_id=f"{args.prefix.replace('-', '_')}{CONTROLLER_ROLE_SUFFIX}",
-            title="vtx controller",
-            description="Create, watch and cancel Vertex CustomJobs and HyperparameterTuningJobs",
-            permissions=list(CONTROLLER_PERMISSIONS),
-            opts=own,
+            args.project,
+            f"{args.prefix.replace('-', '_')}{CONTROLLER_ROLE_SUFFIX}",
+            "vtx controller",
+            "Create, watch and cancel Vertex CustomJobs and HyperparameterTuningJobs",
+            CONTROLLER_PERMISSIONS,
+            own,
         )
         runtime = sa_member(self.runtime.email)
         runs = f"projects/_/buckets/{{bucket}}/objects/{CONTROLLED_PREFIX}"

@@ -54,6 +54,37 @@ def sa_member(email: pulumi.Input[str]) -> pulumi.Output[str]:
     return pulumi.Output.concat("serviceAccount:", email)
 
 
+def function_account(
+    name: str, project: str, account_id: str, display_name: str, opts: pulumi.ResourceOptions
+) -> gcp.serviceaccount.Account:
+    """One of a deployed function's own accounts (its runtime, its caller, its builder), named
+    ``name`` in the stack. Service account ids are at most 30 characters."""
+    return gcp.serviceaccount.Account(
+        name, project=project, account_id=account_id, display_name=display_name, opts=opts
+    )
+
+
+def project_role(
+    name: str,
+    project: str,
+    role_id: str,
+    title: str,
+    description: str,
+    permissions: tuple[str, ...],
+    opts: pulumi.ResourceOptions,
+) -> gcp.projects.IAMCustomRole:
+    """A custom role holding exactly ``permissions``, for a function's runtime account."""
+    return gcp.projects.IAMCustomRole(
+        name,
+        project=project,
+        role_id=role_id,
+        title=title,
+        description=description,
+        permissions=list(permissions),
+        opts=opts,
+    )
+
+
 FUNCTION_IMAGES = "gcf-artifacts"
 """Cloud Functions (2nd gen) pushes its images to this repository of the function's region."""
 

@@ -21,7 +21,12 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.components.identity import function_builder_grants, sa_member
+from infra.components.identity import (
+    function_account,
+    function_builder_grants,
+    project_role,
+    sa_member,
+)
 from infra.config import CANCEL_PERMISSIONS, CANCELER_ROLE_SUFFIX, TeamBudget
 from jobs.core.stack import LABEL_TEAM
 
@@ -90,12 +95,13 @@ class TeamBudgets(pulumi.ComponentResource):
 
     def _account(self, suffix: str, what: str) -> gcp.serviceaccount.Account:
         # Service account ids are at most 30 characters: the prefix takes 21, suffixes 9.
-        return gcp.serviceaccount.Account(
+        args = self._args
+        return function_account(
             f"{self._name}-{suffix}",
-            project=self._args.project,
-            account_id=f"{self._args.prefix}-{suffix}",
-            display_name=f"vtx team budgets: {what}",
-            opts=self._own,
+            args.project,
+            f"{args.prefix}-{suffix}",
+            f"vtx team budgets: {what}",
+            self._own,
         )
 
     def _identities(self) -> None:
@@ -105,14 +111,14 @@ class TeamBudgets(pulumi.ComponentResource):
         self.runtime = self._account("canceler", "the cancel function runs as it")
         self.trigger = self._account("invoker", "Eventarc invokes the cancel function as it")
         self.builder = self._account("fnbuild", "Cloud Build builds the cancel function as it")
-        self.role = gcp.projects.IAMCustomRole(
+        self.role = project_role(
             f"{self._name}-canceler-role",
-            project=args.project,
-            role_id=f"{args.prefix.replace('-', '_')}{CANCELER_ROLE_SUFFIX}",
-            title="vtx team budget canceler",
-            description="List and cancel Vertex CustomJobs and HyperparameterTuningJobs",
-            permissions=list(CANCEL_PERMISSIONS),
-            opts=own,
+            args.project,
+            f"{args.prefix.replace('-', '_')}{CANCELER_ROLE_SUFFIX}",
+            "vtx team budget canceler",
+            "List and cancel Vertex CustomJobs and HyperparameterTuningJobs",
+            CANCEL_PERMISSIONS,
+            own,
         )
         self.grants = [
             gcp.projects.IAMMember(
