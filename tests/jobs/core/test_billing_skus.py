@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from jobs.core.catalog import PriceTable, load_catalog, refreshed_prices_dir
-from jobs.core.catalog.billing_skus import Key, classify, match, tables
+from jobs.core.catalog.billing_skus import Key, Matched, classify, match, tables
 from jobs.training.prices import write_tables
 from tests.conftest import TEST_DATA, stack_outputs
 
@@ -38,6 +39,16 @@ def _sku(sku_id: str) -> dict:
 def _key(region: str, name: str, usage: str = "on-demand", kind: str = "training") -> Key:
     item = "accelerator" if name.isupper() else "machine"
     return Key(region, kind, item, name, usage)  # type: ignore[arg-type]
+
+
+def _refresh_into(folder: Path, matched: Matched, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The matched SKUs written as refreshed tables into ``folder``, the user's prices folder."""
+    monkeypatch.setenv("VTX_PRICES_DIR", str(folder))
+    write_refreshed(
+        matched,
+        source="https://cloudbilling.googleapis.com/v1/services/C7E2-9256-1C43/skus",
+        name_prefix="billing",
+    )
 
 
 def test_the_billing_reports_job_totals_are_reproduced(matched) -> None:
@@ -381,12 +392,7 @@ def write_refreshed(matched, **table: Any) -> None:
 def test_tables_name_each_figures_sku_and_the_newest_table_wins(
     matched, monkeypatch, tmp_path
 ) -> None:
-    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
-    write_refreshed(
-        matched,
-        source="https://cloudbilling.googleapis.com/v1/services/C7E2-9256-1C43/skus",
-        name_prefix="billing",
-    )
+    _refresh_into(tmp_path, matched, monkeypatch)
     cat = load_catalog()
     table = cat.price_table("us-central1")
     assert table is not None and table.name == "billing-training-us-central1-2026-11-27"
@@ -544,12 +550,7 @@ def test_a_disk_sku_in_another_unit_is_unknown_not_converted() -> None:
 def test_refreshed_tables_carry_the_disk_figure_with_its_sku(
     matched, monkeypatch, tmp_path
 ) -> None:
-    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
-    write_refreshed(
-        matched,
-        source="https://cloudbilling.googleapis.com/v1/services/C7E2-9256-1C43/skus",
-        name_prefix="billing",
-    )
+    _refresh_into(tmp_path, matched, monkeypatch)
     table = load_catalog().price_table("us-central1")
     assert table is not None and set(table.disks) == {"pd-ssd"}
     disk = table.disks["pd-ssd"]
