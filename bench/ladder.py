@@ -20,7 +20,7 @@ RUNNING the client sees and (b) the timestamp of the job's `first step` line. Va
 one run id each.
 
 The per-rung decision on a zero-quota rung is what `vtx launch` does before submitting anything:
-the live quota preflight (`jobs.training.quotas.preflight`: Cloud Quotas' quotaInfos and the
+the live quota preflight (`jobs.quota.cloud_quotas.preflight`: Cloud Quotas' quotaInfos and the
 region's jobs,
 two GETs, here to the local platform) whose over-limit verdict skips the rung; timed alone (a new
 HTTP session each time, as each launch has) and as the rung's whole planning
@@ -243,8 +243,8 @@ def decision_times(p: Platform, reps: int) -> tuple[list[float], list[float], st
     planning; the reason `vtx launch` prints."""
     from jobs.core.catalog import load_catalog
     from jobs.launch.plan import plan_rungs
+    from jobs.quota.cloud_quotas import QuotaReader, preflight
     from jobs.spec.template import JobTemplate
-    from jobs.training.quotas import QuotaReader, preflight
 
     source = str(p.templates["zero_quota"])
     template = JobTemplate.from_document(ZERO_QUOTA, source)

@@ -33,7 +33,7 @@ pytest_plugins = [
     "tests.jobs.local.platform.capacity_helpers",
     "tests.jobs.runs.log_fakes",
     "tests.jobs.serving.endpoint_fakes",
-    "tests.jobs.training.quota_fakes",
+    "tests.jobs.quota.quota_fakes",
 ]
 
 TESTS = Path(__file__).resolve().parent

@@ -37,11 +37,11 @@ def own_imports_inside_functions(source: str) -> list[tuple[int, str]]:
 def test_the_check_finds_a_deferred_import_of_ours_and_ignores_heavy_ones() -> None:
     source = (
         "import jobs.core.stack\n"
-        "def f():\n    from jobs.training.validate import validate_document\n"
+        "def f():\n    from jobs.custom_jobs.validate import validate_document\n"
         "def g():\n    import torch\n    from google.cloud import aiplatform_v1\n"
         "class C:\n    def m(self):\n        from . import sibling\n"
     )
-    assert own_imports_inside_functions(source) == [(3, "jobs.training.validate"), (9, ".")]
+    assert own_imports_inside_functions(source) == [(3, "jobs.custom_jobs.validate"), (9, ".")]
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -24,7 +24,7 @@ from jobs.core.stack import LABEL_TEAM, PersistentResourceOutputs, WarmPool
 
 PERSISTENT_RESOURCE = "gcp:vertex/aiPersistentResource:AiPersistentResource"
 WarmPricer = Callable[[PersistentResourceOutputs], HourlyCost]
-"""Prices a persistent resource per hour (vtx passes jobs.training.warm_cost's)."""
+"""Prices a persistent resource per hour (vtx passes jobs.pricing.warm_pools's)."""
 
 
 @dataclass

@@ -42,7 +42,7 @@ from jobs.core.catalog import Catalog, load_catalog
 from jobs.core.contract import LABEL_ATTEMPT
 from jobs.core.heartbeat import Heartbeat
 from jobs.core.stack import StackOutputs
-from jobs.training.compile import to_custom_job
+from jobs.custom_jobs.compile import to_custom_job
 from jobs.tuning.study_job import to_tuning_job
 from jobs.tuning.study_records import StudyRecord
 from jobs.vertex.client import JobRecord, Vertex, VertexError, VertexRest

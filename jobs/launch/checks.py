@@ -4,7 +4,7 @@ every problem at once with paths in the user's own file. `vtx validate` without 
 here; `checked_template` is the first stage of every launch.
 
 It sits above training and tuning because a template may hold a study: its job is checked by
-the training rules (`jobs.training.validate`), its ``study:`` by the tuning rules."""
+the training rules (`jobs.custom_jobs.validate`), its ``study:`` by the tuning rules."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ from typing import Any
 
 from jobs.core.catalog import load_catalog
 from jobs.core.problems import Problem
-from jobs.spec.document import CUSTOM_JOB, CUSTOM_JOB_SPEC, Document
-from jobs.spec.gcloud import template_from_document
-from jobs.spec.ladder import rung_documents
-from jobs.spec.template import JobTemplate, TemplateError, template_structure_problems
-from jobs.training.facts import facts_from_template
-from jobs.training.validate import (
+from jobs.custom_jobs.facts import facts_from_template
+from jobs.custom_jobs.validate import (
     finish,
     validate_custom_job,
     validate_custom_job_spec,
     with_source,
 )
+from jobs.spec.document import CUSTOM_JOB, CUSTOM_JOB_SPEC, Document
+from jobs.spec.gcloud import template_from_document
+from jobs.spec.ladder import rung_documents
+from jobs.spec.template import JobTemplate, TemplateError, template_structure_problems
 from jobs.tuning.study_rules import study_problems
 
 

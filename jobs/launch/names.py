@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.training.cost import CostEstimate
+from jobs.pricing.estimates import CostEstimate
 
 
 def resources(estimate: CostEstimate) -> str:

@@ -12,15 +12,15 @@ from jobs.core.contract import new_run_id
 from jobs.core.guard import RunGuard, template_guard
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
+from jobs.custom_jobs.compile import CompiledJob, CompileError, compile_job
+from jobs.custom_jobs.egress_advice import egress_warnings
+from jobs.custom_jobs.validate import check_compiled, with_source
 from jobs.launch.names import rung_label
+from jobs.pricing.plan import Plan, plan_job
+from jobs.quota.cloud_quotas import QuotaCheck, QuotaReader, preflight
 from jobs.serving.model_upload import UploadOptions
 from jobs.spec.ladder import RungDocument, next_rung, rung_documents
 from jobs.spec.template import JobTemplate, TemplateError
-from jobs.training.compile import CompiledJob, CompileError, compile_job
-from jobs.training.egress_advice import egress_warnings
-from jobs.training.plan import Plan, plan_job
-from jobs.training.quotas import QuotaCheck, QuotaReader, preflight
-from jobs.training.validate import check_compiled, with_source
 from jobs.tuning.study_job import StudyPlan, plan_study, reporting_metric, study_of
 
 
@@ -128,7 +128,7 @@ def compile_rungs(
     template: JobTemplate, stack: StackOutputs, run_id: str, source: str, policy: bool = True
 ) -> tuple[list[tuple[RungDocument, CompiledJob]], list[Problem]]:
     """Every rung compiled under the one run id and checked against the stack (a rung on a
-    persistent resource: that its job fits the resource's pools, `jobs.training.pool_fit`),
+    persistent resource: that its job fits the resource's pools, `jobs.custom_jobs.pool_fit`),
     its problems placed at the rung; no quota is read. `vtx validate --stack` stops here."""
     documents, problems = rung_documents(template.to_document())
     compiled: list[tuple[RungDocument, CompiledJob]] = []

@@ -1,5 +1,5 @@
 """What a persistent resource (warm pool) is doing: its state, each pool's replicas in use and
-idle, what it costs per hour (the same busy or idle: jobs/training/warm_cost.py) and which runs
+idle, what it costs per hour (the same busy or idle: jobs/pricing/warm_pools.py) and which runs
 are on it, read from the v1 ``PersistentResource`` REST JSON and the region's CustomJobs.
 
 The client reads the REST form on its own, apart from the local platform's reading of the same
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from jobs.core.catalog import Catalog
 from jobs.core.stack import PersistentResourceOutputs, WarmPool
-from jobs.training.warm_cost import WarmCost, warm_cost
+from jobs.pricing.warm_pools import WarmCost, warm_cost
 from jobs.vertex.client import PERSISTENT_RESOURCES, JobRecord
 
 NO_ACCELERATOR = (None, "", "ACCELERATOR_TYPE_UNSPECIFIED")

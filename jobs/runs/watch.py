@@ -35,10 +35,10 @@ from jobs.core.contract import budget_of
 from jobs.core.formats import fine_money
 from jobs.core.states import JobState
 from jobs.core.trainer_events import TrainerEvent
+from jobs.custom_jobs.facts import facts_from_rest_job
+from jobs.pricing.estimates import PricedSku, estimate
 from jobs.runs.checkpoints import Stored
 from jobs.runs.logs import LogEntry, payload
-from jobs.training.cost import PricedSku, estimate
-from jobs.training.facts import facts_from_rest_job
 from jobs.vertex.client import JobRecord, PoolRecord, rfc3339
 
 
@@ -177,13 +177,13 @@ class Price:
     usd_per_h: float | None
     """None when the catalog lacks a figure it needs (``unpriced``), or for FLEX_START."""
     kind: str
-    """Which price it pays: "on-demand", "Spot" or "FLEX_START" (`jobs.training.cost`)."""
+    """Which price it pays: "on-demand", "Spot" or "FLEX_START" (`jobs.pricing.estimates`)."""
     strategy: str
     table: str | None
     unpriced: tuple[str, ...]
     region: str = ""
     unknown_because: str | None = None
-    """Why ``usd_per_h`` is unknown (`jobs.training.cost.CostEstimate.unknown_because`)."""
+    """Why ``usd_per_h`` is unknown (`jobs.pricing.estimates.CostEstimate.unknown_because`)."""
     table_as_of: str | None = None
     skus: tuple[PricedSku, ...] = ()
     """The billing catalog SKUs behind its figures (refreshed tables only)."""

@@ -5,11 +5,11 @@ Stages, as a launch goes (vtx/commands/deploy.py runs them):
 - plan (``plan_deploy``, ``plan_undeploy``): every check first, every problem at once
   (``DeployRefused``): the model version exists; the endpoint named exists (an id) or is found
   by display name (else created); machine, accelerator and counts pass the catalog rules a
-  training pool passes (`jobs.training.rules`) over serving's own machine list
+  training pool passes (`jobs.custom_jobs.rules`) over serving's own machine list
   (serving_machines.yaml), in the stack's region; replicas and traffic are in range;
   the stack exports a serving service account. The result is the exact REST ``DeployedModel``,
   the endpoint's traffic split after the change, and the $/h floor and ceiling
-  (`jobs.serving.serving_prices`).
+  (`jobs.pricing.serving_cost`).
 - the user confirms the printed plan.
 - send (``deploy``, ``undeploy``): EndpointServiceClient's create_endpoint, deploy_model,
   undeploy_model through the SDK, each operation waited for.
@@ -37,18 +37,18 @@ from jobs.core.contract import VTX_LABELS
 from jobs.core.naming import DISPLAY_NAME_MAX
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
-from jobs.serving.endpoint_access import access_of, access_problems, new_endpoint_fields
-from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
-from jobs.serving.model_rest import ModelRecord, ModelRest
-from jobs.serving.serving_prices import ServingCost, serving_cost
-from jobs.training.facts import JobFacts, PoolFacts
-from jobs.training.rules.machines import (
+from jobs.custom_jobs.facts import JobFacts, PoolFacts
+from jobs.custom_jobs.rules.machines import (
     accelerator_fits_machine,
     accelerator_offered_in_region,
     machine_offered_in_region,
     machine_type_known,
     region_known,
 )
+from jobs.pricing.serving_cost import ServingCost, serving_cost
+from jobs.serving.endpoint_access import access_of, access_problems, new_endpoint_fields
+from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
+from jobs.serving.model_rest import ModelRecord, ModelRest
 from jobs.vertex.client import (
     NOT_FOUND,
     Backoff,
@@ -224,7 +224,7 @@ def _traffic_problems(split: dict[str, int], names: str) -> list[str]:
 def machine_problems(
     cat: Catalog, region: str, machine: str, accelerator: str | None, count: int | None
 ) -> list[str]:
-    """The catalog's machine rules over one serving node (the same `jobs.training.rules`
+    """The catalog's machine rules over one serving node (the same `jobs.custom_jobs.rules`
     functions a training pool passes; ``cat`` is the serving view, `Catalog.for_serving`), each
     problem naming the option to change."""
     pool = PoolFacts(

@@ -31,6 +31,7 @@ from jobs.core.naming import display_name_problem
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
 from jobs.core.states import bare_name, succeeded
+from jobs.custom_jobs.compile import resolve_image
 from jobs.runs.checkpoints import CheckpointsError, Storage
 from jobs.serving.model_facts import (
     DEFAULT_ALIAS,
@@ -41,7 +42,6 @@ from jobs.serving.model_facts import (
     alias_problems,
 )
 from jobs.serving.model_rest import ModelRecord, ModelRest
-from jobs.training.compile import resolve_image
 from jobs.vertex.client import (
     NOT_FOUND,
     Backoff,

@@ -277,7 +277,7 @@ def template_from_document(document: Document) -> JobTemplate:
 
 def load_template(path: Path, overrides: Iterable[str] = ()) -> JobTemplate:
     """The JobTemplate in ``path`` (any format), with ``--set`` overrides applied. Raises
-    TemplateError with every structural problem; `jobs.training.validate` runs the rules."""
+    TemplateError with every structural problem; `jobs.custom_jobs.validate` runs the rules."""
     document = load_document(path, overrides)
     if document.problems:
         raise TemplateError(document.problems)

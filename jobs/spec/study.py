@@ -13,7 +13,7 @@ keys as ``--set`` takes them (``learning_rate``, ``model.lora.r``).
 ``TRAINER_KEYS`` is this platform's copy of the trainer's config keys (the trainer ships alone
 and jobs never import it); ``tests/contracts/test_trainer_copies.py`` pins it to
 ``trainer.config.schema.TrainConfig``. A copy, not a ``python -m trainer`` subprocess as
-``jobs.training.training_time`` runs: `vtx validate` would pay the trainer's import (torch,
+``jobs.custom_jobs.training_time`` runs: `vtx validate` would pay the trainer's import (torch,
 transformers: seconds) for a list of names that changes with the trainer's releases only."""
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ TRAINER_METRICS = ("eval_loss", "train_loss")
 """What our trainer reports to a study (cloudml-hypertune's format): its eval loss, or its train
 loss when it has no eval set."""
 TRAINER_MODULES = ("trainer", "trainer.launch")
-"""`python -m` modules that run our trainer (as `jobs.training.training_time` recognises them)."""
+"""`python -m` modules that run our trainer (as `jobs.custom_jobs.training_time` recognises
+them)."""
 FREE_FORM_PREFIXES = ("model.config.",)
 """Keys under these are the model's own configuration (a free-form mapping): any name goes."""
 

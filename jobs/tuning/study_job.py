@@ -1,7 +1,7 @@
 """A template with a ``study:`` -> the v1 ``HyperparameterTuningJob`` `vtx launch` submits, and
-its plan: the study's cost is its trials' (`jobs.training.cost.StudyCost`).
+its plan: the study's cost is its trials' (`jobs.pricing.estimates.StudyCost`).
 
-The trial job is the template's job compiled as ever (`jobs.training.compile`): its ``jobSpec``
+The trial job is the template's job compiled as ever (`jobs.custom_jobs.compile`): its ``jobSpec``
 becomes
 ``trialJobSpec`` unchanged, so every rule, policy and price of a CustomJob holds for a trial.
 ``baseOutputDirectory`` stays the run's prefix: Vertex sets each trial's CustomJob to the
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.core.contract import LABEL_RUN_ID
 from jobs.core.stack import StackOutputs
+from jobs.custom_jobs.compile import CompiledJob, compile_job
+from jobs.pricing.estimates import StudyCost
+from jobs.pricing.plan import Plan, plan_job
 from jobs.spec.study import EARLY_STOPPING, MEASUREMENT_SELECTION, SCALES, Parameter, Study
 from jobs.spec.template import JobTemplate
-from jobs.training.compile import CompiledJob, compile_job
-from jobs.training.cost import StudyCost
-from jobs.training.plan import Plan, plan_job
 from jobs.tuning.study_rules import runs_trainer
 
 if TYPE_CHECKING:

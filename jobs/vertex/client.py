@@ -500,7 +500,7 @@ class PoolRecord:
 class JobRecord:
     """A CustomJob as the REST API returns it (camelCase JSON), read once into what watching
     needs; ``rest`` keeps the whole document (for cost:
-    `jobs.training.facts.facts_from_rest_job`)."""
+    `jobs.custom_jobs.facts.facts_from_rest_job`)."""
 
     name: str
     display_name: str

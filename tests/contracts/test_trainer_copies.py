@@ -4,7 +4,7 @@ inputs (not by comparing source text), so that either side drifting fails here f
 
 Each copy, then its original:
 - `trainer.config.secrets` (VTX_SECRETS, the grammar): `jobs.core.contract`, and the validator
-  `jobs.training.rules`
+  `jobs.custom_jobs.rules`
 - `trainer.config.env.VertexEnv.from_environ`: `jobs.local.platform.vertex_env`
   (docs/vertex-facts.md)
 - `trainer.config.accelerators.ACCELERATORS`: `jobs/core/catalog/accelerators.yaml` (the GPUs)
@@ -25,9 +25,9 @@ import pytest
 
 from jobs.core import contract, safe_yaml
 from jobs.core.catalog import load_catalog
+from jobs.custom_jobs.rules import environment as rules
 from jobs.local.platform import vertex_env
 from jobs.local.serving import serving_process
-from jobs.training.rules import environment as rules
 from trainer.config import accelerators, secrets
 from trainer.config import schema as trainer_config
 from trainer.config.env import TrackingEnv, VertexEnv

@@ -1,4 +1,4 @@
-"""The launch preflight (jobs/training/quotas.py) and infra's quota preferences
+"""The launch preflight (jobs/quota/cloud_quotas.py) and infra's quota preferences
 (infra/components/quotas.py) name the same things: the stanza the preflight tells a user to add to
 ``vtx:platform.quotas`` makes infra create the very preference, metric and quota id the preflight
 named."""
@@ -11,7 +11,7 @@ import yaml
 from infra.components.quotas import quota_target
 from infra.config import QuotaRequest, quota_accelerators
 from jobs.core.catalog import load_catalog
-from jobs.training.quotas import QuotaLimit, catalog_quota_ids, compare
+from jobs.quota.cloud_quotas import QuotaLimit, catalog_quota_ids, compare
 
 CASES = [
     (accelerator, spot, region)

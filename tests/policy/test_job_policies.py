@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from jobs.core.stack import PROD_ENVIRONMENTS, StackOutputs
-from jobs.training.policies import check_job_policies, timeout_cap_s
+from jobs.custom_jobs.policies import check_job_policies, timeout_cap_s
 
 REGISTRY = "europe-west4-docker.pkg.dev/acme-ml-prod/trainer"
 

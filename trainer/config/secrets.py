@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 SECRETS_ENV = "VTX_SECRETS"
 EMULATOR_ENV = "SECRET_MANAGER_EMULATOR_HOST"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# The grammar of jobs.training.rules.environment.SECRET_NAME (the trainer ships alone;
+# The grammar of jobs.custom_jobs.rules.environment.SECRET_NAME (the trainer ships alone;
 # tests/contracts/ pins the copy).
 SECRET_NAME = re.compile(
     r"^([A-Za-z0-9_-]{1,255}|projects/[^/]+/secrets/[A-Za-z0-9_-]{1,255}(/versions/[^/]+)?)$"

@@ -3,8 +3,8 @@
     document -> template -> compiled job -> checks -> plan -> live quota -> submit
 
 Each command runs the stages it needs, in that order, each on the previous stage's value
-(jobs.spec.document, jobs.training.validate, jobs.training.compile, jobs.training.plan,
-jobs.training.quotas, jobs.vertex.client). `launch` hands the checked template to jobs.launch
+(jobs.spec.document, jobs.custom_jobs.validate, jobs.custom_jobs.compile, jobs.pricing.plan,
+jobs.quota.cloud_quotas, jobs.vertex.client). `launch` hands the checked template to jobs.launch
 (the plan of every rung, then the runner's events) and only shows, confirms and prints."""
 
 from __future__ import annotations
@@ -25,22 +25,22 @@ from jobs.core.contract import new_run_id
 from jobs.core.formats import duration, money
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
+from jobs.custom_jobs.compile import CompiledJob
+from jobs.custom_jobs.egress_advice import egress_warnings
+from jobs.custom_jobs.facts import JobFacts, template_facts
+from jobs.custom_jobs.training_time import TrainingTimeError, run_estimate, trainer_call
+from jobs.custom_jobs.validate import with_source
+from jobs.custom_jobs.wandb_launch import render_launch_queue_config
 from jobs.launch.checks import validate_document
 from jobs.launch.plan import LaunchOptions, compile_checked, compile_rungs, stack_region
 from jobs.launch.render import render_json, render_study_json, render_study_yaml, render_yaml
+from jobs.pricing.estimates import estimate
+from jobs.pricing.warm_pools import warm_cost
+from jobs.quota.cloud_quotas import QuotaReader, preflight
 from jobs.serving.model_upload import UploadOptions
 from jobs.spec.document import TEMPLATE, load_document
 from jobs.spec.gcloud import import_document, template_from_document
 from jobs.spec.template import JobTemplate, TemplateError
-from jobs.training.compile import CompiledJob
-from jobs.training.cost import estimate
-from jobs.training.egress_advice import egress_warnings
-from jobs.training.facts import JobFacts, template_facts
-from jobs.training.quotas import QuotaReader, preflight
-from jobs.training.training_time import TrainingTimeError, run_estimate, trainer_call
-from jobs.training.validate import with_source
-from jobs.training.wandb_launch import render_launch_queue_config
-from jobs.training.warm_cost import warm_cost
 from jobs.tuning.study_job import reporting_metric, study_of
 from vtx.confirm import Ask
 from vtx.flows.launch import launch_job

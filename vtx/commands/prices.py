@@ -1,7 +1,7 @@
 """`vtx prices refresh`: list prices from Google's Cloud Billing Catalog API (or the local
 platform's stand-in for `--stack local`), matched SKU by SKU to the catalog and written as dated
 tables into the user's prices folder; `vtx cost` and the launch plan then use the newest table
-of each region and name the SKU behind each figure (jobs/training/prices.py)."""
+of each region and name the SKU behind each figure (jobs/pricing/refresh.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from jobs.core.catalog import load_catalog
-from jobs.training.prices import (
+from jobs.pricing.refresh import (
     BillingCatalogReader,
     PricesUnavailable,
     SavedCatalog,

@@ -1,7 +1,7 @@
 """`vtx quota`: the project's Vertex AI custom-training quota in the stack's region(s): each
 training metric's limit (Cloud Quotas API), what the region's running CustomJobs hold, and what
 is free. The launch plan's preflight (`vtx launch`, `vtx cost --stack`) reads the same figures
-through the same `jobs.training.quotas.QuotaReader`."""
+through the same `jobs.quota.cloud_quotas.QuotaReader`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from jobs.core.catalog import load_catalog
-from jobs.training.quotas import QuotaReader, QuotaUnavailable, read_regions
+from jobs.quota.cloud_quotas import QuotaReader, QuotaUnavailable, read_regions
 from vtx.options import StackFileOpt, StackOpt, console, fail, required_stack
 from vtx.views.output import quota_usage_rows, quota_usage_table
 from vtx.views.runs import OutputFormat, print_document

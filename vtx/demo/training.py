@@ -48,12 +48,12 @@ from jobs.local.platform.state import EXAMPLE_DATA, running_state, stack_outputs
 from jobs.local.plumbing.client import LocalApiError, preempt_replica, read_logs
 from jobs.local.plumbing.ports import free_port
 from jobs.local.plumbing.processes import PlatformError, bring_up, stop_platform
+from jobs.pricing.refresh import BillingCatalogReader, PricesUnavailable, refresh
 from jobs.runs.goodput import goodput_of
 from jobs.runs.logs import LocalLogSource
 from jobs.runs.watch import attempts_of
 from jobs.spec.document import load_document
 from jobs.spec.template import JobTemplate
-from jobs.training.prices import BillingCatalogReader, PricesUnavailable, refresh
 from jobs.vertex.client import Vertex, VertexError, VertexRest, state_name
 from vtx.confirm import Ask
 from vtx.demo.serving import Served, print_served, serve_run_model

@@ -8,9 +8,9 @@ from rich.console import Console
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchOptions, LaunchPlan, plan_launch
 from jobs.launch.run import Event, Follow, Runner
+from jobs.quota.cloud_quotas import QuotaReader
 from jobs.runs.logs import LogSource
 from jobs.spec.template import JobTemplate
-from jobs.training.quotas import QuotaReader
 from jobs.vertex.client import Vertex, VertexRest
 from vtx.confirm import Ask, plan_and_confirm
 from vtx.flows import study_watch

@@ -7,10 +7,10 @@ from rich.console import Console
 
 from jobs.launch.plan import LaunchPlan
 from jobs.launch.run import Event, Failed, Interrupted, MovedOn, Placed, Submitted, Submitting
+from jobs.pricing.estimates import CostEstimate, StudyCost, budget_warning
+from jobs.pricing.plan import Plan
+from jobs.quota.cloud_quotas import QuotaCheck
 from jobs.spec.template import JobTemplate
-from jobs.training.cost import CostEstimate, StudyCost, budget_warning
-from jobs.training.plan import Plan
-from jobs.training.quotas import QuotaCheck
 from vtx.views.output import (
     RungRow,
     ladder_table,

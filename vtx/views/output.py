@@ -20,8 +20,8 @@ from jobs.core.formats import UNKNOWN, money, usd_per_h
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
 from jobs.launch.names import resources
-from jobs.training.cost import DISK_PRICE_KINDS, CostEstimate, budget_warning
-from jobs.training.quotas import (
+from jobs.pricing.estimates import DISK_PRICE_KINDS, CostEstimate, budget_warning
+from jobs.quota.cloud_quotas import (
     NOT_LISTED,
     OK,
     OVER_LIMIT,

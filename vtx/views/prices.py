@@ -8,7 +8,7 @@ from collections import defaultdict
 from rich.console import Console
 
 from jobs.core.user_io import shown_path
-from jobs.training.prices import LOCAL_PREFIX, Coverage, Refresh, coverage
+from jobs.pricing.refresh import LOCAL_PREFIX, Coverage, Refresh, coverage
 from vtx.views.output import FitTable
 
 MAX_REFUSED_SHOWN = 10

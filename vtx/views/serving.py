@@ -5,12 +5,12 @@ from __future__ import annotations
 from rich.console import Console
 
 from jobs.core.formats import money, usd_per_h
+from jobs.pricing.serving_cost import ServingCost
 from jobs.serving.deploy import (
     NEW,
     DeployPlan,
 )
 from jobs.serving.endpoint_rest import EndpointRecord
-from jobs.serving.serving_prices import ServingCost
 from vtx.views.output import FitTable
 
 

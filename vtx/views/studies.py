@@ -32,9 +32,9 @@ from rich.table import Table
 
 from jobs.core.contract import budget_of
 from jobs.core.formats import duration, fine_money, money, usd_per_h
+from jobs.pricing.estimates import StudyCost
 from jobs.runs.watch import AttemptStatus, study_budget_crossed, usd_of
 from jobs.spec.study import Parameter, Study
-from jobs.training.cost import StudyCost
 from jobs.tuning.study_records import StudyRecord, TrialRecord
 from vtx.views.output import FitTable
 from vtx.views.runs import rounded, when

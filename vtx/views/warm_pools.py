@@ -1,5 +1,5 @@
 """What `vtx cost` says of a job on a persistent resource: it adds nothing to the bill, and
-what the resource itself costs per hour, busy or idle (jobs/training/warm_cost.py); the same
+what the resource itself costs per hour, busy or idle (jobs/pricing/warm_pools.py); the same
 figure as `vtx review` shows it; and `vtx pool list|status` (a resource's state, pools, replicas
 used and idle, $/h and the runs on it)."""
 
@@ -13,8 +13,8 @@ from infra.review.rows import HourlyCost
 from jobs.core.catalog import load_catalog
 from jobs.core.formats import money
 from jobs.core.stack import PersistentResourceOutputs
+from jobs.pricing.warm_pools import WarmCost, warm_cost
 from jobs.runs.warm_pools import ResourceStatus
-from jobs.training.warm_cost import WarmCost, warm_cost
 from vtx.views.output import FitTable
 
 

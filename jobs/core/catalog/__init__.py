@@ -337,7 +337,7 @@ class Catalog(_Data):
 
     def for_serving(self) -> Catalog:
         """This catalog with serving's machines in place of training's, so that the machine
-        rules (`jobs.training.rules.machines`) check a deployed model's node as Vertex's
+        rules (`jobs.custom_jobs.rules.machines`) check a deployed model's node as Vertex's
         prediction service takes it. Regions and accelerators stay the catalog's."""
         return self.model_copy(update={"machines": self.serving_machines, "purpose": "serving"})
 

@@ -3,7 +3,7 @@ transport="rest")`` and the SDK's ``aiplatform.persistent_resource.PersistentRes
 (``services/persistent_resource_service/transports/rest_base.py``): ``persistentResources``
 create (``persistentResourceId`` query), get, list, patch (``updateMask``), delete, ``:reboot``,
 and the GET of operations named under a resource (``/v1`` and the ``/ui`` twin the SDK's
-operations client asks first). jobs/local/training/persistent_resources.py holds what they mean.
+operations client asks first). jobs/local/custom_jobs/persistent_resources.py holds what they mean.
 
 Bodies go through protobuf's json_format against the real messages (``PersistentResource``,
 ``RebootPersistentResourceRequest``, ``google.longrunning.Operation``): unknown fields are a
@@ -28,9 +28,9 @@ from jobs.local.api.rest_forms import (
     render_message,
     wants_int_enums,
 )
+from jobs.local.custom_jobs.persistent_resources import COLLECTION, PersistentResources
+from jobs.local.custom_jobs.resource_pools import PoolError
 from jobs.local.plumbing.guard import error_body
-from jobs.local.training.persistent_resources import COLLECTION, PersistentResources
-from jobs.local.training.resource_pools import PoolError
 
 
 def add_persistent_resource_routes(

@@ -1,7 +1,7 @@
 """PipelineService v1's trainingPipelines over REST, as
 ``aiplatform_v1.PipelineServiceClient(transport="rest")`` calls them: create, get, list,
 ``:cancel`` and delete under ``/v1/projects/{p}/locations/{l}/trainingPipelines``.
-jobs/local/training/pipelines.py runs them.
+jobs/local/custom_jobs/pipelines.py runs them.
 
 Bodies go through protobuf's json_format against the real ``TrainingPipeline`` message (unknown
 fields are a 400, enums are ints when the client asks), as server.py does for CustomJobs. A
@@ -26,14 +26,14 @@ from jobs.local.api.rest_forms import (
     render_message,
     wants_int_enums,
 )
-from jobs.local.platform.filters import FilterError, parse_filter
-from jobs.local.platform.operations import deleted
-from jobs.local.training.pipelines import (
+from jobs.local.custom_jobs.pipelines import (
     PipelineError,
     Pipelines,
     custom_job_spec_problems,
     parse_job_spec,
 )
+from jobs.local.platform.filters import FilterError, parse_filter
+from jobs.local.platform.operations import deleted
 
 OUTPUT_ONLY = (
     "name",

@@ -46,6 +46,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from jobs.core.catalog import load_catalog
 from jobs.core.problems import field_path
 from jobs.core.states import JobState
+from jobs.custom_jobs.validate import validate_custom_job
 from jobs.local.api.billing_routes import add_billing_routes
 from jobs.local.api.endpoint_routes import add_endpoint_routes
 from jobs.local.api.grpc_server import PEER_CHECKED, start_grpc
@@ -63,6 +64,12 @@ from jobs.local.api.rest_forms import (
     render_message,
     wants_int_enums,
 )
+from jobs.local.custom_jobs.executor import Executor, ExecutorError, NotYetRunning
+from jobs.local.custom_jobs.package_runner import spec_problems as package_spec_problems
+from jobs.local.custom_jobs.persistent_resources import PersistentResources
+from jobs.local.custom_jobs.pipelines import Pipelines
+from jobs.local.custom_jobs.server_defaults import as_answered, with_disk_defaults
+from jobs.local.custom_jobs.web_access import SHELL_PATH
 from jobs.local.platform import vertex_env
 from jobs.local.platform.capacity import QUOTA_SERVICE, Capacity, describe_errors
 from jobs.local.platform.filters import FilterError, parse_filter
@@ -83,15 +90,8 @@ from jobs.local.plumbing.request_deadline import BodyDeadline
 from jobs.local.plumbing.tls import ensure_certificates
 from jobs.local.serving.endpoints import Endpoints
 from jobs.local.serving.models import Models
-from jobs.local.training.executor import Executor, ExecutorError, NotYetRunning
-from jobs.local.training.package_runner import spec_problems as package_spec_problems
-from jobs.local.training.persistent_resources import PersistentResources
-from jobs.local.training.pipelines import Pipelines
-from jobs.local.training.server_defaults import as_answered, with_disk_defaults
-from jobs.local.training.web_access import SHELL_PATH
 from jobs.local.tuning.studies import Studies
 from jobs.local.tuning.study_checks import study_problems
-from jobs.training.validate import validate_custom_job
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ def _executor_problems(job: dict) -> list[str]:
                 f"jobSpec.workerPoolSpecs[{i}].pythonPackageSpec.{problem}"
                 for problem in package_spec_problems(pool["pythonPackageSpec"])
             ]
-        # A NUL in an env value is the rules' (jobs/training/rules/environment.py).
+        # A NUL in an env value is the rules' (jobs/custom_jobs/rules/environment.py).
         if pool and any("\x00" in word for word in vertex_env.replica_command(pool)):
             problems.append(
                 f"jobSpec.workerPoolSpecs[{i}]: its command or args hold a NUL character, "

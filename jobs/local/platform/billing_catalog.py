@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from jobs.core.catalog import HOURS_PER_MONTH, Catalog, load_catalog
-from jobs.core.catalog.billing_skus import DISK_UNIT, FEE_WORDS, GPU_WORDS, takes_flex_start
+from jobs.pricing.billing_skus import DISK_UNIT, FEE_WORDS, GPU_WORDS, takes_flex_start
 
 SERVICE_ID = "C7E2-9256-1C43"
 COMPUTE_SERVICE_ID = "6F81-5844-456A"

@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from jobs.core.catalog import Catalog, closest, load_catalog
 from jobs.core.problems import field_path
 from jobs.core.safe_yaml import YamlInputError, read_yaml_file
+from jobs.custom_jobs.facts import PREEMPTIBLE_STRATEGIES, facts_from_rest_job
 from jobs.local.platform.rpc_status import Code, JobError
-from jobs.training.cost import PREEMPTIBLE_STRATEGIES, quota_needed
-from jobs.training.facts import facts_from_rest_job
+from jobs.quota.needed import quota_needed
 
 QUOTA_SERVICE = "aiplatform.googleapis.com"
 UNLIMITED_QUOTA = -1
@@ -140,7 +140,7 @@ class Need:
     strategy: str
     """STANDARD, SPOT or FLEX_START (unspecified reads as STANDARD, as on Vertex)."""
     quota: Mapping[str, int]
-    """Quota metric -> units (jobs/training/cost.py's quota_needed: every pool at full size)."""
+    """Quota metric -> units (jobs/quota/needed.py: every pool at full size)."""
     accelerators: Mapping[str, int] = field(default_factory=dict)
     """Accelerator type -> count over every pool and replica."""
     max_wait_s: float | None = None

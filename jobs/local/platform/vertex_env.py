@@ -125,14 +125,13 @@ def _world_size(job: dict) -> int:
 
 def replica_command(pool: dict, package_dir: Path | None = None) -> list[str]:
     """The argv a replica runs: containerSpec command+args, or for a pythonPackageSpec
-    jobs/local/training/package_runner.py, which installs the ``packageUris`` into ``package_dir``
-    and
-    then runs `python -m module args`.
+    jobs/local/custom_jobs/package_runner.py, which installs the ``packageUris`` into
+    ``package_dir`` and then runs `python -m module args`.
 
     ``python`` is the local interpreter, as it would be the image's inside a container."""
     if "pythonPackageSpec" in pool:
         spec = pool["pythonPackageSpec"]
-        runner = [sys.executable, "-m", "jobs.local.training.package_runner"]
+        runner = [sys.executable, "-m", "jobs.local.custom_jobs.package_runner"]
         runner += ["--target", str(package_dir or Path("python-packages"))]
         runner += [f"--package={uri}" for uri in spec.get("packageUris", [])]
         return [*runner, "--", spec.get("pythonModule", ""), *spec.get("args", [])]

@@ -40,6 +40,8 @@ import httpx
 from jobs.core.catalog import load_catalog
 from jobs.core.formats import now_rfc3339
 from jobs.core.naming import RFC1035_PATTERN, display_name_problem
+from jobs.custom_jobs.facts import facts_from_rest_spec
+from jobs.custom_jobs.rules.machines import accelerator_fits_machine, machine_type_known
 from jobs.local.platform.operations import EMPTY_TYPE
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import numbered_name
@@ -63,8 +65,6 @@ from jobs.local.serving.serving_process import (
     serving_argv,
     serving_env,
 )
-from jobs.training.facts import facts_from_rest_spec
-from jobs.training.rules.machines import accelerator_fits_machine, machine_type_known
 
 log = logging.getLogger(__name__)
 

@@ -28,16 +28,16 @@ from pydantic import BaseModel, Field
 from jobs.core.formats import now_rfc3339
 from jobs.core.naming import DISPLAY_NAME_MAX
 from jobs.core.states import JobState
-from jobs.local.platform import vertex_env
-from jobs.local.platform.rpc_status import Code, JobError
-from jobs.local.platform.settings import LocalSettings
-from jobs.local.platform.store import Store
-from jobs.local.training.executor import Executor, ExecutorError
-from jobs.local.training.lifecycle import (
+from jobs.local.custom_jobs.executor import Executor, ExecutorError
+from jobs.local.custom_jobs.lifecycle import (
     CANCELED,
     PLATFORM_STOPPED,
     stamp_state,
 )
+from jobs.local.platform import vertex_env
+from jobs.local.platform.rpc_status import Code, JobError
+from jobs.local.platform.settings import LocalSettings
+from jobs.local.platform.store import Store
 from jobs.local.tuning.study_lifecycle import (
     Measurement,
     StudyCounts,

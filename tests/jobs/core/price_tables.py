@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 
 from jobs.core.catalog import Catalog, PriceTable, load_catalog
+from jobs.custom_jobs.facts import JobFacts, template_facts
 from jobs.spec.template import JobTemplate
-from jobs.training.facts import JobFacts, template_facts
 
 
 def priced_job(pools: dict, region: str | None = None, strategy: str | None = None) -> JobFacts:

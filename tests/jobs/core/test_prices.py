@@ -12,7 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from jobs.core.catalog import CATALOG_DIR, Price, PriceTable, load_catalog
-from jobs.training.cost import estimate
+from jobs.pricing.estimates import estimate
 from tests.conftest import REPO
 from tests.jobs.core.price_tables import SPOT_TABLE, priced_job, with_table
 

@@ -88,7 +88,7 @@ def test_a_cut_write_leaves_the_previous_table_whole(tmp_path: Path) -> None:
 import resource, signal
 from pathlib import Path
 from jobs.core.catalog import PriceTable
-from jobs.training.prices import PricesUnavailable, write_tables
+from jobs.pricing.refresh import PricesUnavailable, write_tables
 import yaml
 table = PriceTable.model_validate(yaml.safe_load({previous!r}))
 table = table.model_copy(update={{"source": "x" * 100_000}})

@@ -10,9 +10,9 @@ import pytest
 
 from jobs.core.contract import region_of
 from jobs.core.stack import RegionOutputs, StackOutputs
+from jobs.custom_jobs.compile import CompileError, compile_job
+from jobs.pricing.plan import plan_job
 from jobs.spec.template import JobTemplate
-from jobs.training.compile import CompileError, compile_job
-from jobs.training.plan import plan_job
 from jobs.vertex.client import VertexRest
 from tests.conftest import dev_stack
 

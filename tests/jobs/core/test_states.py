@@ -23,7 +23,7 @@ from jobs.core.states import (
     short,
     succeeded,
 )
-from jobs.training.quotas import holds_quota
+from jobs.quota.cloud_quotas import holds_quota
 from jobs.tuning.study_records import StudyRecord
 from jobs.vertex.client import JobRecord, is_terminal
 from tests.conftest import HANG_S, REPO

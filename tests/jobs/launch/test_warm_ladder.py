@@ -1,6 +1,6 @@
 """A capacity ladder whose rung runs on a persistent resource (warm pool first, then Spot
 elsewhere), through `jobs.launch.plan.compile_rungs`: the rung's job is placed on the resource's
-pools (`jobs.training.pool_fit`), only that rung renders ``persistentResourceId``, and a rung
+pools (`jobs.custom_jobs.pool_fit`), only that rung renders ``persistentResourceId``, and a rung
 whose job fits no pool is refused at the rung with the pool to match."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import Rung, compile_rungs
+from jobs.pricing.plan import plan_job
+from jobs.quota.cloud_quotas import QuotaCheck
 from jobs.spec.template import JobTemplate
-from jobs.training.plan import plan_job
-from jobs.training.quotas import QuotaCheck
 from tests.conftest import TEST_DATA
 
 WARM = {

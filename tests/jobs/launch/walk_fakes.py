@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.core.stack import load_stack_file
+from jobs.custom_jobs.compile import compile_job
 from jobs.launch.plan import Rung
+from jobs.pricing.plan import plan_job
+from jobs.quota.cloud_quotas import QuotaCheck
 from jobs.spec.gcloud import load_template
-from jobs.training.compile import compile_job
-from jobs.training.plan import plan_job
-from jobs.training.quotas import QuotaCheck
 from jobs.vertex.client import JobRecord, VertexError
 from tests.conftest import TEMPLATES, TEST_DATA
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from jobs.core.stack import StackOutputs
 from jobs.core.states import is_final
+from jobs.local.custom_jobs.pipelines import CUSTOM_TASK
 from jobs.local.platform.capacity import Capacity
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import (
@@ -25,7 +26,6 @@ from jobs.local.platform.state import (
 )
 from jobs.local.plumbing.ports import free_port
 from jobs.local.plumbing.processes import start_fresh, stop_platform
-from jobs.local.training.pipelines import CUSTOM_TASK
 from tests.conftest import HANG_S, REPO
 
 PARENT = f"projects/{LOCAL_PROJECT}/locations/{LOCAL_REGION}"

@@ -13,7 +13,7 @@ import sys
 import pytest
 import requests
 
-from jobs.local.training.log_copier import SERVICE as LOCAL_SERVICE
+from jobs.local.custom_jobs.log_copier import SERVICE as LOCAL_SERVICE
 from jobs.runs.logs import (
     SERVICE,
     HumanFormat,

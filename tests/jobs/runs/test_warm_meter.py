@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
+from jobs.custom_jobs.facts import facts_from_rest_job
+from jobs.pricing.estimates import PERSISTENT_RESOURCE, estimate
 from jobs.runs.watch import attempts_of, budget_crossed, usd_of
-from jobs.training.cost import PERSISTENT_RESOURCE, estimate
-from jobs.training.facts import facts_from_rest_job
 from jobs.vertex.client import JobRecord
 from tests.jobs.runs.run_records import T0, rest_job
 

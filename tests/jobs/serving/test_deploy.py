@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from jobs.core.catalog import load_catalog
+from jobs.pricing.serving_cost import serving_cost
 from jobs.serving.deploy import (
     NEW,
     DeployOptions,
@@ -19,7 +20,6 @@ from jobs.serving.deploy import (
     plan_undeploy,
     unallocate_traffic,
 )
-from jobs.serving.serving_prices import serving_cost
 from jobs.vertex.client import VertexError
 from tests.jobs.serving.fakes import (
     MODEL,

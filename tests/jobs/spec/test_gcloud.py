@@ -8,13 +8,13 @@ import pytest
 import yaml
 
 from jobs.core.stack import StackOutputs
+from jobs.custom_jobs.compile import compile_job, custom_job_dict, to_custom_job
+from jobs.custom_jobs.validate import validate_custom_job_spec
 from jobs.launch.checks import validate_template_doc
 from jobs.launch.render import render_json, render_yaml, rest_dict
 from jobs.spec.document import CUSTOM_JOB, CUSTOM_JOB_SPEC, load_document
 from jobs.spec.gcloud import import_document, load_template, template_name
 from jobs.spec.template import Budget, TemplateError
-from jobs.training.compile import compile_job, custom_job_dict, to_custom_job
-from jobs.training.validate import validate_custom_job_spec
 from tests.conftest import TEMPLATES
 
 RUN_ID = "roundtrip-20261122-080000-cafe"

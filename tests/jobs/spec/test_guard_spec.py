@@ -10,10 +10,10 @@ import pytest
 
 from jobs.core.guard import Guard
 from jobs.core.stack import StackOutputs
+from jobs.custom_jobs.compile import compile_job
 from jobs.launch.checks import validate_template_doc
 from jobs.spec.gcloud import load_template
 from jobs.spec.template import JobTemplate
-from jobs.training.compile import compile_job
 from tests.conftest import TEMPLATES
 
 BASE: dict[str, Any] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from jobs.spec.gcloud import load_template
 from jobs.spec.template import JobTemplate
 from tests.conftest import TEMPLATES
-from tests.jobs.training.update_snapshots import STUDY_SNAPSHOT
+from tests.jobs.custom_jobs.update_snapshots import STUDY_SNAPSHOT
 
 TINY_TUNE = TEMPLATES / "tiny-tune.yaml"
 

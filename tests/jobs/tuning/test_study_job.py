@@ -4,7 +4,7 @@ run's prefix with the run's labels; rendered as REST JSON (snapshot) and as gclo
 hp-tuning-jobs config; priced as trials x the trial's cost.
 
 Snapshots live in tests/data/snapshots/ and are only read here; after a deliberate change,
-regenerate them with `.venv/bin/python tests/jobs/training/update_snapshots.py` and review the
+regenerate them with `.venv/bin/python tests/jobs/custom_jobs/update_snapshots.py` and review the
 diff."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import yaml
 
 from jobs.core.contract import LABEL_RUN_ID
 from jobs.core.stack import StackOutputs
+from jobs.custom_jobs.compile import compile_job
+from jobs.custom_jobs.facts import template_facts
 from jobs.launch.render import render_study_json, render_study_yaml
+from jobs.pricing.estimates import StudyCost, estimate
 from jobs.spec.gcloud import load_template
-from jobs.training.compile import compile_job
-from jobs.training.cost import StudyCost, estimate
-from jobs.training.facts import template_facts
 from jobs.tuning.study_job import (
     compile_study,
     plan_study,
@@ -31,7 +31,7 @@ from jobs.tuning.study_job import (
     tuning_job_rest,
 )
 from tests.conftest import TEMPLATES
-from tests.jobs.training.update_snapshots import REGENERATE, RUN_ID, read_snapshot
+from tests.jobs.custom_jobs.update_snapshots import REGENERATE, RUN_ID, read_snapshot
 from tests.jobs.tuning.study_templates import SNAPSHOT, TINY_TUNE, rich_template
 
 

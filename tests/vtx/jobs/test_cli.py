@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from jobs.core.catalog import load_catalog
 from tests.conftest import REPO, TEST_DATA
 from tests.jobs.core.price_tables import US_CENTRAL1_TABLE, write_table
-from tests.jobs.training.quota_fakes import FakeGoogle
+from tests.jobs.quota.quota_fakes import FakeGoogle
 from vtx.cli import app
 
 TEMPLATES = REPO / "jobs" / "templates"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
+from jobs.custom_jobs.facts import template_facts
+from jobs.pricing.estimates import estimate
 from jobs.spec.gcloud import load_template
-from jobs.training.cost import estimate
-from jobs.training.facts import template_facts
 from tests.conftest import TEMPLATES
 from tests.jobs.core.price_tables import DISK_TABLE, disk_job, with_table
 

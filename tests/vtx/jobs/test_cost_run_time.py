@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import TEMPLATES
 from tests.jobs.core.price_tables import US_CENTRAL1_TABLE, write_table
-from tests.jobs.training.estimate_args import ON_L4, TINY
+from tests.jobs.custom_jobs.estimate_args import ON_L4, TINY
 from vtx.cli import app
 
 

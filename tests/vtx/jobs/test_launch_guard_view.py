@@ -11,7 +11,7 @@ from jobs.core.guard import Guard
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import plan_launch
 from jobs.spec.template import JobTemplate
-from tests.jobs.training.quota_fakes import FakeGoogle, google, quota_stack, reader
+from tests.jobs.quota.quota_fakes import FakeGoogle, google, quota_stack, reader
 from vtx.views.launch import print_launch_plan
 
 __all__ = ["google", "quota_stack"]  # fixtures

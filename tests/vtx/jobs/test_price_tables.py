@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from jobs.core.catalog import load_catalog
-from jobs.training.cost import DEFAULT_REGION, estimate
+from jobs.pricing.estimates import DEFAULT_REGION, estimate
 from tests.jobs.core.price_tables import SPOT_TABLE, priced_job, with_table
 from vtx.views.output import catalog_table, machines_table, print_cost
 

@@ -14,7 +14,7 @@ from jobs.core.stack import StackOutputs
 from jobs.launch.checks import checked_template
 from jobs.launch.plan import plan_launch
 from jobs.spec.document import load_document
-from tests.jobs.training.quota_fakes import (
+from tests.jobs.quota.quota_fakes import (
     DATA,
     L4,
     L4_SPOT,

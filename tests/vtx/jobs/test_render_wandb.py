@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 from typer.testing import CliRunner
 
-from jobs.training.wandb_launch import IMAGE_MACRO
+from jobs.custom_jobs.wandb_launch import IMAGE_MACRO
 from tests.conftest import TEMPLATES, TEST_DATA
 from vtx.cli import app
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from rich.console import Console
 
+from jobs.custom_jobs.facts import template_facts
+from jobs.pricing.estimates import estimate
 from jobs.spec.template import JobTemplate
-from jobs.training.cost import estimate
-from jobs.training.facts import template_facts
 from tests.jobs.core.price_tables import US_CENTRAL1_TABLE, with_table
-from tests.jobs.training.scheduling_templates import L4, RESERVATION, template, with_reservation
+from tests.jobs.custom_jobs.scheduling_templates import L4, RESERVATION, template, with_reservation
 from vtx.views.output import print_cost
 
 

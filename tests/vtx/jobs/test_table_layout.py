@@ -11,10 +11,10 @@ from rich.table import Table
 from rich.text import Text
 
 from jobs.core.catalog import load_catalog
+from jobs.custom_jobs.facts import template_facts
+from jobs.pricing.estimates import estimate
+from jobs.quota.cloud_quotas import MetricCheck, QuotaCheck
 from jobs.spec.gcloud import load_template
-from jobs.training.cost import estimate
-from jobs.training.facts import template_facts
-from jobs.training.quotas import MetricCheck, QuotaCheck
 from tests.conftest import REPO
 from vtx.views.output import FitTable, RungRow, catalog_table, ladder_table, machines_table
 

@@ -1,6 +1,6 @@
 """The shipped TPU templates launched on the local platform as jobs/templates/README.md ("TPUs")
 says to rehearse them: `vtx launch TEMPLATE --stack local --set args.0=...` swaps MaxText (not
-installed here) for jobs/local/training/tpu_host_check.py and keeps everything else. Every host
+installed here) for jobs/local/custom_jobs/tpu_host_check.py and keeps everything else. Every host
 of the slice runs it, checks its TPU variables and CLUSTER_SPEC and reaches host 0, so the job
 succeeds only when the slice ran as one process per host with a consistent environment."""
 
@@ -20,7 +20,7 @@ from vtx.cli import app
 README = REPO / "jobs" / "templates" / "README.md"
 REHEARSAL = (
     "vtx launch jobs/templates/{template} --stack local --follow "
-    "--set 'args.0=python3 -m jobs.local.training.tpu_host_check --hosts {hosts}'"
+    "--set 'args.0=python3 -m jobs.local.custom_jobs.tpu_host_check --hosts {hosts}'"
 )
 """The README's line for each template, as the user types it from the repository root."""
 

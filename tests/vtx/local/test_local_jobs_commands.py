@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jobs.core.stack import StackOutputs
+from tests.jobs.local.custom_jobs.executor_helpers import SLEEP, service_lines
 from tests.jobs.local.local_helpers import (
     PARENT,
     client,
@@ -12,7 +13,6 @@ from tests.jobs.local.local_helpers import (
     wait_for,
     wait_terminal,
 )
-from tests.jobs.local.training.executor_helpers import SLEEP, service_lines
 
 
 def test_vtx_local_preempt_hits_the_named_replica(local_platform: StackOutputs) -> None:

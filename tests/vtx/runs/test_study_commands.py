@@ -8,10 +8,10 @@ import json
 from rich.console import Console
 from typer.testing import CliRunner
 
-from jobs.training.cost import StudyCost, estimate
-from jobs.training.facts import template_facts
+from jobs.custom_jobs.facts import template_facts
+from jobs.pricing.estimates import StudyCost, estimate
 from tests.conftest import TEST_DATA
-from tests.jobs.training.update_snapshots import RUN_ID, read_snapshot
+from tests.jobs.custom_jobs.update_snapshots import RUN_ID, read_snapshot
 from tests.jobs.tuning.study_templates import SNAPSHOT, TINY_TUNE, rich_template
 from vtx.cli import app
 from vtx.views.studies import print_study_plan

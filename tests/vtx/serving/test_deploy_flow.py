@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from jobs.pricing.serving_cost import serving_cost
 from jobs.serving.deploy import (
     DeployOptions,
     DeployRefused,
@@ -12,7 +13,6 @@ from jobs.serving.deploy import (
     plan_undeploy,
     undeploy,
 )
-from jobs.serving.serving_prices import serving_cost
 from tests.jobs.serving.fakes import (
     MODEL,
     NO_WAIT,

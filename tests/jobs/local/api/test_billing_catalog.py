@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from jobs.core.catalog import load_catalog
-from jobs.core.catalog.billing_skus import GPU_WORDS, Key, match
 from jobs.core.stack import StackOutputs
-from jobs.training.cost import estimate
-from jobs.training.prices import BillingCatalogReader, refresh
+from jobs.pricing.billing_skus import GPU_WORDS, Key, match
+from jobs.pricing.estimates import estimate
+from jobs.pricing.refresh import BillingCatalogReader, refresh
 from tests.jobs.core.price_tables import disk_job
 
 SKUS_PATH = "/v1/services/C7E2-9256-1C43/skus"

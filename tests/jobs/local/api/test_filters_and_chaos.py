@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobs.local.custom_jobs.job import scheduling_of
+from jobs.local.custom_jobs.lifecycle import ChaosLabelError, chaos_schedule
 from jobs.local.platform.filters import FilterError, glob_match, parse_filter
-from jobs.local.training.job import scheduling_of
-from jobs.local.training.lifecycle import ChaosLabelError, chaos_schedule
 
 JOB = {"state": "JOB_STATE_RUNNING", "displayName": "lora-7b", "labels": {"team": "nlp"}}
 

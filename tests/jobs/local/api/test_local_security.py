@@ -21,6 +21,8 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from jobs.core.stack import StackOutputs
+from jobs.local.custom_jobs.executor import Executor, ExecutorError
+from jobs.local.custom_jobs.lifecycle import JobState
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, PlatformState
 from jobs.local.platform.store import Store
@@ -32,8 +34,6 @@ from jobs.local.plumbing.guard import (
     socket_owner,
 )
 from jobs.local.plumbing.ports import port_free
-from jobs.local.training.executor import Executor, ExecutorError
-from jobs.local.training.lifecycle import JobState
 from tests.conftest import HANG_S
 from tests.jobs.local.local_helpers import (
     PARENT,

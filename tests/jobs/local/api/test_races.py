@@ -18,13 +18,13 @@ import httpx
 import pytest
 
 from jobs.core.stack import StackOutputs
+from jobs.local.custom_jobs.executor import Executor
+from jobs.local.custom_jobs.pipelines import Pipelines
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import LOCAL_PROJECT_NUMBER, stack_outputs_for
 from jobs.local.platform.store import Store
 from jobs.local.plumbing.ports import free_port
 from jobs.local.plumbing.processes import start_fresh, stop_platform
-from jobs.local.training.executor import Executor
-from jobs.local.training.pipelines import Pipelines
 from jobs.local.tuning.studies import Studies
 from tests.conftest import REPO
 from tests.jobs.local.local_helpers import PARENT, wait_for

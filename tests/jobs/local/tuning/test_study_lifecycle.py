@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from jobs.local.training.lifecycle import JobState
+from jobs.local.custom_jobs.lifecycle import JobState
 from jobs.local.tuning.study_checks import study_problems
 from jobs.local.tuning.study_lifecycle import (
     BEST_MEASUREMENT,
