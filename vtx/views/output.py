@@ -20,7 +20,7 @@ from jobs.core.formats import UNKNOWN, money, usd_per_h
 from jobs.core.problems import Problem
 from jobs.core.stack import StackOutputs
 from jobs.launch.names import resources
-from jobs.pricing.estimates import DISK_PRICE_KINDS, CostEstimate, budget_warning
+from jobs.pricing.estimates import DISK_PRICE_KINDS, CostEstimate, budget_warning, disks_note
 from jobs.quota.cloud_quotas import (
     NOT_LISTED,
     OK,
@@ -215,10 +215,10 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
 
 
 def _total_cell(estimate: CostEstimate, kind: str) -> str:
-    """A column's total; "excl. disks" when the boot disks' figure is unknown (`cost.py` says
+    """A column's total; "excl. boot disks" when the boot disks' figure is unknown (`cost.py` says
     why the total is not made unknown for them)."""
     total, excludes = estimate.total_for(kind)
-    return f"{money(total)} excl. disks" if total is not None and excludes else money(total)
+    return money(total) + disks_note(excludes and total is not None)
 
 
 def quota_table(estimate: CostEstimate) -> Table:
@@ -340,12 +340,14 @@ def print_cost(
     cap = exact_duration(estimate.timeout_s)
     console.print(
         f"This job ({kind} price in {estimate.region}): {usd_per_h(estimate.usd_per_h)}"
-        f"{' excluding boot disks' if estimate.excludes_disks else ''}; "
+        f"{disks_note(estimate.excludes_disks)}; "
         f"at its timeout cap ({cap}): {money(estimate.usd_at_timeout)}",
         highlight=False,
     )
     console.print(_disk_line(estimate), style="yellow" if estimate.excludes_disks else "dim",
                   highlight=False, markup=False)  # fmt: skip
+    if estimate.local_ssd_unknown_because is not None:
+        console.print(_local_ssd_line(estimate), style="yellow", highlight=False, markup=False)
     if kind == "FLEX_START" and estimate.usd_per_h is None:
         console.print(
             "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices (Compute "
@@ -379,6 +381,18 @@ def _disk_line(estimate: CostEstimate) -> str:
         f"Boot disks ({disks}): unknown ({estimate.disks_unknown_because}); "
         + ("the price above excludes them." if estimate.excludes_disks else "")
     ).strip()
+
+
+def _local_ssd_line(estimate: CostEstimate) -> str:
+    """The built-in Local SSD's own line: how much, and why its price is unknown."""
+    ssds = ", ".join(
+        f"{p.role}: {p.disks} x {p.local_ssd_gib:,} GiB built into {p.machine}"
+        for p in estimate.local_ssd_pools
+    )
+    return (
+        f"Local SSD ({ssds}): unknown ({estimate.local_ssd_unknown_because}); not in the price "
+        "above."
+    )
 
 
 def _reservation_note(estimate: CostEstimate) -> str:
@@ -536,6 +550,11 @@ def machines_table(cat: Catalog, region: str | None) -> Table:
     for column in ("machine", "vCPUs", "memory", "built-in", PRICE_COLUMN):
         table.add_column(column, no_wrap=column == "machine", overflow="fold")
     offered = cat.regions.get(region or "")
+    if offered is not None and offered.tpus_only_known:
+        table.caption = (
+            f"{table.caption} {offered.name}: known only for its TPUs; its other machines are "
+            "not recorded (unknown, not absent)."
+        )
     for m in cat.machines.values():
         if offered and m.family not in offered.families:
             continue
@@ -680,7 +699,8 @@ def ladder_table(rows: list[RungRow]) -> Table:
         verdict = Text("skip: over quota", "red") if row.hopeless else Text("try", "green")
         est = row.estimate
         table.add_row(
-            str(row.number), est.region, resources(est), est.strategy, usd_per_h(est.usd_per_h),
+            str(row.number), est.region, resources(est), est.strategy,
+            usd_per_h(est.usd_per_h) + disks_note(est.excludes_disks),
             needed, available, wait, verdict,
         )  # fmt: skip
     return table
