@@ -21,6 +21,7 @@ from vtx.views.goodput import goodput_json, goodput_line
 from vtx.views.goodput_page import money_cells
 from vtx.views.output import RungRow, ladder_table
 from vtx.views.runs import status_json, status_table
+from vtx.views.studies import study_cost
 
 UNKNOWN_DISK = {"type": "pd-standard"}
 """No SKU wording is known for pd-standard: its figure is unknown in any table."""
@@ -53,7 +54,7 @@ def test_the_budget_warning_says_the_figure_undercounts_by_the_boot_disks() -> N
     assert known is not None and "undercounts" not in known and EXCLUDES_DISKS not in known
 
 
-def _meter(catalog: Catalog | None) -> tuple[dict, str, dict, str, str]:
+def _meter(catalog: Catalog | None) -> tuple[dict, str, dict, str, str, str]:
     jobs = [JobRecord.from_rest(rest_job("1", 0, "JOB_STATE_SUCCEEDED", 10, 3610))]
     now = T0 + timedelta(hours=2)
     status = run_status(jobs, [], "us-central1", now, False, catalog)
@@ -64,19 +65,21 @@ def _meter(catalog: Catalog | None) -> tuple[dict, str, dict, str, str]:
         goodput_json(found),
         goodput_line(found),
         money_cells(found)[1],
+        study_cost(status.attempts),  # a study's trials are metered alike
     )
 
 
 def test_the_run_meter_and_goodput_dollars_say_they_leave_the_boot_disks_out() -> None:
     # The shipped us-central1 table prices n1-standard-4 but has no pd-ssd figure.
-    cost, table, goodput, line, page = _meter(None)
+    cost, table, goodput, line, page, study = _meter(None)
     assert cost["cost"]["usd"] is not None and cost["cost"]["usd_excludes_disks"] is True
     assert cost["attempts"][0]["usd_excludes_disks"] is True
     assert f"{EXCLUDES_DISKS} so far at the catalog's price" in table
     assert goodput["usd"] is not None and goodput["usd_excludes_disks"] is True
     assert f"tokens per $ {EXCLUDES_DISKS}" in line
     assert page.endswith(EXCLUDES_DISKS)
+    assert study.startswith("$") and f"{EXCLUDES_DISKS} so far over 1 trial job(s)" in study
     # A table with the pd-ssd figure: the same run's dollars include the disks, and say nothing.
-    cost, table, goodput, line, page = _meter(with_table(DISK_TABLE))
+    cost, table, goodput, line, page, study = _meter(with_table(DISK_TABLE))
     assert cost["cost"]["usd_excludes_disks"] is False and goodput["usd_excludes_disks"] is False
-    assert EXCLUDES_DISKS not in table + line + page
+    assert EXCLUDES_DISKS not in table + line + page + study
