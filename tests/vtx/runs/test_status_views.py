@@ -93,7 +93,8 @@ def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
     }  # fmt: skip
     assert set(document["cost"]) == {
         "usd", "usd_per_h", "strategy", "price", "unpriced", "price_table",
-        "usd_unknown_because", "usd_excludes_disks", "projected_usd", "budget_usd", "stopped_by_budget",
+        "usd_unknown_because", "usd_excludes_disks", "projected_usd", "budget_usd",
+        "stopped_by_budget",
     }  # fmt: skip
     assert set(document["attempts"][0]) == {
         "attempt", "job", "state", "resources", "created", "started", "ended", "running_s",
