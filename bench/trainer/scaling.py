@@ -1,8 +1,8 @@
 """Our trainer against HF `Trainer` as the model, the sequence and the vocabulary grow, and both
 against the machine's own limit (its measured fp32 GEMM rate).
 
-The 0.14M-parameter model of `bench.trainer_vs_hf` is where per-step overhead and padding are
-most of a step; users fine-tune 0.5B-8B models, where matrix multiplies are. This table walks
+The 0.14M-parameter model of `bench.trainer.trainer_vs_hf` is where per-step overhead and padding
+are most of a step; users fine-tune 0.5B-8B models, where matrix multiplies are. This table walks
 towards them one axis at a time around a base point (not the full cross product, which would
 take hours on 2 cores):
 
@@ -12,12 +12,13 @@ take hours on 2 cores):
     vocabulary:  1k / 32k / 128k     (tied embeddings; the tokenizer's ids stay below 1k, which
                                       changes nothing in the cost of the output projection)
 
-Variants at every point, each a fresh process (`bench.trainer_vs_hf`'s child runs, with all of
-its fairness rules: same malloc settings, same per-step logging, no saving, fp32, fused AdamW):
+Variants at every point, each a fresh process (`bench.trainer.trainer_vs_hf`'s child runs, with all
+of its fairness rules: same malloc settings, same per-step logging, no saving, fp32, fused AdamW):
 `ours: packing` (the trainer's default), `HF: default collator` (random batches padded to their
-longest example) and `HF: group_by_length` (HF's best on CPU in `bench.trainer_vs_hf`, with its
-default and best attention, sdpa; HF's best is not re-chosen at each point, to keep the run
-bounded). At each point every variant's steps hold the same useful tokens in expectation: ours
+longest example) and `HF: group_by_length` (HF's best on CPU in
+`bench.trainer.trainer_vs_hf`, with its default and best attention, sdpa; HF's best is not
+re-chosen at each point, to keep the run bounded). At each point every variant's steps hold the
+same useful tokens in expectation: ours
 gets 4 packed rows of 256 tokens (1,024), one row where a row is longer (1,024 or 2,048), and one
 row of 256 at hidden 1024, whose steps take seconds; the unpacked variants get as many examples
 as those rows hold on average.
@@ -52,7 +53,7 @@ the axes but around hidden 64, with 2 timed steps and 1 repetition. Three warm-u
 HF best's window starts after them too: the first steps of a process run slower (allocations,
 caches), and one variant's window must not be warmer than another's.
 
-    python -m bench.scaling [--reps N] [--quick]
+    python -m bench.trainer.scaling [--reps N] [--quick]
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ from bench.common import (
     summarize,
     table,
 )
-from bench.trainer_vs_hf import (
+from bench.trainer.trainer_vs_hf import (
     HF_DEFAULT,
     VARIANTS,
     Runs,
@@ -284,7 +285,7 @@ def _report(
     )
     return Section(
         "Scaling: trainer vs HF Trainer as model, sequence and vocabulary grow",
-        f"python -m bench.scaling --reps {reps}" + (" --quick" if quick else ""),
+        f"python -m bench.trainer.scaling --reps {reps}" + (" --quick" if quick else ""),
         body,
         raw={p.label: runs for p, runs in by_point.items()},
     )

@@ -16,7 +16,7 @@ from infra.review.render_json import to_json
 from infra.review.render_markdown import to_markdown
 from infra.review.sources import ReviewResource, ReviewSource, from_offline
 
-STACKS = Path(__file__).resolve().parents[1] / "infra" / "stacks"
+STACKS = Path(__file__).resolve().parents[1] / "stacks"
 
 VIP = "199.36.153.8/30"
 INTERNET = "the internet (0.0.0.0/0)"

@@ -16,7 +16,7 @@ from infra.policy.evaluate import PolicySubject, evaluate, mandatory_violations
 from infra.policy.rule_types import RuleContext
 from jobs.core.stack import StackOutputs
 
-STACKS = Path(__file__).parent / "stacks"
+STACKS = Path(__file__).resolve().parents[1] / "stacks"
 HOST = "acme-net-host-prod"
 PRIVATE_VIP = "199.36.153.8/30"
 ROUTER_TYPES = {"gcp:compute/router:Router", "gcp:compute/routerNat:RouterNat"}

@@ -20,7 +20,7 @@ from infra.review.render_markdown import to_markdown
 from infra.review.sources import from_offline
 from jobs.core.stack import StackOutputs
 
-STACKS = Path(__file__).parent / "stacks"
+STACKS = Path(__file__).resolve().parents[1] / "stacks"
 ATTACHMENT = "projects/abc123-tp/regions/europe-west4/serviceAttachments/sa-gkedpm-42"
 
 

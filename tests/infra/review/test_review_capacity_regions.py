@@ -14,7 +14,7 @@ from infra.review.render_html import to_html
 from infra.review.render_markdown import to_markdown
 from infra.review.sources import ReviewSource, from_offline
 
-STACKS = Path(__file__).parents[1] / "infra" / "stacks"
+STACKS = Path(__file__).resolve().parents[1] / "stacks"
 
 
 @pytest.fixture(scope="module")

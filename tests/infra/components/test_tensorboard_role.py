@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.components.identity import TENSORBOARD_WRITER_PERMISSIONS
+from infra.components.access.identity import TENSORBOARD_WRITER_PERMISSIONS
 from infra.offline.program import OfflineRun
 
 # TensorboardService methods the uploader calls, with the permission Google's "Vertex AI IAM

@@ -20,7 +20,7 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
 from tests.conftest import HANG_S
 
-PACK = Path(__file__).resolve().parents[2] / "infra" / "policy" / "__main__.py"
+PACK = Path(__file__).resolve().parents[3] / "infra" / "policy" / "__main__.py"
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 from jobs.core.stack import PROD_ENVIRONMENTS, is_production
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("jobs", "infra", "trainer")
 HOME = ROOT / "jobs" / "core" / "stack.py"
 

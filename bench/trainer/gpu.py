@@ -2,19 +2,19 @@
 
 A GPU machine is lent for minutes at a time, with no network: its image has PyTorch, Triton,
 transformers and accelerate; every other package comes as a wheel gathered beforehand
-(`make gpu-wheels`, see bench/gpu-wheels.txt). So this script builds everything it needs
+(`make gpu-wheels`, see bench/trainer/gpu-wheels.txt). So this script builds everything it needs
 (random-init models from the shapes below, synthetic data from the shipped words), runs within
 its time budget (default 480 s on one H100), and writes `gpu.md` (a section for
 bench/RESULTS.md) and `gpu.json` (raw figures) into `--output` after every part: a run cut short
 still leaves what it measured.
 
-Parts, in order (each training run a fresh process, `bench.trainer_vs_hf`'s children; the order
-of the sides alternates between repetitions):
+Parts, in order (each training run a fresh process, `bench.trainer.trainer_vs_hf`'s children; the
+order of the sides alternates between repetitions):
 
 1. The card: name, driver, CUDA and library versions, and its dense bf16 matmul rate measured
    here (n x n products): the MFU denominator, beside the datasheet peak the trainer uses.
-2. Throughput, side by side under `bench.trainer_vs_hf`'s fairness rules (equal useful tokens
-   per step, each side's best settings, bf16 autocast over fp32 weights on both sides, fused
+2. Throughput, side by side under `bench.trainer.trainer_vs_hf`'s fairness rules (equal useful
+   tokens per step, each side's best settings, bf16 autocast over fp32 weights on both sides, fused
    AdamW): useful tokens/s, MFU (6 N FLOPs per token for a full fine-tune, 4 N for LoRA, whose
    frozen weights get no gradient, plus the causal attention scores) and peak GPU memory, for
    - `0.5B full`: Qwen2.5-0.5B's shape (151,936-token vocabulary), ours packed with and without
@@ -33,10 +33,10 @@ of the sides alternates between repetitions):
 5. A SIGTERM drill: a run stopped by SIGTERM after a step, restarted from its checkpoint, and
    compared with an undisturbed run: final weights bit-identical, or the largest difference.
 
-`--dry-run` runs every part on CPU at toy sizes in under a minute (tests/bench/test_gpu.py), so
-nothing is debugged on device time.
+`--dry-run` runs every part on CPU at toy sizes in under a minute
+(tests/bench/trainer/test_gpu.py), so nothing is debugged on device time.
 
-    python -m bench.gpu [--dry-run] [--output DIR] [--budget-s S]
+    python -m bench.trainer.gpu [--dry-run] [--output DIR] [--budget-s S]
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench import trainer_vs_hf as tvh
 from bench.common import REPO, Section, rotated, run_json_child, table
+from bench.trainer import trainer_vs_hf as tvh
 
 QWEN_05B = {
     "model_type": "qwen2",
@@ -167,7 +167,7 @@ class Report:
             parts.append("Not run (time budget spent): " + ", ".join(self.skipped) + ".")
         return Section(
             "The trainer on one GPU" + (" (dry run on CPU, toy sizes)" if self.dry_run else ""),
-            "python -m bench.gpu" + (" --dry-run" if self.dry_run else ""),
+            "python -m bench.trainer.gpu" + (" --dry-run" if self.dry_run else ""),
             "\n\n".join(parts),
             raw=self.figures,
         )
@@ -718,7 +718,7 @@ def child(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 def _in_child(kind: str, dry_run: bool, **payload: Any) -> dict[str, Any]:
     body = json.dumps({"dry_run": dry_run, **payload})
-    return run_json_child("bench.gpu", ["--child", kind, body], timeout_s=900)
+    return run_json_child("bench.trainer.gpu", ["--child", kind, body], timeout_s=900)
 
 
 @dataclass
@@ -758,7 +758,7 @@ def _parts(scale: Scale, data: str, dry_run: bool, peak: float):
     """(name, part, seconds it needs at least on an H100) in the order they run."""
 
     def progress(name: str) -> None:
-        print(f"bench.gpu: {name} done", file=sys.stderr, flush=True)
+        print(f"bench.trainer.gpu: {name} done", file=sys.stderr, flush=True)
 
     def full_05b(report: Report) -> None:
         work = make_workload(scale, "0.5B full", data)

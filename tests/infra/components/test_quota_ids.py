@@ -1,14 +1,14 @@
 """The launch preflight (jobs/quota/cloud_quotas.py) and infra's quota preferences
-(infra/components/quotas.py) name the same things: the stanza the preflight tells a user to add to
-``vtx:platform.quotas`` makes infra create the very preference, metric and quota id the preflight
-named."""
+(infra/components/capacity/quotas.py) name the same things: the stanza the preflight tells a user
+to add to ``vtx:platform.quotas`` makes infra create the very preference, metric and quota id the
+preflight named."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from infra.components.quotas import quota_target
+from infra.components.capacity.quotas import quota_target
 from infra.config import QuotaRequest, quota_accelerators
 from jobs.core.catalog import load_catalog
 from jobs.quota.cloud_quotas import QuotaLimit, catalog_quota_ids, compare

@@ -3,13 +3,14 @@
 The trainer's own `Checkpointer` saves the trainer's own `TrainState` (model, AdamW state,
 scheduler, data position, RNG) of a ~26M-parameter Llama (about 0.3 GB per checkpoint with the
 optimizer state) to a filesystem throttled to GCS-like speed (default 100 MB/s per stream and
-50 ms per object; see bench/throttled_fs.py). Between checkpoints the loop does real training
-steps, which is what an async upload overlaps with: by default 20, enough to outlast one upload,
-as in real training where checkpoints are minutes apart and uploads take seconds. "Blocked" is
-what `Checkpointer.save` returns: for async, staging to CPU memory plus any wait for the
-previous upload.
+50 ms per object; see bench/trainer/throttled_fs.py). Between checkpoints the loop does real
+training steps, which is what an async upload overlaps with: by default 20, enough to outlast one
+upload, as in real training where checkpoints are minutes apart and uploads take seconds.
+"Blocked" is what `Checkpointer.save` returns: for async, staging to CPU memory plus any wait for
+the previous upload.
 
-    python -m bench.checkpoint [--reps N] [--checkpoints N] [--steps-between N] [--mb-per-s X]
+    python -m bench.trainer.checkpoint [--reps N] [--checkpoints N] [--steps-between N]
+        [--mb-per-s X]
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, Section, rotated, summarize, table
-from bench.throttled_fs import configure
+from bench.trainer.throttled_fs import configure
 
 MODEL = {
     "model_type": "llama",
@@ -159,7 +160,7 @@ def run(reps: int = 2, checkpoints: int = 3, between: int = 20, mb_per_s: float 
         ]
     )
     command = (
-        f"python -m bench.checkpoint --reps {reps} --checkpoints {checkpoints} "
+        f"python -m bench.trainer.checkpoint --reps {reps} --checkpoints {checkpoints} "
         f"--steps-between {between} --mb-per-s {mb_per_s:g}"
     )
     return Section("Checkpoint: loop blocked, sync vs async", command, body, raw=blocked)

@@ -32,7 +32,7 @@ Fair by construction:
   recompile. Ours compiles once with dynamic shapes since the bucket layout became a tensor
   (it recompiled like HF's before: 0.35x); on a quiet machine, 4 alternated runs each, it ran
   1.04x its eager speed on this model (60 steps, after ~11 s of compiling) and 1.05x at
-  bench.scaling's hidden 512 (3 runs, after 13-23 s): a few percent for a slower start, so
+  bench.trainer.scaling's hidden 512 (3 runs, after 13-23 s): a few percent for a slower start, so
   it stays opt-in.
 - The same logging: both log every step (our step timer reads our per-step log line, so HF gets
   `logging_steps=1` and pays for a log line per step too).
@@ -57,9 +57,9 @@ This machine's speed drifts by 10-20% over tens of seconds (a shared VM): hence 
 repetitions in rotating order, medians, min/max beside them, and ratios within each repetition.
 (Running the variants' processes side by side in turns of a few steps was tried: a process
 waiting for its turn still slowed the running one, unevenly across variants, so each run has the
-machine to itself.) `bench.scaling` reuses these child runs at larger sizes.
+machine to itself.) `bench.trainer.scaling` reuses these child runs at larger sizes.
 
-    python -m bench.trainer_vs_hf [--reps N] [--steps N] [--batch N] [--probe]
+    python -m bench.trainer.trainer_vs_hf [--reps N] [--steps N] [--batch N] [--probe]
 """
 
 from __future__ import annotations
@@ -149,7 +149,8 @@ class Workload:
     timed: int | None = None
     """None: time every step after the warm-up. N: time the N consecutive steps after it whose
     mean useful tokens per step are closest to the data's mean (`examples x example_tokens`),
-    chosen from the batches' token counts alone, never from their times (see bench.scaling)."""
+    chosen from the batches' token counts alone, never from their times (see
+    bench.trainer.scaling)."""
 
     bf16: bool = False
     """bf16 autocast (GPU only): both sides keep fp32 weights and run their matmuls in bf16."""
@@ -579,7 +580,7 @@ def run_child(variant: Variant, work: Workload) -> dict[str, float]:
     was (another process's work slows wall time, not CPU time)."""
     before = load_average()[0]
     payload = json.dumps({"variant": asdict(variant), "workload": asdict(work)})
-    result = run_json_child("bench.trainer_vs_hf", ["--child", payload], timeout_s=1200)
+    result = run_json_child("bench.trainer.trainer_vs_hf", ["--child", payload], timeout_s=1200)
     return result | {"load_before": before, "load_after": load_average()[0]}
 
 
@@ -694,8 +695,8 @@ def _report(results: dict[str, Runs], work: Workload, reps: int, probe: bool) ->
     )
     return Section(
         "Trainer vs Hugging Face Trainer",
-        f"python -m bench.trainer_vs_hf --reps {reps} --steps {work.steps} --batch {work.rows}"
-        + (" --probe" if probe else ""),
+        f"python -m bench.trainer.trainer_vs_hf --reps {reps} --steps {work.steps} "
+        f"--batch {work.rows}" + (" --probe" if probe else ""),
         body,
         raw=results,
     )
@@ -716,7 +717,7 @@ def _meaning(hf_default: dict[str, float], random_ours: dict[str, float]) -> str
         "remains is the padding and masked attention removed, and per-step costs (the loop, "
         "the optimizer, hundreds of small operations) that on this 0.14M-parameter model are a "
         "large share of a step. On real models those shrink beside the matrix multiplies: "
-        "`bench.scaling` shows the ratio at larger sizes. Throughput is compared in useful "
+        "`bench.trainer.scaling` shows the ratio at larger sizes. Throughput is compared in useful "
         "tokens per second, not steps per second, because rows hold different numbers of "
         "examples. Equal tokens per step hold on average over an epoch: group_by_length sorts "
         "batches longest first within windows (ours: 50 batches; HF: 50, or a quarter of the "

@@ -22,12 +22,12 @@ plans.
 
 Sizes:
 - tiny: tiny.yaml's Llama (hidden 64, 4 heads, 2 key-value heads, head_dim 16, 2 layers),
-  batches of 8 packed rows of 256 tokens from `bench.trainer_vs_hf`'s data (log-normal
+  batches of 8 packed rows of 256 tokens from `bench.trainer.trainer_vs_hf`'s data (log-normal
   lengths, median ~60).
 - large: attention alone at hidden 1024's shape (16 heads, 8 key-value heads, head_dim 64),
   2 packed rows of 2048; the whole step at hidden 512 (8 heads, 4 key-value heads, head_dim 64,
   intermediate 1536, 2 layers), 2 packed rows of 1024. Examples' median length is ~23% of the
-  row, as in `bench.scaling`.
+  row, as in `bench.trainer.scaling`.
 
 Figures: forward+backward of one layer's attention (random query/key/value in the layout
 Llama's projections give, over a few collated layouts), and whole training steps (forward,
@@ -40,7 +40,7 @@ the trainer runs on CPU. Everything runs in one child process: it swaps transfor
 registration between variants and sets the trainer's malloc thresholds, neither of which should
 outlive it.
 
-    python -m bench.attention [--reps N] [--steps N] [--tiny-only] [--threads N]
+    python -m bench.trainer.attention [--reps N] [--steps N] [--tiny-only] [--threads N]
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.common import Section, load_average, rotated, run_json_child, summarize, table
-from bench.trainer_vs_hf import TINY, make_dataset, model_config
+from bench.trainer.trainer_vs_hf import TINY, make_dataset, model_config
 
 if TYPE_CHECKING:
     import torch
@@ -214,7 +214,7 @@ def batches(size: Size, count: int, workdir: Path) -> list[Batch]:
     from trainer.data.batches import collate, pack_rows, read_records, tokenize_records
     from trainer.model.loading import build_tokenizer
 
-    median_words = 45.0 * size.seq / 256  # median ~23% of the row, as bench.scaling
+    median_words = 45.0 * size.seq / 256  # median ~23% of the row, as bench.trainer.scaling
     # twice the tokens the batches need: packing leaves the last rows part-empty
     records = max(400, int(2 * count * size.rows * size.seq / (1.33 * median_words)))
     path = make_dataset(workdir / f"data-{size.seq}.jsonl", records, 0, median_words)
@@ -421,7 +421,9 @@ def _verdict(raw: dict[str, Any]) -> str:
 
 def run(reps: int = 5, steps: int = 5, large: bool = True, threads: int | None = None) -> Section:
     load_before, started = load_average()[0], time.perf_counter()
-    raw = run_json_child("bench.attention", ["--child", json.dumps([reps, steps, large, threads])])
+    raw = run_json_child(
+        "bench.trainer.attention", ["--child", json.dumps([reps, steps, large, threads])]
+    )
     load_after = load_average()[0]
     body = "\n\n".join(
         [
@@ -444,7 +446,7 @@ def run(reps: int = 5, steps: int = 5, large: bool = True, threads: int | None =
 
 
 def _command(reps: int, steps: int, large: bool, threads: int | None) -> str:
-    command = f"python -m bench.attention --reps {reps} --steps {steps}"
+    command = f"python -m bench.trainer.attention --reps {reps} --steps {steps}"
     command += "" if large else " --tiny-only"
     return command + (f" --threads {threads}" if threads else "")
 

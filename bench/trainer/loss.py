@@ -19,7 +19,7 @@ includes the gradients of the hidden states and of the weight, which both varian
 fp32 on CPU, as the trainer runs on CPU (bf16 autocast is for GPUs, where the materialised path
 also holds the bf16 logits: the ratio there is lower still).
 
-    python -m bench.loss [--reps N] [--iters N] [--positions N] [--hidden N]
+    python -m bench.trainer.loss [--reps N] [--iters N] [--positions N] [--hidden N]
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def run(
     for rep in range(reps):
         for variant, vocab in rotated(list(results), rep):
             args = ["--child", variant, str(vocab), str(positions), str(hidden), str(iters)]
-            results[(variant, vocab)].append(run_json_child("bench.loss", args))
+            results[(variant, vocab)].append(run_json_child("bench.trainer.loss", args))
     return _report(results, reps, iters, positions, hidden, variants)
 
 
@@ -185,7 +185,7 @@ def _report(
     raw = {f"{v} @ {n}": rs for (v, n), rs in results.items()}
     return Section(
         "Loss: chunked vs materialised logits",
-        f"python -m bench.loss --reps {reps} --iters {iters} --positions {positions} "
+        f"python -m bench.trainer.loss --reps {reps} --iters {iters} --positions {positions} "
         f"--hidden {hidden}",
         body,
         raw=raw,

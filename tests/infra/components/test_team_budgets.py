@@ -16,7 +16,7 @@ from infra.policy.checks.credentials import DEFAULT_COMPUTE_ACCOUNT
 from infra.policy.iam import grants_of
 from jobs.core.stack import LABEL_TEAM, StackOutputs
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = Path(__file__).resolve().parents[3]
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 
 

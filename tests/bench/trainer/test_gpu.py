@@ -1,4 +1,4 @@
-"""bench.gpu's dry run: every part of the GPU script on CPU at toy sizes, so a lent GPU's
+"""bench.trainer.gpu's dry run: every part of the GPU script on CPU at toy sizes, so a lent GPU's
 minutes are never spent on a bug the CPU could have shown."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import gpu
-from bench import trainer_vs_hf as tvh
+from bench.trainer import gpu
+from bench.trainer import trainer_vs_hf as tvh
 
 PARTS = ["0.5B full", "1.5B full, 128k vocabulary", "drill", "0.5B LoRA", "attention", "checkpoint"]
 
@@ -77,13 +77,14 @@ def test_a_variant_that_fails_costs_its_row_not_the_case(tmp_path: Path) -> None
 
 
 def test_the_probe_profiles_a_step_and_measures_the_loss(tmp_path: Path) -> None:
-    """bench.gpu_probe's profile and loss parts at toy sizes (its drill is bench.gpu's, above)."""
-    from bench import gpu_probe
+    """bench.trainer.gpu_probe's profile and loss parts at toy sizes (its drill is
+    bench.trainer.gpu's, above)."""
     from bench.common import run_json_child
+    from bench.trainer import gpu_probe
 
     data = str(tvh.make_dataset(tmp_path / "data.jsonl", records=200, median_words=20.0))
     body = json.dumps({"dry_run": True, "data": data})
-    profile = run_json_child("bench.gpu_probe", ["--child", "profile", body], timeout_s=600)
+    profile = run_json_child("bench.trainer.gpu_probe", ["--child", "profile", body], timeout_s=600)
     assert len(profile["step_s"]) == gpu_probe.PROFILE_STEPS
     assert "aten::mm" in profile["by_host"]  # the recorded steps' matrix multiplies
     loss = gpu_probe.loss_child(dry_run=True)

@@ -15,7 +15,7 @@ from infra.policy.evaluate import PolicySubject, evaluate
 from infra.policy.rule_types import RuleContext
 from jobs.core.stack import RegionOutputs, StackOutputs
 
-STACKS = Path(__file__).parent / "stacks"
+STACKS = Path(__file__).resolve().parents[1] / "stacks"
 FURTHER = ("us-east4", "us-west1")
 HOST = "acme-net-host-prod"
 

@@ -1207,6 +1207,6 @@ def test_every_rule_has_a_test_case() -> None:
         "egress-none-default-route-denied",
         "egress-none-peering-closed",
     }
-    # The persistent-resource rules' own cases: tests/policy/test_warm_pool_policies.py.
+    # The persistent-resource rules' own cases: tests/infra/policy/test_warm_pool_policies.py.
     warm = {r.name for r in RULES if "persistent-resource" in r.name}
     assert covered | warm == {r.name for r in RULES}

@@ -19,7 +19,7 @@ from infra.policy.rule_types import RuleContext
 from infra.review.builder import build_report
 from infra.review.sources import from_offline
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = Path(__file__).resolve().parents[3]
 PERIMETER = "gcp:accesscontextmanager/servicePerimeter:ServicePerimeter"
 GUARDED = [
     "aiplatform.googleapis.com",

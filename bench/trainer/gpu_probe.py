@@ -1,19 +1,19 @@
-"""Where a step of our trainer goes on a GPU, and the aims `bench.gpu` had no time left for.
+"""Where a step of our trainer goes on a GPU, and the aims `bench.trainer.gpu` had no time left for.
 
-`bench.gpu`'s first run on an H200 measured our 0.5B full fine-tune at 4% MFU, half HF
+`bench.trainer.gpu`'s first run on an H200 measured our 0.5B full fine-tune at 4% MFU, half HF
 Trainer's tokens/s, and ran out of its lease before the 128k loss and the SIGTERM drill. This
 script is the short follow-up a lease's remaining minutes allow, each part in a fresh process,
 results written after every part:
 
 1. `profile`: our 0.5B step under torch.profiler (steps 3-4 of 5): the ops that take the GPU's
    time and the host's, the kernels launched per step, and how much of the step the GPU was busy.
-2. `drill`: `bench.gpu`'s SIGTERM-and-resume drill (and the undisturbed run made twice).
+2. `drill`: `bench.trainer.gpu`'s SIGTERM-and-resume drill (and the undisturbed run made twice).
 3. `loss`: the loss alone at a 128k vocabulary under bf16 autocast (the 1.5B model's head,
    8,192 positions): peak GPU memory and time, chunked against materialised logits.
 4. `variants`: our 0.5B step with the materialised loss, and with fewer attention buckets, each
    beside the default, so the profile's suspects are confirmed or cleared by a time.
 
-    python -m bench.gpu_probe [--dry-run] [--output DIR]
+    python -m bench.trainer.gpu_probe [--dry-run] [--output DIR]
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench import gpu
-from bench import trainer_vs_hf as tvh
 from bench.common import REPO, run_json_child
+from bench.trainer import gpu
+from bench.trainer import trainer_vs_hf as tvh
 
 PROFILE_STEPS = 5
 LOSS_POSITIONS = 8192
@@ -195,11 +195,13 @@ def run(output: Path, dry_run: bool) -> dict[str, Any]:
             kind = key.split(":")[0]
             body = json.dumps({"dry_run": dry_run, "data": data, **extra})
             try:
-                results[key] = run_json_child("bench.gpu_probe", ["--child", kind, body], 600)
+                results[key] = run_json_child(
+                    "bench.trainer.gpu_probe", ["--child", kind, body], 600
+                )
             except (RuntimeError, OSError, ValueError) as e:
                 results[key] = {"error": str(e)[-3000:]}
             (output / "probe.json").write_text(json.dumps(results, indent=1, default=str))
-            print(f"bench.gpu_probe: {key} done", file=sys.stderr, flush=True)
+            print(f"bench.trainer.gpu_probe: {key} done", file=sys.stderr, flush=True)
     return results
 
 
