@@ -6,36 +6,24 @@ starting or restoring for longer than the guard's span, left alone."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from jobs.control.record import RunRecord
 from jobs.control.records import Records
 from jobs.core.heartbeat import HEARTBEAT_OBJECT, Heartbeat, Phase
 from jobs.core.stack import RUNS_PREFIX, StackOutputs
 from jobs.local.plumbing.processes import CONTROLLER_INTERVAL_S
 from jobs.vertex.client import VertexRest
 from jobs.vertex.google_session import storage_client
-from tests.conftest import HANG_S
+from tests.vtx.local.guard_helpers import record, runner, until, vtx
 from vtx.cli import app
 
 pytestmark = pytest.mark.slow(cost_s=60)  # two runs on the local platform, about a minute
-runner = CliRunner(env={"COLUMNS": "200"})
 WINDOW_S = 3
-
-
-def vtx(*args: str) -> str:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 def launch(tmp_path: Path, run_id: str, command: list[str]) -> None:
@@ -50,22 +38,6 @@ def launch(tmp_path: Path, run_id: str, command: list[str]) -> None:
     }))  # fmt: skip
     out = vtx("launch", str(template), "--stack", "local", "-y", "--run-id", run_id)
     assert f"no step for {WINDOW_S}s -> cancel" in out
-
-
-def until(what: str, found: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + HANG_S  # only catches a hang
-    while time.monotonic() < deadline:
-        value = found()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} never happened")
-
-
-def record(stack: StackOutputs, run_id: str) -> RunRecord:
-    stored = Records(stack).read(run_id)
-    assert stored is not None
-    return stored.record
 
 
 def test_a_stalled_replica_is_cancelled_by_the_controller_and_status_says_why(
