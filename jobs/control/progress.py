@@ -8,7 +8,9 @@ attempt has been under the tokens/s floor, and the time. The reconciler acts on 
   restoring, evaluating, saving and exporting are never counted. ``no_progress`` counts from
   the later of the last step and the return to training (after an eval or a save).
 - tokens/s is the beat's (over the trainer's last minute, falling when steps stop); a beat that
-  stopped coming (the process is frozen) counts as 0 tokens/s from its time on.
+  stopped coming (the process is frozen) counts as 0 tokens/s once it is stale (``STALE_BEATS``
+  beats and ``STALE_SLACK_S`` late), and the window counts from the pass that first sees it
+  so: a late write is never taken for a slow run, at the price of a later breach.
 """
 
 from __future__ import annotations
