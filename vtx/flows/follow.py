@@ -23,7 +23,10 @@ from jobs.runs.logs import (
     severity_of,
     stream,
 )
-from jobs.vertex.client import NEVER, JobRecord, Vertex, VertexError, VertexRest
+from jobs.vertex.client import Vertex
+from jobs.vertex.errors import VertexError
+from jobs.vertex.job_records import NEVER, JobRecord
+from jobs.vertex.rest import VertexRest
 from vtx.options import (
     console,
 )

@@ -64,7 +64,7 @@ from jobs.core.formats import duration, fine_money, money
 from jobs.core.states import bare_name
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
-from jobs.vertex.client import JobRecord, PoolRecord
+from jobs.vertex.job_records import JobRecord, PoolRecord
 from vtx.views.output import FitTable
 
 
