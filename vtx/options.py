@@ -19,7 +19,7 @@ from jobs.runs.logs import LogsError
 from jobs.spec.document import load_document
 from jobs.spec.template import JobTemplate
 from jobs.vertex.errors import VertexError
-from vtx.views.output import print_error, print_problems
+from vtx.views.problems import print_error, print_problems
 
 FileArg = Annotated[
     Path, typer.Argument(help="A vtx template, or gcloud CustomJobSpec/CustomJob YAML.")

@@ -37,7 +37,8 @@ from jobs.serving.model_rest import ModelRest
 from jobs.vertex.errors import VertexError
 from vtx.confirm import Ask, confirmed, print_refused
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
-from vtx.views.output import FitTable, print_error
+from vtx.views.fit_table import FitTable
+from vtx.views.problems import print_error
 from vtx.views.serving import deployed_names, print_deploy_plan, split_text
 
 app = typer.Typer()

@@ -44,7 +44,7 @@ from jobs.local.storage.upload import Upload, UploadError, plan, upload_all
 from jobs.vertex.errors import VertexError
 from jobs.vertex.rest import VertexRest
 from vtx.demo.training import DemoError, run_demo
-from vtx.views.output import print_error
+from vtx.views.problems import print_error
 
 local_app = typer.Typer(
     help="Run the Vertex-compatible local platform on this machine.", no_args_is_help=True

@@ -30,7 +30,7 @@ from jobs.vertex.rest import VertexRest
 from vtx.options import (
     console,
 )
-from vtx.views.output import print_error
+from vtx.views.problems import print_error
 
 SEVERITY_STYLES = {"WARNING": "yellow", "ERROR": "red", "CRITICAL": "bold red"}
 

@@ -22,9 +22,7 @@ from vtx.options import (
     api_errors,
 )
 from vtx.views.launch import print_event, print_launch_plan
-from vtx.views.output import (
-    print_problems,
-)
+from vtx.views.problems import print_problems
 
 
 class LaunchView:

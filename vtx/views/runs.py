@@ -65,7 +65,7 @@ from jobs.core.states import bare_name
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
 from jobs.vertex.job_records import JobRecord, PoolRecord
-from vtx.views.output import FitTable
+from vtx.views.fit_table import FitTable
 
 
 class OutputFormat(StrEnum):
