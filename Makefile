@@ -51,22 +51,22 @@ lint: setup
 bench: setup
 	$(PY) -m bench
 
-# The GPU run (bench/gpu.py), in two steps. Here, with PyPI: the wheels the GPU machine's image
+# The GPU run (bench/trainer/gpu.py), in two steps. Here, with PyPI: the wheels the GPU machine's image
 # lacks. There, with no network and no .venv (its own Python has PyTorch with CUDA): install
-# them, then measure into $(OUT) (default build/gpu). Rehearse on CPU: python -m bench.gpu --dry-run
+# them, then measure into $(OUT) (default build/gpu). Rehearse on CPU: python -m bench.trainer.gpu --dry-run
 GPU_WHEELS := build/gpu-wheels
 GPU_PYTHON ?= python3
-# Seconds after which bench.gpu skips the parts it has not started (each names its least cost).
+# Seconds after which bench.trainer.gpu skips the parts it has not started (each names its least cost).
 GPU_BUDGET_S ?= 480
 gpu-wheels: setup
 	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --implementation cp \
 		--python-version 3.12 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-		-r bench/gpu-wheels.txt -d $(GPU_WHEELS)
+		-r bench/trainer/gpu-wheels.txt -d $(GPU_WHEELS)
 
 bench-gpu:
 	$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --find-links $(GPU_WHEELS) \
-		-r bench/gpu-wheels.txt
-	$(GPU_PYTHON) -m bench.gpu --output $${OUT:-build/gpu} --budget-s $(GPU_BUDGET_S)
+		-r bench/trainer/gpu-wheels.txt
+	$(GPU_PYTHON) -m bench.trainer.gpu --output $${OUT:-build/gpu} --budget-s $(GPU_BUDGET_S)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -21,24 +21,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import (
-    attention,
-    checkpoint,
     cli,
     controller,
     goodput,
     guards,
     infra,
     ladder,
-    loss,
     results_file,
-    scaling,
     serving,
     soak,
-    trainer_vs_hf,
     transports,
     warm_start,
 )
 from bench.common import REPO, Section, load_average, machine
+from bench.trainer import attention, checkpoint, loss, scaling, trainer_vs_hf
 
 BENCHMARKS: dict[str, tuple[Callable[[], Section], Callable[[], Section]]] = {
     # name: (default run, --quick run)

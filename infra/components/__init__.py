@@ -1,3 +1,4 @@
-"""The stack's parts, one Pulumi ComponentResource per entity (APIs, identities, KMS, network,
-Shared VPC, buckets, registry, secrets, observability, quotas, CI), and `vertex_platform.Platform`,
-which wires them from a validated stack config."""
+"""The stack's parts, one Pulumi ComponentResource per entity, and `vertex_platform.Platform`,
+which wires them from a validated stack config. By what they hold: `network/` (VPC, Shared VPC,
+perimeter), `access/` (identities, KMS, secrets, CI), `stores/` (buckets, registry), `capacity/`
+(quotas, persistent resources); APIs, observability, team budgets and the controller beside them."""

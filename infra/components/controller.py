@@ -26,7 +26,7 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.components.identity import (
+from infra.components.access.identity import (
     function_account,
     function_builder_grants,
     project_role,

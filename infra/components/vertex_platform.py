@@ -22,20 +22,28 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.components.access.ci import CiIdentity, CiIdentityArgs
+from infra.components.access.identity import (
+    Identity,
+    IdentityArgs,
+    ServiceAgents,
+    ServiceAgentsArgs,
+)
+from infra.components.access.kms import Kms, KmsArgs
+from infra.components.access.secret_manager import Secrets, SecretsArgs
 from infra.components.apis import Apis, ApisArgs, required_services
-from infra.components.ci import CiIdentity, CiIdentityArgs
+from infra.components.capacity.persistent_resources import (
+    PersistentResources,
+    PersistentResourcesArgs,
+)
+from infra.components.capacity.quotas import Quotas, QuotasArgs, quota_target
 from infra.components.controller import Controller, ControllerArgs
-from infra.components.identity import Identity, IdentityArgs, ServiceAgents, ServiceAgentsArgs
-from infra.components.kms import Kms, KmsArgs
-from infra.components.network import Network, NetworkArgs
+from infra.components.network.network import Network, NetworkArgs
+from infra.components.network.perimeter import Perimeter, PerimeterArgs
+from infra.components.network.shared_vpc import SharedVpc, SharedVpcArgs
 from infra.components.observability import Observability, ObservabilityArgs
-from infra.components.perimeter import Perimeter, PerimeterArgs
-from infra.components.persistent_resources import PersistentResources, PersistentResourcesArgs
-from infra.components.quotas import Quotas, QuotasArgs, quota_target
-from infra.components.registry import Registry, RegistryArgs
-from infra.components.secret_manager import Secrets, SecretsArgs
-from infra.components.shared_vpc import SharedVpc, SharedVpcArgs
-from infra.components.storage import Storage, StorageArgs
+from infra.components.stores.registry import Registry, RegistryArgs
+from infra.components.stores.storage import Storage, StorageArgs
 from infra.components.team_budgets import TeamBudgets, TeamBudgetsArgs
 from infra.config import StackConfig
 

@@ -293,7 +293,7 @@ RULES: tuple[Rule, ...] = (
         "Persistent resources (warm pools) are joined to the stack's network: the peered VPC or "
         "a PSC interface, as its jobs are.",
         "set network (peering) or psc_interface_config={'network_attachment': ...}, as "
-        "infra.components.persistent_resources does",
+        "infra.components.capacity.persistent_resources does",
         resource_check=warm_pool_private,
     ),
     Rule(

@@ -77,7 +77,7 @@ def _serving_access(platform: Mapping[str, Any]) -> str:
 
 def _psc_consumers(resources: Sequence[ReviewResource]) -> list[dict[str, str]]:
     """Each PSC endpoint in the VPC: its forwarding rule, internal address and target (the
-    address and its rule share a name, infra.components.network)."""
+    address and its rule share a name, infra.components.network.network)."""
     addresses = {
         r.inputs.get("name"): r.outputs.get("address")
         for r in _of_type(resources, "gcp:compute/address:Address")

@@ -18,8 +18,8 @@ from infra.offline.program import PROJECT_DIR, run_offline
 from jobs.core.user_io import UserFileError, load_json_text, read_user_file, shown_path
 
 MAX_PREVIEW_BYTES = 16 << 20
-"""A preview of this platform's stack is tens of KB (tests/review/fixtures: 22 KB); 16 MiB
-leaves room for stacks hundreds of times larger and still reads in well under a second."""
+"""A preview of this platform's stack is tens of KB (tests/infra/review/fixtures: 22 KB);
+16 MiB leaves room for stacks hundreds of times larger and still reads in well under a second."""
 STACK_TYPE = "pulumi:pulumi:Stack"
 # Preview steps whose resource will not exist after the update.
 _GONE_OPS = frozenset(

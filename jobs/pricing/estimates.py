@@ -98,6 +98,9 @@ class PoolCost:
     None when the table has none (``disk_unknown``)."""
     disk_unknown: str | None = None
     disk_price: DiskPrice | None = None
+    local_ssd_gib: int = 0
+    """The Local SSD each VM comes with (machines.yaml `local_ssd_gib`); 0: none recorded.
+    Its price is a line of its own, unknown (`CostEstimate.local_ssd_unknown_because`)."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,19 @@ class CostEstimate:
     @property
     def disks_unknown_because(self) -> str | None:
         return self.disks_unknown_for(self.price_kind)
+
+    @property
+    def local_ssd_pools(self) -> list[PoolCost]:
+        """The pools whose machines come with Local SSD (machines.yaml `local_ssd_gib`)."""
+        return [p for p in self.pools if p.local_ssd_gib]
+
+    @property
+    def local_ssd_unknown_because(self) -> str | None:
+        """Why the Local SSD's price is unknown (no figure of it is known for any strategy, so
+        it is never in the price); None when no pool has Local SSD."""
+        if not self.local_ssd_pools:
+            return None
+        return LOCAL_SSD_FLEX_START_UNKNOWN if self.strategy == "FLEX_START" else LOCAL_SSD_UNKNOWN
 
     @property
     def excludes_disks(self) -> bool:
@@ -388,7 +404,25 @@ def _pool_cost(pool: PoolFacts, table: PriceTable | None, cat: Catalog) -> PoolC
         disk_usd_per_h=None if per_disk is None else per_disk * disk_size * disks,
         disk_unknown=disk_unknown,
         disk_price=disk_price,
+        local_ssd_gib=_local_ssd_gib(pool, cat),
     )
+
+
+def _local_ssd_gib(pool: PoolFacts, cat: Catalog) -> int:
+    machine = cat.machines.get(pool.machine or "")
+    return (machine.local_ssd_gib or 0) if machine is not None else 0
+
+
+LOCAL_SSD_UNKNOWN = (
+    "no Vertex Local SSD SKU wording is known: the one billing report read lists no Local SSD "
+    "line for an on-demand job (whether the machine's price covers it is UNCONFIRMED)"
+)
+"""Why an on-demand, Spot or reservation pool's Local SSD is unknown (docs/vertex-facts.md,
+"Disks")."""
+LOCAL_SSD_FLEX_START_UNKNOWN = (
+    "FLEX_START bills it on Compute Engine's DWS Local SSD SKU ('DWS Defined Duration SSD "
+    "backed Local Storage'), which no table holds (`vtx prices refresh` does not read it)"
+)
 
 
 def _times(usd_per_h: float | None, replicas: int) -> float | None:
@@ -423,6 +457,16 @@ def estimate(
     )
 
 
+EXCLUDES_DISKS = "excl. boot disks"
+"""What a known figure that leaves the boot disks out (their price unknown) says after it."""
+
+
+def disks_note(excludes_disks: bool) -> str:
+    """`EXCLUDES_DISKS` after a figure that leaves the boot disks out, else nothing: one
+    wording for `vtx cost`, the ladder, the run meter and goodput's dollars."""
+    return f" {EXCLUDES_DISKS}" if excludes_disks else ""
+
+
 def budget_warning(cost: CostEstimate, budget_usd: float | None) -> str | None:
     """What `vtx cost` and the launch plan say of a run's budget (``budget.max_cost_usd``):
     nothing when the cost at the timeout cap fits it; else that cost and the timeout that would
@@ -445,10 +489,16 @@ def budget_warning(cost: CostEstimate, budget_usd: float | None) -> str | None:
         if fit_s >= 1
         else "no timeout fits it: raise the budget"
     )
+    undercount = (
+        f"; that figure undercounts by the boot disks (their price is unknown: "
+        f"{cost.disks_unknown_because}), and so does the meter"
+        if cost.excludes_disks
+        else ""
+    )
     return (
         f"{budget} is under the cost at the timeout cap ({exact_duration(cost.timeout_s)}): "
-        f"{money(capped)} at {usd_per_h(per_h)}; the run is cancelled once its meter crosses "
-        f"the budget; {fits}"
+        f"{money(capped)} at {usd_per_h(per_h)}{disks_note(cost.excludes_disks)}{undercount}; "
+        f"the run is cancelled once its meter crosses the budget; {fits}"
     )
 
 

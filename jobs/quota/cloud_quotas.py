@@ -144,8 +144,8 @@ def in_use(jobs: Iterable[dict], catalog: Catalog) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Preference:
-    """The quota preference that would raise a metric: infra/components/quotas.py creates it from a
-    ``vtx:platform.quotas[]`` entry (tests/infra pins the id to infra's)."""
+    """The quota preference that would raise a metric: infra/components/capacity/quotas.py creates
+    it from a ``vtx:platform.quotas[]`` entry (tests/infra pins the id to infra's)."""
 
     accelerator: str
     spot: bool
@@ -156,8 +156,8 @@ class Preference:
 
     @property
     def preference_id(self) -> str:
-        """infra.components.quotas.QuotaTarget.preference_id, which jobs/ cannot import (infra is
-        above it)."""
+        """infra.components.capacity.quotas.QuotaTarget.preference_id, which jobs/ cannot import
+        (infra is above it)."""
         kind = "spot" if self.spot else "ondemand"
         return f"vtx-{self.accelerator.lower().replace('_', '-')}-{kind}-{self.region}"
 

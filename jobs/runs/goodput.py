@@ -36,6 +36,7 @@ from jobs.core.trainer_events import EARLY_STOP_PREFIX, MEASURED, STOP_PREFIX, T
 from jobs.runs.logs import SERVICE, LogEntry
 from jobs.runs.watch import (
     AttemptStatus,
+    excludes_disks,
     same_job,
     seconds_between,
     trainer_line,
@@ -173,6 +174,8 @@ class Figures:
     tokens_unknown_because: str | None
     usd: float | None
     usd_unknown_because: str | None
+    usd_excludes_disks: bool
+    """``usd`` (and each category's) leaves boot disks out: their price is unknown."""
 
     @property
     def paid_goodput(self) -> float | None:
@@ -229,6 +232,7 @@ class Goodput(Figures):
     to_first_step_s: list[float]
     """From each stop request to the next start's first reported step."""
     points: list[TrainPoint]
+    usd_excludes_disks: bool = False
 
     @property
     def goodput(self) -> float | None:
@@ -587,4 +591,5 @@ def goodput_of(
         usd_unknown_because=unknown_because(attempts),
         to_first_step_s=_to_first_step(timelines, points),
         points=points,
+        usd_excludes_disks=excludes_disks(attempts),
     )

@@ -187,6 +187,9 @@ class Price:
     table_as_of: str | None = None
     skus: tuple[PricedSku, ...] = ()
     """The billing catalog SKUs behind its figures (refreshed tables only)."""
+    excludes_disks: bool = False
+    """``usd_per_h`` leaves the boot disks out: their figure is unknown
+    (`jobs.pricing.estimates.CostEstimate.excludes_disks`)."""
 
 
 def price_of(job: JobRecord, region: str, catalog: Catalog | None = None) -> Price:
@@ -205,6 +208,7 @@ def price_of(job: JobRecord, region: str, catalog: Catalog | None = None) -> Pri
         cost.unknown_because,
         cost.table.as_of if cost.table is not None else None,
         tuple(cost.skus),
+        cost.excludes_disks,
     )
 
 
@@ -232,6 +236,11 @@ class AttemptStatus:
     running_s: float
     price: Price
     usd: float | None
+
+    @property
+    def excludes_disks(self) -> bool:
+        """``usd`` is known, billed, and leaves the boot disks out (their price is unknown)."""
+        return self.usd is not None and self.running_s > 0 and self.price.excludes_disks
 
 
 @dataclass(frozen=True)
@@ -273,6 +282,11 @@ class RunStatus:
     def unknown_because(self) -> str | None:
         """Why ``usd`` is unknown: the first billed attempt whose price is."""
         return unknown_because(self.attempts)
+
+    @property
+    def excludes_disks(self) -> bool:
+        """``usd`` leaves the boot disks out (`excludes_disks`)."""
+        return excludes_disks(self.attempts)
 
     @property
     def projected_usd(self) -> float | None:
@@ -327,6 +341,12 @@ def _crossed(what: str, budget: float | None, usd: float | None) -> str | None:
         f"the {what}'s cost so far {fine_money(usd)} crossed budget.max_cost_usd "
         f"{fine_money(budget)}"
     )
+
+
+def excludes_disks(attempts: Sequence[AttemptStatus]) -> bool:
+    """`usd_of` is known but leaves out the boot disks of a billed attempt (their price is
+    unknown): it undercounts by them."""
+    return usd_of(attempts) is not None and any(a.excludes_disks for a in attempts)
 
 
 def unknown_because(attempts: Sequence[AttemptStatus]) -> str | None:

@@ -49,6 +49,7 @@ class StudyGoodput(Figures):
     tokens_unknown_because: str | None
     usd: float | None
     usd_unknown_because: str | None
+    usd_excludes_disks: bool = False
 
     @property
     def slot_s(self) -> float:
@@ -161,4 +162,5 @@ def study_goodput_of(
         tokens_unknown_because=tokens_why,
         usd=usd,
         usd_unknown_because=usd_why,
+        usd_excludes_disks=usd is not None and any(t.goodput.usd_excludes_disks for t in trials),
     )

@@ -55,7 +55,7 @@ REPOSITORY_SOURCE = "the repository's jobs/ (infra.components.controller.reposit
 def stable(value: Any) -> Any:
     """Inputs without what every change to ``jobs/`` changes: the content hash in the name of
     the controller's source object, and that object's list of files
-    (tests/infra/test_controller.py checks both)."""
+    (tests/infra/components/test_controller.py checks both)."""
     if isinstance(value, str):
         return CONTROLLER_SOURCE.sub(UNHASHED, value)
     if isinstance(value, list):

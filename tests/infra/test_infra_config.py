@@ -9,7 +9,7 @@ from typing import Any, get_args, get_origin
 import pytest
 from pydantic import BaseModel
 
-from infra.components.quotas import quota_target
+from infra.components.capacity.quotas import quota_target
 from infra.config import (
     CapacityRegion,
     ConfigError,

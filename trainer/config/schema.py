@@ -257,7 +257,7 @@ saves little more (the head's fp32 weight gradient, vocabulary x hidden, is the 
 time: each chunk adds its share of that gradient into one accumulator, a read and a write of
 vocabulary x hidden x 4 bytes, and a GPU needs a few hundred positions per chunk for that
 traffic to hide behind the matmuls (H100 and L4 do ~300 bf16 FLOPs per byte of memory traffic).
-bench/loss.py measures the peak and the time on CPU."""
+bench/trainer/loss.py measures the peak and the time on CPU."""
 
 
 class TrainConfig(_Strict):

@@ -15,7 +15,7 @@ stock sdpa calls so it runs on every device.
 
 Every bucket goes to sdpa, however short. An explicit q @ k^T + cached causal mask + softmax
 + @ v path is no faster than sdpa's CPU kernel for any bucket shape tried, and on the tiny
-model's batches it made the attention slower (bench.attention; measured: bench/RESULTS.md,
+model's batches it made the attention slower (bench.trainer.attention; measured: bench/RESULTS.md,
 "Attention on CPU: bucketed sdpa paths" and "Figures from code comments", Attention). Merging
 buckets into fewer sdpa calls is not done here either: one call's fixed cost is worth a few
 padding slots of a tiny-model step (same place), and `trainer.data.batches.plan_buckets` already
@@ -89,8 +89,8 @@ def segment_attention(
     # gradient into a zero tensor the size of the whole row (filled, copied into, summed), so
     # slicing cost O(buckets x row) per layer; a split's backward is one concatenation. The
     # sdpa calls get the same views, so results are bit-identical on every device. Faster per
-    # layer and per step on CPU (bench.attention; measured: bench/RESULTS.md, "Attention on CPU:
-    # bucketed sdpa paths").
+    # layer and per step on CPU (bench.trainer.attention; measured: bench/RESULTS.md, "Attention
+    # on CPU: bucketed sdpa paths").
     parts = (t.squeeze(0).split(sizes, dim=1) for t in (query, key, value))
     outputs = []
     # The backward pass's sdpa calls take the backend the forward chose.

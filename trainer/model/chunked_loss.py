@@ -7,7 +7,8 @@ loss, and as much again for their gradient. Here a custom autograd function take
 hidden states at those positions and, for `rows` positions at a time, computes the logits in fp32,
 the log-sum-exp, the loss and, in the same pass, the gradients with respect to the hidden states,
 the head's weight and its bias; backward only scales them. No [positions, vocabulary] tensor
-outlives its chunk. `bench/loss.py` measures the peak and the time against transformers' way.
+outlives its chunk. `bench/trainer/loss.py` measures the peak and the time against transformers'
+way.
 
 The model is still called as a whole, through its DDP or FSDP wrapper (which sync gradients only
 for what runs inside their forward): a forward pre-hook on the output embeddings takes their

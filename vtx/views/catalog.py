@@ -25,16 +25,22 @@ def _region_prices(
     cat: Catalog, regions: list[str], kind: Literal["machines", "accelerators"], name: str
 ) -> str:
     """One line per region with a figure (on-demand / Spot $/h); regions without any figure are
-    named together on one line, so "unknown" is said without a line per region."""
-    lines, unknown = [], []
+    named together on one line, so "unknown" is said without a line per region. Of several
+    regions, those known only for their TPUs are counted, not named (`vtx catalog --region`
+    names them): their long names would push an 80-column table out of its grid."""
+    lines, unknown, tpu_only = [], [], 0
     for region in regions:
         table = cat.price_table(region)
         price = getattr(table, kind).get(name) if table else None
         cells = (_price_cell(price, spot=False), _price_cell(price, spot=True))
-        if cells == (UNKNOWN, UNKNOWN):
-            unknown.append(region)
-        else:
+        if cells != (UNKNOWN, UNKNOWN):
             lines.append(f"{region}: {cells[0]} / {cells[1]}")
+        elif len(regions) > 1 and cat.regions[region].tpus_only_known:
+            tpu_only += 1
+        else:
+            unknown.append(region)
+    if tpu_only:
+        unknown.append(f"{tpu_only} region(s) known only for TPUs")
     if unknown:
         lines.append(f"{UNKNOWN} in {', '.join(unknown)}")
     return "\n".join(lines)
@@ -106,6 +112,11 @@ def machines_table(cat: Catalog, region: str | None) -> Table:
     for column in ("machine", "vCPUs", "memory", "built-in", PRICE_COLUMN):
         table.add_column(column, no_wrap=column == "machine", overflow="fold")
     offered = cat.regions.get(region or "")
+    if offered is not None and offered.tpus_only_known:
+        table.caption = (
+            f"{table.caption} {offered.name}: known only for its TPUs; its other machines are "
+            "not recorded (unknown, not absent)."
+        )
     for m in cat.machines.values():
         if offered and m.family not in offered.families:
             continue

@@ -9,7 +9,7 @@ from rich.table import Table
 from jobs.core.durations import exact_duration
 from jobs.core.formats import money, usd_per_h
 from jobs.core.stack import StackOutputs
-from jobs.pricing.estimates import DISK_PRICE_KINDS, CostEstimate, budget_warning
+from jobs.pricing.estimates import DISK_PRICE_KINDS, CostEstimate, budget_warning, disks_note
 from jobs.quota.cloud_quotas import QuotaCheck
 from vtx.views.fit_table import FitTable
 from vtx.views.quota import print_quota_check
@@ -83,10 +83,10 @@ def cost_table(estimate: CostEstimate, title: str) -> Table:
 
 
 def _total_cell(estimate: CostEstimate, kind: str) -> str:
-    """A column's total; "excl. disks" when the boot disks' figure is unknown (`cost.py` says
+    """A column's total; "excl. boot disks" when the boot disks' figure is unknown (`cost.py` says
     why the total is not made unknown for them)."""
     total, excludes = estimate.total_for(kind)
-    return f"{money(total)} excl. disks" if total is not None and excludes else money(total)
+    return money(total) + disks_note(excludes and total is not None)
 
 
 def quota_table(estimate: CostEstimate) -> Table:
@@ -113,12 +113,14 @@ def print_cost(
     cap = exact_duration(estimate.timeout_s)
     console.print(
         f"This job ({kind} price in {estimate.region}): {usd_per_h(estimate.usd_per_h)}"
-        f"{' excluding boot disks' if estimate.excludes_disks else ''}; "
+        f"{disks_note(estimate.excludes_disks)}; "
         f"at its timeout cap ({cap}): {money(estimate.usd_at_timeout)}",
         highlight=False,
     )
     console.print(_disk_line(estimate), style="yellow" if estimate.excludes_disks else "dim",
                   highlight=False, markup=False)  # fmt: skip
+    if estimate.local_ssd_unknown_because is not None:
+        console.print(_local_ssd_line(estimate), style="yellow", highlight=False, markup=False)
     if kind == "FLEX_START" and estimate.usd_per_h is None:
         console.print(
             "FLEX_START (Dynamic Workload Scheduler) is billed at its own prices (Compute "
@@ -152,6 +154,18 @@ def _disk_line(estimate: CostEstimate) -> str:
         f"Boot disks ({disks}): unknown ({estimate.disks_unknown_because}); "
         + ("the price above excludes them." if estimate.excludes_disks else "")
     ).strip()
+
+
+def _local_ssd_line(estimate: CostEstimate) -> str:
+    """The built-in Local SSD's own line: how much, and why its price is unknown."""
+    ssds = ", ".join(
+        f"{p.role}: {p.disks} x {p.local_ssd_gib:,} GiB built into {p.machine}"
+        for p in estimate.local_ssd_pools
+    )
+    return (
+        f"Local SSD ({ssds}): unknown ({estimate.local_ssd_unknown_because}); not in the price "
+        "above."
+    )
 
 
 def _reservation_note(estimate: CostEstimate) -> str:

@@ -7,6 +7,7 @@
                             the time paid for (the attempts' running time); fractions
     wall_s, paid_s, productive_s, submitted, ended
     usd, usd_unknown_because        the run's cost so far (the meter's)
+    usd_excludes_disks      usd (and each category's) leaves the boot disks out (unknown price)
     tokens, tokens_per_usd, tokens_per_usd_unknown_because
     steps_trained, unique_steps, steps_lost (executions of a step after its first)
     to_first_step_s         from each stop request (SIGTERM) to the next start's first step
@@ -25,11 +26,13 @@ from typing import Any
 from rich.text import Text
 
 from jobs.core.formats import duration, money, share
+from jobs.pricing.estimates import disks_note
 from jobs.runs.goodput import (
     CATEGORIES,
     CATEGORY,
     AttemptTimeline,
     CategoryFigure,
+    Figures,
     Goodput,
     Phase,
 )
@@ -49,6 +52,7 @@ def goodput_json(found: Goodput) -> dict[str, Any]:
         "ended": when(found.ended),
         "usd": rounded(found.usd),
         "usd_unknown_because": found.usd_unknown_because,
+        "usd_excludes_disks": found.usd_excludes_disks,
         "tokens": found.tokens,
         "tokens_per_usd": rounded(found.tokens_per_usd, 3),
         "tokens_per_usd_unknown_because": found.tokens_per_usd_unknown_because,
@@ -107,30 +111,26 @@ def goodput_line(found: Goodput) -> str:
         f"{share(found.goodput)} of {duration(found.wall_s)} since submission, "
         f"{share(found.paid_goodput)} of {duration(found.paid_s)} paid"
     )
-    return line_of(head, found.badput, found.steps_lost, found.tokens_per_usd,
-                   found.tokens_per_usd_unknown_because)  # fmt: skip
+    return line_of(head, found)
 
 
-def line_of(
-    head: str,
-    badput: list[CategoryFigure],
-    steps_lost: int,
-    tokens_per_usd: float | None,
-    tokens_unknown_because: str | None,
-) -> str:
+def line_of(head: str, found: Figures) -> str:
     """The goodput line after its ``head`` (the shares): the two largest badputs, steps
-    computed again, tokens per dollar (a run's and a study's say these alike)."""
+    computed again, tokens per dollar (a run's and a study's say these alike); dollars that
+    leave the boot disks out say so."""
     parts = [head]
-    if worst := badput[:2]:
+    note = disks_note(found.usd_excludes_disks)
+    if worst := found.badput[:2]:
         lost = ", ".join(
-            f"{CATEGORY[f.key].label} {duration(f.seconds)} ({money(f.usd)})" for f in worst
+            f"{CATEGORY[f.key].label} {duration(f.seconds)} ({money(f.usd)}{note if f.usd else ''})"
+            for f in worst
         )
         parts.append(f"most lost to {lost}")
-    parts.append(f"{steps_lost} step(s) computed again")
-    if tokens_per_usd is not None:
-        parts.append(f"{tokens_per_usd:,.0f} tokens per $")
+    parts.append(f"{found.steps_lost} step(s) computed again")
+    if found.tokens_per_usd is not None:
+        parts.append(f"{found.tokens_per_usd:,.0f} tokens per ${note}")
     else:
-        parts.append(f"tokens per $ unknown: {tokens_unknown_because}")
+        parts.append(f"tokens per $ unknown: {found.tokens_per_usd_unknown_because}")
     return "; ".join(parts)
 
 

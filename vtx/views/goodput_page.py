@@ -15,6 +15,7 @@ from datetime import datetime
 from html import escape
 
 from jobs.core.formats import duration, money, share
+from jobs.pricing.estimates import disks_note
 from jobs.runs.goodput import (
     CATEGORIES,
     CATEGORY,
@@ -167,13 +168,14 @@ def curve_svg(
 
 def money_cells(found: Figures) -> tuple[str, str]:
     """(tokens per paid dollar, cost): each figure, or unknown with the reason."""
+    note = disks_note(found.usd_excludes_disks)
     tokens_per_usd = (
-        f"{found.tokens_per_usd:,.0f}"
+        f"{found.tokens_per_usd:,.0f}{note}"
         if found.tokens_per_usd is not None
         else f"unknown: {found.tokens_per_usd_unknown_because}"
     )
     cost = money(found.usd) + (
-        f" (unknown: {found.usd_unknown_because})" if found.usd is None else ""
+        f" (unknown: {found.usd_unknown_because})" if found.usd is None else note
     )
     return tokens_per_usd, cost
 
@@ -203,11 +205,15 @@ def figures_table(rows: list[tuple[str, str]]) -> str:
     return f'<table class="figures">{cells}</table>'
 
 
-def categories_table(figures: list[CategoryFigure], span_s: float, span: str) -> str:
-    """Every category's seconds, share of ``span_s`` (named ``span``) and dollars."""
+def categories_table(
+    figures: list[CategoryFigure], span_s: float, span: str, excludes_disks: bool = False
+) -> str:
+    """Every category's seconds, share of ``span_s`` (named ``span``) and dollars (whose head
+    says when they leave the boot disks out)."""
     head = (
         "<tr><th>category</th><th>ml-goodput-measurement</th><th>read from</th>"
-        f"<th>seconds</th><th>share of {escape(span)}</th><th>dollars</th></tr>"
+        f"<th>seconds</th><th>share of {escape(span)}</th>"
+        f"<th>dollars{escape(disks_note(excludes_disks))}</th></tr>"
     )
     rows = []
     for figure in figures:
@@ -257,7 +263,7 @@ def goodput_page(run: str, found: Goodput) -> str:
         "<h2>Figures</h2>",
         _figures(found),
         "<h2>Where the time went</h2>",
-        categories_table(found.categories, found.wall_s, "wall time"),
+        categories_table(found.categories, found.wall_s, "wall time", found.usd_excludes_disks),
         NAMES_NOTE,
     ]
     return page(title, body)

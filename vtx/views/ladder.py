@@ -11,7 +11,7 @@ from rich.text import Text
 from jobs.core.durations import exact_duration
 from jobs.core.formats import usd_per_h
 from jobs.launch.names import resources
-from jobs.pricing.estimates import CostEstimate
+from jobs.pricing.estimates import CostEstimate, disks_note
 from jobs.quota.cloud_quotas import TRAINING_METRIC_PREFIX, MetricCheck, QuotaCheck
 from vtx.views.fit_table import FitTable
 from vtx.views.quota import units
@@ -88,7 +88,8 @@ def ladder_table(rows: list[RungRow]) -> Table:
         verdict = Text("skip: over quota", "red") if row.hopeless else Text("try", "green")
         est = row.estimate
         table.add_row(
-            str(row.number), est.region, resources(est), est.strategy, usd_per_h(est.usd_per_h),
+            str(row.number), est.region, resources(est), est.strategy,
+            usd_per_h(est.usd_per_h) + disks_note(est.excludes_disks),
             needed, available, wait, verdict,
         )  # fmt: skip
     return table

@@ -17,7 +17,9 @@ money is US dollars (``usd``) at the catalog's price.
                   running_s, usd_per_h, usd, price (what it pays: on-demand, Spot or
                   FLEX_START), price_region, price_table, price_table_as_of, price_skus:
                   [{name, sku, description, fetched_at}] (the billing catalog SKUs behind its
-                  price; [] from a shipped table), usd_unknown_because, error}], oldest first:
+                  price; [] from a shipped table), usd_unknown_because, usd_excludes_disks
+                  (usd is known but leaves the boot disks out: their price is unknown),
+                  error}], oldest first:
                   each attempt (a ladder's rungs too) at its own strategy's price in its own
                   region
     pools         [{pool (workerpool0...), role, machine, accelerator, accelerator_count,
@@ -34,6 +36,7 @@ money is US dollars (``usd``) at the catalog's price.
     cost          {usd (so far, every attempt), usd_per_h (the newest attempt), strategy,
                   price (on-demand, Spot or FLEX_START), unpriced (what the catalog has no
                   price for), price_table, usd_unknown_because (why usd is null),
+                  usd_excludes_disks (usd undercounts by boot disks of unknown price),
                   projected_usd (the total if the newest attempt runs to its last step at the
                   current pace; null without a pace or price), budget_usd (the run's
                   budget.max_cost_usd, or null), stopped_by_budget (a cancelled run whose meter
@@ -62,6 +65,7 @@ from rich.table import Table
 from jobs.core.contract import budget_of
 from jobs.core.formats import duration, fine_money, money
 from jobs.core.states import bare_name
+from jobs.pricing.estimates import disks_note
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
 from jobs.vertex.job_records import JobRecord, PoolRecord
@@ -122,6 +126,7 @@ def attempt_json(attempt: AttemptStatus) -> dict[str, Any]:
             for s in attempt.price.skus
         ],
         "usd_unknown_because": attempt.price.unknown_because if attempt.usd is None else None,
+        "usd_excludes_disks": attempt.excludes_disks,
         "error": job.error,
     }
 
@@ -162,6 +167,7 @@ def status_json(status: RunStatus) -> dict[str, Any]:
             "unpriced": list(newest.price.unpriced),
             "price_table": newest.price.table,
             "usd_unknown_because": status.unknown_because,
+            "usd_excludes_disks": status.excludes_disks,
             "projected_usd": rounded(status.projected_usd),
             "budget_usd": status.budget_usd,
             "stopped_by_budget": status.stopped_by_budget,
@@ -283,17 +289,18 @@ def _checkpoint_row(status: RunStatus) -> str:
 def _cost_row(status: RunStatus) -> str:
     price = status.newest.price
     if price.usd_per_h is not None:
-        rate = f"{money(price.usd_per_h)}/h {price.kind}"
+        rate = f"{money(price.usd_per_h)}/h {price.kind}{disks_note(price.excludes_disks)}"
     elif price.unpriced:
         rate = f"no {price.kind} price for {', '.join(price.unpriced)}"
     else:
         rate = f"no {price.kind} price in the catalog"
     table = f", table {price.table}" if price.table else ""
-    lines = [f"{money(status.usd)} so far at the catalog's price ({rate}{table})"]
+    note = disks_note(status.excludes_disks)
+    lines = [f"{money(status.usd)}{note} so far at the catalog's price ({rate}{table})"]
     if status.usd is None:
         lines.append(f"unknown: {status.unknown_because}")
     if status.projected_usd is not None:
-        lines.append(f"{money(status.projected_usd)} projected at the current pace")
+        lines.append(f"{money(status.projected_usd)}{note} projected at the current pace")
     if status.budget_usd is not None:
         lines.append(f"budget {fine_money(status.budget_usd)} (budget.max_cost_usd)")
     return "\n".join(lines)
@@ -349,7 +356,7 @@ def attempts_table(status: RunStatus) -> Table:
             bare_name(a.job.state),
             (when(a.job.create_time) or "-")[:19],
             duration(a.running_s),
-            money(a.usd),
+            money(a.usd) + disks_note(a.excludes_disks),
         )
     return table
 
@@ -379,6 +386,6 @@ def list_table(attempts: Sequence[AttemptStatus]) -> Table:
             escape(resources(a.job, "\n")),
             (when(a.job.create_time) or "-")[5:16].replace("T", " "),
             duration(a.running_s),
-            money(a.usd),
+            money(a.usd) + disks_note(a.excludes_disks),
         )
     return table

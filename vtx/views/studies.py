@@ -32,8 +32,8 @@ from rich.table import Table
 
 from jobs.core.contract import budget_of
 from jobs.core.formats import duration, fine_money, money, usd_per_h
-from jobs.pricing.estimates import StudyCost
-from jobs.runs.watch import AttemptStatus, study_budget_crossed, usd_of
+from jobs.pricing.estimates import StudyCost, disks_note
+from jobs.runs.watch import AttemptStatus, excludes_disks, study_budget_crossed, usd_of
 from jobs.spec.study import Parameter, Study
 from jobs.tuning.study_records import StudyRecord, TrialRecord
 from vtx.views.fit_table import FitTable
@@ -78,6 +78,7 @@ def print_study_plan(
     if algorithm == "ALGORITHM_UNSPECIFIED":
         algorithm += " (Vertex's default: Bayesian optimisation)"
     goal = GOALS[study.metric.goal.upper()]
+    note = disks_note(cost.trial.excludes_disks)
     lines = {
         "metric": f"{study.metric.id} ({study.metric.goal}: {goal})",
         "algorithm": algorithm,
@@ -88,9 +89,9 @@ def print_study_plan(
             if study.max_failed_trials
             else "as many failed trials as Vertex decides"
         ),
-        "per trial": f"{usd_per_h(cost.trial.usd_per_h)}; at its timeout cap "
+        "per trial": f"{usd_per_h(cost.trial.usd_per_h)}{note}; at its timeout cap "
         f"{money(cost.trial.usd_at_timeout)}",
-        "study": f"{usd_per_h(cost.usd_per_h)} while {study.parallel_trials} run; "
+        "study": f"{usd_per_h(cost.usd_per_h)}{note} while {study.parallel_trials} run; "
         f"every trial at its cap: {money(cost.usd_at_timeout)}",
     }
     if study.early_stopping is not None:
@@ -150,7 +151,8 @@ def study_cost(trials: Sequence[AttemptStatus]) -> str:
     usd = usd_of(trials)
     if usd is None:
         return f"unknown ({_unknown_trial(trials)})"
-    return f"{money(usd)} so far over {len(trials)} trial job(s), at the catalog's prices"
+    note = disks_note(excludes_disks(trials))
+    return f"{money(usd)}{note} so far over {len(trials)} trial job(s), at the catalog's prices"
 
 
 def print_study_status(

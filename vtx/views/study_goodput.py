@@ -10,7 +10,7 @@ under ``--timeline``, and the ``goodput`` object of ``--format json`` (`jobs.tun
     trial_s          the trials' wall times summed (each from its job's creation to its end)
     between_trials_s slot time no trial's job held (the study starting, the next trial being
                      suggested, the last round's free slots); not billed, no category
-    paid_s, productive_s, usd, usd_unknown_because
+    paid_s, productive_s, usd, usd_unknown_because, usd_excludes_disks
     tokens, tokens_per_usd, tokens_per_usd_unknown_because
     steps_trained, unique_steps, steps_lost
     categories       as a run's (`vtx.views.goodput`), each summed over the trials
@@ -52,6 +52,7 @@ def study_goodput_json(found: StudyGoodput) -> dict[str, Any]:
         "productive_s": rounded(found.productive_s, 3),
         "usd": rounded(found.usd),
         "usd_unknown_because": found.usd_unknown_because,
+        "usd_excludes_disks": found.usd_excludes_disks,
         "tokens": found.tokens,
         "tokens_per_usd": rounded(found.tokens_per_usd, 3),
         "tokens_per_usd_unknown_because": found.tokens_per_usd_unknown_because,
@@ -79,8 +80,7 @@ def study_goodput_line(found: StudyGoodput) -> str:
         f"({found.slots} trial(s) at a time), "
         f"{share(found.paid_goodput)} of {duration(found.paid_s)} paid"
     )
-    return line_of(head, found.badput, found.steps_lost, found.tokens_per_usd,
-                   found.tokens_per_usd_unknown_because)  # fmt: skip
+    return line_of(head, found)
 
 
 def study_timeline_rows(found: StudyGoodput, width: int = BAR_WIDTH) -> list[Text]:

@@ -85,7 +85,9 @@ def study_goodput_page(run: str, found: StudyGoodput) -> str:
         "<h2>Trials</h2>",
         _trials(found),
         "<h2>Where the time went (summed over the trials)</h2>",
-        categories_table(found.categories, found.trial_s, "the trials' wall time"),
+        categories_table(
+            found.categories, found.trial_s, "the trials' wall time", found.usd_excludes_disks
+        ),
         NAMES_NOTE,
     ]
     return page(f"vtx report: goodput of study {run}", body)

@@ -59,6 +59,9 @@ class Machine(_Data):
     boot_disk_types: tuple[str, ...] = ()
     """The boot disk types the machine takes, its default first; empty: every type limits.yaml
     lists, pd-ssd by default (machines that take only Hyperdisk say so)."""
+    local_ssd_gib: int | None = None
+    """The Local SSD a VM of this machine comes with (GiB), where a source gives it; None: none
+    recorded. No v1 field asks for Local SSD in training (`DiskSpec` has the boot disk only)."""
 
     @property
     def is_tpu(self) -> bool:
@@ -125,7 +128,17 @@ class Region(_Data):
     accelerators: tuple[str, ...]
     tpu_pods: tuple[str, ...] = ()
     """The TPUs (v2, v3) whose Pods are offered for training here."""
-    reduction_server_image: str
+    reduction_server_image: str | None = None
+    """None where the catalog knows no GPU (a Reduction Server serves GPU pools only)."""
+    tpus_only_known: bool = False
+    """The catalog lists this region only for the TPUs Google's locations page gives it for
+    training: its GPUs and other machine families are not recorded, so they are unknown there,
+    not "not offered"."""
+
+    def tpu_names(self, cat: Catalog) -> list[str]:
+        """The TPUs offered here, as the rules name them."""
+        known = cat.accelerators
+        return [a for a in self.accelerators if a in known and known[a].kind == "tpu"]
 
 
 class Range(_Data):
@@ -398,7 +411,7 @@ class Catalog(_Data):
     def reduction_server_image(self, region: str | None) -> str:
         """Google's Reduction Server image for the region's multi-region (us when unknown)."""
         known = self.regions.get(region or "")
-        if known is not None:
+        if known is not None and known.reduction_server_image is not None:
             return known.reduction_server_image
         prefix = (region or "us").split("-")[0]
         prefix = prefix if prefix in ("us", "europe", "asia") else "us"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from jobs.core.catalog import REDUCTION_SERVER_IMAGE, Catalog, closest
+from jobs.core.catalog import REDUCTION_SERVER_IMAGE, Catalog, Region, closest
 from jobs.core.problems import Problem
 from jobs.custom_jobs.facts import JobFacts, PoolFacts
 
@@ -38,14 +38,46 @@ def machine_offered_in_region(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
         return
     for pool in job.pools:
         machine = cat.machines.get(pool.machine or "")
-        if machine is not None and machine.family not in region.families:
-            where = [r.name for r in cat.regions.values() if machine.family in r.families]
+        if machine is None or machine.family in region.families:
+            continue
+        where = ", ".join(r.name for r in cat.regions.values() if machine.family in r.families)
+        if _unrecorded(machine.is_tpu, region, cat):
             yield Problem(
                 pool.path("machine"),
-                f"{machine.name} ({machine.family}) is not offered for {cat.purpose} in "
-                f"{region.name}",
-                f"use a region that has it ({', '.join(where)}) or another machine family",
+                f"whether {region.name} offers {machine.name} ({machine.family}) for "
+                f"{cat.purpose} is unknown: {_tpus_only(region, cat)}",
+                f"use a region the catalog lists it in ({where or 'none'}), or a TPU machine "
+                f"in {region.name}",
             )
+            continue
+        yield Problem(
+            pool.path("machine"),
+            f"{machine.name} ({machine.family}) is not offered for {cat.purpose} in "
+            f"{region.name}{_tpus_there(region, cat)}",
+            f"use a region that has it ({where or 'none in the catalog'}) or another machine "
+            "family",
+        )
+
+
+def _unrecorded(is_tpu: bool, region: Region, cat: Catalog) -> bool:
+    """Not in the catalog's record of the region: anything but a training TPU where the region
+    is known only for its TPUs (regions.yaml `tpus_only_known`)."""
+    return region.tpus_only_known and (not is_tpu or cat.purpose != "training")
+
+
+def _tpus_only(region: Region, cat: Catalog) -> str:
+    tpus = ", ".join(region.tpu_names(cat))
+    return (
+        f"the catalog knows {region.name} only for its TPUs for training ({tpus}), from "
+        "Google's locations page; its GPUs and other machines are not recorded"
+    )
+
+
+def _tpus_there(region: Region, cat: Catalog) -> str:
+    """Why a TPU is refused in a region known only for its TPUs: the TPUs it does have."""
+    if not region.tpus_only_known:
+        return ""
+    return f" (its TPUs for training: {', '.join(region.tpu_names(cat))})"
 
 
 def accelerator_fits_machine(job: JobFacts, cat: Catalog) -> Iterator[Problem]:
@@ -126,13 +158,24 @@ def accelerator_offered_in_region(job: JobFacts, cat: Catalog) -> Iterator[Probl
         return
     for pool in job.pools:
         acc = pool.accelerator
-        if acc in cat.accelerators and acc not in region.accelerators:
-            where = [r.name for r in cat.regions.values() if acc in r.accelerators]
+        known = cat.accelerators.get(acc or "")
+        if known is None or known.name in region.accelerators:
+            continue
+        where = ", ".join(r.name for r in cat.regions.values() if known.name in r.accelerators)
+        if _unrecorded(known.kind == "tpu", region, cat):
             yield Problem(
                 pool.path("accelerator"),
-                f"{acc} is not offered for {cat.purpose} in {region.name}",
-                f"regions with {acc}: {', '.join(where) or 'none in the catalog'}",
+                f"whether {region.name} offers {known.name} for {cat.purpose} is unknown: "
+                f"{_tpus_only(region, cat)}",
+                f"regions the catalog lists {known.name} in: {where or 'none'}",
             )
+            continue
+        yield Problem(
+            pool.path("accelerator"),
+            f"{known.name} is not offered for {cat.purpose} in {region.name}"
+            f"{_tpus_there(region, cat)}",
+            f"regions with {known.name}: {where or 'none in the catalog'}",
+        )
 
 
 def chief_pool_present(job: JobFacts, cat: Catalog) -> Iterator[Problem]:

@@ -148,3 +148,61 @@ def test_a_tpu7x_slice_is_named_by_machine_and_a_3d_topology_and_counts_its_chip
     # 4 VMs x 4 chips; no vCPU figure is known for the machine, so no CPU quota is counted.
     assert cost.quota == {"aiplatform.googleapis.com/custom_model_training_tpu7x": 16}
     assert cost.usd_per_h is None
+
+
+def problems_in(doc: dict, region: str) -> list[str]:
+    return [str(p) for p in validate_template_doc(doc, region=region)]
+
+
+def test_a_region_known_only_for_its_tpus_takes_them_and_calls_the_rest_unknown() -> None:
+    # Google's locations page gives us-east1 TPU v5e and v6e for training; vtx records no GPU
+    # or CPU machine there, so those are unknown, never "not offered".
+    v5e = with_chief(machine="ct5lp-hightpu-4t", tpu_topology="2x2")
+    assert problems_in(v5e, "us-east1") == []
+    assert problems_in(with_chief(machine="ct6e-standard-4t", tpu_topology="2x2"), "us-east5") == []
+    (l4,) = problems_in(
+        with_chief(machine="g2-standard-8", accelerator="NVIDIA_L4", accelerator_count=1),
+        "us-east1",
+    )[:1]
+    assert l4.startswith(
+        "pools.chief.machine: whether us-east1 offers g2-standard-8 (g2) for training is "
+        "unknown: the catalog knows us-east1 only for its TPUs for training "
+        "(TPU_V5_LITEPOD, TPU_V6E)"
+    )
+    gpu = problems_in(
+        with_chief(machine="g2-standard-8", accelerator="NVIDIA_L4", accelerator_count=1),
+        "us-east1",
+    )
+    assert any(
+        p.startswith("pools.chief.accelerator: whether us-east1 offers NVIDIA_L4 for training")
+        for p in gpu
+    ), gpu
+    assert not any("is not offered" in p for p in gpu), gpu
+    cpu = problems_in(with_chief(machine="n1-standard-4"), "us-west4")
+    assert (
+        len(cpu) == 1
+        and "whether us-west4 offers n1-standard-4 (n1) for training is unknown" in cpu[0]
+    )
+
+
+def test_a_tpu_a_tpu_only_region_lacks_is_not_offered_and_the_message_names_its_tpus() -> None:
+    (v6e,) = problems_in(with_chief(machine="ct6e-standard-4t", tpu_topology="2x2"), "us-west4")
+    assert v6e.startswith(
+        "pools.chief.machine: ct6e-standard-4t (ct6e) is not offered for training in "
+        "us-west4 (its TPUs for training: TPU_V5_LITEPOD)"
+    )
+    assert "us-east1" in v6e and "asia-northeast1" in v6e  # the regions that have it
+    pod = problems_in(
+        with_chief(machine="cloud-tpu", accelerator="TPU_V2", accelerator_count=32), "asia-east1"
+    )
+    assert pod == [
+        "pools.chief.accelerator_count: TPU_V2 Pods (32 cores) are not offered for training in "
+        "asia-east1 (hint: regions with TPU_V2 Pods: us-central1, europe-west4; or "
+        "accelerator_count: 8 (one VM))"
+    ]
+    assert (
+        problems_in(
+            with_chief(machine="cloud-tpu", accelerator="TPU_V2", accelerator_count=8), "asia-east1"
+        )
+        == []
+    )

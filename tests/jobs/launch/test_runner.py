@@ -1,6 +1,6 @@
 """`jobs.launch.run.Runner` on its own: the typed events a capacity ladder's walk yields, with a
 scripted Vertex and a clock that moves only when the walk sleeps (how `vtx launch` prints them
-is tested in tests/vtx/jobs/test_ladder_walk.py)."""
+is tested in tests/vtx/jobs/launch/test_ladder_walk.py)."""
 
 from __future__ import annotations
 

@@ -93,12 +93,13 @@ def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
     }  # fmt: skip
     assert set(document["cost"]) == {
         "usd", "usd_per_h", "strategy", "price", "unpriced", "price_table",
-        "usd_unknown_because", "projected_usd", "budget_usd", "stopped_by_budget",
+        "usd_unknown_because", "usd_excludes_disks", "projected_usd", "budget_usd",
+        "stopped_by_budget",
     }  # fmt: skip
     assert set(document["attempts"][0]) == {
         "attempt", "job", "state", "resources", "created", "started", "ended", "running_s",
         "usd_per_h", "usd", "price", "price_region", "price_table", "price_table_as_of",
-        "price_skus", "usd_unknown_because", "error",
+        "price_skus", "usd_unknown_because", "usd_excludes_disks", "error",
     }  # fmt: skip
     replica = document["pools"][1]["replicas"][0]
     assert set(replica) == {"replica", "last_log", "restarts"}

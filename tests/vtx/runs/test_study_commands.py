@@ -42,4 +42,5 @@ def test_vtx_render_and_cost_of_a_study_template() -> None:
     assert json.loads(rendered.output) == read_snapshot(SNAPSHOT)
     priced = runner.invoke(app, ["cost", str(TINY_TUNE)])
     assert priced.exit_code == 0, priced.output
-    assert "study: $0.44/h while 2 run; every trial at its cap: $0.44" in priced.output
+    study = "study: $0.44/h excl. boot disks while 2 run; every trial at its cap: $0.44"
+    assert study in priced.output

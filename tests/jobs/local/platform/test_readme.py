@@ -20,7 +20,7 @@ import pytest
 from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S, REPO
 
-SECTION = "### Rehearse locally before paying for GPUs"
+SECTION = "## Rehearse locally before paying for GPUs"
 
 
 def rehearsal_commands() -> list[str]:
