@@ -51,7 +51,8 @@ from jobs.core.states import is_final
 from jobs.runs.goodput import CATEGORY, STOP, Goodput, goodput_of
 from jobs.runs.logs import local_entry
 from jobs.runs.watch import attempts_of
-from jobs.vertex.client import JobRecord, VertexRest
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 
 # gcsfs reads this when imported: the emulator speaks JSON only (see tests/conftest.py).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")

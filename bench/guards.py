@@ -136,7 +136,7 @@ def hang_once(stack: Any, tmp: Path, endpoint: str, token: str) -> dict[str, flo
     from jobs.launch.plan import LaunchOptions, plan_launch
     from jobs.local.plumbing.client import hinder_replica
     from jobs.spec.gcloud import load_template
-    from jobs.vertex.client import VertexRest
+    from jobs.vertex.rest import VertexRest
 
     run_id = f"bench-guard-{uuid.uuid4().hex[:6]}"
     command = ["python", "-m", "trainer", "--config", "trainer/examples/tiny.yaml"]

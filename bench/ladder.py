@@ -186,7 +186,7 @@ def _first_line_at(p: Platform, run_id: str) -> float:
 def _settle(p: Platform, run_id: str) -> None:
     """Wait for every attempt of the run to end, so that the next repetition finds an idle
     platform."""
-    from jobs.vertex.client import VertexRest
+    from jobs.vertex.rest import VertexRest
 
     rest = VertexRest(p.stack)
     _until(lambda: all(j.terminal for j in rest.list(run_id)), 0.2)
@@ -205,7 +205,7 @@ def ladder_once(p: Platform, run_id: str, poll_s: float) -> Timing:
 
 def _watch(p: Platform, run_id: str, poll_s: float) -> str:
     """The newest attempt's state once it is placed or has ended, polled as the ladder polls."""
-    from jobs.vertex.client import VertexRest
+    from jobs.vertex.rest import VertexRest
 
     rest = VertexRest(p.stack)
 

@@ -84,7 +84,8 @@ def _create_resource(p: Platform) -> None:
     """The warm pool, through the SDK's PersistentResourceService client, waited until RUNNING."""
     from google.cloud import aiplatform_v1
 
-    from jobs.vertex.client import parent, service_client
+    from jobs.vertex.client import service_client
+    from jobs.vertex.locations import parent
 
     client = service_client(aiplatform_v1.PersistentResourceServiceClient, p.stack)
     pool = aiplatform_v1.ResourcePool(
@@ -128,7 +129,7 @@ def start(tmp: Path) -> tuple[Platform, Path]:
 
 
 def _on_pool(p: Platform, run_id: str) -> bool:
-    from jobs.vertex.client import VertexRest
+    from jobs.vertex.rest import VertexRest
 
     (job,) = VertexRest(p.stack).list(run_id)
     return job.rest.get("jobSpec", {}).get("persistentResourceId") == RESOURCE_ID and is_placed(

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from jobs.core.problems import Refused
-from vtx.views.output import print_error
+from vtx.views.problems import print_error
 
 
 def ask(question: str) -> bool:

@@ -18,8 +18,8 @@ from jobs.local.platform.state import local_stack_outputs
 from jobs.runs.logs import LogsError
 from jobs.spec.document import load_document
 from jobs.spec.template import JobTemplate
-from jobs.vertex.client import VertexError
-from vtx.views.output import print_error, print_problems
+from jobs.vertex.errors import VertexError
+from vtx.views.problems import print_error, print_problems
 
 FileArg = Annotated[
     Path, typer.Argument(help="A vtx template, or gcloud CustomJobSpec/CustomJob YAML.")

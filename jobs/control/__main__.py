@@ -15,7 +15,7 @@ from types import FrameType
 from jobs.control.driver import Driver
 from jobs.control.records import RecordError
 from jobs.core.stack import StackOutputs
-from jobs.vertex.client import VertexError
+from jobs.vertex.errors import VertexError
 
 log = logging.getLogger("jobs.control")
 

@@ -16,7 +16,7 @@ from typing import Any
 from jobs.control.driver import Driver
 from jobs.control.records import RecordError
 from jobs.core.stack import StackOutputs
-from jobs.vertex.client import VertexError
+from jobs.vertex.errors import VertexError
 
 STACK_ENV = "VTX_STACK"
 """The stack's outputs (`jobs.core.stack.StackOutputs`) as JSON, set by the stack."""

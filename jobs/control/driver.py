@@ -45,7 +45,10 @@ from jobs.core.stack import StackOutputs
 from jobs.custom_jobs.compile import to_custom_job
 from jobs.tuning.study_job import to_tuning_job
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import JobRecord, Vertex, VertexError, VertexRest
+from jobs.vertex.client import Vertex
+from jobs.vertex.errors import VertexError
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 
 log = logging.getLogger(__name__)
 

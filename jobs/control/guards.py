@@ -19,7 +19,9 @@ from jobs.runs.watch import (
     trials_metered,
 )
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import JobRecord, VertexError, VertexRest
+from jobs.vertex.errors import VertexError
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 
 
 def cancel_job(rest: VertexRest, name: str) -> None:

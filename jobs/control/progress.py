@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from jobs.core.formats import duration
 from jobs.core.guard import RunGuard, heartbeat_interval_s
 from jobs.core.heartbeat import Heartbeat, Phase
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 
 STALE_BEATS = 3
 """Beats missed before a beat counts as stopped (its rate as 0)."""

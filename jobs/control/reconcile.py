@@ -23,7 +23,7 @@ from jobs.core.states import JobState, bare_name, succeeded
 from jobs.runs.watch import attempts_of, budget_crossed, study_budget_crossed, trials_metered
 from jobs.spec.ladder import DONE, NEXT, PLACED, STOP, Decision, after_running, judge, next_rung
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 
 SUBMIT_LEASE_S = 120.0
 """How long a claimed attempt whose job no listing shows is left to the pass that claimed it

@@ -78,6 +78,18 @@ def labels_count_problem(labels: dict[str, str]) -> str | None:
     return f"more than {LABELS_MAX} labels" if len(labels) > LABELS_MAX else None
 
 
+def label_problems(labels: dict[str, str]) -> list[str]:
+    """Every reason Vertex refuses a resource's ``labels`` map, each with its path
+    (``labels.KEY: ...``)."""
+    too_many = labels_count_problem(labels)
+    problems = [] if too_many is None else [f"labels: {too_many}"]
+    for key, value in labels.items():
+        for problem in (label_key_problem(key), label_value_problem(value)):
+            if problem is not None:
+                problems.append(f"labels.{key}: {problem}")
+    return problems
+
+
 def label_value(text: str) -> str:
     """``text`` as a label may hold it: lower case, every other character '-', cut to the
     longest a label value may be."""

@@ -18,8 +18,8 @@ and a repeated key into a silent overwrite. So, in this order:
 
 Used by job templates and gcloud documents (`jobs.spec.template`) and stack configs
 (`infra.config`).
-The trainer ships alone and keeps a smaller copy in `trainer/config/schema.py`; a test pins the two
-to the same answers."""
+The trainer ships alone and keeps a smaller copy in `trainer/config/safe_yaml.py`; a test pins the
+two to the same answers."""
 
 from __future__ import annotations
 

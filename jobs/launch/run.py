@@ -27,7 +27,10 @@ from jobs.spec.ladder import (
     next_rung,
     on_create_error,
 )
-from jobs.vertex.client import JobRecord, Vertex, VertexError, VertexRest
+from jobs.vertex.client import Vertex
+from jobs.vertex.errors import VertexError
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 
 
 @dataclass(frozen=True)

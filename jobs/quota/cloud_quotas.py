@@ -11,14 +11,15 @@ the job is sent, not after.
   job. Hyperparameter tuning jobs, training pipelines and persistent resources draw on the same
   quota and are not counted: "free" can be smaller than shown, never larger.
 
-Plain REST (requests + google-auth, as ``jobs.vertex.client.VertexRest``) rather than Google's
+Plain REST (requests + google-auth, as ``jobs.vertex.rest.VertexRest``) rather than Google's
 ``google-cloud-quotas``: that library is kept (0.6.3, 2026-10) but gRPC-first: it adds grpcio,
 proto-plus and api-core's gRPC extra as dependencies for one paged GET, and importing its client
 takes longer than requests + google-auth (measured: bench/RESULTS.md, "Figures from code comments",
 Local platform and CLI), which matters to `vtx quota` and `vtx cost` (they import no aiplatform).
-The local platform serves the same REST path, so one URL covers both. This module stands beside
-``jobs.vertex.client`` (not on it): a preflight that cannot read the quota says why and lets the
-launch go on, so none of its failures are ``VertexError``s."""
+The local platform serves the same REST path, so one URL covers both. This module shares
+``jobs.vertex.rest``'s session, paging and error reading (`jobs.vertex.google_session`) but not
+its retries or its errors: a preflight that cannot read the quota says why and lets the launch
+go on, so none of its failures are ``VertexError``s."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from jobs.core.stack import StackOutputs
 from jobs.core.states import FINAL, is_final
 from jobs.custom_jobs.facts import facts_from_rest_job
 from jobs.quota.needed import quota_needed
-from jobs.vertex.google_session import NotAuthenticated, follow_pages, rest_session
+from jobs.vertex.google_session import NotAuthenticated, error_said, follow_pages, rest_session
 
 SERVICE = "aiplatform.googleapis.com"
 TRAINING_METRIC_PREFIX = f"{SERVICE}/custom_model_training_"
@@ -306,9 +307,8 @@ def _why(exc: Exception) -> str:
 
 
 def _error(response: Any) -> str:
-    try:
-        said = str(response.json()["error"]["message"])
-    except (ValueError, KeyError, TypeError):
+    said = error_said(response)
+    if said is None:
         said = response.reason or ""
     return f"HTTP {response.status_code} {said}".strip()
 

@@ -44,7 +44,7 @@ from jobs.runs.watch import (
     usd_of,
 )
 from jobs.spec.ladder import is_capacity_failure
-from jobs.vertex.client import JobRecord, rfc3339
+from jobs.vertex.job_records import JobRecord, rfc3339
 
 PRIMARY_REPLICA = "workerpool0-0"
 """Rank 0's replica: the chief pool's first. Cloud Logging may not name it (""): read as it."""

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from jobs.core.catalog import Catalog
 from jobs.core.stack import PersistentResourceOutputs, WarmPool
 from jobs.pricing.warm_pools import WarmCost, warm_cost
-from jobs.vertex.client import PERSISTENT_RESOURCES, JobRecord
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import PERSISTENT_RESOURCES
 
 NO_ACCELERATOR = (None, "", "ACCELERATOR_TYPE_UNSPECIFIED")
 

@@ -39,7 +39,7 @@ from jobs.custom_jobs.facts import facts_from_rest_job
 from jobs.pricing.estimates import PricedSku, estimate
 from jobs.runs.checkpoints import Stored
 from jobs.runs.logs import LogEntry, payload
-from jobs.vertex.client import JobRecord, PoolRecord, rfc3339
+from jobs.vertex.job_records import JobRecord, PoolRecord, rfc3339
 
 
 def same_job(entry: LogEntry, job: str) -> bool:

@@ -49,15 +49,10 @@ from jobs.pricing.serving_cost import ServingCost, serving_cost
 from jobs.serving.endpoint_access import access_of, access_problems, new_endpoint_fields
 from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
 from jobs.serving.model_rest import ModelRecord, ModelRest
-from jobs.vertex.client import (
-    NOT_FOUND,
-    Backoff,
-    VertexError,
-    create_and_wait,
-    explain,
-    parent,
-    service_client,
-)
+from jobs.vertex.client import create_and_wait, service_client
+from jobs.vertex.errors import NOT_FOUND, VertexError, explain
+from jobs.vertex.locations import parent
+from jobs.vertex.retry import Backoff
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1

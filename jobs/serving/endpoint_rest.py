@@ -1,6 +1,6 @@
 """Endpoints over plain REST (``vtx endpoint list|show``, ``vtx predict`` and the checks before a
 deploy or undeploy): EndpointService v1's get and list and PredictionService v1's ``:predict``
-as REST JSON, with `client.VertexRest`'s session, retries and explained errors, and no
+as REST JSON, with `jobs.vertex.rest.VertexRest`'s session, retries and explained errors, and no
 aiplatform import.
 
 Endpoints are regional: they are read in the stack's own region (``vtx deploy`` creates them
@@ -9,23 +9,13 @@ takes a display name (``find``)."""
 
 from __future__ import annotations
 
-import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.vertex.client import (
-    NOT_FOUND,
-    TRANSIENT_HTTP,
-    VertexError,
-    VertexRest,
-    explain_status,
-    parent,
-    rfc3339,
-    unreachable,
-)
-
-log = logging.getLogger(__name__)
+from jobs.vertex.errors import NOT_FOUND, VertexError, explain_status
+from jobs.vertex.job_records import json_int, rfc3339
+from jobs.vertex.locations import parent
+from jobs.vertex.rest import VertexRest
 
 PREDICT_TIMEOUT_S = 600.0
 """Generation on a small serving machine can take minutes; Vertex's own limit is 600 s."""
@@ -33,14 +23,6 @@ PREDICT_REQUEST_MAX_BYTES = 1_572_864
 """1.5 MiB: Vertex's limit on a prediction request (docs/vertex-facts.md, "Serving containers";
 the serving container refuses more too, trainer/serving/request.py): `vtx predict` reads an
 instances file up to this, since one request could not carry more."""
-
-
-def _int(value: object, default: int = 0) -> int:
-    """REST JSON writes int32/int64 as numbers or strings and leaves zero values out."""
-    try:
-        return int(str(value))
-    except ValueError:
-        return default
 
 
 @dataclass(frozen=True)
@@ -74,10 +56,10 @@ class DeployedModelRecord:
             display_name=str(deployed.get("displayName", "")),
             machine=str(spec.get("machineType", "")),
             accelerator=accelerator,
-            accelerator_count=_int(spec.get("acceleratorCount")) if accelerator else 0,
-            min_replicas=_int(resources.get("minReplicaCount"), 1),
-            max_replicas=_int(resources.get("maxReplicaCount"), 0)
-            or _int(resources.get("minReplicaCount"), 1),
+            accelerator_count=json_int(spec.get("acceleratorCount")) if accelerator else 0,
+            min_replicas=json_int(resources.get("minReplicaCount"), 1),
+            max_replicas=json_int(resources.get("maxReplicaCount"), 0)
+            or json_int(resources.get("minReplicaCount"), 1),
             service_account=str(deployed.get("serviceAccount", "")),
         )
 
@@ -109,7 +91,7 @@ class EndpointRecord:
             name=str(endpoint.get("name", "")),
             display_name=str(endpoint.get("displayName", "")),
             deployed=[DeployedModelRecord.from_rest(d) for d in endpoint.get("deployedModels", [])],
-            traffic={str(k): _int(v) for k, v in (endpoint.get("trafficSplit") or {}).items()},
+            traffic={str(k): json_int(v) for k, v in (endpoint.get("trafficSplit") or {}).items()},
             labels={str(k): str(v) for k, v in (endpoint.get("labels") or {}).items()},
             created=when.strftime("%Y-%m-%d %H:%M:%S") if when else "",
             rest=endpoint,
@@ -174,38 +156,19 @@ class EndpointRest(VertexRest):
         """PredictionService ``:predict``: ``{"predictions": [...], "deployedModelId": ...}``.
         Transient answers (429, 503: replicas still starting or scaling) are retried with
         backoff; the rest are explained in a prediction's words (the endpoint, the container)."""
-        import requests
-
         name = self.endpoint_name(ref)
         body: dict[str, Any] = {"instances": instances}
         if parameters is not None:
             body["parameters"] = parameters
-        delay_s, deadline = self.backoff.initial_s, time.monotonic() + self.backoff.deadline_s
-        while True:
-            try:
-                response = self.session.request(
-                    "POST", self.url(f"{name}:predict"), json=body, timeout=PREDICT_TIMEOUT_S
-                )
-            except requests.RequestException as exc:
-                raise unreachable(self.stack, exc) from exc
-            if response.ok:
-                return response.json()
-            said = _said(response)
-            code = response.status_code
-            if code not in TRANSIENT_HTTP or time.monotonic() + delay_s > deadline:
-                raise predict_error(code, said, name, self)
-            log.warning("transient error on predict, retrying: HTTP %d %s", code, said)
-            self.sleep(delay_s)
-            delay_s = min(delay_s * self.backoff.multiplier, self.backoff.maximum_s)
-
-
-def _said(response: Any) -> str:
-    """Google's error shape ``{"error": {"message"}}`` (what Vertex relays from the container
-    too), else the status line."""
-    try:
-        return str(response.json()["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {response.status_code} {response.reason}"
+        response = self.call(
+            "POST",
+            f"{name}:predict",
+            json=body,
+            timeout=PREDICT_TIMEOUT_S,
+            explained=lambda code, said: predict_error(code, said, name, self),
+            what="error on predict",
+        )
+        return response.json()
 
 
 def predict_error(code: int, said: str, endpoint: str, rest: VertexRest) -> VertexError:

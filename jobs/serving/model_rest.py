@@ -1,6 +1,6 @@
 """Model Registry reads over plain REST (``vtx model list|show``, and the checks before an
-upload): ModelService v1's get, list and listVersions as REST JSON, with `client.VertexRest`'s
-session, retries and explained errors, and no aiplatform import.
+upload): ModelService v1's get, list and listVersions as REST JSON, with
+`jobs.vertex.rest.VertexRest`'s session, retries and explained errors, and no aiplatform import.
 
 Models are regional: they are read in the stack's own region (``vtx model upload`` registers
 there). A model is named by its id or its full resource name, optionally with ``@VERSION`` (a
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jobs.vertex.client import VertexRest, parent, rfc3339
+from jobs.vertex.job_records import rfc3339
+from jobs.vertex.locations import parent
+from jobs.vertex.rest import VertexRest
 
 
 @dataclass(frozen=True)

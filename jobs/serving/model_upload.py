@@ -42,14 +42,10 @@ from jobs.serving.model_facts import (
     alias_problems,
 )
 from jobs.serving.model_rest import ModelRecord, ModelRest
-from jobs.vertex.client import (
-    NOT_FOUND,
-    Backoff,
-    VertexError,
-    create_and_wait,
-    parent,
-    service_client,
-)
+from jobs.vertex.client import create_and_wait, service_client
+from jobs.vertex.errors import NOT_FOUND, VertexError
+from jobs.vertex.locations import parent
+from jobs.vertex.retry import Backoff
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1

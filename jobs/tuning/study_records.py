@@ -15,7 +15,7 @@ from typing import Any
 
 from jobs.core.contract import LABEL_RUN_ID
 from jobs.core.states import JobState, is_final
-from jobs.vertex.client import rfc3339
+from jobs.vertex.job_records import rfc3339
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """One HTTP session for the REST calls vtx makes without Google's gRPC clients (watching jobs,
-reading quota): both the local platform and Google's endpoints answer them the same way; and
-the one way their List calls are read to the end, page by page."""
+reading quota): both the local platform and Google's endpoints answer them the same way; the
+one way their List calls are read to the end, page by page; and what their errors say."""
 
 from __future__ import annotations
 
@@ -76,3 +76,12 @@ def follow_pages(fetch: Callable[[dict[str, Any]], Page], params: dict[str, Any]
         if not token:
             return
         params = {**params, "pageToken": token}
+
+
+def error_said(response: Any) -> str | None:
+    """The message of Google's error shape ``{"error": {"message"}}`` (Vertex, Cloud Quotas, and
+    what Vertex relays from a serving container); None when the body is not that shape."""
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return None

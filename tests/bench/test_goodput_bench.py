@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from bench.goodput import Run, analyse, badput_table, comparison, earlier
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 from tests.jobs.runs.run_records import STOP, T0, rest_job, stamp
 
 

@@ -8,7 +8,7 @@ Each copy, then its original:
 - `trainer.config.env.VertexEnv.from_environ`: `jobs.local.platform.vertex_env`
   (docs/vertex-facts.md)
 - `trainer.config.accelerators.ACCELERATORS`: `jobs/core/catalog/accelerators.yaml` (the GPUs)
-- `trainer.config.schema.load_yaml_text`: `jobs.core.safe_yaml.load_yaml_text`
+- `trainer.config.safe_yaml.load_yaml_text`: `jobs.core.safe_yaml.load_yaml_text`
 - `trainer.config.env.RUN_ID_ENV` (W&B's run id): `jobs.core.contract.RUN_ID_ENV`
 - `trainer.serving.env.HOST_ENV` (listen on): `jobs.local.serving.serving_process.SERVE_HOST_ENV`
 """
@@ -29,8 +29,9 @@ from jobs.custom_jobs.rules import environment as rules
 from jobs.local.platform import vertex_env
 from jobs.local.serving import serving_process
 from trainer.config import accelerators, secrets
-from trainer.config import schema as trainer_config
+from trainer.config import safe_yaml as trainer_yaml
 from trainer.config.env import TrackingEnv, VertexEnv
+from trainer.config.schema import ConfigError
 from trainer.serving.env import ServingEnv
 
 # ---- secrets: the variable and the Secret Manager name grammar ------------------------------
@@ -271,7 +272,7 @@ REFUSED_YAML = {
 @pytest.mark.parametrize("name", ACCEPTED_YAML)
 def test_the_trainer_reads_yaml_to_the_values_jobs_reads(name: str) -> None:
     text = ACCEPTED_YAML[name]
-    assert trainer_config.load_yaml_text(text, "f.yaml") == safe_yaml.load_yaml_text(text, "f.yaml")
+    assert trainer_yaml.load_yaml_text(text, "f.yaml") == safe_yaml.load_yaml_text(text, "f.yaml")
 
 
 @pytest.mark.parametrize("name", REFUSED_YAML)
@@ -279,8 +280,8 @@ def test_the_trainer_refuses_the_yaml_jobs_refuses_at_the_same_place(name: str) 
     text = REFUSED_YAML[name]
     with pytest.raises(safe_yaml.YamlInputError) as jobs_error:
         safe_yaml.load_yaml_text(text, "f.yaml")
-    with pytest.raises(trainer_config.ConfigError) as trainer_error:
-        trainer_config.load_yaml_text(text, "f.yaml")
+    with pytest.raises(ConfigError) as trainer_error:
+        trainer_yaml.load_yaml_text(text, "f.yaml")
     problem = jobs_error.value.problem
     place = problem.path if not problem.path.startswith(("line", "(")) else ""
     assert f"f.yaml: {place}" in str(trainer_error.value), (problem, trainer_error.value)
@@ -307,8 +308,8 @@ def test_the_trainer_reads_the_files_jobs_reads(tmp_path: Path, name: str, data:
     except safe_yaml.YamlInputError as exc:
         jobs_value, jobs_line = None, exc.problem.path
     try:
-        trainer_value, trainer_error = trainer_config.read_yaml(path), ""
-    except trainer_config.ConfigError as exc:
+        trainer_value, trainer_error = trainer_yaml.read_yaml(path), ""
+    except ConfigError as exc:
         trainer_value, trainer_error = None, str(exc)
     assert trainer_value == jobs_value
     assert bool(trainer_error) == (jobs_value is None), trainer_error
@@ -324,9 +325,9 @@ def test_the_trainer_draws_the_limits_where_jobs_draws_them(
     limit: str, make: Any, low: int, high: int
 ) -> None:
     edge = _largest_accepted(make, low, high)
-    trainer_config.load_yaml_text(make(edge), "f.yaml")  # accepted by both
-    with pytest.raises(trainer_config.ConfigError):
-        trainer_config.load_yaml_text(make(edge + 1), "f.yaml")
+    trainer_yaml.load_yaml_text(make(edge), "f.yaml")  # accepted by both
+    with pytest.raises(ConfigError):
+        trainer_yaml.load_yaml_text(make(edge + 1), "f.yaml")
 
 
 PLACE: dict[str, Any] = {

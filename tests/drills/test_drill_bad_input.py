@@ -289,7 +289,8 @@ def test_fuzzed_stack_configs_raise_config_error_only(data: bytes) -> None:
 @YAML_FUZZ
 @given(data=_yaml_door(TRAINER_CONFIG))
 def test_fuzzed_trainer_configs_raise_config_error_only(data: bytes) -> None:
-    from trainer.config.schema import ConfigError, load_config
+    from trainer.config.loading import load_config
+    from trainer.config.schema import ConfigError
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.yaml"

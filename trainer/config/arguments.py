@@ -16,7 +16,8 @@ import math
 import sys
 
 from trainer.config.accelerators import ACCELERATORS, DEFAULT_MFU
-from trainer.config.schema import ConfigError, TrainConfig, load_config
+from trainer.config.loading import load_config
+from trainer.config.schema import ConfigError, TrainConfig
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -34,10 +34,11 @@ from jobs.serving.deploy import (
 from jobs.serving.endpoint_access import access_of, reach_lines
 from jobs.serving.endpoint_rest import PREDICT_REQUEST_MAX_BYTES, EndpointRest
 from jobs.serving.model_rest import ModelRest
-from jobs.vertex.client import VertexError
+from jobs.vertex.errors import VertexError
 from vtx.confirm import Ask, confirmed, print_refused
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
-from vtx.views.output import FitTable, print_error
+from vtx.views.fit_table import FitTable
+from vtx.views.problems import print_error
 from vtx.views.serving import deployed_names, print_deploy_plan, split_text
 
 app = typer.Typer()

@@ -58,15 +58,11 @@ from vtx.options import (
     required_stack,
     write_output,
 )
+from vtx.views.catalog import catalog_table, machines_table
+from vtx.views.costs import print_cost
+from vtx.views.fit_table import FitTable
 from vtx.views.launch import print_study_cost
-from vtx.views.output import (
-    FitTable,
-    catalog_table,
-    machines_table,
-    print_cost,
-    print_problems,
-    print_warnings,
-)
+from vtx.views.problems import print_problems, print_warnings
 from vtx.views.warm_pools import print_warm_cost
 
 app = typer.Typer()

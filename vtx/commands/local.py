@@ -41,9 +41,10 @@ from jobs.local.plumbing.ports import free_port, port_free
 from jobs.local.plumbing.processes import NotRunning, PlatformError, bring_up, stop_platform
 from jobs.local.plumbing.shell_env import export_lines, shell_environment
 from jobs.local.storage.upload import Upload, UploadError, plan, upload_all
-from jobs.vertex.client import VertexError, VertexRest
+from jobs.vertex.errors import VertexError
+from jobs.vertex.rest import VertexRest
 from vtx.demo.training import DemoError, run_demo
-from vtx.views.output import print_error
+from vtx.views.problems import print_error
 
 local_app = typer.Typer(
     help="Run the Vertex-compatible local platform on this machine.", no_args_is_help=True

@@ -1,7 +1,7 @@
 """`vtx logs`: a run's logs across all its attempts, and the following that `vtx launch` ends
 with. A run is every attempt (CustomJob) that carries its run-id label; a job without one is
 shown alone. Like `vtx status`, it talks to Vertex over plain REST
-(`jobs.vertex.client.VertexRest`):
+(`jobs.vertex.rest.VertexRest`):
 importing aiplatform alone took seconds.
 
 Each line names the replica that wrote it, ``a2`` when the run has several attempts and the line
@@ -26,7 +26,7 @@ from jobs.runs.logs import (
     LogFilter,
     severity_named,
 )
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from vtx.flows import study_watch
 from vtx.flows.controlled import controller_status
 from vtx.flows.follow import (

@@ -29,7 +29,7 @@ from jobs.vertex.google_session import storage_client
 from vtx.confirm import Ask
 from vtx.flows.model_upload import upload_run_model
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, fail, required_stack
-from vtx.views.output import FitTable
+from vtx.views.fit_table import FitTable
 
 model_app = typer.Typer(
     name="model",

@@ -1,7 +1,7 @@
 """`vtx pool list|status`: the stack's persistent resources (warm pools) as Vertex reports them:
 state, each pool's replicas used and idle, the $/h they cost busy or idle, and the runs on them.
 
-Over plain REST (`jobs.vertex.client.VertexRest`), as `vtx status` is; what the answers mean is
+Over plain REST (`jobs.vertex.rest.VertexRest`), as `vtx status` is; what the answers mean is
 `jobs.runs.warm_pools`'s."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import typer
 
 from jobs.core.catalog import load_catalog
 from jobs.runs.warm_pools import ResourceStatus, resource_status
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from vtx.options import StackFileOpt, StackOpt, api_errors, console, required_stack
 from vtx.views.runs import OutputFormat, print_document
 from vtx.views.warm_pools import (

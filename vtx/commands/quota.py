@@ -12,7 +12,7 @@ import typer
 from jobs.core.catalog import load_catalog
 from jobs.quota.cloud_quotas import QuotaReader, QuotaUnavailable, read_regions
 from vtx.options import StackFileOpt, StackOpt, console, fail, required_stack
-from vtx.views.output import quota_usage_rows, quota_usage_table
+from vtx.views.quota import quota_usage_rows, quota_usage_table
 from vtx.views.runs import OutputFormat, print_document
 
 app = typer.Typer()

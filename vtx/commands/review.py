@@ -28,7 +28,7 @@ from infra.review.sources import (
 )
 from vtx.options import console as options_console
 from vtx.options import write_output
-from vtx.views.output import print_error
+from vtx.views.problems import print_error
 from vtx.views.warm_pools import review_price
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """`vtx status|list|cancel`: watching and stopping runs after the submit stage. A run is
 every attempt (CustomJob) that carries its run-id label; a job without one is shown alone.
 
-These talk to Vertex over plain REST (`jobs.vertex.client.VertexRest`), never through aiplatform,
+These talk to Vertex over plain REST (`jobs.vertex.rest.VertexRest`), never through aiplatform,
 whose
 import alone took most of their 14-17 s on a loaded machine. The vocabulary (attempt, retry,
 restart) is `jobs.runs.watch`'s; the JSON/YAML keys are documented in `vtx.views.runs`."""
@@ -24,7 +24,8 @@ from jobs.runs.checkpoints import Storage, stored_checkpoints
 from jobs.runs.goodput import Goodput, goodput_of
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
 from jobs.runs.watch import AttemptStatus, RunStatus, attempts_of, run_status
-from jobs.vertex.client import NEVER, JobRecord, VertexRest
+from jobs.vertex.job_records import NEVER, JobRecord
+from jobs.vertex.rest import VertexRest
 from vtx.flows import study_watch
 from vtx.flows.controlled import controller_status, stalls_of
 from vtx.options import (

@@ -19,8 +19,8 @@ from jobs.serving.deploy import DeployOptions, deploy, plan_deploy, plan_undeplo
 from jobs.serving.endpoint_rest import EndpointRest
 from jobs.serving.model_rest import ModelRest
 from jobs.serving.model_upload import UploadOptions, plan_upload, upload_model
+from vtx.views.fit_table import FitTable
 from vtx.views.models import print_model_plan
-from vtx.views.output import FitTable
 from vtx.views.serving import print_deploy_plan
 
 PROMPT = "Write a haiku about checkpoints."

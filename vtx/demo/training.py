@@ -54,13 +54,15 @@ from jobs.runs.logs import LocalLogSource
 from jobs.runs.watch import attempts_of
 from jobs.spec.document import load_document
 from jobs.spec.template import JobTemplate
-from jobs.vertex.client import Vertex, VertexError, VertexRest, state_name
+from jobs.vertex.client import Vertex, state_name
+from jobs.vertex.errors import VertexError
+from jobs.vertex.rest import VertexRest
 from vtx.confirm import Ask
 from vtx.demo.serving import Served, print_served, serve_run_model
 from vtx.flows.launch import launch_job
+from vtx.views.fit_table import FitTable
 from vtx.views.goodput import goodput_line, timeline_rows
 from vtx.views.goodput_page import goodput_page
-from vtx.views.output import FitTable
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "jobs" / "templates" / "smoke-cpu.yaml"

@@ -18,7 +18,10 @@ from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchPlan
 from jobs.launch.run import Submitted
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import JobRecord, Vertex, VertexError, VertexRest, still_active
+from jobs.vertex.client import Vertex
+from jobs.vertex.errors import VertexError, still_active
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 from vtx.flows import study_watch
 from vtx.flows.follow import LogView, follow_run, log_source
 from vtx.views.launch import print_event

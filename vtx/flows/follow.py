@@ -23,11 +23,14 @@ from jobs.runs.logs import (
     severity_of,
     stream,
 )
-from jobs.vertex.client import NEVER, JobRecord, Vertex, VertexError, VertexRest
+from jobs.vertex.client import Vertex
+from jobs.vertex.errors import VertexError
+from jobs.vertex.job_records import NEVER, JobRecord
+from jobs.vertex.rest import VertexRest
 from vtx.options import (
     console,
 )
-from vtx.views.output import print_error
+from vtx.views.problems import print_error
 
 SEVERITY_STYLES = {"WARNING": "yellow", "ERROR": "red", "CRITICAL": "bold red"}
 

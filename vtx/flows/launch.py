@@ -11,7 +11,8 @@ from jobs.launch.run import Event, Follow, Runner
 from jobs.quota.cloud_quotas import QuotaReader
 from jobs.runs.logs import LogSource
 from jobs.spec.template import JobTemplate
-from jobs.vertex.client import Vertex, VertexRest
+from jobs.vertex.client import Vertex
+from jobs.vertex.rest import VertexRest
 from vtx.confirm import Ask, plan_and_confirm
 from vtx.flows import study_watch
 from vtx.flows.controlled import launch_controlled
@@ -21,9 +22,7 @@ from vtx.options import (
     api_errors,
 )
 from vtx.views.launch import print_event, print_launch_plan
-from vtx.views.output import (
-    print_problems,
-)
+from vtx.views.problems import print_problems
 
 
 class LaunchView:

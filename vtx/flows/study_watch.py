@@ -1,6 +1,6 @@
 """`vtx status|list|cancel|logs` for a run that is a hyperparameter tuning study: the commands in
 `vtx.commands.runs` and `vtx.commands.logs` hand a run over here when it is one. Plain REST
-(`jobs.vertex.client.VertexRest`), never aiplatform, as for jobs.
+(`jobs.vertex.rest.VertexRest`), never aiplatform, as for jobs.
 
 A study's logs are its trials': each trial runs as a CustomJob named in ``Trial.customJob``.
 Their lines are numbered like a run's attempts, so ``a3`` in `vtx logs` is the line's trial 3."""
@@ -20,7 +20,8 @@ from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSour
 from jobs.runs.watch import AttemptStatus
 from jobs.tuning.study_goodput import StudyGoodput, study_goodput_of
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import JobRecord, VertexRest
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 from vtx.views.runs import OutputFormat, print_document
 from vtx.views.studies import print_study_status, studies_json, studies_table, study_json
 from vtx.views.study_goodput import study_goodput_json, study_goodput_line, study_timeline_rows

@@ -11,14 +11,9 @@ from jobs.pricing.estimates import CostEstimate, StudyCost, budget_warning
 from jobs.pricing.plan import Plan
 from jobs.quota.cloud_quotas import QuotaCheck
 from jobs.spec.template import JobTemplate
-from vtx.views.output import (
-    RungRow,
-    ladder_table,
-    print_cost,
-    print_error,
-    print_warnings,
-    rung_price_lines,
-)
+from vtx.views.costs import print_cost
+from vtx.views.ladder import RungRow, ladder_table, rung_price_lines
+from vtx.views.problems import print_error, print_warnings
 from vtx.views.studies import print_study_plan
 
 

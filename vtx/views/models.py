@@ -7,7 +7,7 @@ from rich.console import Console
 from jobs.serving.model_upload import (
     ModelPlan,
 )
-from vtx.views.output import FitTable
+from vtx.views.fit_table import FitTable
 
 
 def print_model_plan(out: Console, plan: ModelPlan) -> None:

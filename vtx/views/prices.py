@@ -9,7 +9,7 @@ from rich.console import Console
 
 from jobs.core.user_io import shown_path
 from jobs.pricing.refresh import LOCAL_PREFIX, Coverage, Refresh, coverage
-from vtx.views.output import FitTable
+from vtx.views.fit_table import FitTable
 
 MAX_REFUSED_SHOWN = 10
 

@@ -68,8 +68,8 @@ from jobs.core.states import bare_name
 from jobs.pricing.estimates import disks_note
 from jobs.runs.watch import AttemptStatus, PoolStatus, RunStatus
 from jobs.spec.template import ROLES
-from jobs.vertex.client import JobRecord, PoolRecord
-from vtx.views.output import FitTable
+from jobs.vertex.job_records import JobRecord, PoolRecord
+from vtx.views.fit_table import FitTable
 
 
 class OutputFormat(StrEnum):

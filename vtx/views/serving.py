@@ -11,7 +11,7 @@ from jobs.serving.deploy import (
     DeployPlan,
 )
 from jobs.serving.endpoint_rest import EndpointRecord
-from vtx.views.output import FitTable
+from vtx.views.fit_table import FitTable
 
 
 def price_line(cost: ServingCost) -> str:

@@ -36,7 +36,7 @@ from jobs.pricing.estimates import StudyCost, disks_note
 from jobs.runs.watch import AttemptStatus, excludes_disks, study_budget_crossed, usd_of
 from jobs.spec.study import Parameter, Study
 from jobs.tuning.study_records import StudyRecord, TrialRecord
-from vtx.views.output import FitTable
+from vtx.views.fit_table import FitTable
 from vtx.views.runs import rounded, when
 
 GOALS = {"MINIMIZE": "lower is better", "MAXIMIZE": "higher is better"}

@@ -15,7 +15,7 @@ from jobs.core.formats import money
 from jobs.core.stack import PersistentResourceOutputs
 from jobs.pricing.warm_pools import WarmCost, warm_cost
 from jobs.runs.warm_pools import ResourceStatus
-from vtx.views.output import FitTable
+from vtx.views.fit_table import FitTable
 
 
 def _per_h(value: float | None) -> str:

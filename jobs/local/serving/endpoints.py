@@ -1,7 +1,7 @@
 """EndpointService v1 and PredictionService's ``:predict`` on the local platform: endpoints, the
 models deployed to them as serving processes (jobs/local/serving/serving_process.py), traffic
-splits,
-and the long-running operations of create, deploy, undeploy and delete.
+splits (jobs/local/serving/traffic.py), and the long-running operations of create, deploy,
+undeploy and delete.
 
 Stored in REST form (camelCase, enum names) as Vertex returns them; each deployed model also
 has a deployment record (its process: pid, port, routes, log file, state). What endpoint.proto
@@ -17,7 +17,9 @@ and endpoint_service.proto say, and this does:
   being deployed); an UndeployModel's likewise; a model keeping traffic cannot be undeployed
   unless it is the last one. Percentages sum to 100.
 - Predict picks a deployed model by the split, deterministically: smooth weighted round robin
-  (``pick_deployed``), so every 100 predictions follow the split exactly, interleaved.
+  (``traffic.pick_deployed``), so every 100 predictions follow the split exactly, interleaved;
+  the container's answer becomes Vertex's (jobs/local/serving/predictions.py).
+The checks of a create and a deploy are pure, apart (jobs/local/serving/endpoint_checks.py).
 A control plane that starts finds the deployed models of the store and starts their serving
 processes again (a process left by a crash is stopped first); `vtx local down` stops them all.
 """
@@ -27,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import secrets
 import threading
 import time
@@ -37,24 +38,27 @@ from typing import Any
 
 import httpx
 
-from jobs.core.catalog import load_catalog
 from jobs.core.formats import now_rfc3339
-from jobs.core.naming import RFC1035_PATTERN, display_name_problem
-from jobs.custom_jobs.facts import facts_from_rest_spec
-from jobs.custom_jobs.rules.machines import accelerator_fits_machine, machine_type_known
 from jobs.local.platform.operations import EMPTY_TYPE
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.platform.state import numbered_name
 from jobs.local.platform.store import Store
 from jobs.local.plumbing.ports import free_port
+from jobs.local.serving.endpoint_checks import (
+    DEPLOYED_MODEL_ID,
+    endpoint_problems,
+    private_endpoints,
+    psc_enabled,
+    resources_problems,
+    service_attachment,
+)
 from jobs.local.serving.model_filters import ENDPOINT_FIELDS, ModelFilterError, parse_model_filter
-from jobs.local.serving.models import (
-    TYPE_PREFIX,
-    ModelError,
-    ModelRef,
-    Models,
-    invalid,
-    label_problems,
+from jobs.local.serving.models import TYPE_PREFIX, ModelError, ModelRef, Models, invalid
+from jobs.local.serving.predictions import (
+    deadline_exceeded,
+    inference_timeout_s,
+    integral,
+    prediction_response,
 )
 from jobs.local.serving.serving_process import (
     ServingCommandError,
@@ -65,24 +69,15 @@ from jobs.local.serving.serving_process import (
     serving_argv,
     serving_env,
 )
+from jobs.local.serving.traffic import pick_deployed, split_problems
 
 log = logging.getLogger(__name__)
 
-ENDPOINT_ID = re.compile(rf"^(?:{RFC1035_PATTERN}|[1-9][0-9]{{0,8}})$")
-"""CreateEndpointRequest.endpoint_id: a letter then up to 62 of [a-z0-9-] (not ending in '-'),
-or up to 9 digits without a leading zero."""
-PEERED_NETWORK = re.compile(rf"^projects/[0-9]+/global/networks/{RFC1035_PATTERN}$")
-DEPLOYED_MODEL_ID = re.compile(rf"^[0-9]{{1,10}}$|^{RFC1035_PATTERN}$")
 ENDPOINT_OUTPUT_ONLY = ("name", "deployedModels", "createTime", "updateTime", "etag")
 DEPLOYED_OUTPUT_ONLY = ("createTime", "modelVersionId", "privateEndpoints", "status")
 DEPLOY_TIMEOUT_S = 600.0
 """How long a deployed model's process may take to answer health 200."""
 HEALTH_POLL_S = 0.2
-PREDICT_TIMEOUT_S = 60.0
-"""A prediction's deadline: a shared public endpoint's inference timeout (docs/vertex-facts.md,
-"Local endpoints and serving processes"); an endpoint's clientConnectionConfig.inferenceTimeout
-replaces it, up to MAX_INFERENCE_TIMEOUT_S."""
-MAX_INFERENCE_TIMEOUT_S = 3600.0
 DEPLOYING, DEPLOYED, UNDEPLOYING = "DEPLOYING", "DEPLOYED", "UNDEPLOYING"
 
 
@@ -97,159 +92,6 @@ def endpoint_not_found(name: str) -> ModelError:
 
 def failed_precondition(message: str) -> ModelError:
     return ModelError(400, message, "FAILED_PRECONDITION")
-
-
-def inference_timeout_s(endpoint: dict) -> float:
-    """How long a prediction on ``endpoint`` may take: its clientConnectionConfig's
-    inferenceTimeout (a JSON Duration, ``"120s"``), capped at Vertex's maximum, else
-    PREDICT_TIMEOUT_S."""
-    text = str((endpoint.get("clientConnectionConfig") or {}).get("inferenceTimeout") or "")
-    try:
-        seconds = float(text.removesuffix("s")) if text.endswith("s") else 0.0
-    except ValueError:
-        seconds = 0.0
-    return min(seconds, MAX_INFERENCE_TIMEOUT_S) if seconds > 0 else PREDICT_TIMEOUT_S
-
-
-def deadline_exceeded(deployed: dict, timeout_s: float) -> ModelError:
-    """A prediction the model did not answer in time: google.rpc's DEADLINE_EXCEEDED, HTTP 504
-    (the SDK raises GatewayTimeout)."""
-    return ModelError(
-        504,
-        f"Deployed model {deployed['id']} ({deployed['model']}) did not answer the prediction "
-        f"within {timeout_s:g} s, the endpoint's inference timeout: make the prediction smaller "
-        f"or faster, or raise the endpoint's clientConnectionConfig.inferenceTimeout",
-        "DEADLINE_EXCEEDED",
-    )
-
-
-# -- pure checks and choices ---------------------------------------------------------------------
-
-
-def endpoint_problems(endpoint: dict, endpoint_id: str | None) -> list[str]:
-    """What a created Endpoint must be: a display name, valid labels, a valid id if given."""
-    problems = []
-    display = display_name_problem(str(endpoint.get("displayName", "")))
-    if display is not None:
-        problems.append(f"endpoint.displayName: {display}")
-    if endpoint.get("trafficSplit"):
-        problems.append("endpoint.trafficSplit: no model is deployed to a new endpoint")
-    if endpoint_id is not None and not ENDPOINT_ID.match(endpoint_id):
-        problems.append(
-            f"endpointId: {endpoint_id!r}: a letter then up to 62 of a-z, 0-9 and '-' (not "
-            f"ending with '-'), or up to 9 digits without a leading zero"
-        )
-    problems += private_problems(endpoint)
-    return problems + [f"endpoint.{p}" for p in label_problems(dict(endpoint.get("labels", {})))]
-
-
-def psc_enabled(endpoint: dict) -> bool:
-    return bool(
-        (endpoint.get("privateServiceConnectConfig") or {}).get("enablePrivateServiceConnect")
-    )
-
-
-def private_problems(endpoint: dict) -> list[str]:
-    """endpoint.proto: ``network`` (a project *number*) or PSC, never both."""
-    network = endpoint.get("network")
-    problems = []
-    if network and not PEERED_NETWORK.match(str(network)):
-        problems.append(
-            f"endpoint.network: {network!r}: projects/PROJECT_NUMBER/global/networks/NAME "
-            f"(the project's number, not its id)"
-        )
-    if network and endpoint.get("privateServiceConnectConfig"):
-        problems.append(
-            "endpoint: network and privateServiceConnectConfig are mutually exclusive: set one"
-        )
-    return problems
-
-
-def private_endpoints(endpoint: dict, record: dict) -> dict | None:
-    """DeployedModel.privateEndpoints of a private endpoint. Locally: the serving process's own
-    URIs for a peering endpoint (the SDK's PrivateEndpoint.predict calls them, as it calls the
-    VPC address on Vertex), a service attachment name for a PSC one (nothing listens behind it)."""
-    if endpoint.get("network"):
-        base = f"http://127.0.0.1:{record['port']}"
-        health, predict = record["routes"]
-        return {"predictHttpUri": base + predict, "healthHttpUri": base + health}
-    if psc_enabled(endpoint):
-        return {"serviceAttachment": service_attachment(endpoint["name"])}
-    return None
-
-
-def service_attachment(endpoint_name: str) -> str:
-    """A PSC endpoint's attachment as Vertex names it: in a tenant project, in its region."""
-    parts = endpoint_name.split("/")
-    return f"projects/vtx-local-tp/regions/{parts[3]}/serviceAttachments/sa-{parts[-1]}"
-
-
-def machine_problems(machine_spec: dict, path: str) -> list[str]:
-    """The catalog's rules of `vtx validate` on a deployed model's machine, over serving's
-    machine list (`Catalog.for_serving`, as `vtx deploy` checks it): a known machine type, an
-    accelerator it takes, in a count it allows."""
-    facts = facts_from_rest_spec({"workerPoolSpecs": [{"machineSpec": machine_spec}]})
-    catalog = load_catalog().for_serving()
-    found = [*machine_type_known(facts, catalog), *accelerator_fits_machine(facts, catalog)]
-    problems = []
-    for problem in found:
-        where = problem.path.replace("workerPoolSpecs[0]", path)
-        hint = f" ({problem.hint})" if problem.hint else ""
-        problems.append(f"{where}: {problem.message}{hint}")
-    return problems
-
-
-def resources_problems(deployed: dict) -> list[str]:
-    """A deployed model of ours runs on dedicated resources: a machine, 1 <= min <= max."""
-    if "automaticResources" in deployed or "dedicatedResources" not in deployed:
-        return [
-            "deployedModel.dedicatedResources: required: a model with a custom container "
-            "supports DEDICATED_RESOURCES only (pass machine_type)"
-        ]
-    resources = deployed["dedicatedResources"]
-    path = "deployedModel.dedicatedResources"
-    problems = []
-    machine = resources.get("machineSpec") or {}
-    if not machine.get("machineType"):
-        problems.append(f"{path}.machineSpec.machineType: required")
-    else:
-        problems += machine_problems(machine, path)
-    low = int(resources.get("minReplicaCount", 0) or 0)
-    high = int(resources.get("maxReplicaCount", 0) or 0)
-    if low < 1:
-        problems.append(f"{path}.minReplicaCount: must be at least 1")
-    if high and high < low:
-        problems.append(f"{path}.maxReplicaCount: {high} is below minReplicaCount {low}")
-    return problems
-
-
-def split_problems(split: dict[str, int], known: set[str]) -> list[str]:
-    """A trafficSplit: ids of deployed models (``known``), percentages 0..100 summing to 100."""
-    problems = [f"trafficSplit: {k!r} is not a deployed model" for k in split if k not in known]
-    problems += [
-        f"trafficSplit.{k}: {v} is not a percentage"
-        for k, v in split.items()
-        if not 0 <= int(v) <= 100
-    ]
-    if split and sum(int(v) for v in split.values()) != 100:
-        problems.append(f"trafficSplit: the percentages sum to {sum(split.values())}, not 100")
-    return problems
-
-
-def pick_deployed(split: dict[str, int], order: list[str], current: dict[str, int]) -> str | None:
-    """The deployed model of the next prediction, by smooth weighted round robin (nginx's):
-    each model's ``current`` credit grows by its percentage, the one with the most credit
-    (the first in ``order``, deployedModels order, on a tie) serves and pays 100. Over every
-    100 predictions each model serves exactly its percentage, interleaved (50/50 alternates).
-    ``current`` is updated in place."""
-    shares = {d: int(split.get(d, 0)) for d in order if int(split.get(d, 0)) > 0}
-    if not shares:
-        return None
-    for deployed_id, share in shares.items():
-        current[deployed_id] = current.get(deployed_id, 0) + share
-    chosen = max(shares, key=lambda d: current[d])  # max keeps the first of equals
-    current[chosen] -= sum(shares.values())
-    return chosen
 
 
 def operation(
@@ -766,33 +608,6 @@ class Endpoints:
         )
 
 
-def prediction_response(deployed: dict, status: int, answer: bytes) -> dict:
-    """The PredictResponse of a container's answer, or the error it stands for."""
-    try:
-        parsed = json.loads(answer)
-    except ValueError:
-        parsed = None
-    if status != 200:
-        raise container_error(status, parsed, answer)
-    if not isinstance(parsed, dict) or not isinstance(parsed.get("predictions"), list):
-        raise ModelError(
-            500,
-            f"Deployed model {deployed['id']} answered without a predictions list: "
-            f"{answer[:200]!r}",
-            "INTERNAL",
-        )
-    response = {
-        "predictions": parsed["predictions"],
-        "deployedModelId": deployed["id"],
-        "model": deployed["model"],
-        "modelVersionId": deployed["modelVersionId"],
-        "modelDisplayName": deployed.get("displayName", ""),
-    }
-    if "metadata" in parsed:
-        response["metadata"] = parsed["metadata"]
-    return response
-
-
 def accelerator_note(deployed_id: str, machine: dict) -> str | None:
     """The "runs on CPU" line of a deployed model that asked for accelerators."""
     kind, count = machine.get("acceleratorType"), int(machine.get("acceleratorCount", 0) or 0)
@@ -801,36 +616,4 @@ def accelerator_note(deployed_id: str, machine: dict) -> str | None:
     return (
         f"deployed model {deployed_id} asks for {count} x {kind} on {machine.get('machineType')} "
         f"(checked against the catalog); the local platform runs it on this machine's CPU"
-    )
-
-
-def integral(value: Any) -> Any:
-    """JSON numbers as protobuf's C++ JSON printer writes a ``Value``'s doubles: without a
-    fraction when they have none (8.0 -> 8). A request passes through ``google.protobuf.Value``
-    (the SDK's REST transport writes ``8.0`` for the user's 8); the container gets ``8``."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, list):
-        return [integral(v) for v in value]
-    if isinstance(value, dict):
-        return {k: integral(v) for k, v in value.items()}
-    return value
-
-
-def container_error(status: int, parsed: Any, raw: bytes) -> ModelError:
-    """A container's non-200 answer, passed on: its Google-shaped error as it is, else its
-    status with the start of its body."""
-    error = parsed.get("error") if isinstance(parsed, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return ModelError(status, error["message"], str(error.get("status") or "UNKNOWN"))
-    names = {
-        400: "INVALID_ARGUMENT",
-        404: "NOT_FOUND",
-        429: "RESOURCE_EXHAUSTED",
-        503: "UNAVAILABLE",
-    }
-    return ModelError(
-        status,
-        f"the model server answered HTTP {status}: {raw[:500].decode(errors='replace')}",
-        names.get(status, "INTERNAL"),
     )

@@ -36,12 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.core.formats import now_rfc3339
-from jobs.core.naming import (
-    display_name_problem,
-    label_key_problem,
-    label_value_problem,
-    labels_count_problem,
-)
+from jobs.core.naming import display_name_problem, label_problems
 from jobs.local.platform.operations import TYPE_PREFIX, delete_operation
 from jobs.local.platform.state import numbered_name
 from jobs.local.platform.store import Store
@@ -116,16 +111,6 @@ class ModelRef:
 
 
 # -- pure checks -----------------------------------------------------------------------------
-
-
-def label_problems(labels: dict[str, str]) -> list[str]:
-    too_many = labels_count_problem(labels)
-    problems = [] if too_many is None else [f"labels: {too_many}"]
-    for key, value in labels.items():
-        for problem in (label_key_problem(key), label_value_problem(value)):
-            if problem is not None:
-                problems.append(f"labels.{key}: {problem}")
-    return problems
 
 
 def model_problems(model: dict) -> list[str]:

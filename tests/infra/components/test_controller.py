@@ -23,7 +23,7 @@ from infra.policy.iam import grants_of
 from jobs.control import cloud_function
 from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from tests.jobs.control.test_driver import SLEEPER
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"

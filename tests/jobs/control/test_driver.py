@@ -22,7 +22,8 @@ from jobs.control.records import Conflict, Records
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchOptions, plan_launch
 from jobs.spec.gcloud import load_template
-from jobs.vertex.client import JobRecord, VertexRest
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 from tests.jobs.core.price_tables import stand_in_for_the_platform
 from tests.jobs.local.local_helpers import capacity_platform, wait_for
 

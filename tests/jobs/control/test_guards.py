@@ -5,7 +5,8 @@ cancelled once; a run without one is left alone."""
 from __future__ import annotations
 
 from jobs.control.guards import RunBudgetGuard
-from jobs.vertex.client import JobRecord, VertexRest
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 from tests.conftest import dev_stack
 from tests.jobs.runs.run_records import PARENT, rest_job
 from tests.jobs.tuning.study_fakes import FAST, Scripted

@@ -22,7 +22,7 @@ from jobs.control.reconcile import (
 from jobs.control.record import Attempt, RungRecord, RunRecord, StudyPlanRecord
 from jobs.core.catalog import load_catalog
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 RUN = "ladder-run"

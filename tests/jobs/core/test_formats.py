@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from jobs.core.formats import duration, money, now_rfc3339, share, usd_per_h
-from jobs.vertex.client import rfc3339
+from jobs.vertex.job_records import rfc3339
 
 
 @pytest.mark.parametrize(

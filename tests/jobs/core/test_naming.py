@@ -19,7 +19,7 @@ from jobs.core.naming import (
     rfc1035_pattern,
 )
 from jobs.local.custom_jobs.pipelines import custom_job_spec_problems
-from jobs.local.serving.endpoints import endpoint_problems
+from jobs.local.serving.endpoint_checks import endpoint_problems
 from jobs.local.serving.models import model_problems
 from jobs.local.tuning.study_checks import study_problems
 

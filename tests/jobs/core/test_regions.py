@@ -13,7 +13,7 @@ from jobs.core.stack import RegionOutputs, StackOutputs
 from jobs.custom_jobs.compile import CompileError, compile_job
 from jobs.pricing.plan import plan_job
 from jobs.spec.template import JobTemplate
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from tests.conftest import dev_stack
 
 RUN_ID = "regions-test-run"

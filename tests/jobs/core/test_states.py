@@ -25,7 +25,8 @@ from jobs.core.states import (
 )
 from jobs.quota.cloud_quotas import holds_quota
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import JobRecord, is_terminal
+from jobs.vertex.client import is_terminal
+from jobs.vertex.job_records import JobRecord
 from tests.conftest import HANG_S, REPO
 
 PROTO = sorted(aiplatform_v1.JobState, key=int)

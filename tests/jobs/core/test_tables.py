@@ -1,6 +1,6 @@
-"""Every CLI table reads in any terminal (vtx/views/output.py's FitTable): where its columns
-cannot be
-as wide as their longest word it prints `header: value` lines; no word is broken, no value lost."""
+"""Every CLI table reads in any terminal (vtx/views/fit_table.py's FitTable): where its columns
+cannot be as wide as their longest word it prints `header: value` lines; no word is broken, no
+value lost."""
 
 from __future__ import annotations
 

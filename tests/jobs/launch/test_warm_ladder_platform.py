@@ -15,7 +15,8 @@ from jobs.launch.checks import checked_template
 from jobs.launch.plan import LaunchOptions, plan_launch
 from jobs.launch.run import Event, MovedOn, Placed, Runner, Submitted, drive
 from jobs.spec.document import load_document
-from jobs.vertex.client import Vertex, VertexRest
+from jobs.vertex.client import Vertex
+from jobs.vertex.rest import VertexRest
 from tests.jobs.local.local_helpers import init_sdk, wait_for
 
 pytestmark = pytest.mark.slow(cost_s=40)

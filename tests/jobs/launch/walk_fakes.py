@@ -12,7 +12,8 @@ from jobs.launch.plan import Rung
 from jobs.pricing.plan import plan_job
 from jobs.quota.cloud_quotas import QuotaCheck
 from jobs.spec.gcloud import load_template
-from jobs.vertex.client import JobRecord, VertexError
+from jobs.vertex.errors import VertexError
+from jobs.vertex.job_records import JobRecord
 from tests.conftest import TEMPLATES, TEST_DATA
 
 RUN_ID = "walk-run"

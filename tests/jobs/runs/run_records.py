@@ -9,7 +9,7 @@ from typing import Any
 from jobs.runs.goodput import Goodput, goodput_of
 from jobs.runs.logs import LogEntry
 from jobs.runs.watch import attempts_of
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 
 T0 = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 

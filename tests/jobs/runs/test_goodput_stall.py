@@ -10,7 +10,7 @@ import pytest
 
 from jobs.runs.goodput import goodput_of
 from jobs.runs.watch import attempts_of
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 from tests.jobs.runs.run_records import PARENT, STOP, T0, rest_job, trainer
 from tests.jobs.runs.test_goodput import assert_tiles, seconds
 

@@ -9,7 +9,7 @@ import pytest
 
 from jobs.core.catalog import load_catalog
 from jobs.runs.watch import budget_crossed, run_status, usd_of
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 from tests.conftest import stack_outputs
 from tests.jobs.core.price_tables import write_stand_in
 from tests.jobs.runs.run_records import PARENT, T0, rest_job, trainer

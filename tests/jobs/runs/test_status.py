@@ -16,7 +16,10 @@ from jobs.core.stack import StackOutputs
 from jobs.runs.checkpoints import Storage, committed_steps, root_of, stored_checkpoints
 from jobs.runs.logs import LogEntry
 from jobs.runs.watch import run_status, trainer_progress
-from jobs.vertex.client import Backoff, JobRecord, VertexError, VertexRest
+from jobs.vertex.errors import VertexError
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
+from jobs.vertex.retry import Backoff
 from tests.conftest import stack_outputs
 from tests.jobs.runs.run_records import PARENT, T0, rest_job, stamp, trainer
 

@@ -12,7 +12,7 @@ import pytest
 from jobs.custom_jobs.facts import facts_from_rest_job
 from jobs.pricing.estimates import PERSISTENT_RESOURCE, estimate
 from jobs.runs.watch import attempts_of, budget_crossed, usd_of
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 from tests.jobs.runs.run_records import T0, rest_job
 
 HOUR = 3600.0

@@ -19,7 +19,8 @@ from jobs.serving.deploy import (
 )
 from jobs.serving.endpoint_rest import EndpointRecord, EndpointRest
 from jobs.serving.model_rest import ModelRecord, ModelRest
-from jobs.vertex.client import Backoff, VertexError
+from jobs.vertex.errors import VertexError
+from jobs.vertex.retry import Backoff
 from tests.conftest import stack_outputs
 
 NO_WAIT = Backoff(initial_s=0.0, maximum_s=0.0, deadline_s=5.0)

@@ -20,7 +20,7 @@ from jobs.serving.deploy import (
     plan_undeploy,
     unallocate_traffic,
 )
-from jobs.vertex.client import VertexError
+from jobs.vertex.errors import VertexError
 from tests.jobs.serving.fakes import (
     MODEL,
     NO_WAIT,

@@ -8,7 +8,8 @@ import pytest
 
 from jobs.core.stack import StackOutputs
 from jobs.serving.endpoint_rest import EndpointRest
-from jobs.vertex.client import Backoff, VertexError
+from jobs.vertex.errors import VertexError
+from jobs.vertex.retry import Backoff
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import Any
 
 import requests
 
-from jobs.vertex.client import Backoff
+from jobs.vertex.retry import Backoff
 
 PARENT = "projects/vtx-dev-123/locations/us-central1"
 

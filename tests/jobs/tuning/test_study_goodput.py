@@ -15,7 +15,7 @@ from jobs.runs.goodput import CATEGORIES
 from jobs.runs.watch import trials_metered
 from jobs.tuning.study_goodput import StudyGoodput, study_goodput_of
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 from tests.jobs.runs.run_records import T0, preempted_once, rest_job, trainer
 from tests.jobs.tuning.study_fakes import rest_study
 

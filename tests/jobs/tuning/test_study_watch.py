@@ -14,7 +14,9 @@ from jobs.core.stack import StackOutputs
 from jobs.spec.gcloud import load_template
 from jobs.tuning.study_job import compile_study, plan_study
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import Vertex, VertexError, VertexRest
+from jobs.vertex.client import Vertex
+from jobs.vertex.errors import VertexError
+from jobs.vertex.rest import VertexRest
 from tests.conftest import TEMPLATES, dev_stack
 from tests.jobs.tuning.study_fakes import FAST, Scripted, rest_study, stamp, trial
 

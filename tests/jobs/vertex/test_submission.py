@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from jobs.core.stack import StackOutputs, load_stack_file
-from jobs.vertex.client import Vertex, VertexError
+from jobs.vertex.client import Vertex
+from jobs.vertex.errors import VertexError
 from tests.conftest import TEST_DATA
 
 

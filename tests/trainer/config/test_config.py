@@ -8,11 +8,11 @@ import yaml
 
 from tests.conftest import REPO
 from tests.trainer.conftest import TINY_LLAMA
+from trainer.config.loading import load_config
 from trainer.config.schema import (
     ROPE_TYPES,
     ConfigError,
     check_model_config,
-    load_config,
     parse_config,
 )
 from trainer.training.cli import main

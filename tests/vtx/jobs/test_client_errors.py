@@ -15,7 +15,9 @@ from fastapi.responses import JSONResponse
 
 from jobs.core.stack import StackOutputs
 from jobs.local.plumbing.ports import free_port
-from jobs.vertex.client import Backoff, Vertex, VertexError
+from jobs.vertex.client import Vertex
+from jobs.vertex.errors import VertexError
+from jobs.vertex.retry import Backoff
 from tests.conftest import stack_outputs, wait_for_port
 
 JOB_NAME = "projects/p/locations/us-central1/customJobs/7"

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import TEMPLATES, TEST_DATA
 from vtx.cli import app
-from vtx.views.output import print_error
+from vtx.views.problems import print_error
 
 WANDB = "0a1b2c3d4e" * 4
 HF = "hf_" + "a1B2c3D4" * 5

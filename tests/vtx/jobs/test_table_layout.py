@@ -16,7 +16,9 @@ from jobs.pricing.estimates import estimate
 from jobs.quota.cloud_quotas import MetricCheck, QuotaCheck
 from jobs.spec.gcloud import load_template
 from tests.conftest import REPO
-from vtx.views.output import FitTable, RungRow, catalog_table, ladder_table, machines_table
+from vtx.views.catalog import catalog_table, machines_table
+from vtx.views.fit_table import FitTable
+from vtx.views.ladder import RungRow, ladder_table
 
 TEMPLATES = REPO / "jobs" / "templates"
 

@@ -23,7 +23,7 @@ from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.settings import DATA_DIR_ENV
 from jobs.local.plumbing.client import LocalApiError, preempt_replica, read_logs
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from tests.conftest import HANG_S
 from tests.jobs.local.local_helpers import capacity_platform, wait_for
 from vtx.cli import app

@@ -17,8 +17,8 @@ from jobs.control.records import Records
 from jobs.core.heartbeat import HEARTBEAT_OBJECT, Heartbeat, Phase
 from jobs.core.stack import RUNS_PREFIX, StackOutputs
 from jobs.local.plumbing.processes import CONTROLLER_INTERVAL_S
-from jobs.vertex.client import VertexRest
 from jobs.vertex.google_session import storage_client
+from jobs.vertex.rest import VertexRest
 from tests.vtx.local.guard_helpers import record, runner, until, vtx
 from vtx.cli import app
 

@@ -15,7 +15,8 @@ import yaml
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
-from jobs.vertex.client import Vertex, VertexRest
+from jobs.vertex.client import Vertex
+from jobs.vertex.rest import VertexRest
 from tests.conftest import HANG_S
 from vtx.cli import app
 

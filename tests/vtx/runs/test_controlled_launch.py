@@ -21,7 +21,7 @@ from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchOptions, LaunchPlan, plan_launch
 from jobs.spec.gcloud import load_template
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from tests.jobs.local.local_helpers import wait_for
 from vtx.flows.controlled import _write_new, follow_controlled
 

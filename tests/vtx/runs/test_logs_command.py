@@ -21,7 +21,8 @@ from jobs.runs.logs import (
     severity_of,
     stream,
 )
-from jobs.vertex.client import JobRecord, VertexRest
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 from tests.conftest import TEST_DATA, wait_for_port
 from vtx.cli import app
 from vtx.commands.logs import LogFormat, log_view

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from jobs.core.catalog import PriceTable, load_catalog
 from jobs.runs.watch import run_status
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 from tests.jobs.runs.run_records import T0, rest_job, trainer
 from vtx.views.runs import (
     OutputFormat,

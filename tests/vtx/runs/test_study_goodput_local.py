@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from tests.conftest import TEMPLATES
 from tests.vtx.runs.test_study_local import wait_study
 from vtx.cli import app

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from tests.conftest import TEMPLATES
 from vtx.cli import app
 

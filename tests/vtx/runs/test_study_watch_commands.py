@@ -18,7 +18,7 @@ from jobs.control.guards import StudyBudgetGuard
 from jobs.core.catalog import load_catalog
 from jobs.runs.logs import LocalLogSource, LogEntry
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from tests.conftest import TEST_DATA, dev_stack
 from tests.jobs.runs.run_records import preempted_once, rest_job, trainer
 from tests.jobs.tuning.study_fakes import FAST, PARENT, T0, Scripted, rest_study, stamp

@@ -15,7 +15,7 @@ from jobs.core.contract import LABEL_RUN_ID, LABEL_TEMPLATE
 from jobs.core.stack import StackOutputs
 from jobs.serving.model_rest import ModelRest
 from jobs.serving.model_upload import model_layout
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from tests.conftest import HANG_S
 from vtx.cli import app
 

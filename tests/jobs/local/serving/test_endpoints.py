@@ -7,14 +7,12 @@ import sys
 
 import pytest
 
-from jobs.local.serving.endpoints import (
+from jobs.local.serving.endpoint_checks import (
     endpoint_problems,
-    integral,
     machine_problems,
-    pick_deployed,
     resources_problems,
-    split_problems,
 )
+from jobs.local.serving.predictions import integral
 from jobs.local.serving.serving_process import (
     ServingCommandError,
     expand,
@@ -23,6 +21,7 @@ from jobs.local.serving.serving_process import (
     serving_argv,
     serving_env,
 )
+from jobs.local.serving.traffic import pick_deployed, split_problems
 
 MODEL = {
     "name": "projects/424242424242/locations/us-central1/models/77",

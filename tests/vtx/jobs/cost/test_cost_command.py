@@ -14,7 +14,7 @@ from tests.jobs.core.price_tables import DISK_TABLE, disk_job, with_table
 def test_cost_table_on_80_columns_keeps_names_whole() -> None:
     from rich.console import Console
 
-    from vtx.views.output import cost_table
+    from vtx.views.costs import cost_table
 
     result = estimate(template_facts(load_template(TEMPLATES / "a100x16-fsdp.yaml")))
     console = Console(width=80, record=True, file=io.StringIO())
@@ -31,7 +31,7 @@ def test_cost_table_on_80_columns_keeps_names_whole() -> None:
 def test_the_boot_disks_are_their_own_line_and_an_unknown_one_marks_the_total() -> None:
     from rich.console import Console
 
-    from vtx.views.output import print_cost
+    from vtx.views.costs import print_cost
 
     def printed(worker_disk: dict) -> str:
         result = estimate(disk_job(worker_disk), catalog=with_table(DISK_TABLE))
@@ -64,7 +64,7 @@ def test_a_machine_with_built_in_local_ssd_gets_its_own_unknown_line() -> None:
 
     from jobs.pricing.estimates import LOCAL_SSD_FLEX_START_UNKNOWN, LOCAL_SSD_UNKNOWN
     from tests.jobs.core.price_tables import priced_job
-    from vtx.views.output import print_cost
+    from vtx.views.costs import print_cost
 
     def printed(machine: str, strategy: str | None = None) -> str:
         pools = {"chief": {"machine": machine, "accelerator": "NVIDIA_H100_80GB",

@@ -10,7 +10,8 @@ from rich.console import Console
 from jobs.core.catalog import load_catalog
 from jobs.pricing.estimates import DEFAULT_REGION, estimate
 from tests.jobs.core.price_tables import SPOT_TABLE, priced_job, with_table
-from vtx.views.output import catalog_table, machines_table, print_cost
+from vtx.views.catalog import catalog_table, machines_table
+from vtx.views.costs import print_cost
 
 
 def _printed(render: object) -> str:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
 from jobs.local.plumbing.client import read_capacity, set_capacity
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from vtx.cli import app
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from jobs.pricing.estimates import estimate
 from jobs.spec.template import JobTemplate
 from tests.jobs.core.price_tables import US_CENTRAL1_TABLE, with_table
 from tests.jobs.custom_jobs.scheduling_templates import L4, RESERVATION, template, with_reservation
-from vtx.views.output import print_cost
+from vtx.views.costs import print_cost
 
 
 def _printed(result: Any) -> str:

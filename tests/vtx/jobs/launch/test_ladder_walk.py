@@ -12,7 +12,7 @@ from rich.console import Console
 
 from jobs.launch.plan import LaunchPlan, Rung
 from jobs.launch.run import Runner, drive
-from jobs.vertex.client import JobRecord
+from jobs.vertex.job_records import JobRecord
 from tests.jobs.launch.walk_fakes import (
     RUN_ID,
     STOCKOUT,

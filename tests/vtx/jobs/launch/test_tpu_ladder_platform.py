@@ -20,7 +20,8 @@ from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
 from jobs.local.platform.settings import DATA_DIR_ENV
 from jobs.local.plumbing.client import set_capacity
-from jobs.vertex.client import JobRecord, VertexRest
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 from tests.conftest import TEMPLATES
 from tests.jobs.local.local_helpers import capacity_platform, replica_output, wait_for
 from vtx.cli import app

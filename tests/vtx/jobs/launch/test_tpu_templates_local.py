@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from tests.conftest import REPO
 from tests.jobs.local.local_helpers import replica_output
 from vtx.cli import app
