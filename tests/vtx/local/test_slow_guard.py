@@ -21,7 +21,7 @@ import yaml
 from jobs.control.records import Records
 from jobs.core.heartbeat import Heartbeat, Phase
 from jobs.core.stack import StackOutputs
-from jobs.vertex.client import VertexRest
+from jobs.vertex.rest import VertexRest
 from tests.vtx.local.guard_helpers import job_id, record, trainer_lines, until, vtx
 
 FLOOR = 250
