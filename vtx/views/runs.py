@@ -122,6 +122,7 @@ def attempt_json(attempt: AttemptStatus) -> dict[str, Any]:
             for s in attempt.price.skus
         ],
         "usd_unknown_because": attempt.price.unknown_because if attempt.usd is None else None,
+        "warm_pool_share": attempt.price.share,
         "error": job.error,
     }
 
@@ -290,6 +291,8 @@ def _cost_row(status: RunStatus) -> str:
         rate = f"no {price.kind} price in the catalog"
     table = f", table {price.table}" if price.table else ""
     lines = [f"{money(status.usd)} so far at the catalog's price ({rate}{table})"]
+    if price.share is not None:  # the bill is the resource's; the meter charges the share
+        lines.append(f"metered as its {price.share}; the bill is the resource's, busy or idle")
     if status.usd is None:
         lines.append(f"unknown: {status.unknown_because}")
     if status.projected_usd is not None:

@@ -87,19 +87,22 @@ def test_list_and_status_show_replicas_cost_and_the_run_on_it(
 
     idle = status()
     assert idle["state"] == "RUNNING" and idle["id"] == RID
-    assert idle["pools"] == [
-        {
-            "id": "t4",
-            "machine": "n1-standard-4, 1 x NVIDIA_TESLA_T4, pd-ssd, 1 replica (autoscaling to 2)",
-            "replicas": 1,
-            "max_replicas": 2,
-            "used": 0,
-            "idle": 1,
-        }
-    ]
+    (pool,) = idle["pools"]
+    assert {k: pool[k] for k in ("id", "machine", "replicas", "max_replicas", "used", "idle")} == {
+        "id": "t4",
+        "machine": "n1-standard-4, 1 x NVIDIA_TESLA_T4, pd-ssd, 1 replica (autoscaling to 2)",
+        "replicas": 1,
+        "max_replicas": 2,
+        "used": 0,
+        "idle": 1,
+    }
     assert idle["runs"] == [] and idle["labels"] == {"team": "nlp"}
     per_h = idle["cost"]["usd_per_h"]
     assert per_h is not None and per_h > 0, idle["cost"]
+    # a replica is its VM and its boot disk (the SDK's default 100 GB pd-ssd), both priced
+    assert pool["boot_disk"] == "100 GB pd-ssd" and pool["boot_disk_usd_per_h"] > 0, pool
+    assert per_h == pytest.approx(pool["vm_usd_per_h"] + pool["boot_disk_usd_per_h"])
+    assert idle["cost"]["boot_disks_unknown_because"] is None
     assert idle["cost"]["max_usd_per_h"] == pytest.approx(2 * per_h)
 
     gate = tmp_path / "open"
