@@ -11,11 +11,11 @@ from rich.console import Console
 
 from infra.review.rows import HourlyCost
 from jobs.core.catalog import load_catalog
-from jobs.core.formats import money
+from jobs.core.formats import duration, money
 from jobs.core.stack import PersistentResourceOutputs
 from jobs.pricing.estimates import meter_budget_warning
 from jobs.pricing.warm_pools import PoolPrice, WarmCost, WarmShare, warm_cost
-from jobs.runs.warm_pools import ResourceStatus
+from jobs.runs.warm_pools import ResourceStatus, WindowUsage
 from vtx.views.output import FitTable
 
 
@@ -164,8 +164,63 @@ def pool_documents(statuses: list[ResourceStatus]) -> list[dict[str, Any]]:
     return [_status_json(s) for s in statuses]
 
 
-def pool_document(status: ResourceStatus) -> dict[str, Any]:
-    return _status_json(status)
+def pool_document(status: ResourceStatus, usage: WindowUsage | None = None) -> dict[str, Any]:
+    found = _status_json(status)
+    if usage is not None:
+        found["window"] = _usage_json(usage)
+    return found
+
+
+def _usage_json(usage: WindowUsage) -> dict[str, Any]:
+    """The stable keys of `vtx pool status`'s ``window``: replica-hours and the idle cost."""
+    return {
+        "start": usage.start.isoformat(),
+        "end": usage.end.isoformat(),
+        "up_h": usage.up_s / 3600,
+        "jobs": usage.jobs,
+        "jobs_not_counted": usage.unplaced,
+        "pools": [
+            {
+                "id": p.pool.id,
+                "busy_replica_h": p.busy_h,
+                "idle_replica_h": p.idle_h,
+                "provisioned_replica_h": p.provisioned_h,
+                "idle_usd": p.idle_usd,
+            }
+            for p in usage.pools
+        ],
+        "idle_usd": usage.idle_usd,
+        "idle_usd_unknown_because": usage.unknown_because if usage.idle_usd is None else None,
+    }
+
+
+def print_window_usage(out: Console, usage: WindowUsage) -> None:
+    """Each pool's busy and idle replica-hours over the window, and what the idle ones cost."""
+    span = duration(_seconds(usage))
+    title = (
+        f"the last {span}: up {duration(usage.up_s)}, {usage.jobs} job(s) ran on it; idle cost "
+        + (
+            money(usage.idle_usd)
+            if usage.idle_usd is not None
+            else f"unknown ({usage.unknown_because})"
+        )
+    )
+    table = FitTable(title=title, title_justify="left")
+    for column in ("pool", "busy replica-h", "idle replica-h", "idle cost"):
+        table.add_column(column, overflow="fold")
+    for p in usage.pools:
+        table.add_row(p.pool.id, f"{p.busy_h:.2f}", f"{p.idle_h:.2f}", money(p.idle_usd))
+    out.print(table)
+    for job in usage.unplaced:
+        out.print(
+            f"not counted: {job} fits none of the resource's pools as they are now",
+            markup=False,
+            highlight=False,
+        )
+
+
+def _seconds(usage: WindowUsage) -> float:
+    return (usage.end - usage.start).total_seconds()
 
 
 def _used(status: ResourceStatus) -> tuple[int, int]:

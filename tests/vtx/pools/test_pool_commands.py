@@ -112,6 +112,23 @@ def test_list_and_status_show_replicas_cost_and_the_run_on_it(
     finally:  # the resource is deleted after the test, once no job runs on it
         gate.touch()
         wait_for(lambda: status()["runs"] == [])
+    _window_counts_the_run(per_h)
+
+
+def _window_counts_the_run(per_h: float) -> None:
+    """Over the last day: the ended run's replica-hours are busy (from the listing's job times),
+    the rest of the pool's one replica x the resource's time up is idle, at the pool's price."""
+    found = json.loads(
+        vtx("pool", "status", RID, "--stack", "local", "--format", "json", "--window", "24h")
+    )
+    window = found["window"]
+    (pool,) = window["pools"]
+    assert window["jobs"] == 1 and window["jobs_not_counted"] == []
+    assert pool["busy_replica_h"] > 0 and pool["idle_replica_h"] >= 0
+    assert pool["busy_replica_h"] + pool["idle_replica_h"] == pytest.approx(window["up_h"])
+    assert window["idle_usd"] == pytest.approx(pool["idle_replica_h"] * per_h)
+    text = vtx("pool", "status", RID, "--stack", "local", "--window", "24h")
+    assert "the last 1d 00h: up" in text and "1 job(s) ran on it" in text
 
 
 def _used_one() -> dict | None:
@@ -134,6 +151,12 @@ def _busy(per_h: float) -> None:
     text = vtx("pool", "status", RID, "--stack", "local")
     assert "replicas: 1 used, 0 idle" in text and "held-on-warm" in text
     assert "billed busy or idle" in text
+
+
+def test_a_window_that_is_not_a_duration_says_what_to_write(local_platform: StackOutputs) -> None:
+    result = runner.invoke(app, ["pool", "status", RID, "--stack", "local", "--window", "a day"])
+    assert result.exit_code == 2
+    assert "--window 'a day' is not a duration: write 24h" in result.output
 
 
 def test_a_resource_that_does_not_exist_is_one_error_line(local_platform: StackOutputs) -> None:
