@@ -37,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.common import REPO, Section, rotated, summarize, table
+from bench.common import REPO, Section, load_average, rotated, summarize, table
 
 # The ladder bench's launch and waits, shared rather than copied (their names are its own).
 from bench.ladder import FIRST_LINE, Platform, _first_line_at, _settle, _until, launch
@@ -210,6 +210,7 @@ def measure(p: Platform, c: Config) -> dict[str, list[Timing]]:
 def run(c: Config) -> Section:
     from jobs.local.plumbing.processes import stop_platform
 
+    load_before = load_average()[0]
     with tempfile.TemporaryDirectory() as tmp:
         platform, data_dir = start(Path(tmp))
         try:
@@ -255,8 +256,12 @@ def run(c: Config) -> Section:
             f"progress lines for {STEPS} steps of 0.1 s: waiting for capacity is createTime to "
             "startTime, provisioning and container start is startTime to its first line, program "
             "start is from there to its `training` line (it imports only json), productive "
-            "steps are its steps.",
+            "steps are its steps, and idle is from its last line to its endTime (the "
+            "process's exit and the platform's record of it).",
             table(phase_header, phase_rows),
+            f"The machine was shared while this ran (1-minute load average {load_before:.1f} "
+            f"at the start, {load_average()[0]:.1f} at the end, on {os.cpu_count()} cores): "
+            "sub-second figures here move with the other work on it.",
             f"Time to the first line, cold / warm (medians): **{ratio:.2f}x**. The local "
             "platform provisions no VMs: a cold job's process starts as soon as capacity "
             "admission lets it, so the minutes a cold Vertex job spends getting, booting and "
