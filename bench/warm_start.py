@@ -12,13 +12,14 @@ that what is timed is getting a machine and starting the program, not importing 
 
 Timed from the launch call to (a) the first RUNNING the client sees and (b) the job's own
 timestamp on its first line; variants alternate, one run id each, after a warm-up launch of each
-(not counted). Each ended job is also read by the product's goodput timeline (`jobs.runs.goodput`,
-what `vtx status` shows): the seconds per category (waiting for capacity, provisioning and
-container start, program start, productive steps, finish) from its record and its trainer
-lines, which the job prints as the trainer does for five short steps. What this measures, and what it cannot: the local platform provisions no VMs, so
-the minutes a cold Vertex job spends getting a VM, booting it and pulling its image, which a warm
-pool saves, are absent here; the ratio is the local platform's own two paths (a pool's free
-replica against capacity admission), and the figure for Vertex must be measured there.
+(not counted). Each ended job is also read by the product's goodput timeline
+(`jobs.runs.goodput`, what `vtx status` shows): the seconds per category (waiting for capacity,
+provisioning and container start, program start, productive steps, finish) from its record and
+its trainer lines, which the job prints as the trainer does for five short steps. What this
+measures, and what it cannot: the local platform provisions no VMs, so the minutes a cold Vertex
+job spends getting a VM, booting it and pulling its image, which a warm pool saves, are absent
+here; the ratio is the local platform's own two paths (a pool's free replica against capacity
+admission), and the figure for Vertex must be measured there.
 
     python -m bench.warm_start [--reps R] [--poll-s P]
 """
