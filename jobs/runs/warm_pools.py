@@ -11,15 +11,16 @@ code). Field names and states: docs/vertex-facts.md, "Persistent resources".
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobs.core.catalog import Catalog
+from jobs.core.catalog import Catalog, load_catalog
 from jobs.core.stack import PersistentResourceOutputs, WarmPool
 from jobs.custom_jobs.facts import facts_from_rest_job
 from jobs.custom_jobs.pool_fit import Placement, place
 from jobs.pricing.warm_pools import WarmCost, warm_cost
-from jobs.vertex.client import PERSISTENT_RESOURCES, JobRecord, rfc3339
+from jobs.vertex.client import PERSISTENT_RESOURCES, JobRecord, VertexError, VertexRest, rfc3339
 
 NO_ACCELERATOR = (None, "", "ACCELERATOR_TYPE_UNSPECIFIED")
 
@@ -109,6 +110,29 @@ def on_resource(resource_name: str, job: JobRecord) -> bool:
     return (job.rest.get("jobSpec") or {}).get("persistentResourceId") == rid and job.name.split(
         "/customJobs/"
     )[0] == parent
+
+
+def metering_catalog(vertex: VertexRest, jobs: Iterable[JobRecord]) -> Catalog:
+    """The stack's catalog (`Catalog.for_stack`) with each persistent resource ``jobs`` run on
+    that the stack does not declare read from Vertex (one GET each), so a run's meter prices
+    its share of one made outside the stack (with the SDK, or on the local platform) as of a
+    declared one; one that cannot be read (deleted since) stays unknown, and so does the
+    share."""
+    catalog = load_catalog().for_stack(vertex.stack)
+    found: dict[str, PersistentResourceOutputs] = {}
+    for job in jobs:
+        rid = (job.rest.get("jobSpec") or {}).get("persistentResourceId")
+        if not rid or rid in catalog.persistent_resources or rid in found:
+            continue
+        name = f"{job.name.split('/customJobs/')[0]}/{PERSISTENT_RESOURCES}/{rid}"
+        try:
+            found[rid] = resource_outputs(vertex.persistent_resource(name))
+        except VertexError:
+            continue
+    if not found:
+        return catalog
+    known = {**catalog.persistent_resources, **found}
+    return catalog.model_copy(update={"persistent_resources": known})
 
 
 def runs_on(resource_name: str, jobs: list[JobRecord]) -> list[RunOnResource]:

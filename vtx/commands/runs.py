@@ -23,6 +23,7 @@ from jobs.core.user_io import UserFileError, require_regular_target, shown_path
 from jobs.runs.checkpoints import Storage, stored_checkpoints
 from jobs.runs.goodput import Goodput, goodput_of
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
+from jobs.runs.warm_pools import metering_catalog
 from jobs.runs.watch import AttemptStatus, RunStatus, attempts_of, run_status
 from jobs.vertex.client import NEVER, JobRecord, VertexRest
 from vtx.flows import study_watch
@@ -105,7 +106,7 @@ def watched_run(out: Console, vertex: VertexRest, ref: str) -> tuple[RunStatus, 
             vertex.stack.region,
             datetime.now(UTC),
             local=vertex.stack.is_local,
-            catalog=load_catalog().for_stack(vertex.stack),
+            catalog=metering_catalog(vertex, jobs),
         )
     stalls = stalls_of(vertex.stack, job.run_id)
     return found, goodput_of(found.attempts, entries, found.now, stalls)
