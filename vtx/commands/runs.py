@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from jobs.core.catalog import Catalog, load_catalog
+from jobs.core.catalog import Catalog
 from jobs.core.user_io import UserFileError, require_regular_target, shown_path
 from jobs.runs.checkpoints import Storage, stored_checkpoints
 from jobs.runs.goodput import Goodput, goodput_of
@@ -219,7 +219,7 @@ def list_(
         listed = vertex.list(run_id)
         studies = study_watch.list_studies(vertex, run_id)
         jobs = [j for j in listed if j.name not in study_watch.trial_job_names(studies)]
-    catalog = load_catalog().for_stack(vertex.stack)
+        catalog = metering_catalog(vertex, jobs)
     attempts = numbered(jobs, vertex.stack.region, datetime.now(UTC), catalog)
     if fmt is OutputFormat.table:
         out.print(list_table(attempts))
