@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from jobs.core.catalog import load_catalog
 from jobs.custom_jobs.compile import CompiledJob
-from jobs.pricing.estimates import CostEstimate, budget_warning, estimate, meter_budget_warning
+from jobs.pricing.estimates import CostEstimate, budget_warning, estimate
 from jobs.pricing.warm_pools import WarmShare, warm_share
 
 
@@ -29,10 +29,7 @@ class Plan:
         persistent resource its share (`jobs.pricing.estimates.budget_warning`)."""
         if self.share is None:
             return budget_warning(self.cost, budget_usd)
-        share = self.share
-        return meter_budget_warning(
-            share.usd_per_h, self.cost.timeout_s, share.unknown_because, budget_usd
-        )
+        return self.share.budget_warning(self.cost.timeout_s, budget_usd)
 
 
 def plan_job(job: CompiledJob) -> Plan:

@@ -20,11 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.core.catalog import HOURS_PER_MONTH, Catalog
-from jobs.core.formats import money
+from jobs.core.formats import fine_money, money
 from jobs.core.stack import PersistentResourceOutputs, WarmPool
 from jobs.custom_jobs.facts import JobFacts, PoolFacts
 from jobs.custom_jobs.pool_fit import Placement, place
-from jobs.pricing.estimates import estimate
+from jobs.pricing.estimates import estimate, meter_budget_warning
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,21 @@ class WarmShare:
     pools: list[PoolShare]
     unknown_because: str | None = None
     """Why the share is unknown: the resource or its pools' prices are (never read as $0)."""
+    undeclared: bool = False
+    """The stack does not declare the resource: unknown before the job runs (a plan), read from
+    Vertex by the run's meter after (`jobs.runs.warm_pools.metering_catalog`)."""
+
+    def budget_warning(self, timeout_s: float, budget_usd: float | None) -> str | None:
+        """What the run's budget means against this share over a job of ``timeout_s``
+        (`jobs.pricing.estimates.budget_warning`'s words), or, for a resource the stack does not
+        declare, that the meter prices it once the job runs."""
+        if self.undeclared and budget_usd is not None:
+            return (
+                f"budget.max_cost_usd {fine_money(budget_usd)} is not checked here: persistent "
+                f"resource {self.resource_id!r} is not among the stack's, so its price is read "
+                "from Vertex once the job runs, and the run's meter holds the budget then"
+            )
+        return meter_budget_warning(self.usd_per_h, timeout_s, self.unknown_because, budget_usd)
 
     @property
     def usd_per_h(self) -> float | None:
@@ -197,7 +212,8 @@ def share_of(
             resource_id,
             [],
             f"persistent resource {resource_id!r} is not among the stack's "
-            "(vtx:platform.persistent_resources), so its pools' price is unknown",
+            "(vtx:platform.persistent_resources) and could not be read",
+            undeclared=True,
         )
     placed = place(facts, resource_id, resource.pools, catalog)
     if not isinstance(placed, Placement):

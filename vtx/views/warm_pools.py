@@ -13,7 +13,6 @@ from infra.review.rows import HourlyCost
 from jobs.core.catalog import load_catalog
 from jobs.core.formats import duration, money
 from jobs.core.stack import PersistentResourceOutputs
-from jobs.pricing.estimates import meter_budget_warning
 from jobs.pricing.warm_pools import PoolPrice, WarmCost, WarmShare, warm_cost
 from jobs.runs.warm_pools import ResourceStatus, WindowUsage
 from vtx.views.output import FitTable
@@ -86,7 +85,7 @@ def share_lines(share: WarmShare, timeout_s: float, budget_usd: float | None) ->
         f"The run's meter (its budget, `vtx status`) charges this job its {share.text}: the "
         f"replicas it holds x each pool's price per replica."
     ]
-    warning = meter_budget_warning(share.usd_per_h, timeout_s, share.unknown_because, budget_usd)
+    warning = share.budget_warning(timeout_s, budget_usd)
     if warning is not None:
         lines.append(f"warning: {warning}")
     return lines

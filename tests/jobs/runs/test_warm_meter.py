@@ -15,7 +15,7 @@ from jobs.core.catalog import Catalog, load_catalog
 from jobs.core.stack import PersistentResourceOutputs, WarmPool
 from jobs.custom_jobs.facts import facts_from_rest_job
 from jobs.pricing.estimates import PERSISTENT_RESOURCE, estimate
-from jobs.pricing.warm_pools import warm_cost
+from jobs.pricing.warm_pools import warm_cost, warm_share
 from jobs.runs.watch import attempts_of, budget_crossed, usd_of
 from jobs.vertex.client import JobRecord
 from tests.jobs.runs.run_records import PARENT, T0, rest_job
@@ -113,3 +113,17 @@ def test_its_estimate_is_nothing_whole_disks_included() -> None:
     assert (cost.price_kind, cost.usd_per_h, cost.usd_at_timeout) == (PERSISTENT_RESOURCE, 0.0, 0.0)
     assert not cost.excludes_disks and cost.disks_unknown_because is None and cost.skus == []
     assert cost.on_demand_usd_per_h is not None  # what it would cost on its own VMs
+
+
+def test_a_plan_on_an_undeclared_resource_says_the_meter_holds_the_budget_once_it_runs() -> None:
+    """Before the job runs nothing has read the resource: the plan says so rather than that the
+    budget is not enforced (the meter reads it from Vertex: `metering_catalog`)."""
+    facts = facts_from_rest_job(_job("1", 0, warm=True).rest)
+    share = warm_share(facts, _stack_catalog())
+    assert share is not None and share.undeclared and share.usd_per_h is None
+    warning = share.budget_warning(HOUR, 1.0) or ""
+    assert "budget.max_cost_usd $1.00 is not checked here" in warning
+    assert "the run's meter holds the budget then" in warning
+    declared = warm_share(facts, _stack_catalog(RESOURCE))
+    assert declared is not None and declared.budget_warning(10 * HOUR, 1.0) is not None
+    assert "is under the cost at the timeout cap" in (declared.budget_warning(10 * HOUR, 1.0) or "")
