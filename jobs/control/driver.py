@@ -131,9 +131,10 @@ class Driver:
         if not live:
             return report
         seen = self.observe(any(s.record.kind == "study" for s in live))
-        # Once a pass: it globs the prices folder, and reads the warm pools the stack's runs
-        # are on that the stack does not declare (their share is what the meter charges).
-        catalog = metering_catalog(self.rest, (j for jobs in seen.jobs.values() for j in jobs))
+        # Once a pass: it globs the prices folder, and reads the warm pools the live runs are
+        # on that the stack does not declare (their share is what the meter charges).
+        running = (j for s in live for j in seen.jobs.get(s.record.run_id, []))
+        catalog = metering_catalog(self.rest, running)
         with ThreadPoolExecutor(self.workers) as pool:
             for part in pool.map(lambda stored: self._one(stored, seen, catalog), live):
                 report.add(part)
