@@ -38,11 +38,12 @@ from jobs.control.reconcile import (
 )
 from jobs.control.record import RunRecord, vertex_of
 from jobs.control.records import Conflict, RecordError, Records, Stored
-from jobs.core.catalog import Catalog, load_catalog
+from jobs.core.catalog import Catalog
 from jobs.core.contract import LABEL_ATTEMPT
 from jobs.core.heartbeat import Heartbeat
 from jobs.core.stack import StackOutputs
 from jobs.custom_jobs.compile import to_custom_job
+from jobs.runs.warm_pools import metering_catalog
 from jobs.tuning.study_job import to_tuning_job
 from jobs.tuning.study_records import StudyRecord
 from jobs.vertex.client import Vertex
@@ -133,7 +134,10 @@ class Driver:
         if not live:
             return report
         seen = self.observe(any(s.record.kind == "study" for s in live))
-        catalog = load_catalog().for_stack(self.stack)  # once a pass: it globs the prices folder
+        # Once a pass: it globs the prices folder, and reads the warm pools the live runs are
+        # on that the stack does not declare (their share is what the meter charges).
+        running = (j for s in live for j in seen.jobs.get(s.record.run_id, []))
+        catalog = metering_catalog(self.rest, running)
         with ThreadPoolExecutor(self.workers) as pool:
             for part in pool.map(lambda stored: self._one(stored, seen, catalog), live):
                 report.add(part)
@@ -176,8 +180,9 @@ class Driver:
         if stored is None or not stored.record.live:
             return report
         report.runs = 1
-        catalog = load_catalog().for_stack(self.stack)
-        self.reconcile(stored, self.observe_run(stored.record), report, catalog)
+        seen = self.observe_run(stored.record)
+        catalog = metering_catalog(self.rest, seen.jobs.get(run_id, []))
+        self.reconcile(stored, seen, report, catalog)
         return report
 
     def observe_run(self, record: RunRecord) -> Seen:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import LABEL_BUDGET, budget_of
+from jobs.runs.warm_pools import metering_catalog
 from jobs.runs.watch import (
     AttemptStatus,
     attempts_of,
@@ -85,7 +86,7 @@ class RunBudgetGuard:
         newest = attempts[0]
         if self.cancelled or newest.terminal or newest.labels.get(LABEL_BUDGET) is None:
             return None
-        catalog = load_catalog().for_stack(self.rest.stack)
+        catalog = metering_catalog(self.rest, attempts)
         why = budget_crossed(attempts_of(attempts, self.rest.stack.region, utc_now(), catalog))
         if why is None:
             return None

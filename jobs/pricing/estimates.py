@@ -471,13 +471,32 @@ def budget_warning(cost: CostEstimate, budget_usd: float | None) -> str | None:
     """What `vtx cost` and the launch plan say of a run's budget (``budget.max_cost_usd``):
     nothing when the cost at the timeout cap fits it; else that cost and the timeout that would
     fit; and, with no price, that no one enforces it (never on a made-up figure)."""
+    return meter_budget_warning(
+        cost.usd_per_h,
+        cost.timeout_s,
+        cost.unknown_because,
+        budget_usd,
+        cost.disks_unknown_because if cost.excludes_disks else None,
+    )
+
+
+def meter_budget_warning(
+    per_h: float | None,
+    timeout_s: float,
+    unknown_because: str | None,
+    budget_usd: float | None,
+    disks_unknown_because: str | None = None,
+) -> str | None:
+    """`budget_warning` for a meter of ``per_h`` (a job's price, or its share of a persistent
+    resource: `jobs.pricing.warm_pools.WarmShare`) over a job of ``timeout_s``;
+    ``disks_unknown_because`` when ``per_h`` leaves out boot disks whose price is unknown."""
     if budget_usd is None:
         return None
     budget = f"budget.max_cost_usd {fine_money(budget_usd)}"
-    per_h, capped = cost.usd_per_h, cost.usd_at_timeout
+    capped = None if per_h is None else per_h * timeout_s / 3600
     if per_h is None or capped is None:
         return (
-            f"{budget} is not enforced: {cost.unknown_because}; neither the local platform nor "
+            f"{budget} is not enforced: {unknown_because}; neither the local platform nor "
             "`vtx launch --follow` stops a run on a made-up price"
         )
     if capped <= budget_usd:
@@ -491,14 +510,14 @@ def budget_warning(cost: CostEstimate, budget_usd: float | None) -> str | None:
     )
     undercount = (
         f"; that figure undercounts by the boot disks (their price is unknown: "
-        f"{cost.disks_unknown_because}), and so does the meter"
-        if cost.excludes_disks
+        f"{disks_unknown_because}), and so does the meter"
+        if disks_unknown_because is not None
         else ""
     )
     return (
-        f"{budget} is under the cost at the timeout cap ({exact_duration(cost.timeout_s)}): "
-        f"{money(capped)} at {usd_per_h(per_h)}{disks_note(cost.excludes_disks)}{undercount}; "
-        f"the run is cancelled once its meter crosses the budget; {fits}"
+        f"{budget} is under the cost at the timeout cap ({exact_duration(timeout_s)}): "
+        f"{money(capped)} at {usd_per_h(per_h)}{disks_note(disks_unknown_because is not None)}"
+        f"{undercount}; the run is cancelled once its meter crosses the budget; {fits}"
     )
 
 

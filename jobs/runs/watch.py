@@ -30,13 +30,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobs.core.catalog import Catalog
+from jobs.core.catalog import Catalog, load_catalog
 from jobs.core.contract import budget_of
 from jobs.core.formats import fine_money
 from jobs.core.states import JobState
 from jobs.core.trainer_events import TrainerEvent
 from jobs.custom_jobs.facts import facts_from_rest_job
-from jobs.pricing.estimates import PricedSku, estimate
+from jobs.pricing.estimates import PERSISTENT_RESOURCE, PricedSku, estimate
+from jobs.pricing.warm_pools import warm_share
 from jobs.runs.checkpoints import Stored
 from jobs.runs.logs import LogEntry, payload
 from jobs.vertex.job_records import JobRecord, PoolRecord, rfc3339
@@ -177,7 +178,8 @@ class Price:
     usd_per_h: float | None
     """None when the catalog lacks a figure it needs (``unpriced``), or for FLEX_START."""
     kind: str
-    """Which price it pays: "on-demand", "Spot" or "FLEX_START" (`jobs.pricing.estimates`)."""
+    """Which price it pays: "on-demand", "Spot", "FLEX_START" or "persistent resource"
+    (`jobs.pricing.estimates`; on a resource ``usd_per_h`` is the job's share of it)."""
     strategy: str
     table: str | None
     unpriced: tuple[str, ...]
@@ -190,14 +192,35 @@ class Price:
     excludes_disks: bool = False
     """``usd_per_h`` leaves the boot disks out: their figure is unknown
     (`jobs.pricing.estimates.CostEstimate.excludes_disks`)."""
+    share: str | None = None
+    """On a persistent resource, what the meter charges in words (`WarmShare.text`): the bill is
+    the resource's, the meter the job's share of it."""
 
 
 def price_of(job: JobRecord, region: str, catalog: Catalog | None = None) -> Price:
     """The catalog's price for ``job`` as submitted (its machines, accelerators, strategy) in
     ``region``; ``catalog`` is the stack's (`Catalog.for_stack`: a local run is priced from the
-    local stand-in's tables), the shipped one when None."""
-    cost = estimate(facts_from_rest_job(job.rest), region, catalog)
+    local stand-in's tables), the shipped one when None. A job on a persistent resource is
+    metered at its share of the resource's pools (`jobs.pricing.warm_pools.share_of`), which
+    ``catalog`` knows for the stack's resources; unknown otherwise."""
+    cat = catalog or load_catalog()
+    facts = facts_from_rest_job(job.rest)
+    cost = estimate(facts, region, cat)
     table = cost.table.name if cost.table is not None else None
+    share = warm_share(facts, cat) if cost.price_kind == PERSISTENT_RESOURCE else None
+    if share is not None:
+        return Price(
+            share.usd_per_h,
+            cost.price_kind,
+            cost.strategy,
+            table,
+            (),
+            cost.region,
+            share.unknown_because,
+            cost.table.as_of if cost.table is not None else None,
+            excludes_disks=share.disks_unknown_because is not None,
+            share=share.text,
+        )
     return Price(
         cost.usd_per_h,
         cost.price_kind,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
@@ -189,6 +189,15 @@ class VertexRest:
         persistent resource holds its replicas whoever launched it)."""
         states = " OR ".join(f'state="{s.value}"' for s in JobState if s not in FINAL)
         jobs = self.pages(region, "customJobs", {"filter": states})
+        return sorted((JobRecord.from_rest(j) for j in jobs), key=_created, reverse=True)
+
+    def jobs_since(self, region: str, since: datetime) -> list[JobRecord]:
+        """Every CustomJob of the region that has not ended or was created at or after
+        ``since`` (one listing: ListCustomJobs' filter takes ``create_time>=`` and ``state=``
+        joined by OR), vtx's or not, newest first."""
+        states = " OR ".join(f'state="{s.value}"' for s in JobState if s not in FINAL)
+        created = f'create_time>="{since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}"'
+        jobs = self.pages(region, "customJobs", {"filter": f"{created} OR {states}"})
         return sorted((JobRecord.from_rest(j) for j in jobs), key=_created, reverse=True)
 
     def resolve(self, ref: str) -> JobRecord:

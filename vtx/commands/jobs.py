@@ -35,7 +35,7 @@ from jobs.launch.checks import validate_document
 from jobs.launch.plan import LaunchOptions, compile_checked, compile_rungs, stack_region
 from jobs.launch.render import render_json, render_study_json, render_study_yaml, render_yaml
 from jobs.pricing.estimates import estimate
-from jobs.pricing.warm_pools import warm_cost
+from jobs.pricing.warm_pools import warm_cost, warm_share
 from jobs.quota.cloud_quotas import QuotaReader, preflight
 from jobs.serving.model_upload import UploadOptions
 from jobs.spec.document import TEMPLATE, load_document
@@ -169,7 +169,10 @@ def cost(
     budget = template.budget.max_cost_usd if template.budget else None
     print_cost(out, priced, f"{template.name}: cost per hour", live, budget)
     warm = outputs.persistent_resources.get(template.persistent_resource or "") if outputs else None
-    print_warm_cost(out, warm_cost(warm, load_catalog().for_stack(outputs)) if warm else None)
+    catalog = load_catalog().for_stack(outputs)
+    share = warm_share(facts, catalog) if outputs is not None else None
+    bill = warm_cost(warm, catalog) if warm else None
+    print_warm_cost(out, bill, share, priced.timeout_s, budget)
     hours = _print_run_time(out, facts, priced.usd_per_h) if run_time else None
     print_study_cost(out, template, priced, hours)  # a study: trials x this job
 

@@ -18,11 +18,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from jobs.core.catalog import Catalog, load_catalog
+from jobs.core.catalog import Catalog
 from jobs.core.user_io import UserFileError, require_regular_target, shown_path
 from jobs.runs.checkpoints import Storage, stored_checkpoints
 from jobs.runs.goodput import Goodput, goodput_of
 from jobs.runs.logs import CloudLoggingSource, LocalLogSource, LogEntry, LogSource
+from jobs.runs.warm_pools import metering_catalog
 from jobs.runs.watch import AttemptStatus, RunStatus, attempts_of, run_status
 from jobs.vertex.job_records import NEVER, JobRecord
 from jobs.vertex.rest import VertexRest
@@ -106,7 +107,7 @@ def watched_run(out: Console, vertex: VertexRest, ref: str) -> tuple[RunStatus, 
             vertex.stack.region,
             datetime.now(UTC),
             local=vertex.stack.is_local,
-            catalog=load_catalog().for_stack(vertex.stack),
+            catalog=metering_catalog(vertex, jobs),
         )
     stalls = stalls_of(vertex.stack, job.run_id)
     return found, goodput_of(found.attempts, entries, found.now, stalls)
@@ -219,7 +220,7 @@ def list_(
         listed = vertex.list(run_id)
         studies = study_watch.list_studies(vertex, run_id)
         jobs = [j for j in listed if j.name not in study_watch.trial_job_names(studies)]
-    catalog = load_catalog().for_stack(vertex.stack)
+        catalog = metering_catalog(vertex, jobs)
     attempts = numbered(jobs, vertex.stack.region, datetime.now(UTC), catalog)
     if fmt is OutputFormat.table:
         out.print(list_table(attempts))

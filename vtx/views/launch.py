@@ -7,7 +7,7 @@ from rich.console import Console
 
 from jobs.launch.plan import LaunchPlan
 from jobs.launch.run import Event, Failed, Interrupted, MovedOn, Placed, Submitted, Submitting
-from jobs.pricing.estimates import CostEstimate, StudyCost, budget_warning
+from jobs.pricing.estimates import CostEstimate, StudyCost
 from jobs.pricing.plan import Plan
 from jobs.quota.cloud_quotas import QuotaCheck
 from jobs.spec.template import JobTemplate
@@ -15,6 +15,7 @@ from vtx.views.costs import print_cost
 from vtx.views.ladder import RungRow, ladder_table, rung_price_lines
 from vtx.views.problems import print_error, print_warnings
 from vtx.views.studies import print_study_plan
+from vtx.views.warm_pools import share_lines
 
 
 def print_plan(out: Console, plan: Plan, quota: QuotaCheck | None = None) -> None:
@@ -39,7 +40,12 @@ def print_plan(out: Console, plan: Plan, quota: QuotaCheck | None = None) -> Non
     for key, value in lines.items():
         out.print(f"{key:>10}: {value}", highlight=False)
     live = (quota, stack) if quota is not None else None
-    print_cost(out, plan.cost, "pools", live, _budget(job.template))
+    on_warm = plan.share is not None  # its price is $0/h: the budget is said of its share
+    print_cost(out, plan.cost, "pools", live, None if on_warm else _budget(job.template))
+    if plan.share is not None:
+        for line in share_lines(plan.share, plan.cost.timeout_s, _budget(job.template)):
+            style = "yellow" if line.startswith("warning:") else None
+            out.print(line, style=style, highlight=False, markup=False)
 
 
 def _budget(template: JobTemplate) -> float | None:
@@ -61,7 +67,7 @@ def print_launch_plan(out: Console, launch: LaunchPlan) -> None:
             if rung.hopeless:
                 out.print(f"{rung.label}: skipped: {rung.hopeless}", highlight=False, markup=False)
         for rung in launch.rungs[1:]:  # the first rung's budget was said with its plan
-            warning = budget_warning(rung.plan.cost, _budget(rung.plan.job.template))
+            warning = rung.plan.budget_warning(_budget(rung.plan.job.template))
             if warning is not None:
                 out.print(f"{rung.label}: warning: {warning}", style="yellow", highlight=False,
                           markup=False)  # fmt: skip

@@ -127,6 +127,7 @@ def attempt_json(attempt: AttemptStatus) -> dict[str, Any]:
         ],
         "usd_unknown_because": attempt.price.unknown_because if attempt.usd is None else None,
         "usd_excludes_disks": attempt.excludes_disks,
+        "warm_pool_share": attempt.price.share,
         "error": job.error,
     }
 
@@ -297,6 +298,8 @@ def _cost_row(status: RunStatus) -> str:
     table = f", table {price.table}" if price.table else ""
     note = disks_note(status.excludes_disks)
     lines = [f"{money(status.usd)}{note} so far at the catalog's price ({rate}{table})"]
+    if price.share is not None:  # the bill is the resource's; the meter charges the share
+        lines.append(f"metered as its {price.share}; the bill is the resource's, busy or idle")
     if status.usd is None:
         lines.append(f"unknown: {status.unknown_because}")
     if status.projected_usd is not None:

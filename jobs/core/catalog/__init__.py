@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobs.core.safe_yaml import FILE, YamlInputError, read_yaml_file
-from jobs.core.stack import StackOutputs
+from jobs.core.stack import PersistentResourceOutputs, StackOutputs
 from jobs.core.user_io import shown_path
 
 CATALOG_DIR = Path(__file__).parent
@@ -336,12 +336,19 @@ class Catalog(_Data):
     """Data file name -> 'source (as of date)', printed by `vtx catalog`."""
     stand_in_prices: bool = False
     """Whether the local stand-in's tables may price (a local stack's catalog only)."""
+    persistent_resources: dict[str, PersistentResourceOutputs] = Field(default_factory=dict)
+    """The stack's persistent resources (`for_stack`): a run's meter prices a job on one as
+    its share of the resource's pools (`jobs.pricing.warm_pools.share_of`)."""
 
     def for_stack(self, stack: StackOutputs | None) -> Catalog:
         """This catalog as it prices jobs of ``stack``: the local platform's stand-in tables
-        price a local stack's jobs, and never a real stack's (their figures are not Google's)."""
+        price a local stack's jobs, and never a real stack's (their figures are not Google's);
+        the stack's persistent resources price a job's share of one."""
         local = stack is not None and stack.is_local
-        return self.with_stand_in_prices() if local else self
+        priced = self.with_stand_in_prices() if local else self
+        if stack is None or not stack.persistent_resources:
+            return priced
+        return priced.model_copy(update={"persistent_resources": stack.persistent_resources})
 
     def with_stand_in_prices(self) -> Catalog:
         """This catalog as the local platform prices its own jobs (a budget's meter): the

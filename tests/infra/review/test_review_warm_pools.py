@@ -17,8 +17,9 @@ from tests.conftest import REPO
 from vtx.commands.review import Format, render_review
 from vtx.views.warm_pools import review_price
 
-# Made-up figures for the test, in a refreshed table of the dev stack's region.
-L4_VM_USD_PER_H = 0.8 + 0.7
+# Made-up figures for the test, in a refreshed table of the dev stack's region: the pool's
+# replica is its VM and its 100 GB pd-ssd boot disk ($0.73 per GiB-month is $0.001 per GiB-hour).
+L4_VM_USD_PER_H = 0.8 + 0.7 + 100 * 0.73 / 730
 TABLE = {
     "name": "billing-training-europe-west4-2026-11-28",
     "region": "europe-west4",
@@ -27,6 +28,7 @@ TABLE = {
     "source": "a test's own figures",
     "machines": {"g2-standard-8": {"usd_per_h": 0.8, "basis": "catalog"}},
     "accelerators": {"NVIDIA_L4": {"usd_per_h": 0.7, "basis": "catalog"}},
+    "disks": {"pd-ssd": {"usd_per_gib_month": 0.73, "basis": "catalog"}},
 }
 
 
@@ -52,10 +54,27 @@ def test_review_prices_the_pool_busy_or_idle_from_the_regions_table(
     (warm,) = json.loads(text)["warm_pools"]
     assert warm["usd_per_h"] == pytest.approx(L4_VM_USD_PER_H)
     assert warm["max_usd_per_h"] == pytest.approx(2 * L4_VM_USD_PER_H)
-    assert warm["per_hour"] == "$1.50/h (up to $3.00/h scaled out)"
+    assert warm["per_hour"] == "$1.60/h (up to $3.20/h scaled out)"
     markdown, _ = render_review("dev", fmt=Format.md)
     table = markdown.split("## Persistent resources (warm pools)")[1].split("\n## ")[0]
-    assert "| warm-l4 | europe-west4 | peered VPC" in table and "$1.50/h" in table
+    assert "| warm-l4 | europe-west4 | peered VPC" in table and "$1.60/h" in table
+
+
+def test_a_pool_whose_boot_disk_has_no_figure_is_priced_excluding_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a job's price is (jobs/pricing/estimates.py): the VMs' figure, saying what it leaves
+    out and why, rather than an unknown price."""
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path))
+    table = {k: v for k, v in TABLE.items() if k != "disks"}
+    (tmp_path / f"{TABLE['name']}.yaml").write_text(yaml.safe_dump(table))
+    text, _ = render_review("dev", fmt=Format.json)
+    (warm,) = json.loads(text)["warm_pools"]
+    assert warm["usd_per_h"] == pytest.approx(0.8 + 0.7)
+    assert warm["per_hour"].startswith(
+        "$1.50/h (up to $3.00/h scaled out) excluding boot disks (pool 'l4' pd-ssd: no figure in "
+        f"{TABLE['name']}"
+    )
 
 
 def test_without_a_price_the_review_says_why() -> None:
@@ -107,9 +126,9 @@ def test_a_teams_budget_row_counts_the_warm_pools_billed_to_it(
     config.write_text(yaml.safe_dump(doc))
     report = build_report(from_offline("prod-warm", config), review_price)
     nlp, vision = report.teams
-    assert nlp["warm_pools"] == ["warm-l4: $1.50/h"]
+    assert nlp["warm_pools"] == ["warm-l4: $1.60/h"]
     assert nlp["warm_usd_per_month"] == pytest.approx(L4_VM_USD_PER_H * 730)
-    assert nlp["warm_month"] == "$1,095/month"
+    assert nlp["warm_month"] == "$1,168/month"
     assert (vision["warm_pools"], vision["warm_month"]) == (["-"], "-")
     row = next(line for line in to_markdown(report).splitlines() if line.startswith("| nlp |"))
-    assert "warm-l4: $1.50/h | $1,095/month |" in row
+    assert "warm-l4: $1.60/h | $1,168/month |" in row

@@ -99,7 +99,8 @@ def test_status_json_keys_are_the_documented_ones_and_yaml_says_the_same(
     assert set(document["attempts"][0]) == {
         "attempt", "job", "state", "resources", "created", "started", "ended", "running_s",
         "usd_per_h", "usd", "price", "price_region", "price_table", "price_table_as_of",
-        "price_skus", "usd_unknown_because", "usd_excludes_disks", "error",
+        "price_skus", "usd_unknown_because", "usd_excludes_disks", "warm_pool_share",
+        "error",
     }  # fmt: skip
     replica = document["pools"][1]["replicas"][0]
     assert set(replica) == {"replica", "last_log", "restarts"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -148,3 +149,54 @@ def test_validate_places_each_ladder_rung_on_the_pool_it_names(tmp_path: Path) -
     path.write_text(yaml.safe_dump({**doc, **fits}))
     code, out = vtx("validate", path, "--stack-file", _stack(tmp_path))
     assert code == 0, out
+
+
+# Made-up figures in a refreshed us-central1 table (the shipped one has no G2 or L4 figure).
+TABLE = {
+    "name": "billing-training-us-central1-2026-11-28",
+    "region": "us-central1",
+    "currency": "USD",
+    "as_of": "2026-11-28",
+    "source": "a test's own figures",
+    "machines": {"g2-standard-8": {"usd_per_h": 0.8, "basis": "catalog"}},
+    "accelerators": {"NVIDIA_L4": {"usd_per_h": 0.7, "basis": "catalog"}},
+}
+
+
+def test_cost_says_what_the_meter_charges_the_job_and_its_budget_against_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bill is the resource's, but the run's meter charges the job its share of the pool
+    (its one replica of the pool's one: $1.50/h, the disk's figure unknown), so a budget means
+    something on a warm pool: ten hours of it are over $1."""
+    monkeypatch.setenv("VTX_PRICES_DIR", str(tmp_path / "prices"))
+    (tmp_path / "prices").mkdir()
+    (tmp_path / "prices" / f"{TABLE['name']}.yaml").write_text(yaml.safe_dump(TABLE))
+    template = _template(tmp_path, budget={"max_cost_usd": 1}, scheduling={"timeout": "10h"})
+    code, out = vtx("cost", template, "--stack-file", _stack(tmp_path))
+    assert code == 0, out
+    flat = " ".join(out.split())
+    assert "This job (persistent resource price in us-central1): $0.00/h" in flat  # the bill
+    assert (
+        "charges this job its share of warm pool warm-l4: 1 of 1 replica, $1.50/h excluding "
+        "boot disks (pool 'l4' pd-ssd: no figure in billing-training-us-central1-2026-11-28"
+    ) in flat
+    assert (
+        "warning: budget.max_cost_usd $1.00 is under the cost at the timeout cap (10h): $15.00"
+    ) in flat
+
+
+def test_an_unpriced_pool_leaves_the_budget_unenforced_not_free(tmp_path: Path) -> None:
+    template = _template(tmp_path, budget={"max_cost_usd": 1}, scheduling={"timeout": "10h"})
+    code, out = vtx("cost", template, "--stack-file", _stack(tmp_path))
+    assert code == 0, out
+    flat = " ".join(out.split())
+    assert "share of warm pool warm-l4: unknown (pool 'l4': no on-demand price for" in flat
+    assert "warning: budget.max_cost_usd $1.00 is not enforced" in flat
+
+
+def test_the_launch_plan_says_the_share_too(tmp_path: Path) -> None:
+    template = _template(tmp_path, scheduling={"timeout": "10h"})
+    code, out = vtx("launch", template, "--stack-file", _stack(tmp_path), "--dry-run")
+    assert code == 0, out
+    assert "its share of warm pool warm-l4: unknown (pool 'l4'" in " ".join(out.split())
