@@ -6,12 +6,12 @@ generation it read (``if_generation_match``), reading and deciding again when an
 got there first; and only then does what the write claimed. A submit takes the pass's listing
 as the run's jobs before it (`Vertex.create`'s ``existing``), so a pass asks Vertex nothing per
 run but the creates and cancels it decides (and, per run, what only some runs need: a run whose
-record another writer changed is listed again, a study's submit lists the run's studies first,
-a trial job the listing lacks is read alone). A submit carries the attempt's marker label, so a
-pass that dies between the create and the record's next write leaves a job the next pass
-adopts. Two drivers at once submit each attempt once: only one of them wins the claim's write.
-The same code runs as the local platform's controller process (`jobs.control.__main__`) and as
-the stack's function (`jobs.control.cloud_function`)."""
+record another writer changed is listed again, a trial job the listing lacks is read alone); a
+study's submit takes the pass's listing of the run's studies and jobs alike. A submit carries
+the attempt's marker label, so a pass that dies between the create and the record's next write
+leaves a job the next pass adopts. Two drivers at once submit each attempt once: only one of
+them wins the claim's write. The same code runs as the local platform's controller process
+(`jobs.control.__main__`) and as the stack's function (`jobs.control.cloud_function`)."""
 
 from __future__ import annotations
 
@@ -225,7 +225,7 @@ class Driver:
                 stored, seen = again, self.observe_run(again.record)
                 continue
             report.actions[run_id] = [a.say(stored.record) for a in actions]
-            self.act(Stored(new, generation), actions, {j.name for j in observed.jobs})
+            self.act(Stored(new, generation), actions, _names(observed))
             return
 
     def act(self, stored: Stored, actions: list[Action], known: set[str]) -> None:
@@ -240,16 +240,16 @@ class Driver:
                 stored = self.record_job(stored, action.marker, name)
 
     def submit(self, record: RunRecord, action: Submit, known: set[str]) -> str:
-        """Create the attempt with its marker; its resource name. ``known``, the run's jobs as
-        this pass listed them, is what a 503's retry compares against to see whether the create
-        landed: no listing of the run before each create. It may be a pass old, and that is
-        enough: only the claim's winner creates this run's attempt, and the claim came after
-        the listing."""
+        """Create the attempt with its marker; its resource name. ``known``, the run's jobs (and
+        study) as this pass listed them, is what a 503's retry compares against to see whether
+        the create landed, and a study's refusal of a run that has one: no listing of the run
+        before each create. It may be a pass old, and that is enough: only the claim's winner
+        creates this run's attempt, and the claim came after the listing."""
         if record.kind == "study":
             assert record.study is not None
             study = _marked(record.study.job, action.marker)
             created = self.vertex.submit_study(
-                to_tuning_job(study), record.study.quota, record.study.region
+                to_tuning_job(study), record.study.quota, record.study.region, existing=known
             )
             return str(created.name)
         rung = record.rungs[action.rung]
@@ -273,6 +273,12 @@ class Driver:
             return Stored(new, self.records.write(new, stored.generation))
         except Conflict:
             return stored
+
+
+def _names(observed: Observed) -> set[str]:
+    """The run's jobs and study as this pass listed them, by name."""
+    study = {observed.study.name} if observed.study is not None else set()
+    return {j.name for j in observed.jobs} | study
 
 
 def _marked(job: dict, mark: str) -> dict:

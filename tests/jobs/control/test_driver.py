@@ -24,6 +24,7 @@ from jobs.launch.plan import LaunchOptions, plan_launch
 from jobs.spec.gcloud import load_template
 from jobs.vertex.job_records import JobRecord
 from jobs.vertex.rest import VertexRest
+from tests.conftest import TEMPLATES
 from tests.jobs.core.price_tables import stand_in_for_the_platform
 from tests.jobs.local.local_helpers import capacity_platform, wait_for
 
@@ -191,6 +192,37 @@ def test_a_pass_asks_vertex_one_listing_per_region_however_many_runs(
     watched = counted([])  # all five watched
     assert watched == {"vertex list": regions, "gcs list": 1, "gcs write": 5, "other": 0}
     assert [len(VertexRest(stack).list(f"ctl-count-{n}")) for n in range(5)] == [1] * 5
+
+
+def test_a_studys_submit_reuses_the_passs_listing(
+    queued_stack: StackOutputs, tmp_path: Path
+) -> None:
+    """A study's submit refuses a run that already has a study or a job from the pass's own
+    listing, as a CustomJob's submit does: the pass lists jobs and studies once per region,
+    and nothing more before the create."""
+    stack, calls = queued_stack, HttpCalls(queued_stack)
+    doc = yaml.safe_load((TEMPLATES / "tiny-tune.yaml").read_text())
+    # Trials that ask for a T4 the queuing platform never gives: they wait, holding nothing.
+    doc["pools"] = {"chief": {"machine": "n1-standard-4", "accelerator": "NVIDIA_TESLA_T4"}}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    run_id = "ctl-study-count"
+    plan = plan_launch(load_template(path), stack, str(path), LaunchOptions(run_id=run_id))
+    assert not plan.problems and plan.study is not None, plan.problems
+    Records(stack).create(record_of(plan))
+    with calls.counting() as counts:
+        report = Driver(stack).run_pass()
+    rest = VertexRest(stack)
+    studies = rest.list_studies(run_id)
+    for study in studies:
+        rest.cancel_study(study["name"])
+    assert not report.errors and not report.conflicts, report
+    assert len(studies) == 1
+    regions = len(stack.job_regions)
+    # One listing of customJobs and one of studies per region: the pass's, none per run.
+    assert {k: counts[k] for k in VERTEX_CALLS if counts[k]} == {
+        "vertex list": 2 * regions, "vertex create": 1
+    }  # fmt: skip
 
 
 def test_a_job_submitted_by_a_pass_that_died_before_its_write_is_adopted(
