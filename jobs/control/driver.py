@@ -2,16 +2,19 @@
 bucket, then the live ones read, several at once), the stack's vtx jobs (one listing per region,
 not per run, matched to the records by their run-id label) and, when a study is live, its
 studies; decides each run (`jobs.control.reconcile.decide`); writes the record back on the
-generation it read (``if_generation_match``), reading and deciding again when another writer
-got there first; and only then does what the write claimed. A submit takes the pass's listing
-as the run's jobs before it (`Vertex.create`'s ``existing``), so a pass asks Vertex nothing per
-run but the creates and cancels it decides (and, per run, what only some runs need: a run whose
-record another writer changed is listed again, a trial job the listing lacks is read alone); a
-study's submit takes the pass's listing of the run's studies and jobs alike. A submit carries
-the attempt's marker label, so a pass that dies between the create and the record's next write
-leaves a job the next pass adopts. Two drivers at once submit each attempt once: only one of
-them wins the claim's write. The same code runs as the local platform's controller process
-(`jobs.control.__main__`) and as the stack's function (`jobs.control.cloud_function`)."""
+generation it read (``if_generation_match``) when something in it changed, reading and deciding
+again when another writer got there first; and only then does what the write claimed. A submit
+takes the pass's listing as the run's jobs before it (`Vertex.create`'s ``existing``), so a pass
+asks Vertex nothing per run but the creates and cancels it decides (and, per run, what only some
+runs need: a run whose record another writer changed is listed again, a trial job the listing
+lacks is read alone); a study's submit takes the pass's listing of the run's studies and jobs
+alike. A submit carries the attempt's marker label, so a pass that dies between the create and
+the record's next write leaves a job the next pass adopts. Two drivers at once submit each
+attempt once: only one of them wins the claim's write. The same code runs as the local
+platform's controller process (`jobs.control.__main__`) and as the stack's function
+(`jobs.control.cloud_function`). A pass ends with one write more, whatever it changed: the
+controller's liveness (`Records.passed`), which `vtx status` reads for when the controller last
+looked."""
 
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from jobs.control.reconcile import (
     apply,
     decide,
 )
-from jobs.control.record import RunRecord, vertex_of
+from jobs.control.record import ControllerPass, RunRecord, vertex_of
 from jobs.control.records import Conflict, RecordError, Records, Stored
 from jobs.core.catalog import Catalog, load_catalog
 from jobs.core.contract import LABEL_ATTEMPT
@@ -130,14 +133,25 @@ class Driver:
             read = list(pool.map(self._read, self.records.live_ids()))
         live = [s for s in read if isinstance(s, Stored) and s.record.vertex in ("", mine)]
         report.errors += [s for s in read if isinstance(s, str)]
-        if not live:
-            return report
-        seen = self.observe(any(s.record.kind == "study" for s in live))
-        catalog = load_catalog().for_stack(self.stack)  # once a pass: it globs the prices folder
-        with ThreadPoolExecutor(self.workers) as pool:
-            for part in pool.map(lambda stored: self._one(stored, seen, catalog), live):
-                report.add(part)
+        if live:
+            seen = self.observe(any(s.record.kind == "study" for s in live))
+            catalog = load_catalog().for_stack(self.stack)  # once a pass: it globs the prices
+            with ThreadPoolExecutor(self.workers) as pool:
+                for part in pool.map(lambda stored: self._one(stored, seen, catalog), live):
+                    report.add(part)
+        self._passed(report, mine)
         return report
+
+    def _passed(self, report: PassReport, mine: str) -> None:
+        """The pass's one liveness write (`vtx status` says when the controller last looked);
+        one that fails is an error of the pass, not its end."""
+        done = ControllerPass(at=self.clock(), vertex=mine, runs=report.runs,
+                              errors=len(report.errors))  # fmt: skip
+        try:
+            self.records.passed(done)
+        except RecordError as exc:
+            report.errors.append(str(exc))
+            log.warning("%s", exc)
 
     def _read(self, run_id: str) -> Stored | str | None:
         """A live run's record; why it cannot be read (said, and the pass goes on)."""
@@ -215,6 +229,10 @@ class Driver:
             observed = self.observed(stored.record, seen)
             actions = decide(stored.record, observed, now, catalog, self.lease_s)
             new = apply(stored.record, actions, now)
+            if new == stored.record:  # decided as the last pass did: nothing to claim or write
+                report.actions[run_id] = [a.say(stored.record) for a in actions]
+                self.act(stored, actions, _names(observed))
+                return
             try:
                 generation = self.records.write(new, stored.generation)
             except Conflict:
