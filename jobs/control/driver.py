@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from jobs.control.guards import cancel_job, cancel_study
+from jobs.control.guards import cancel
 from jobs.control.reconcile import (
     SUBMIT_LEASE_S,
     Action,
@@ -250,9 +250,9 @@ class Driver:
         """Do what the record's write claimed; ``known``: the run's jobs this pass listed."""
         for action in actions:
             if isinstance(action, Cancel | Breach):
-                cancel_job(self.rest, action.job)
+                cancel(self.rest, action.job)
             elif isinstance(action, CancelStudy):
-                cancel_study(self.rest, action.study)
+                cancel(self.rest, action.study)
             elif isinstance(action, Submit):
                 name = self.submit(stored.record, action, known)
                 stored = self.record_job(stored, action.marker, name)
