@@ -4,11 +4,6 @@ cancelled once; a run without one is left alone."""
 
 from __future__ import annotations
 
-<<<<<<< HEAD
-from jobs.control.guards import RunBudgetGuard
-from jobs.vertex.job_records import JobRecord
-from jobs.vertex.rest import VertexRest
-=======
 import json
 from typing import Any
 
@@ -16,8 +11,9 @@ import pytest
 import requests
 
 from jobs.control.guards import RunBudgetGuard, cancel
-from jobs.vertex.client import JobRecord, VertexError, VertexRest
->>>>>>> 43f7470 (control: the cancel act exists once (jobs/control/cancels.py, stdlib-only), used by the controller's guards and carried in the team budget's function archive; the team budget stays its own deployable (READMEs); import contracts and the prod inventory updated)
+from jobs.vertex.errors import VertexError
+from jobs.vertex.job_records import JobRecord
+from jobs.vertex.rest import VertexRest
 from tests.conftest import dev_stack
 from tests.jobs.runs.run_records import PARENT, rest_job
 from tests.jobs.tuning.study_fakes import FAST, Scripted
