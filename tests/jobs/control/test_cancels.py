@@ -2,7 +2,7 @@
 studies first, an ended job left alone, "it had ended" answers taken as done. Vertex's answers
 here are the shapes the local platform and Vertex give (Google's error JSON); the act against
 the real routes is tested through its two users (tests/jobs/control/test_guards.py,
-tests/infra/test_budget_cancel_function.py)."""
+tests/infra/functions/test_budget_cancel_function.py)."""
 
 from __future__ import annotations
 
