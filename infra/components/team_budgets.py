@@ -3,9 +3,10 @@ its ``cancel_at`` a function that cancels the team's running and queued Vertex j
 
 The chain, per team with a ``cancel_at``: ``billing.Budget`` (the project AND the ``vtx-team``
 label) -> all updates to ``pubsub.Topic`` ``<prefix>-budget-<team>`` (schema 1.0) -> Eventarc
-trigger -> ``cloudfunctionsv2.Function`` ``<prefix>-cancel-<team>`` (infra/functions/budget_cancel)
-running as ``<prefix>-canceler``, whose custom role holds only the list and cancel permissions
-below. A team without ``cancel_at`` gets the budget and its e-mail alerts only.
+trigger -> ``cloudfunctionsv2.Function`` ``<prefix>-cancel-<team>`` (infra/functions/budget_cancel,
+with the cancel act it shares with the controller, jobs/control/cancels.py) running as
+``<prefix>-canceler``, whose custom role holds only the list and cancel permissions below. A
+team without ``cancel_at`` gets the budget and its e-mail alerts only.
 
 Shared by every team: the three service accounts (the function's runtime, the trigger's identity,
 the build's) and the custom role: IAM cannot tell one team's jobs from another's (labels are not
@@ -30,8 +31,12 @@ from infra.components.access.identity import (
 from infra.config import CANCEL_PERMISSIONS, CANCELER_ROLE_SUFFIX, TeamBudget
 from jobs.core.stack import LABEL_TEAM
 
-FUNCTION_SOURCE = Path(__file__).resolve().parents[1] / "functions" / "budget_cancel"
+REPOSITORY = Path(__file__).resolve().parents[2]
+FUNCTION_SOURCE = REPOSITORY / "infra" / "functions" / "budget_cancel"
 SOURCE_FILES = ("main.py", "cancel_jobs.py", "requirements.txt")
+CARRIED = "jobs.control.cancels"
+"""The one module of ours the function imports: the cancel act the controller uses too
+(standard library only), zipped in at its own path with its packages' ``__init__.py``."""
 ENTRY_POINT = "on_budget_update"
 RUNTIME = "python312"
 # Cloud Billing publishes budget notifications as this Google account; the Budget API grants it
@@ -42,11 +47,22 @@ BUDGET_PUBLISHER = "serviceAccount:billing-budget-alert@system.gserviceaccount.c
 PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"
 
 
+def source_files() -> dict[str, Path]:
+    """The function's whole source, by path in the archive: its folder, and CARRIED."""
+    files = {name: FUNCTION_SOURCE / name for name in SOURCE_FILES}
+    parts = CARRIED.split(".")
+    for depth in range(1, len(parts)):
+        package = "/".join(parts[:depth])
+        files[f"{package}/__init__.py"] = REPOSITORY / package / "__init__.py"
+    module = "/".join(parts) + ".py"
+    return files | {module: REPOSITORY / module}
+
+
 def source_digest() -> str:
     """The function source's content hash: a change uploads a new object, which rebuilds."""
     digest = hashlib.sha256()
-    for name in SOURCE_FILES:
-        digest.update(name.encode() + b"\0" + (FUNCTION_SOURCE / name).read_bytes() + b"\0")
+    for name, path in source_files().items():
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -140,7 +156,7 @@ class TeamBudgets(pulumi.ComponentResource):
 
     def _upload_source(self) -> gcp.storage.BucketObject:
         archive = pulumi.AssetArchive(
-            {name: pulumi.FileAsset(str(FUNCTION_SOURCE / name)) for name in SOURCE_FILES}
+            {name: pulumi.FileAsset(str(path)) for name, path in source_files().items()}
         )
         return gcp.storage.BucketObject(
             f"{self._name}-source",

@@ -2,16 +2,19 @@
 bucket, then the live ones read, several at once), the stack's vtx jobs (one listing per region,
 not per run, matched to the records by their run-id label) and, when a study is live, its
 studies; decides each run (`jobs.control.reconcile.decide`); writes the record back on the
-generation it read (``if_generation_match``), reading and deciding again when another writer
-got there first; and only then does what the write claimed. A submit takes the pass's listing
-as the run's jobs before it (`Vertex.create`'s ``existing``), so a pass asks Vertex nothing per
-run but the creates and cancels it decides (and, per run, what only some runs need: a run whose
-record another writer changed is listed again, a study's submit lists the run's studies first,
-a trial job the listing lacks is read alone). A submit carries the attempt's marker label, so a
-pass that dies between the create and the record's next write leaves a job the next pass
-adopts. Two drivers at once submit each attempt once: only one of them wins the claim's write.
-The same code runs as the local platform's controller process (`jobs.control.__main__`) and as
-the stack's function (`jobs.control.cloud_function`)."""
+generation it read (``if_generation_match``) when something in it changed, reading and deciding
+again when another writer got there first; and only then does what the write claimed. A submit
+takes the pass's listing as the run's jobs before it (`Vertex.create`'s ``existing``), so a pass
+asks Vertex nothing per run but the creates and cancels it decides (and, per run, what only some
+runs need: a run whose record another writer changed is listed again, a trial job the listing
+lacks is read alone); a study's submit takes the pass's listing of the run's studies and jobs
+alike. A submit carries the attempt's marker label, so a pass that dies between the create and
+the record's next write leaves a job the next pass adopts. Two drivers at once submit each
+attempt once: only one of them wins the claim's write. The same code runs as the local
+platform's controller process (`jobs.control.__main__`) and as the stack's function
+(`jobs.control.cloud_function`). A pass ends with one write more, whatever it changed: the
+controller's liveness (`Records.passed`), which `vtx status` reads for when the controller last
+looked."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from jobs.control.guards import cancel_job, cancel_study
+from jobs.control.guards import cancel
 from jobs.control.reconcile import (
     SUBMIT_LEASE_S,
     Action,
@@ -36,7 +39,7 @@ from jobs.control.reconcile import (
     apply,
     decide,
 )
-from jobs.control.record import RunRecord, vertex_of
+from jobs.control.record import ControllerPass, RunRecord, vertex_of
 from jobs.control.records import Conflict, RecordError, Records, Stored
 from jobs.core.catalog import Catalog
 from jobs.core.contract import LABEL_ATTEMPT
@@ -131,17 +134,28 @@ class Driver:
             read = list(pool.map(self._read, self.records.live_ids()))
         live = [s for s in read if isinstance(s, Stored) and s.record.vertex in ("", mine)]
         report.errors += [s for s in read if isinstance(s, str)]
-        if not live:
-            return report
-        seen = self.observe(any(s.record.kind == "study" for s in live))
-        # Once a pass: it globs the prices folder, and reads the warm pools the live runs are
-        # on that the stack does not declare (their share is what the meter charges).
-        running = (j for s in live for j in seen.jobs.get(s.record.run_id, []))
-        catalog = metering_catalog(self.rest, running)
-        with ThreadPoolExecutor(self.workers) as pool:
-            for part in pool.map(lambda stored: self._one(stored, seen, catalog), live):
-                report.add(part)
+        if live:
+            seen = self.observe(any(s.record.kind == "study" for s in live))
+            # Once a pass: it globs the prices folder, and reads the warm pools the live runs
+            # are on that the stack does not declare (their share is what the meter charges).
+            running = (j for s in live for j in seen.jobs.get(s.record.run_id, []))
+            catalog = metering_catalog(self.rest, running)
+            with ThreadPoolExecutor(self.workers) as pool:
+                for part in pool.map(lambda stored: self._one(stored, seen, catalog), live):
+                    report.add(part)
+        self._passed(report, mine)
         return report
+
+    def _passed(self, report: PassReport, mine: str) -> None:
+        """The pass's one liveness write (`vtx status` says when the controller last looked);
+        one that fails is an error of the pass, not its end."""
+        done = ControllerPass(at=self.clock(), vertex=mine, runs=report.runs,
+                              errors=len(report.errors))  # fmt: skip
+        try:
+            self.records.passed(done)
+        except RecordError as exc:
+            report.errors.append(str(exc))
+            log.warning("%s", exc)
 
     def _read(self, run_id: str) -> Stored | str | None:
         """A live run's record; why it cannot be read (said, and the pass goes on)."""
@@ -220,6 +234,10 @@ class Driver:
             observed = self.observed(stored.record, seen)
             actions = decide(stored.record, observed, now, catalog, self.lease_s)
             new = apply(stored.record, actions, now)
+            if new == stored.record:  # decided as the last pass did: nothing to claim or write
+                report.actions[run_id] = [a.say(stored.record) for a in actions]
+                self.act(stored, actions, _names(observed))
+                return
             try:
                 generation = self.records.write(new, stored.generation)
             except Conflict:
@@ -230,31 +248,31 @@ class Driver:
                 stored, seen = again, self.observe_run(again.record)
                 continue
             report.actions[run_id] = [a.say(stored.record) for a in actions]
-            self.act(Stored(new, generation), actions, {j.name for j in observed.jobs})
+            self.act(Stored(new, generation), actions, _names(observed))
             return
 
     def act(self, stored: Stored, actions: list[Action], known: set[str]) -> None:
         """Do what the record's write claimed; ``known``: the run's jobs this pass listed."""
         for action in actions:
             if isinstance(action, Cancel | Breach):
-                cancel_job(self.rest, action.job)
+                cancel(self.rest, action.job)
             elif isinstance(action, CancelStudy):
-                cancel_study(self.rest, action.study)
+                cancel(self.rest, action.study)
             elif isinstance(action, Submit):
                 name = self.submit(stored.record, action, known)
                 stored = self.record_job(stored, action.marker, name)
 
     def submit(self, record: RunRecord, action: Submit, known: set[str]) -> str:
-        """Create the attempt with its marker; its resource name. ``known``, the run's jobs as
-        this pass listed them, is what a 503's retry compares against to see whether the create
-        landed: no listing of the run before each create. It may be a pass old, and that is
-        enough: only the claim's winner creates this run's attempt, and the claim came after
-        the listing."""
+        """Create the attempt with its marker; its resource name. ``known``, the run's jobs (and
+        study) as this pass listed them, is what a 503's retry compares against to see whether
+        the create landed, and a study's refusal of a run that has one: no listing of the run
+        before each create. It may be a pass old, and that is enough: only the claim's winner
+        creates this run's attempt, and the claim came after the listing."""
         if record.kind == "study":
             assert record.study is not None
             study = _marked(record.study.job, action.marker)
             created = self.vertex.submit_study(
-                to_tuning_job(study), record.study.quota, record.study.region
+                to_tuning_job(study), record.study.quota, record.study.region, existing=known
             )
             return str(created.name)
         rung = record.rungs[action.rung]
@@ -278,6 +296,12 @@ class Driver:
             return Stored(new, self.records.write(new, stored.generation))
         except Conflict:
             return stored
+
+
+def _names(observed: Observed) -> set[str]:
+    """The run's jobs and study as this pass listed them, by name."""
+    study = {observed.study.name} if observed.study is not None else set()
+    return {j.name for j in observed.jobs} | study
 
 
 def _marked(job: dict, mark: str) -> dict:

@@ -1,14 +1,16 @@
 """A run's and a study's budget held by whoever watches it, and "cancel this job or study"
-written once. The controller's driver cancels through `cancel_job` and `cancel_study`; on a
-stack without a controller, `vtx launch --follow` holds the budget with `RunBudgetGuard` and
-`StudyBudgetGuard` while it follows (only a follower can there). The meter is
-`jobs.runs.watch`'s, priced from the stack's catalog, as `vtx status` shows it."""
+through the one cancel act (`jobs.control.cancels`, which the team budget's function carries
+too). The controller's driver cancels through `cancel`; on a stack without a controller, `vtx
+launch --follow` holds the budget with `RunBudgetGuard` and `StudyBudgetGuard` while it follows
+(only a follower can there). The meter is `jobs.runs.watch`'s, priced from the stack's catalog,
+as `vtx status` shows it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from jobs.control import cancels
 from jobs.core.catalog import load_catalog
 from jobs.core.contract import LABEL_BUDGET, budget_of
 from jobs.runs.warm_pools import metering_catalog
@@ -20,29 +22,18 @@ from jobs.runs.watch import (
     trials_metered,
 )
 from jobs.tuning.study_records import StudyRecord
-from jobs.vertex.errors import VertexError
+from jobs.vertex.errors import explain_status
 from jobs.vertex.job_records import JobRecord
 from jobs.vertex.rest import VertexRest
 
 
-def cancel_job(rest: VertexRest, name: str) -> None:
-    """Cancel the CustomJob ``name``; a cancel refused because the job ended first is what was
-    wanted."""
+def cancel(rest: VertexRest, name: str) -> None:
+    """Cancel the CustomJob or study ``name`` (Vertex cancels a study's running trials with
+    it); one that ended first is what was wanted. Any other refusal, explained."""
     try:
-        rest.cancel(name)
-    except VertexError:
-        if not rest.get(name).terminal:
-            raise
-
-
-def cancel_study(rest: VertexRest, name: str) -> None:
-    """Cancel the study ``name`` (Vertex cancels its running trials with it); one that ended
-    first is what was wanted."""
-    try:
-        rest.cancel_study(name)
-    except VertexError:
-        if not StudyRecord.from_rest(rest.get_study(name)).terminal:
-            raise
+        cancels.cancel(rest.cancel_answer, name)
+    except cancels.CancelError as exc:
+        raise explain_status(exc.status, exc.said, rest.stack) from exc
 
 
 def trial_jobs(study: StudyRecord) -> list[tuple[str, int]]:
@@ -90,7 +81,7 @@ class RunBudgetGuard:
         why = budget_crossed(attempts_of(attempts, self.rest.stack.region, utc_now(), catalog))
         if why is None:
             return None
-        cancel_job(self.rest, newest.name)
+        cancel(self.rest, newest.name)
         self.cancelled = why
         return why
 
@@ -110,6 +101,6 @@ class StudyBudgetGuard:
         why = study_budget_crossed(study.labels, metered_trials(self.rest, study, utc_now()))
         if why is None:
             return None
-        cancel_study(self.rest, study.name)
+        cancel(self.rest, study.name)
         self.cancelled = why
         return why

@@ -380,7 +380,8 @@ def _breached(record: RunRecord, breach: Breach) -> None:
 
 def apply(record: RunRecord, actions: Sequence[Action], now: datetime) -> RunRecord:
     """The record after ``actions`` (a copy): claims, adoptions, placements, why it was
-    cancelled, its outcome, each a move; and the pass itself (when, what, what next)."""
+    cancelled, its outcome, each a move; and the pass's decision (what, what next, and when it
+    was first decided: a pass that decides what the last one did returns an equal record)."""
     new = record.model_copy(deep=True)
     for action in actions:
         if isinstance(action, Submit):
@@ -417,5 +418,8 @@ def apply(record: RunRecord, actions: Sequence[Action], now: datetime) -> RunRec
     following = (
         waits[-1] if waits else "nothing: the run has ended" if new.outcome else "look again"
     )
-    new.last_pass = LastPass(at=now, decided=said, next=following)
+    last = record.last_pass
+    same = last is not None and (last.decided, last.next) == (said, following)
+    # The same decision again changes nothing: the record is not rewritten for it.
+    new.last_pass = last if same else LastPass(at=now, decided=said, next=following)
     return new

@@ -1,8 +1,8 @@
 """A run record: a launch plan as data (its rungs with their compiled jobs, each rung's price
 and SKUs, the budget, the study), the attempts submitted for it, the controller's moves and its
-last pass. `vtx launch` writes it beside the run's outputs; the controller reads it, decides,
-and writes it back (`jobs.control.records`). Plain JSON, so that a controller of another
-version, or a person, can read it."""
+last decision. `vtx launch` writes it beside the run's outputs; the controller reads it,
+decides, and writes it back (`jobs.control.records`) when something in it changed. Plain JSON,
+so that a controller of another version, or a person, can read it."""
 
 from __future__ import annotations
 
@@ -93,9 +93,26 @@ class Outcome(Model):
 
 
 class LastPass(Model):
+    """What the controller last decided for the run, and what it looks for next."""
+
     at: datetime
+    """When a pass first decided it: a later pass that decides the same leaves the record as it
+    is, so when the controller last looked is `ControllerPass.at`, not this."""
     decided: list[str]
     next: str
+
+
+class ControllerPass(Model):
+    """The controller's liveness: when its last pass over the stack's live runs ended. One
+    object per stack's Vertex, overwritten by each pass (`jobs.control.records`), so a pass
+    that changes nothing writes one object, not one per run."""
+
+    at: datetime
+    vertex: str
+    """`vertex_of` the stack the pass acted on."""
+    runs: int
+    """Live runs the pass reconciled."""
+    errors: int = 0
 
 
 def vertex_of(stack: StackOutputs) -> str:

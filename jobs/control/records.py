@@ -3,10 +3,12 @@
 is conditional on the generation the writer read (``if_generation_match``; 0 for a new record),
 so two controllers, or a controller and `vtx launch`, never both change one run: the loser gets
 ``Conflict`` and reads again. Each record's phase (live or done) is also its object's metadata,
-so a pass lists the live runs without downloading the ended ones."""
+so a pass lists the live runs without downloading the ended ones. The controller's own liveness
+(its last pass) is one object per stack beside them (``pass_path``), written once a pass."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobs.control.record import RECORD_NAME, RunRecord
+from jobs.control.record import RECORD_NAME, ControllerPass, RunRecord, vertex_of
 from jobs.core.heartbeat import HEARTBEAT_OBJECT, Heartbeat
 from jobs.core.stack import RUNS_PREFIX, StackOutputs
 from jobs.vertex.google_session import storage_client
@@ -41,6 +43,14 @@ class Stored:
 
 def record_path(run_id: str) -> str:
     return f"{RUNS_PREFIX}{run_id}/{RECORD_NAME}"
+
+
+def pass_path(stack: StackOutputs) -> str:
+    """The controller's liveness object: under ``runs/`` (all the controller may write), beside
+    the runs' folders and never one of them (a run id has no dot), one per stack's Vertex (two
+    local platforms may share one bucket); a hash, since the Vertex is an endpoint URL."""
+    vertex = hashlib.sha256(vertex_of(stack).encode()).hexdigest()[:16]
+    return f"{RUNS_PREFIX}vtx-controller.{vertex}.json"
 
 
 class Records:
@@ -120,6 +130,33 @@ class Records:
     def create(self, record: RunRecord) -> int:
         """A new run's record; ``Conflict`` when the run already has one."""
         return self.write(record, 0)
+
+    def passed(self, last: ControllerPass) -> None:
+        """The controller's pass, written once a pass. A plain overwrite, no generation match:
+        two passes at once (Scheduler's overlaps) each write a time a pass really ended, and
+        a conditional write would cost a read per pass to say nothing truer."""
+        from google.api_core import exceptions
+
+        blob = self.bucket.blob(pass_path(self.stack))
+        try:
+            blob.upload_from_string(last.model_dump_json(), content_type="application/json")
+        except exceptions.GoogleAPICallError as exc:
+            raise RecordError(f"gs://{self.bucket.name}/{blob.name}: {exc}") from exc
+
+    def last_pass(self) -> ControllerPass | None:
+        """The controller's last pass over this stack; None before its first one (or when the
+        object is not one: said in the log)."""
+        from google.api_core import exceptions
+
+        blob = self.bucket.blob(pass_path(self.stack))
+        try:
+            return ControllerPass.model_validate_json(blob.download_as_bytes())
+        except exceptions.NotFound:
+            return None
+        except ValidationError as exc:
+            log.warning("gs://%s/%s is not a controller pass (%s)",
+                        self.bucket.name, blob.name, exc.errors()[0]["msg"])  # fmt: skip
+            return None
 
     def live_ids(self) -> list[str]:
         """The run ids of the records not yet done (one listing, nothing downloaded)."""

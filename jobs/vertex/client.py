@@ -267,15 +267,24 @@ class Vertex:
         return studies
 
     def submit_study(
-        self, study: aiplatform_v1.HyperparameterTuningJob, needed: dict[str, int], region: str
+        self,
+        study: aiplatform_v1.HyperparameterTuningJob,
+        needed: dict[str, int],
+        region: str,
+        existing: Collection[str] | None = None,
     ) -> aiplatform_v1.HyperparameterTuningJob:
         """Create a planned study as its run, retrying 503s without starting it twice.
 
         As ``create``: CreateHyperparameterTuningJob is not idempotent, so before a retry the
         run's studies are listed and one that landed is returned. A run is one study: a run id
-        that already has one (live or ended) is refused, since its trials' outputs are there."""
+        that already has one (live or ended) is refused, since its trials' outputs are there.
+        ``existing``: the run's studies and jobs by name, listed here if not given (the
+        controller's pass gives its own listing)."""
         run_id = study.labels[LABEL_RUN_ID]
-        if self.list_studies(run_id) or self.list(run_id):
+        if existing is None:
+            listed = [s.name for s in self.list_studies(run_id)]
+            existing = listed + [j.name for j in self.list(run_id)]
+        if existing:
             raise VertexError(
                 f"run {run_id} already exists: a study is launched once; "
                 "launch again without --run-id for a new study"

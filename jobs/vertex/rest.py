@@ -86,6 +86,17 @@ class VertexRest:
         """The answer to a call that is safe to repeat, repeated with backoff while it is
         transient; a final failure is worded by ``explained(code, said)`` (default
         ``explain_status``). ``what`` names the failure in the retry warning."""
+        response = self.answer(method, path, timeout=timeout, what=what, **kwargs)
+        if response.ok:
+            return response
+        code, said = response.status_code, error_message(response)
+        raise (explained or self._explained)(code, said)
+
+    def answer(
+        self, method: str, path: str, *, timeout: float, what: str = "Vertex error", **kwargs: Any
+    ) -> Any:
+        """The final answer to a call that is safe to repeat, an error too, after retrying with
+        backoff while it is transient (``call`` raises the error; a cancel reads it)."""
         import requests
 
         delay_s, deadline = self.backoff.initial_s, time.monotonic() + self.backoff.deadline_s
@@ -94,13 +105,11 @@ class VertexRest:
                 response = self.session.request(method, self.url(path), timeout=timeout, **kwargs)
             except requests.RequestException as exc:
                 raise unreachable(self.stack, exc) from exc
-            if response.ok:
-                return response
-            said = error_message(response)
             code = response.status_code
-            if code not in TRANSIENT_HTTP or time.monotonic() + delay_s > deadline:
-                raise (explained or self._explained)(code, said)
-            log.warning("transient %s, retrying: HTTP %d %s", what, code, said)
+            final = code not in TRANSIENT_HTTP or time.monotonic() + delay_s > deadline
+            if response.ok or final:
+                return response
+            log.warning("transient %s, retrying: HTTP %d %s", what, code, error_message(response))
             self.sleep(delay_s)
             delay_s = min(delay_s * self.backoff.multiplier, self.backoff.maximum_s)
 
@@ -112,6 +121,12 @@ class VertexRest:
 
     def cancel(self, name: str) -> None:
         self._request("POST", f"{name}:cancel", json={})
+
+    def cancel_answer(self, name: str) -> tuple[int, str]:
+        """Vertex's answer to a cancel of the job or study ``name``, its HTTP status and body
+        (transient ones retried), as `jobs.control.cancels` reads it."""
+        response = self.answer("POST", f"{name}:cancel", timeout=30, json={})
+        return response.status_code, response.text
 
     def list(self, run_id: str | None = None) -> list[JobRecord]:
         """Jobs vtx launched in this stack (newest first), optionally one run's attempts; the

@@ -12,7 +12,7 @@ from datetime import datetime
 from rich.console import Console
 
 from jobs.control.driver import Driver
-from jobs.control.record import RunRecord, record_of
+from jobs.control.record import ControllerPass, RunRecord, record_of
 from jobs.control.records import Conflict, Records
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchPlan
@@ -34,29 +34,35 @@ SUBMIT_WAIT_S = 300.0
 controller's) claimed it first: that pass is creating it."""
 
 
-def controller_line(record: RunRecord) -> str:
-    """The record's last pass, as `vtx status` says it."""
+def controller_line(record: RunRecord, looked: ControllerPass | None) -> str:
+    """When the controller last looked (its pass, ``looked``) and what it last decided for the
+    run (the record's, written only when it changed), as `vtx status` says them."""
     last = record.last_pass
     if last is None:
         return "controller: no pass yet"
     said = "; ".join(last.decided) or "nothing"
-    return f"controller: last pass {last.at:%Y-%m-%d %H:%M:%S} UTC: {said}; next: {last.next}"
+    when = max(last.at, looked.at) if looked is not None else last.at
+    since = f" (decided {last.at:%Y-%m-%d %H:%M:%S})" if when != last.at else ""
+    return f"controller: last pass {when:%Y-%m-%d %H:%M:%S} UTC: {said}{since}; next: {last.next}"
 
 
 def controller_status(stack: StackOutputs, run_id: str | None) -> dict | None:
-    """What `vtx status` adds for a run the stack's controller walks: its last pass, its
-    outcome and why (a budget or a progress guard names itself there), the guard's breaches;
-    None without a controller or a record."""
+    """What `vtx status` adds for a run the stack's controller walks: its last pass (when the
+    controller last looked, what it last decided for the run), its outcome and why (a budget or
+    a progress guard names itself there), the guard's breaches; None without a controller or a
+    record."""
     if not stack.controller or run_id is None:
         return None
-    stored = Records(stack).read(run_id)
+    records = Records(stack)
+    stored = records.read(run_id)
     if stored is None:
         return None
     record = stored.record
-    last = record.last_pass
+    last, looked = record.last_pass, records.last_pass()
     return {
-        "line": controller_line(record),
+        "line": controller_line(record, looked),
         "last_pass": last.model_dump(mode="json") if last else None,
+        "controller_pass": looked.model_dump(mode="json") if looked else None,
         "outcome": record.outcome.model_dump(mode="json") if record.outcome else None,
         "stopped_by_budget": None if _by_guard(record) else record.stopping,
         "guard": record.guard.say() if record.guard else None,

@@ -26,8 +26,10 @@ is not base64 JSON, an amount that is not a finite non-negative number, an inter
 in the future) cancels nothing: it is acknowledged with one log line saying why, since raising
 would only make Pub/Sub deliver the same message again, for ever.
 
-Self-contained on purpose (the function is deployed alone): the standard library and a
-``requests``-style session (``google.auth``'s AuthorizedSession in the cloud) only.
+Deployed alone (it must not share the controller's failure modes): the standard library, a
+``requests``-style session (``google.auth``'s AuthorizedSession in the cloud), and the cancel
+act itself, ``jobs/control/cancels.py``, which the controller uses too and this function's
+archive carries (stdlib-only; ``infra/components/team_budgets.py`` zips it in).
 """
 
 from __future__ import annotations
@@ -37,16 +39,15 @@ import binascii
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-ACTIVE_STATES = frozenset({"JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING"})
-"""States a job still spends (or is about to) in; CANCELLING is on its way out already."""
-# Studies first: cancelling a study stops its trials; a trial cancelled alone is replaced.
-COLLECTIONS = ("hyperparameterTuningJobs", "customJobs")
+# The one module of ours the function carries (its archive holds it at this path).
+from jobs.control.cancels import COLLECTIONS, cancel_active
+
 PAGE_SIZE = 100
 # Budget periods begin at midnight US Pacific time (Cloud Billing Budget API's Filter), whose
 # offset is -8 h in winter and -7 h in summer: the month is judged in the zone itself.
@@ -62,8 +63,8 @@ class NotificationError(ValueError):
     """The message is not a budget notification this function can read."""
 
 
-class CancelError(RuntimeError):
-    """Vertex answered a list or a cancel with an error other than "already ended"."""
+class ListError(RuntimeError):
+    """Vertex answered a list with an error."""
 
 
 class Response(Protocol):
@@ -233,7 +234,7 @@ def log(severity: str, message: str, **fields: Any) -> None:
 
 def _check(response: Response, what: str) -> None:
     if response.status_code >= 400:
-        raise CancelError(f"{what}: HTTP {response.status_code} {response.text[:500]}")
+        raise ListError(f"{what}: HTTP {response.status_code} {response.text[:500]}")
 
 
 def team_jobs(session: Session, settings: Settings, region: str, collection: str) -> Iterator[dict]:
@@ -255,15 +256,15 @@ def team_jobs(session: Session, settings: Settings, region: str, collection: str
         params["pageToken"] = token
 
 
-def cancel(session: Session, settings: Settings, region: str, name: str) -> bool:
-    """Cancel one job; False when it had ended (or gone) meanwhile, which is just as good."""
-    response = session.post(f"{settings.api_root(region)}/v1/{name}:cancel", json={}, timeout=60)
-    if response.status_code == 404:
-        return False
-    if response.status_code == 400 and "FAILED_PRECONDITION" in response.text:
-        return False
-    _check(response, f"cancelling {name}")
-    return True
+def poster(session: Session, settings: Settings, region: str) -> Callable[[str], tuple[int, str]]:
+    """One ``:cancel`` in ``region`` through the session, as `jobs.control.cancels` asks."""
+
+    def post(name: str) -> tuple[int, str]:
+        url = f"{settings.api_root(region)}/v1/{name}:cancel"
+        response = session.post(url, json={}, timeout=60)
+        return response.status_code, response.text
+
+    return post
 
 
 def message_of(event_data: Any) -> Any:
@@ -304,12 +305,10 @@ def handle(
         return []
     cancelled = []
     for region in settings.regions:
-        for collection in COLLECTIONS:
-            for job in team_jobs(session, settings, region, collection):
-                if job.get("state") in ACTIVE_STATES and cancel(
-                    session, settings, region, job["name"]
-                ):
-                    cancelled.append(job["name"])
-                    log("NOTICE", "cancelled: the team's budget is spent", job=job["name"], **seen)
+        for collection in COLLECTIONS:  # studies first: listed and cancelled before the jobs
+            found = team_jobs(session, settings, region, collection)
+            for name in cancel_active(poster(session, settings, region), found):
+                cancelled.append(name)
+                log("NOTICE", "cancelled: the team's budget is spent", job=name, **seen)
     log("NOTICE", f"over the team's budget: {len(cancelled)} job(s) cancelled", **seen)
     return cancelled

@@ -1,9 +1,9 @@
 """Entry point of the team budget's cancel function: Cloud Functions (2nd gen) calls
 ``on_budget_update`` with the CloudEvent of each message on the team's budget topic.
 
-Deployed alone (this folder is the function's whole source), so it imports nothing of the
-repository; what it does lives in ``cancel_jobs.py``, which the tests run against the local
-platform."""
+Deployed alone (this folder is the function's source, with the one module of ours it carries,
+``jobs/control/cancels.py``: ``infra/components/team_budgets.py``); what it does lives in
+``cancel_jobs.py``, which the tests run against the local platform."""
 
 from __future__ import annotations
 

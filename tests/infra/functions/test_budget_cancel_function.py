@@ -8,7 +8,11 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import os
+import subprocess
+import sys
 import uuid
+import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +22,7 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.auth.transport.requests import AuthorizedSession
 
+from infra.components.team_budgets import CARRIED, source_files
 from infra.functions.budget_cancel import cancel_jobs
 from infra.functions.budget_cancel.cancel_jobs import NotificationError, Settings, handle
 from jobs.core.stack import LABEL_TEAM, StackOutputs
@@ -141,10 +146,12 @@ def test_a_message_that_is_not_a_budget_notification_is_refused_by_name(
         cancel_jobs.decode({"data": data, "attributes": {"schemaVersion": "1.0"}})
 
 
-def test_the_functions_source_imports_nothing_of_the_repository() -> None:
-    """Deployed alone: its folder is the whole zip."""
+def test_the_functions_source_imports_nothing_of_the_repository_but_the_cancel_act() -> None:
+    """Deployed alone: its folder and the cancel act it carries (which imports nothing of
+    ours) are the whole zip."""
     ours = {"vtx", "infra", "jobs", "trainer", "bench", "tests"}
-    for path in sorted(FUNCTION.glob("*.py")):
+    carried = REPO / "jobs" / "control" / "cancels.py"
+    for path in [*sorted(FUNCTION.glob("*.py")), carried]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -152,9 +159,34 @@ def test_the_functions_source_imports_nothing_of_the_repository() -> None:
                 names = ["." * node.level + (node.module or "")]
             else:
                 continue
+            names = [n for n in names if path == carried or n != CARRIED]
             assert not [n for n in names if n.startswith(".") or n.split(".")[0] in ours], path
     assert (FUNCTION / "requirements.txt").is_file()
     assert Path(FUNCTION / "main.py").read_text().count("@functions_framework.cloud_event") == 1
+
+
+def test_the_deployed_archive_imports_its_entry_point_alone(tmp_path: Path) -> None:
+    """The archive as the component builds it, unpacked and first on the path: main.py
+    imports, and every module of ours it loads comes from the archive, none from the
+    checkout (the cancel act included)."""
+    with zipfile.ZipFile(tmp_path / "source.zip", "w") as archive:
+        for name, path in source_files().items():
+            archive.write(path, name)
+    unpacked = tmp_path / "source"
+    zipfile.ZipFile(tmp_path / "source.zip").extractall(unpacked)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import main;"
+        "ours = {n: m.__file__ for n, m in sys.modules.items()"
+        "        if n.split('.')[0] in ('jobs', 'cancel_jobs', 'main')};"
+        "assert all(f and f.startswith(sys.argv[1]) for f in ours.values()), ours;"
+        "print(sorted(ours))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", code, str(unpacked)], capture_output=True,
+                          text=True, check=False, cwd=tmp_path, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = ["cancel_jobs", "jobs", "jobs.control", CARRIED, "main"]
+    assert done.stdout.strip() == str(loaded)
 
 
 def test_the_deployed_entry_point_cancels_through_the_functions_framework(

@@ -17,13 +17,14 @@ import yaml
 
 from bench.controller import QUEUED_T4, HttpCalls
 from jobs.control.driver import Driver
-from jobs.control.record import RunRecord, record_of
+from jobs.control.record import RunRecord, record_of, vertex_of
 from jobs.control.records import Conflict, Records
 from jobs.core.stack import StackOutputs
 from jobs.launch.plan import LaunchOptions, plan_launch
 from jobs.spec.gcloud import load_template
 from jobs.vertex.job_records import JobRecord
 from jobs.vertex.rest import VertexRest
+from tests.conftest import TEMPLATES
 from tests.jobs.core.price_tables import stand_in_for_the_platform
 from tests.jobs.local.local_helpers import capacity_platform, wait_for
 
@@ -180,17 +181,56 @@ def test_a_pass_asks_vertex_one_listing_per_region_however_many_runs(
             k: counts[k] for k in ("gcs list", "gcs write", "other")
         }
 
+    # GCS writes: a submit's claim and its job's name; a record whose decision changed (a
+    # submit's run now watched); one liveness object a pass (`Records.passed`), whatever else.
     two = counted(["ctl-count-0", "ctl-count-1"])  # both submitted
     assert two == {
-        "vertex list": regions, "vertex create": 2, "gcs list": 1, "gcs write": 4, "other": 0
+        "vertex list": regions, "vertex create": 2, "gcs list": 1, "gcs write": 2 * 2 + 1,
+        "other": 0,
     }  # fmt: skip
     five = counted(["ctl-count-2", "ctl-count-3", "ctl-count-4"])  # two watched, three new
     assert five == {
-        "vertex list": regions, "vertex create": 3, "gcs list": 1, "gcs write": 8, "other": 0
+        "vertex list": regions, "vertex create": 3, "gcs list": 1, "gcs write": 3 * 2 + 2 + 1,
+        "other": 0,
     }  # fmt: skip
-    watched = counted([])  # all five watched
-    assert watched == {"vertex list": regions, "gcs list": 1, "gcs write": 5, "other": 0}
+    watched = counted([])  # all five watched, three of them for the first time
+    assert watched == {"vertex list": regions, "gcs list": 1, "gcs write": 3 + 1, "other": 0}
+    unchanged = counted([])  # five runs decided as the last pass did: no record rewritten
+    assert unchanged == {"vertex list": regions, "gcs list": 1, "gcs write": 1, "other": 0}
+    looked = records.last_pass()
+    assert looked is not None and looked.runs == 5 and looked.vertex == vertex_of(stack)
     assert [len(VertexRest(stack).list(f"ctl-count-{n}")) for n in range(5)] == [1] * 5
+
+
+def test_a_studys_submit_reuses_the_passs_listing(
+    queued_stack: StackOutputs, tmp_path: Path
+) -> None:
+    """A study's submit refuses a run that already has a study or a job from the pass's own
+    listing, as a CustomJob's submit does: the pass lists jobs and studies once per region,
+    and nothing more before the create."""
+    stack, calls = queued_stack, HttpCalls(queued_stack)
+    doc = yaml.safe_load((TEMPLATES / "tiny-tune.yaml").read_text())
+    # Trials that ask for a T4 the queuing platform never gives: they wait, holding nothing.
+    doc["pools"] = {"chief": {"machine": "n1-standard-4", "accelerator": "NVIDIA_TESLA_T4"}}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    run_id = "ctl-study-count"
+    plan = plan_launch(load_template(path), stack, str(path), LaunchOptions(run_id=run_id))
+    assert not plan.problems and plan.study is not None, plan.problems
+    Records(stack).create(record_of(plan))
+    with calls.counting() as counts:
+        report = Driver(stack).run_pass()
+    rest = VertexRest(stack)
+    studies = rest.list_studies(run_id)
+    for study in studies:
+        rest.cancel_study(study["name"])
+    assert not report.errors and not report.conflicts, report
+    assert len(studies) == 1
+    regions = len(stack.job_regions)
+    # One listing of customJobs and one of studies per region: the pass's, none per run.
+    assert {k: counts[k] for k in VERTEX_CALLS if counts[k]} == {
+        "vertex list": 2 * regions, "vertex create": 1
+    }  # fmt: skip
 
 
 def test_a_job_submitted_by_a_pass_that_died_before_its_write_is_adopted(

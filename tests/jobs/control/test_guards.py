@@ -4,7 +4,14 @@ cancelled once; a run without one is left alone."""
 
 from __future__ import annotations
 
-from jobs.control.guards import RunBudgetGuard
+import json
+from typing import Any
+
+import pytest
+import requests
+
+from jobs.control.guards import RunBudgetGuard, cancel
+from jobs.vertex.errors import VertexError
 from jobs.vertex.job_records import JobRecord
 from jobs.vertex.rest import VertexRest
 from tests.conftest import dev_stack
@@ -41,3 +48,36 @@ def test_a_run_without_a_budget_is_left_alone() -> None:
     guard = RunBudgetGuard(VertexRest(dev_stack(), session=session, backoff=FAST))
     assert guard.check([JobRecord.from_rest(job)]) is None
     assert session.seen == []
+
+
+class Answering:
+    """A session that answers every request with one HTTP status and Google's error JSON."""
+
+    def __init__(self, status: int, error: str) -> None:
+        self.status, self.error = status, error
+        self.seen: list[tuple[str, str]] = []
+
+    def request(self, method: str, url: str, timeout: float, **kwargs: Any) -> requests.Response:
+        self.seen.append((method, url))
+        response = requests.Response()
+        response.status_code = self.status
+        body = {"error": {"code": self.status, "message": "said", "status": self.error}}
+        response._content = json.dumps(body).encode()
+        return response
+
+
+@pytest.mark.parametrize(("status", "error"), [(400, "FAILED_PRECONDITION"), (404, "NOT_FOUND")])
+def test_a_cancel_of_a_job_that_ended_first_is_done_with_one_request(
+    status: int, error: str
+) -> None:
+    """The one cancel act (jobs.control.cancels): "it had ended" needs no read of the job."""
+    session = Answering(status, error)
+    cancel(VertexRest(dev_stack(), session=session, backoff=FAST), f"{PARENT}/customJobs/2")
+    assert [m for m, _ in session.seen] == ["POST"]
+
+
+def test_a_cancel_refused_otherwise_is_explained() -> None:
+    session = Answering(403, "PERMISSION_DENIED")
+    rest = VertexRest(dev_stack(), session=session, backoff=FAST)
+    with pytest.raises(VertexError, match=r"permission denied in .*Vertex said: said"):
+        cancel(rest, f"{PARENT}/hyperparameterTuningJobs/3")

@@ -195,6 +195,21 @@ def test_apply_claims_the_attempt_records_each_move_and_the_pass() -> None:
     assert run.attempts[-1].marker == "a1"  # the record read is left as it was
 
 
+def test_a_pass_that_decides_what_the_last_one_did_leaves_the_record_equal() -> None:
+    """Watching a running job again changes nothing in its record, so the driver writes none;
+    a changed decision is written, with when it was taken."""
+    run = record(attempt("a1", 0, f"{PARENT}/1"))
+    running = Observed([job(1, "RUNNING", "a1")])
+    placed = apply(run, decide(run, running, NOW - timedelta(minutes=1), CATALOG), NOW)
+    first = apply(placed, decide(placed, running, NOW, CATALOG), NOW)  # watched from now on
+    later = NOW + timedelta(minutes=5)
+    again = apply(first, decide(first, running, later, CATALOG), later)
+    assert again == first and again.last_pass is not None and again.last_pass.at == NOW
+    ended = Observed([job(1, "SUCCEEDED", "a1")])
+    changed = apply(again, decide(again, ended, later, CATALOG), later)
+    assert changed != again and changed.last_pass is not None and changed.last_pass.at == later
+
+
 @pytest.mark.parametrize(("state", "ok"), [("SUCCEEDED", True), ("FAILED", False),
                                            ("PARTIALLY_SUCCEEDED", False)])  # fmt: skip
 def test_an_outcome_says_whether_the_run_succeeded(state: str, ok: bool) -> None:

@@ -121,7 +121,7 @@ def _passes_after(stack: StackOutputs, run_id: str, since: datetime) -> None:
     beyond = since + timedelta(seconds=WINDOW_S + 2 * CONTROLLER_INTERVAL_S)
 
     def passed() -> bool:
-        last = record(stack, run_id).last_pass
+        last = Records(stack).last_pass()
         return last is not None and last.at > beyond
 
     until("the controller's passes past the window", passed)
