@@ -4,14 +4,23 @@ minutes are never spent on a bug the CPU could have shown."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bench import gpu
 from bench import trainer_vs_hf as tvh
+from bench.common import children_forked_after
 
 PARTS = ["0.5B full", "1.5B full, 128k vocabulary", "drill", "0.5B LoRA", "attention", "checkpoint"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_zygote() -> Iterator[None]:
+    """Every test here forks its children from one process that imported torch once."""
+    with children_forked_after(gpu.PRELOAD):
+        yield
 
 
 @pytest.fixture(scope="module")
