@@ -30,7 +30,7 @@ def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
     return json.loads((out / "gpu.json").read_text()), (out / "gpu.md").read_text()
 
 
-@pytest.mark.slow(cost_s=100)
+@pytest.mark.slow(cost_s=40)  # the dry run, children forked from one zygote
 def test_every_part_runs_and_reports(dry_run: tuple[dict, str]) -> None:
     raw, markdown = dry_run
     assert raw["dry_run"] is True

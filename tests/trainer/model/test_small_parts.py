@@ -192,7 +192,7 @@ def _losses_with_and_without(key: str, tmp_path, data, capsys, **overrides) -> d
     return losses
 
 
-@pytest.mark.slow(cost_s=60)
+@pytest.mark.slow(cost_s=40)
 def test_torch_compile_trains_the_same_losses_as_eager(tmp_path, small_dataset, capsys):
     # One decoder layer: inductor's work grows with the layers it unrolls, and one has every
     # kind of op the others repeat (attention, MLP, norms), the loss and the backward pass.
