@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import forked_children
+
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
@@ -80,20 +82,38 @@ def rotated(items: Sequence[Any], rep: int) -> list[Any]:
 
 def run_json_child(module: str, args: Sequence[str], timeout_s: float = 600.0) -> dict[str, Any]:
     """Run `python -m module args` (a fresh process: its memory and imports are its own) and
-    return the JSON object on its last stdout line."""
-    env = dict(os.environ, GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT="false", PYTHONHASHSEED="0")
-    done = subprocess.run(
-        [PYTHON, "-m", module, *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return the JSON object on its last stdout line. Inside `children_forked_after`, the process
+    is forked from one that imported the heavy libraries once (bench.forked_children)."""
+    zygote = forked_children.current()
+    if zygote is not None:
+        code, stdout, stderr = zygote.run(module, args, timeout_s)
+    else:
+        done = subprocess.run(
+            [PYTHON, "-m", module, *args],
+            cwd=REPO,
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+        code, stdout, stderr = done.returncode, done.stdout, done.stderr
+    if code != 0:
+        raise RuntimeError(f"{module} {' '.join(args)} failed ({code}):\n{stderr[-3000:]}")
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def child_env() -> dict[str, str]:
+    """A child's environment: ours, string hashes seeded alike, gcsfs off gRPC probes."""
+    return dict(os.environ, GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT="false", PYTHONHASHSEED="0")
+
+
+@contextmanager
+def children_forked_after(preload: Sequence[str]) -> Iterator[None]:
+    """Within: `run_json_child` forks each child from one process that imported `preload`
+    (module names) once, instead of starting it from nothing (bench.forked_children)."""
+    with forked_children.forked_children(preload, REPO, child_env()):
+        yield
 
 
 def load_average() -> tuple[float, float, float]:

@@ -8,8 +8,9 @@ its time budget (default 480 s on one H100), and writes `gpu.md` (a section for
 bench/RESULTS.md) and `gpu.json` (raw figures) into `--output` after every part: a run cut short
 still leaves what it measured.
 
-Parts, in order (each training run a fresh process, `bench.trainer.trainer_vs_hf`'s children; the
-order of the sides alternates between repetitions):
+Parts, in order (each training run a fresh process, `bench.trainer.trainer_vs_hf`'s children,
+forked from one that imported torch and transformers once: bench.forked_children; the order of
+the sides alternates between repetitions):
 
 1. The card: name, driver, CUDA and library versions, and its dense bf16 matmul rate measured
    here (n x n products): the MFU denominator, beside the datasheet peak the trainer uses.
@@ -55,7 +56,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Section, rotated, run_json_child, table
+from bench.common import REPO, Section, children_forked_after, rotated, run_json_child, table
 from bench.trainer import trainer_vs_hf as tvh
 
 QWEN_05B = {
@@ -730,7 +731,16 @@ class Budget:
         return self.seconds - (time.monotonic() - self.start)
 
 
+PRELOAD = ["torch", "transformers", "transformers.trainer", "peft", "trainer.training.loop"]
+"""What every child of the script imports: once, in the process they are forked from."""
+
+
 def run(output: Path, dry_run: bool = False, budget_s: float = 480.0) -> Report:
+    with children_forked_after(PRELOAD):
+        return _run(output, dry_run, budget_s)
+
+
+def _run(output: Path, dry_run: bool, budget_s: float) -> Report:
     scale = DRY if dry_run else FULL
     report, budget = Report(output, dry_run), Budget(budget_s)
     c = _in_child("card", dry_run)

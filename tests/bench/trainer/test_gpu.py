@@ -4,14 +4,23 @@ minutes are never spent on a bug the CPU could have shown."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bench.common import children_forked_after
 from bench.trainer import gpu
 from bench.trainer import trainer_vs_hf as tvh
 
 PARTS = ["0.5B full", "1.5B full, 128k vocabulary", "drill", "0.5B LoRA", "attention", "checkpoint"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_zygote() -> Iterator[None]:
+    """Every test here forks its children from one process that imported torch once."""
+    with children_forked_after(gpu.PRELOAD):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +30,7 @@ def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
     return json.loads((out / "gpu.json").read_text()), (out / "gpu.md").read_text()
 
 
-@pytest.mark.slow(cost_s=100)
+@pytest.mark.slow(cost_s=40)  # the dry run, children forked from one zygote
 def test_every_part_runs_and_reports(dry_run: tuple[dict, str]) -> None:
     raw, markdown = dry_run
     assert raw["dry_run"] is True

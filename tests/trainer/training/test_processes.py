@@ -103,6 +103,7 @@ def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bu
     replica's process group (worker first, then the chief), then a clean finish."""
     import gcsfs
 
+    max_steps = 40
     fs = gcsfs.GCSFileSystem(token="anon")
     fs.put_file(str(DATASET), f"{gcs_bucket}/examples/tiny.jsonl")
     run = f"gs://{gcs_bucket}/runs/demo"
@@ -121,7 +122,9 @@ def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bu
         "-m", "trainer.launch",
         "--config", str(EXAMPLES / "tiny-lora.yaml"),
         "--set", f"data.path=gs://{gcs_bucket}/examples/tiny.jsonl",
-        "--set", "max_steps=60",
+        # Past the config's eval at step 30, so a node that missed the override below would
+        # hang there; no further: each step is two processes' all-reduce on a shared CPU.
+        "--set", f"max_steps={max_steps}",
         "--set", "logging_steps=1",
         # As Vertex appends a tuning trial's parameter: both nodes must apply it (an eval at the
         # config's step 30 on one node alone would leave the other waiting in its all-reduce).
@@ -152,7 +155,7 @@ def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bu
 
     first_stop = preempt(victim_rank=1, at_step=3)
     second_stop = preempt(victim_rank=0, at_step=first_stop + 3)
-    assert first_stop < second_stop < 60
+    assert first_stop < second_stop < max_steps
 
     chief, worker = start_job()
     assert chief.wait() == 0, chief.output()
