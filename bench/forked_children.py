@@ -5,9 +5,9 @@ memory, its globals and its torch.compile caches are its own. Importing torch, t
 trainer costs a child about 8 CPU-seconds on a 2-core machine, more than a toy-sized part itself:
 bench.trainer.gpu's dry run spends most of its time there, and a lent GPU's minutes go the same
 way. Inside `forked_children(preload)`, `run_json_child` sends each child to a zygote process that
-imported `preload` once and forks it: the child is still a process of its own, started as `python
--m module args` would start (`runpy`, `sys.argv`, `__main__`), with its stdout and stderr read back
-the same way, and it exits when its part is done.
+imported `preload` once and forks it: the child is still a process of its own, started as
+`python -m module args` would start (`runpy`, `sys.argv`, `__main__`), with its stdout and stderr
+read back the same way, and it exits when its part is done.
 
 The standard library's forkserver does the same forking but not what a child needs here: it
 starts its server with the caller's environment as it stands (children get PYTHONHASHSEED=0 and
