@@ -12,14 +12,14 @@ from starlette.concurrency import run_in_threadpool
 
 from jobs.local.api.api_errors import ApiError
 from jobs.local.api.job_requests import (
-    _executor_problems,
-    _filter,
-    _in,
-    _parent,
-    _validation_problems,
     cancel_answer,
     check_read_mask,
+    checked_parent,
     delete_answer,
+    executor_problems,
+    job_filter,
+    job_in,
+    validation_problems,
 )
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
@@ -59,9 +59,9 @@ def add_custom_job_routes(app: FastAPI, executor: Executor, store: Store) -> Non
     base = "/v1/projects/{project}/locations/{location}/customJobs"
 
     def get_or_404(project: str, location: str, job_id: str) -> dict:
-        parent = _parent(project, location)
+        parent = checked_parent(project, location)
         job = store.get_job(job_id)
-        if job is None or not _in(parent, job):
+        if job is None or not job_in(parent, job):
             raise ApiError(404, f"CustomJob {parent}/customJobs/{job_id} does not exist")
         return job
 
@@ -72,7 +72,7 @@ def add_custom_job_routes(app: FastAPI, executor: Executor, store: Store) -> Non
 
     def create(parent: str, location: str, job: dict) -> dict:
         executor.check_fits(job)
-        problems = _executor_problems(job) + _validation_problems(job, location)
+        problems = executor_problems(job) + validation_problems(job, location)
         if problems:
             raise ApiError(400, "; ".join(problems))
         for output_only in ("state", "createTime", "startTime", "endTime", "updateTime", "error"):
@@ -83,7 +83,7 @@ def add_custom_job_routes(app: FastAPI, executor: Executor, store: Store) -> Non
 
     @app.post(base)
     async def create_custom_job(request: Request, project: str, location: str) -> Response:
-        parent = _parent(project, location)
+        parent = checked_parent(project, location)
         job = parse_custom_job(await request.body())
         # submit waits for the executor's lock, which its tick holds: in a worker thread, so
         # that a create never stops the event loop (and every other request) while it waits.
@@ -103,11 +103,11 @@ def add_custom_job_routes(app: FastAPI, executor: Executor, store: Store) -> Non
         pageToken: str = "",
         readMask: str = "",
     ) -> Response:
-        parent = _parent(project, location)
+        parent = checked_parent(project, location)
         check_read_mask("CustomJob", readMask)
-        matches = _filter(filter)
+        matches = job_filter(filter)
         jobs, token = page_of(
-            [(p, j) for p, j in store.list_jobs() if _in(parent, j) and matches(as_answered(j))],
+            [(p, j) for p, j in store.list_jobs() if job_in(parent, j) and matches(as_answered(j))],
             pageSize,
             pageToken,
         )

@@ -49,13 +49,13 @@ def delete_answer(kind: str, name: str, found: bool) -> dict:
     return deleted(name)
 
 
-def _validation_problems(job: dict, location: str) -> list[str]:
+def validation_problems(job: dict, location: str) -> list[str]:
     """vtx's own rules for CustomJobs (machines, accelerators, pools, env, secrets...), the
     same that `vtx validate` applies."""
     return [str(p) for p in validate_custom_job(job, region=location)]
 
 
-def _executor_problems(job: dict) -> list[str]:
+def executor_problems(job: dict) -> list[str]:
     """What the local executor itself needs to run a job, whatever the templates allow."""
     problems = []
     pools = job.get("jobSpec", {}).get("workerPoolSpecs", [])
@@ -86,23 +86,23 @@ def _executor_problems(job: dict) -> list[str]:
     return problems
 
 
-def _job_problems(job: dict, location: str) -> list[str]:
+def job_problems(job: dict, location: str) -> list[str]:
     """Every check of a CustomJob create, for the pipelines' trainingTaskInputs."""
-    return _executor_problems(job) + _validation_problems(job, location)
+    return executor_problems(job) + validation_problems(job, location)
 
 
-def _trial_job_problems(study: dict, location: str) -> list[str]:
+def trial_job_problems(study: dict, location: str) -> list[str]:
     """The customJobs checks on the trial's CustomJobSpec, named at trialJobSpec."""
     trial = {"displayName": study.get("displayName") or "trial", "jobSpec": study["trialJobSpec"]}
-    problems = _executor_problems(trial) + _validation_problems(trial, location)
+    problems = executor_problems(trial) + validation_problems(trial, location)
     return [f"trial{p[0].upper()}{p[1:]}" if p.startswith("jobSpec") else p for p in problems]
 
 
-def _parent(project: str, location: str) -> str:
+def checked_parent(project: str, location: str) -> str:
     """Every region the catalog knows is served, each with its own jobs, as Vertex's regional
     endpoints are: a capacity ladder's rung in another region lands there. Names carry the
     project's number, as Vertex's do."""
-    number = _check_project(project)
+    number = check_project(project)
     regions = load_catalog().regions
     if location not in regions:
         raise ApiError(
@@ -113,11 +113,11 @@ def _parent(project: str, location: str) -> str:
     return f"projects/{number}/locations/{location}"
 
 
-def _in(parent: str, job: dict) -> bool:
+def job_in(parent: str, job: dict) -> bool:
     return str(job.get("name", "")).startswith(parent + "/")
 
 
-def _check_project(project: str) -> str:
+def check_project(project: str) -> str:
     """The number of ``project`` (any project id or number is served, see
     state.project_number); 404 for what is neither."""
     number = project_number(project)
@@ -130,7 +130,7 @@ def _check_project(project: str) -> str:
     return number
 
 
-def _filter(text: str) -> Callable[[dict], bool]:
+def job_filter(text: str) -> Callable[[dict], bool]:
     """A List call's ``filter`` (jobs/local/platform/filters.py's grammar), or its 400."""
     try:
         return parse_filter(text)

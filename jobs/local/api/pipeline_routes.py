@@ -101,7 +101,7 @@ def add_pipeline_routes(
     job_checks: JobChecks,
 ) -> None:
     """The five trainingPipelines routes; ``parent_of(project, location)`` is server.py's
-    ``_parent`` (the project's number, the served regions)."""
+    ``checked_parent`` (the project's number, the served regions)."""
     base = "/v1/projects/{project}/locations/{location}/trainingPipelines"
 
     def get_or_404(project: str, location: str, pipeline_id: str) -> dict:

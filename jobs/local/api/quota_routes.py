@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Query
 
 from jobs.local.api.api_errors import ApiError
-from jobs.local.api.job_requests import _check_project
+from jobs.local.api.job_requests import check_project
 from jobs.local.custom_jobs.executor import Executor
 from jobs.local.platform.capacity import QUOTA_SERVICE
 from jobs.local.platform.quota_infos import quota_infos
@@ -19,7 +19,7 @@ def add_quota_routes(app: FastAPI, executor: Executor) -> None:
     base = "/v1/projects/{project}/locations/{location}/services/{service}/quotaInfos"
 
     def infos(project: str, location: str, service: str) -> list[dict]:
-        number = _check_project(project)
+        number = check_project(project)
         if location != "global":
             raise ApiError(400, f"location {location!r}: quotaInfos live under locations/global")
         if service != QUOTA_SERVICE:

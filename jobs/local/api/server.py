@@ -44,7 +44,7 @@ from jobs.local.api.billing_routes import add_billing_routes
 from jobs.local.api.custom_job_routes import add_custom_job_routes
 from jobs.local.api.endpoint_routes import add_endpoint_routes
 from jobs.local.api.grpc_server import PEER_CHECKED, start_grpc
-from jobs.local.api.job_requests import _job_problems, _parent
+from jobs.local.api.job_requests import checked_parent, job_problems
 from jobs.local.api.model_routes import add_model_routes
 from jobs.local.api.persistent_resource_routes import add_persistent_resource_routes
 from jobs.local.api.pipeline_routes import add_pipeline_routes
@@ -156,10 +156,10 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     add_quota_routes(app, executor)  # Cloud Quotas: jobs/local/api/quota_routes.py
     add_billing_routes(app)  # the billing catalog stand-in: jobs/local/api/billing_routes.py
     add_vtx_routes(app, executor, store)  # jobs/local/api/vtx_routes.py
-    add_pipeline_routes(app, pipelines, _parent, _job_problems)  # jobs/local/api/pipeline_routes.py
-    add_model_routes(app, Models(store), _parent)  # ModelService: jobs/local/api/model_routes.py
-    add_endpoint_routes(app, endpoints, _parent)  # Endpoint/Prediction: endpoint_routes.py
-    add_persistent_resource_routes(app, PersistentResources(store, executor), _parent)
+    add_pipeline_routes(app, pipelines, checked_parent, job_problems)  # pipeline_routes.py
+    add_model_routes(app, Models(store), checked_parent)  # ModelService: model_routes.py
+    add_endpoint_routes(app, endpoints, checked_parent)  # Endpoint/Prediction: endpoint_routes.py
+    add_persistent_resource_routes(app, PersistentResources(store, executor), checked_parent)
     return app
 
 

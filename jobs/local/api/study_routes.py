@@ -10,13 +10,13 @@ from starlette.concurrency import run_in_threadpool
 
 from jobs.local.api.api_errors import ApiError
 from jobs.local.api.job_requests import (
-    _filter,
-    _in,
-    _parent,
-    _trial_job_problems,
     cancel_answer,
     check_read_mask,
+    checked_parent,
     delete_answer,
+    job_filter,
+    job_in,
+    trial_job_problems,
 )
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
@@ -54,7 +54,7 @@ def add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store: 
     base = "/v1/projects/{project}/locations/{location}/hyperparameterTuningJobs"
 
     def get_or_404(project: str, location: str, study_id: str) -> dict:
-        parent = _parent(project, location)
+        parent = checked_parent(project, location)
         study = store.get_study(study_id)
         if study is None or not str(study.get("name", "")).startswith(parent + "/"):
             raise ApiError(
@@ -74,7 +74,7 @@ def add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store: 
             executor.check_fits({"jobSpec": study["trialJobSpec"]})
         problems = study_problems(study)
         if study.get("trialJobSpec"):
-            problems += _trial_job_problems(study, location)
+            problems += trial_job_problems(study, location)
         if problems:
             raise ApiError(400, "; ".join(problems))
         for output_only in STUDY_OUTPUT_ONLY:
@@ -84,7 +84,7 @@ def add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store: 
 
     @app.post(base)
     async def create_study(request: Request, project: str, location: str) -> Response:
-        parent = _parent(project, location)
+        parent = checked_parent(project, location)
         study = parse_study(await request.body())
         # The studies' lock is held by their tick: wait for it in a worker thread, as creates
         # of custom jobs do.
@@ -104,14 +104,14 @@ def add_study_routes(app: FastAPI, studies: Studies, executor: Executor, store: 
         pageToken: str = "",
         readMask: str = "",
     ) -> Response:
-        parent = _parent(project, location)
+        parent = checked_parent(project, location)
         check_read_mask("HyperparameterTuningJob", readMask)
-        matches = _filter(filter)
+        matches = job_filter(filter)
         studies, token = page_of(
             [
                 (p, st)
                 for p, st in store.list_studies()
-                if _in(parent, st) and matches(as_answered(st))
+                if job_in(parent, st) and matches(as_answered(st))
             ],
             pageSize,
             pageToken,
