@@ -41,7 +41,7 @@ from jobs.control.records import Conflict, RecordError, Records, Stored
 from jobs.core.catalog import Catalog, load_catalog
 from jobs.core.contract import LABEL_ATTEMPT
 from jobs.core.heartbeat import Heartbeat
-from jobs.core.stack import StackOutputs
+from jobs.core.stack import LABEL_TEAM, StackOutputs
 from jobs.custom_jobs.compile import to_custom_job
 from jobs.tuning.study_job import to_tuning_job
 from jobs.tuning.study_records import StudyRecord
@@ -66,12 +66,27 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class GuardBreach:
+    """A progress guard's breach a pass acted on, as the stack's alerts read it: the run, what
+    the guard does (``cancel``, ``restart``, ``next_rung``), the job cancelled, why, and the
+    run's team (its jobs' ``vtx-team`` label; empty when it names none)."""
+
+    run_id: str
+    action: str
+    job: str
+    reason: str
+    team: str
+
+
 @dataclass
 class PassReport:
-    """What one pass did: runs seen, actions taken (by run), conflicts met, errors."""
+    """What one pass did: runs seen, actions taken (by run), guard breaches acted on,
+    conflicts met, errors."""
 
     runs: int = 0
     actions: dict[str, list[str]] = field(default_factory=dict)
+    breaches: list[GuardBreach] = field(default_factory=list)
     conflicts: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -79,6 +94,7 @@ class PassReport:
         """One run's part of the pass (each worker fills its own: no shared counter)."""
         self.runs += other.runs
         self.actions.update(other.actions)
+        self.breaches += other.breaches
         self.conflicts += other.conflicts
         self.errors += other.errors
 
@@ -222,6 +238,7 @@ class Driver:
                 stored, seen = again, self.observe_run(again.record)
                 continue
             report.actions[run_id] = [a.say(stored.record) for a in actions]
+            report.breaches += guard_breaches(stored.record, actions)
             self.act(Stored(new, generation), actions, {j.name for j in observed.jobs})
             return
 
@@ -270,6 +287,17 @@ class Driver:
             return Stored(new, self.records.write(new, stored.generation))
         except Conflict:
             return stored
+
+
+def guard_breaches(record: RunRecord, actions: list[Action]) -> list[GuardBreach]:
+    """The breaches among a run's actions, with the run's team."""
+    job = record.study.job if record.study is not None else record.rungs[0].job
+    team = str((job.get("labels") or {}).get(LABEL_TEAM, ""))
+    return [
+        GuardBreach(record.run_id, a.action, a.job, a.reason, team)
+        for a in actions
+        if isinstance(a, Breach)
+    ]
 
 
 def _marked(job: dict, mark: str) -> dict:
