@@ -926,6 +926,18 @@ def _team_checks(platform: PlatformConfig) -> Iterator[tuple[str, str, str | Non
         )
 
 
+def schedule_minutes(schedule: str) -> int | None:
+    """Minutes between two passes of a cron schedule that is every N minutes (``* * * * *``,
+    ``*/5 * * * *``); None for any other shape, which the checks then leave alone."""
+    minute, *rest = schedule.split()
+    if any(field != "*" for field in rest):
+        return None
+    if minute == "*":
+        return 1
+    step = re.fullmatch(r"\*/([0-9]+)", minute)
+    return int(step.group(1)) if step and int(step.group(1)) > 0 else None
+
+
 def _alerts_checks(platform: PlatformConfig) -> Iterator[tuple[str, str, str | None]]:
     """Alerts key on the controller's lines, notify someone, and name teams the stack has."""
     alerts = platform.alerts
@@ -945,6 +957,14 @@ def _alerts_checks(platform: PlatformConfig) -> Iterator[tuple[str, str, str | N
             "(teams hear of their own runs only)",
             "emails: [ml-oncall@acme.com] or notification_channels: "
             "[projects/<project>/notificationChannels/<id>]",
+        )
+    gap = schedule_minutes(platform.controller.schedule)
+    if gap is not None and alerts.silent_minutes <= gap:
+        yield (
+            "vtx:platform.alerts.silent_minutes",
+            f"{alerts.silent_minutes} is not above the controller's schedule (a pass every "
+            f"{gap} minutes): it would alert between two passes",
+            f"silent_minutes: {max(2 * gap, 2)} or more",
         )
     names = [team.name for team in platform.teams]
     for name, team in alerts.teams.items():

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from infra.components import alerts
-from infra.config import ConfigError, load_stack_config, read_stack_file
+from infra.config import ConfigError, load_stack_config, read_stack_file, schedule_minutes
 from infra.offline.program import OfflineRun, RecordedResource, run_offline
 from jobs.control import cloud_function
 from jobs.control.driver import GuardBreach
@@ -136,45 +136,51 @@ def test_existing_channels_are_named_and_an_address_gets_one_channel(tmp_path: P
 @pytest.mark.parametrize(
     ("alerts_config", "controller", "where", "said"),
     [
-        ({"silent_minutes": 10}, True, "vtx:platform.alerts", "names no one to notify"),
+        ({"silent_minutes": 10}, {}, "vtx:platform.alerts", "names no one to notify"),
         (
             {"emails": ["a@acme.example"]},
-            False,
+            {"enabled": False},
             "vtx:platform.alerts",
             "controller.enabled is false",
         ),
         (
             {"emails": ["a@acme.example"], "teams": {"speech": {"emails": ["s@acme.example"]}}},
-            True,
+            {},
             "vtx:platform.alerts.teams.speech",
             "is not a team of this stack",
         ),
         (
             {"emails": ["a@acme.example"], "teams": {"nlp": {}}},
-            True,
+            {},
             "vtx:platform.alerts.teams.nlp",
             "names no one to notify",
         ),
         (
             {"notification_channels": ["slack-oncall"]},
-            True,
+            {},
             "vtx:platform.alerts.notification_channels[0]",
             "not a valid Cloud Monitoring notification channel name",
         ),
         (
+            {"emails": ["a@acme.example"], "silent_minutes": 15},
+            {"schedule": "*/15 * * * *"},
+            "vtx:platform.alerts.silent_minutes",
+            "not above the controller's schedule (a pass every 15 minutes)",
+        ),
+        (
             {"emails": ["a@acme.example"], "silent_minutes": 1},
-            True,
+            {},
             "vtx:platform.alerts.silent_minutes",
             "greater than or equal to 2",
         ),
     ],
 )
 def test_alert_config_mistakes_say_where_and_what_to_write(
-    alerts_config: dict[str, Any], controller: bool, where: str, said: str
+    alerts_config: dict[str, Any], controller: dict[str, Any], where: str, said: str
 ) -> None:
     values = copy.deepcopy(read_stack_file(PROJECT_DIR / "Pulumi.prod.yaml"))
     values["vtx:platform"]["alerts"] = alerts_config
-    values["vtx:platform"]["controller"] = {"enabled": controller}
+    values["vtx:platform"]["controller"] = controller
     with pytest.raises(ConfigError) as info:
         load_stack_config(values, "Pulumi.prod.yaml")
     matching = [p for p in info.value.problems if p.path == where]
@@ -182,3 +188,13 @@ def test_alert_config_mistakes_say_where_and_what_to_write(
     assert any(said in p.message for p in matching), [str(p) for p in matching]
     # Ours say what to write instead; a bound (pydantic's) says the bound.
     assert all(p.hint for p in matching) or where.endswith("silent_minutes")
+
+
+@pytest.mark.parametrize(
+    ("schedule", "minutes"),
+    [("* * * * *", 1), ("*/5 * * * *", 5), ("0 * * * *", None), ("*/5 9-17 * * *", None)],
+)
+def test_the_gap_between_passes_is_read_only_from_every_n_minutes(
+    schedule: str, minutes: int | None
+) -> None:
+    assert schedule_minutes(schedule) == minutes
