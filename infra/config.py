@@ -384,6 +384,40 @@ class ControllerConfig(_Model):
     lists nothing and ends at once."""
 
 
+NotificationChannelName = Annotated[
+    str,
+    _pattern(
+        r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]+",
+        "Cloud Monitoring notification channel name",
+        "projects/acme-vtx-prod/notificationChannels/1234567890",
+    ),
+]
+
+
+class AlertTargets(_Model):
+    """Who an alert notifies: channels that exist (Slack, PagerDuty, ... made in the console or
+    elsewhere), and e-mail addresses the stack makes an e-mail channel for."""
+
+    notification_channels: list[NotificationChannelName] = Field(default_factory=list)
+    emails: list[Email] = Field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.notification_channels and not self.emails
+
+
+class AlertsConfig(AlertTargets):
+    """Alerts on the controller's own log lines (Cloud Monitoring): a progress guard's breach,
+    and the controller no longer passing. ``notification_channels``/``emails`` hear of every
+    breach and of the controller; ``teams`` adds, per team, who hears of its runs' breaches."""
+
+    silent_minutes: int = Field(default=10, ge=2, le=1440)
+    """Minutes without a pass of the controller before it alerts (it passes every minute by
+    default: a few missed passes are a blip, not an outage)."""
+    teams: dict[TeamName, AlertTargets] = Field(default_factory=dict)
+    """Per team (a name of ``teams``): who hears of the breaches of runs labelled with it."""
+
+
 class CiConfig(_Model):
     """A GitHub Actions identity (Workload Identity Federation) allowed to act as the launcher."""
 
@@ -524,6 +558,9 @@ class PlatformConfig(_Model):
     """Per-team budgets that cancel the team's jobs (needs ``budget.billing_account``)."""
     ci: CiConfig | None = None
     controller: ControllerConfig = Field(default_factory=ControllerConfig)
+    alerts: AlertsConfig | None = None
+    """Alerts on the controller's lines (guard breaches, the controller stopped); off when
+    absent: an alert with no one to notify would only open incidents no one reads."""
     guard: Guard | None = None
     """Progress-guard defaults for every run (a template's ``guard:`` keys win); exported as
     the stack output's ``guard``, enforced by the controller."""
@@ -673,6 +710,7 @@ def _cross_checks(config: StackConfig) -> Iterator[tuple[str, str, str | None]]:
     yield from _storage_checks(platform.storage)
     yield from _quota_checks(platform, config.region)
     yield from _team_checks(platform)
+    yield from _alerts_checks(platform)
     yield from _persistent_resource_checks(platform, config.region)
     location = platform.storage.location
     if platform.cmek and location is not None and location.lower() != config.region:
@@ -886,6 +924,56 @@ def _team_checks(platform: PlatformConfig) -> Iterator[tuple[str, str, str | Non
             "resource to one team",
             "remove it; a job names its team with `team:` in its template",
         )
+
+
+def schedule_minutes(schedule: str) -> int | None:
+    """Minutes between two passes of a cron schedule that is every N minutes (``* * * * *``,
+    ``*/5 * * * *``); None for any other shape, which the checks then leave alone."""
+    minute, *rest = schedule.split()
+    if any(field != "*" for field in rest):
+        return None
+    if minute == "*":
+        return 1
+    step = re.fullmatch(r"\*/([0-9]+)", minute)
+    return int(step.group(1)) if step and int(step.group(1)) > 0 else None
+
+
+def _alerts_checks(platform: PlatformConfig) -> Iterator[tuple[str, str, str | None]]:
+    """Alerts key on the controller's lines, notify someone, and name teams the stack has."""
+    alerts = platform.alerts
+    if alerts is None:
+        return
+    if not platform.controller.enabled:
+        yield (
+            "vtx:platform.alerts",
+            "the alerts count the controller's log lines, and controller.enabled is false: "
+            "they would never fire",
+            "remove alerts, or controller: {enabled: true}",
+        )
+    if alerts.empty:
+        yield (
+            "vtx:platform.alerts",
+            "names no one to notify of every run's breaches and of the controller stopping "
+            "(teams hear of their own runs only)",
+            "emails: [ml-oncall@acme.com] or notification_channels: "
+            "[projects/<project>/notificationChannels/<id>]",
+        )
+    gap = schedule_minutes(platform.controller.schedule)
+    if gap is not None and alerts.silent_minutes <= gap:
+        yield (
+            "vtx:platform.alerts.silent_minutes",
+            f"{alerts.silent_minutes} is not above the controller's schedule (a pass every "
+            f"{gap} minutes): it would alert between two passes",
+            f"silent_minutes: {max(2 * gap, 2)} or more",
+        )
+    names = [team.name for team in platform.teams]
+    for name, team in alerts.teams.items():
+        where = f"vtx:platform.alerts.teams.{name}"
+        if name not in names:
+            known = f"one of {', '.join(names)}" if names else "a team listed under teams"
+            yield where, "is not a team of this stack (vtx:platform.teams)", known
+        if team.empty:
+            yield where, "names no one to notify", "emails: [nlp-oncall@acme.com]"
 
 
 def _warm_pool_team(

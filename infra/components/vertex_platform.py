@@ -31,6 +31,7 @@ from infra.components.access.identity import (
 )
 from infra.components.access.kms import Kms, KmsArgs
 from infra.components.access.secret_manager import Secrets, SecretsArgs
+from infra.components.alerts import Alerts, AlertsArgs
 from infra.components.apis import Apis, ApisArgs, required_services
 from infra.components.capacity.persistent_resources import (
     PersistentResources,
@@ -208,6 +209,19 @@ class Platform(pulumi.ComponentResource):
             ),
             self._child,
         )
+        if self._platform.alerts is not None:
+            Alerts(
+                "alerts",
+                AlertsArgs(
+                    project=config.project,
+                    prefix=self._platform.prefix,
+                    labels=self._labels,
+                    config=self._platform.alerts,
+                    controller=[controller.function],
+                    apis=self._apis.on("logging", "monitoring"),
+                ),
+                self._child,
+            )
         ready = _after(True, controller.function, controller.scheduler)
         return pulumi.Output.all(outputs, ready).apply(lambda p: p[0] | {"controller": p[1]})
 

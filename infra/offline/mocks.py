@@ -223,6 +223,20 @@ def _budget(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[s
     return budget, {"name": budget}
 
 
+def _monitoring(collection: str) -> OutputFn:
+    """A Cloud Monitoring resource: its name is ``projects/P/<collection>/<numeric id>``."""
+
+    def outputs(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        resource = f"projects/{ctx.project_of(i)}/{collection}/{_numeric_id(name)}"
+        return resource, {"name": resource}
+
+    return outputs
+
+
+def _log_metric(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return i["name"], {}
+
+
 def _wif_pool(ctx: MockContext, name: str, i: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     project = ctx.project_of(i)
     pool = (
@@ -302,6 +316,9 @@ RESOURCE_OUTPUTS: dict[str, OutputFn] = {
     "gcp:kms/cryptoKey:CryptoKey": _crypto_key,
     "gcp:vertex/aiTensorboard:AiTensorboard": _tensorboard,
     "gcp:billing/budget:Budget": _budget,
+    "gcp:logging/metric:Metric": _log_metric,
+    "gcp:monitoring/notificationChannel:NotificationChannel": _monitoring("notificationChannels"),
+    "gcp:monitoring/alertPolicy:AlertPolicy": _monitoring("alertPolicies"),
     "gcp:iam/workloadIdentityPool:WorkloadIdentityPool": _wif_pool,
     "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider": _wif_provider,
 }

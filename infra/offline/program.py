@@ -73,6 +73,7 @@ COMPONENT_ORDER = (
     "quotas",
     "secrets",
     "observability",
+    "alerts",
     "ci",
     "platform",
     "stack",

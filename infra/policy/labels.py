@@ -15,6 +15,13 @@ import json
 import re
 from functools import cache
 
+NOT_RESOURCE_LABELS = {
+    "gcp:monitoring/notificationChannel:NotificationChannel": (
+        "a channel's labels are its settings (an e-mail channel's email_address); its own "
+        "labels are user_labels"
+    ),
+}
+"""Types whose ``labels`` argument is not the resource's labels, with what it is instead."""
 _RESOURCE_MODULES = re.compile(r'resource_modules="""(.*?)"""', re.DOTALL)
 
 
@@ -39,7 +46,9 @@ def _gcp_type_index() -> dict[str, tuple[str, str]]:
 
 @cache
 def takes_labels(resource_type: str) -> bool:
-    """True when the pulumi-gcp resource type accepts a ``labels`` input."""
+    """True when the pulumi-gcp resource type accepts a ``labels`` input that is its labels."""
+    if resource_type in NOT_RESOURCE_LABELS:
+        return False
     location = _gcp_type_index().get(resource_type)
     if location is None:
         return False

@@ -7,6 +7,7 @@ never enter the report: secrets are listed by name and resource inputs are not c
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ class Report:
     diagram: str
     platform: Mapping[str, Any] = field(default_factory=dict)
     controller: list[dict[str, Any]] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
     warm_pools: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -370,6 +372,40 @@ def controller_section(resources: Sequence[ReviewResource]) -> list[dict[str, An
     return rows
 
 
+USER_METRIC = re.compile(r'metric\.type="logging\.googleapis\.com/user/([^"]+)"')
+
+
+def _fires_when(condition: Mapping[str, Any]) -> str:
+    """A condition as its name, with the log-based metric it watches."""
+    watched = condition.get("conditionThreshold") or condition.get("conditionAbsent") or {}
+    metric = USER_METRIC.search(shown(watched.get("filter")))
+    said = shown(condition.get("displayName"))
+    return f"{said} ({metric.group(1)})" if metric else said
+
+
+def alerts_section(resources: Sequence[ReviewResource]) -> list[dict[str, Any]]:
+    """The stack's alert policies: what fires them, who hears (an e-mail channel the stack
+    makes is shown as its address, another channel by its name)."""
+    addresses = {
+        shown(r.outputs.get("name")): "email "
+        + shown((r.inputs.get("labels") or {}).get("email_address"))
+        for r in _of_type(resources, "gcp:monitoring/notificationChannel:NotificationChannel")
+    }
+    rows = [
+        {
+            "alert": shown(policy.inputs.get("displayName")),
+            "fires_when": [_fires_when(c) for c in policy.inputs.get("conditions") or []],
+            "notifies": [
+                addresses.get(shown(c), shown(c))
+                for c in policy.inputs.get("notificationChannels") or []
+            ]
+            or ["no one (incidents only)"],
+        }
+        for policy in _of_type(resources, "gcp:monitoring/alertPolicy:AlertPolicy")
+    ]
+    return sorted(rows, key=lambda row: row["alert"])
+
+
 def _warm_pool(pool: Mapping[str, Any]) -> WarmPool:
     """A resource pool's inputs (Pulumi's wire names) as the stack contract's WarmPool."""
     machine = pool.get("machineSpec") or {}
@@ -537,6 +573,7 @@ def build_report(source: ReviewSource, price: WarmPricer | None = None) -> Repor
         secrets=secrets_section(resources),
         teams=with_warm_pools(teams_section(resources), warm),
         controller=controller_section(resources),
+        alerts=alerts_section(resources),
         warm_pools=warm,
         policy=policy_section(verdicts),
         diagram=mermaid(resources, iam),

@@ -266,6 +266,11 @@ def report_sections(report: Report) -> list[Section]:
             ],
         ),
         _one_table(
+            "Alerts",
+            ("alert", "fires when", "notifies"),
+            [(a["alert"], tuple(a["fires_when"]), tuple(a["notifies"])) for a in report.alerts],
+        ),
+        _one_table(
             "Persistent resources (warm pools)",
             ("resource", "region", "network", "key", "labels", "pools", "$/h, busy or idle"),
             [

@@ -44,7 +44,7 @@ from jobs.control.records import Conflict, RecordError, Records, Stored
 from jobs.core.catalog import Catalog
 from jobs.core.contract import LABEL_ATTEMPT
 from jobs.core.heartbeat import Heartbeat
-from jobs.core.stack import StackOutputs
+from jobs.core.stack import LABEL_TEAM, StackOutputs
 from jobs.custom_jobs.compile import to_custom_job
 from jobs.runs.warm_pools import metering_catalog
 from jobs.tuning.study_job import to_tuning_job
@@ -73,12 +73,27 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class GuardBreach:
+    """A progress guard's breach a pass acted on, as the stack's alerts read it: the run, what
+    the guard does (``cancel``, ``restart``, ``next_rung``), the job cancelled, why, and the
+    run's team (its jobs' ``vtx-team`` label; empty when it names none)."""
+
+    run_id: str
+    action: str
+    job: str
+    reason: str
+    team: str
+
+
 @dataclass
 class PassReport:
-    """What one pass did: runs seen, actions taken (by run), conflicts met, errors."""
+    """What one pass did: runs seen, actions taken (by run), guard breaches acted on,
+    conflicts met, errors."""
 
     runs: int = 0
     actions: dict[str, list[str]] = field(default_factory=dict)
+    breaches: list[GuardBreach] = field(default_factory=list)
     conflicts: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -86,6 +101,7 @@ class PassReport:
         """One run's part of the pass (each worker fills its own: no shared counter)."""
         self.runs += other.runs
         self.actions.update(other.actions)
+        self.breaches += other.breaches
         self.conflicts += other.conflicts
         self.errors += other.errors
 
@@ -248,6 +264,7 @@ class Driver:
                 stored, seen = again, self.observe_run(again.record)
                 continue
             report.actions[run_id] = [a.say(stored.record) for a in actions]
+            report.breaches += guard_breaches(stored.record, actions)
             self.act(Stored(new, generation), actions, _names(observed))
             return
 
@@ -302,6 +319,17 @@ def _names(observed: Observed) -> set[str]:
     """The run's jobs and study as this pass listed them, by name."""
     study = {observed.study.name} if observed.study is not None else set()
     return {j.name for j in observed.jobs} | study
+
+
+def guard_breaches(record: RunRecord, actions: list[Action]) -> list[GuardBreach]:
+    """The breaches among a run's actions, with the run's team."""
+    job = record.study.job if record.study is not None else record.rungs[0].job
+    team = str((job.get("labels") or {}).get(LABEL_TEAM, ""))
+    return [
+        GuardBreach(record.run_id, a.action, a.job, a.reason, team)
+        for a in actions
+        if isinstance(a, Breach)
+    ]
 
 
 def _marked(job: dict, mark: str) -> dict:

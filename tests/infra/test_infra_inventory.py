@@ -38,7 +38,7 @@ def test_inventory_covers_every_component(stack_run: OfflineRun) -> None:
         "controller",
     }
     if stack_run.stack == "prod":
-        expected |= {"kms", "shared-vpc", "teams"}
+        expected |= {"kms", "shared-vpc", "teams", "alerts"}
     if stack_run.stack == "dev":  # the example warm pool (Pulumi.dev.yaml)
         expected |= {"persistent-resources"}
     assert components == expected

@@ -936,6 +936,14 @@ def test_label_support_is_read_from_the_installed_provider() -> None:
     assert not takes_labels("vtx:platform:Storage")
 
 
+def test_a_notification_channels_settings_are_not_taken_for_its_labels() -> None:
+    """An e-mail channel's ``labels`` hold its address: no label is missing from them."""
+    channel = "gcp:monitoring/notificationChannel:NotificationChannel"
+    settings = {"type": "email", "labels": {"email_address": "a@acme.example"}}
+    assert not takes_labels(channel)
+    assert check("labels-present", channel, settings, RuleContext(environment="prod")) == []
+
+
 def test_grants_are_read_from_member_binding_and_policy_resources() -> None:
     policy = json.dumps({"bindings": [{"role": "roles/a", "members": ["user:x", "group:y"]}]})
     grants = grants_of(

@@ -463,3 +463,23 @@ def test_a_review_written_to_a_full_disk_is_one_line(review_cli) -> None:
     assert result.exit_code == 2, result.output
     assert "--output /dev/full was not written whole: no space left" in result.output
     assert isinstance(result.exception, SystemExit), result.exception
+
+
+def test_the_alerts_show_what_fires_them_and_who_hears(offline) -> None:
+    _, report = offline["prod"]
+    alerts = {a["alert"]: a for a in report.alerts}
+    breached = alerts["acme-vtx-prod: progress guard breached"]
+    assert breached["fires_when"] == [
+        "A run's progress guard was breached (acme-vtx-prod-guard-breaches)"
+    ]
+    assert breached["notifies"] == ["email ml-platform-oncall@acme.example"]
+    nlp = alerts["acme-vtx-prod: progress guard breached (team nlp)"]
+    assert nlp["notifies"] == ["email nlp-oncall@acme.example"]
+    stopped = alerts["acme-vtx-prod: controller stopped"]
+    assert stopped["fires_when"] == [
+        "No controller pass for 10 minutes (acme-vtx-prod-controller-passes)"
+    ]
+    section = to_markdown(report).split("## Alerts")[1].split("##")[0]
+    assert "controller stopped" in section and "nlp-oncall@acme.example" in section
+    assert to_data(report)["alerts"][0]["alert"] == "acme-vtx-prod: controller stopped"
+    assert offline["dev"][1].alerts == []  # dev configures none: the table says none

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from jobs.control.driver import GuardBreach, guard_breaches
 from jobs.control.progress import judge_progress
 from jobs.control.reconcile import (
     MAX_GUARD_RESTARTS,
@@ -151,3 +152,15 @@ def test_a_beat_that_stopped_coming_counts_as_no_tokens() -> None:
     frozen = beat(rate=5000.0, time_s=600, stepped_s=600, since_s=3000)
     verdict = judge_progress(guard, frozen, job(1, "RUNNING", "a1", ran_h=1.0), None, NOW)
     assert verdict.slow_since == NOW and verdict.slow == "0 tokens/s, under 10"
+
+
+def test_a_breach_is_reported_with_its_run_action_job_and_team_for_the_alerts() -> None:
+    run = guarded(RunGuard(no_progress_s=180.0, action="restart"))
+    run.rungs[0].job["labels"]["vtx-team"] = "nlp"
+    actions = decide(run, seen(beat(stepped_s=200)), NOW, CATALOG)
+    (breach,) = guard_breaches(run, actions)
+    assert breach == GuardBreach(run.run_id, "restart", RUNNING, actions[0].reason, "nlp")
+    assert guard_breaches(run, decide(run, seen(beat()), NOW, CATALOG)) == []
+    untagged = guarded()
+    (said,) = guard_breaches(untagged, decide(untagged, seen(beat(stepped_s=200)), NOW, CATALOG))
+    assert said.team == "" and said.action == "cancel"
