@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 # type and waits 60 s per probe. Must be set before gcsfs is imported anywhere.
 os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
 
+# One torch/OpenMP thread per process: each xdist worker and every trainer or replica process a
+# test starts (they inherit this environment) would otherwise take a thread per core, and on a
+# 2-core machine running two workers the spinning threads oversubscribe it. Measured side by side
+# (two tests at once, 2 cores): 136 s -> 81 s and 187 s -> 147 s. A test that needs more threads
+# sets them itself; one set outside pytest wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # Fixtures that a jobs test and its CLI twin in tests/vtx both use, defined once beside the jobs
 # test; listed here so that pytest finds them in either folder.
 pytest_plugins = [
