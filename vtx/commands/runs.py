@@ -39,8 +39,9 @@ from vtx.options import (
     required_stack,
     write_output,
 )
-from vtx.views.goodput import goodput_json, goodput_line, timeline_rows
-from vtx.views.goodput_page import goodput_page
+from vtx.views.goodput.run import goodput_json, goodput_line, timeline_rows
+from vtx.views.goodput.run_page import goodput_page
+from vtx.views.goodput.study_page import study_goodput_page
 from vtx.views.runs import (
     OutputFormat,
     list_json,
@@ -49,7 +50,6 @@ from vtx.views.runs import (
     print_status,
     status_json,
 )
-from vtx.views.study_goodput_page import study_goodput_page
 
 app = typer.Typer()
 

@@ -61,8 +61,8 @@ from vtx.confirm import Ask
 from vtx.demo.serving import Served, print_served, serve_run_model
 from vtx.flows.launch import launch_job
 from vtx.views.fit_table import FitTable
-from vtx.views.goodput import goodput_line, timeline_rows
-from vtx.views.goodput_page import goodput_page
+from vtx.views.goodput.run import goodput_line, timeline_rows
+from vtx.views.goodput.run_page import goodput_page
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "jobs" / "templates" / "smoke-cpu.yaml"

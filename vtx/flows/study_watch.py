@@ -22,9 +22,9 @@ from jobs.tuning.study_goodput import StudyGoodput, study_goodput_of
 from jobs.tuning.study_records import StudyRecord
 from jobs.vertex.job_records import JobRecord
 from jobs.vertex.rest import VertexRest
+from vtx.views.goodput.study import study_goodput_json, study_goodput_line, study_timeline_rows
 from vtx.views.runs import OutputFormat, print_document
 from vtx.views.studies import print_study_status, studies_json, studies_table, study_json
-from vtx.views.study_goodput import study_goodput_json, study_goodput_line, study_timeline_rows
 
 STUDY_PATH = "/hyperparameterTuningJobs/"
 

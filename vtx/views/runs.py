@@ -42,7 +42,8 @@ money is US dollars (``usd``) at the catalog's price.
                   budget.max_cost_usd, or null), stopped_by_budget (a cancelled run whose meter
                   had crossed its budget: why; else null)}
     goodput       where the run's time and money went: phases per attempt, goodput, badput per
-                  category in seconds and dollars, tokens per dollar (keys in vtx/views/goodput.py)
+                  category in seconds and dollars, tokens per dollar
+                  (keys: vtx/views/goodput/run.py)
 
 ``vtx list --format json``: a list, newest first, of {run_id, attempt, job, name, state,
 resources, pools: [{pool, role, machine, accelerator, accelerator_count, replica_count}],

@@ -14,7 +14,7 @@ table and the best trial of a submitted study, and their JSON/YAML documents.
                   unknown), usd_unknown_because, trials: {custom_job: usd}, budget_usd (the
                   study's budget.max_cost_usd, or null), stopped_by_budget (a cancelled study
                   whose meter had crossed its budget: why; else null)}
-    goodput       the trials' goodput, each and summed (its keys: `vtx.views.study_goodput`)
+    goodput       the trials' goodput, each and summed (its keys: `vtx.views.goodput.study`)
 
 ``vtx list --format json`` adds one entry per study beside the jobs: {run_id, kind: "study",
 job (its resource name), name, state, trials, succeeded, best_metric, created, usd (every

@@ -1,8 +1,8 @@
 """The local control plane: Vertex AI JobService v1 (custom jobs, hyperparameter tuning jobs)
 over REST, FastAPI + uvicorn; the same app over gRPC (TLS) on ``LocalSettings.grpc_port``
 (jobs/local/api/grpc_server.py), started and stopped with it. Each service's routes are a module
-of their own (jobs/local/api/custom_job_routes.py, study_routes.py, quota_routes.py,
-vtx_routes.py...), mounted by ``create_app``.
+of their own (jobs/local/api/routes/custom_jobs.py, routes/studies.py, routes/quotas.py,
+routes/vtx.py...), mounted by ``create_app``.
 
 Serves what ``aiplatform_v1.JobServiceClient(transport="rest")`` sends (see
 ``aiplatform_v1/services/job_service/transports/rest_base.py``): create, get, list, cancel and
@@ -40,18 +40,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobs.local.api.api_errors import ApiError, describe, error_response
-from jobs.local.api.billing_routes import add_billing_routes
-from jobs.local.api.custom_job_routes import add_custom_job_routes
-from jobs.local.api.endpoint_routes import add_endpoint_routes
 from jobs.local.api.grpc_server import PEER_CHECKED, start_grpc
 from jobs.local.api.job_requests import checked_parent, job_problems
-from jobs.local.api.model_routes import add_model_routes
-from jobs.local.api.persistent_resource_routes import add_persistent_resource_routes
-from jobs.local.api.pipeline_routes import add_pipeline_routes
-from jobs.local.api.quota_routes import add_quota_routes
 from jobs.local.api.rest_forms import BadRequest
-from jobs.local.api.study_routes import add_study_routes
-from jobs.local.api.vtx_routes import HEALTH_PATH, add_vtx_routes
+from jobs.local.api.routes.billing import add_billing_routes
+from jobs.local.api.routes.custom_jobs import add_custom_job_routes
+from jobs.local.api.routes.endpoints import add_endpoint_routes
+from jobs.local.api.routes.models import add_model_routes
+from jobs.local.api.routes.persistent_resources import add_persistent_resource_routes
+from jobs.local.api.routes.pipelines import add_pipeline_routes
+from jobs.local.api.routes.quotas import add_quota_routes
+from jobs.local.api.routes.studies import add_study_routes
+from jobs.local.api.routes.vtx import HEALTH_PATH, add_vtx_routes
 from jobs.local.custom_jobs.executor import Executor, ExecutorError
 from jobs.local.custom_jobs.persistent_resources import PersistentResources
 from jobs.local.custom_jobs.pipelines import Pipelines
@@ -151,14 +151,14 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     app.add_middleware(BodyDeadline, timeout_s=settings.read_timeout_s, log=log)
     app.add_middleware(LocalClientsOnly, port=settings.port, token=token)
     _add_error_handlers(app)
-    add_custom_job_routes(app, executor, store)  # jobs/local/api/custom_job_routes.py
-    add_study_routes(app, studies, executor, store)  # jobs/local/api/study_routes.py
-    add_quota_routes(app, executor)  # Cloud Quotas: jobs/local/api/quota_routes.py
-    add_billing_routes(app)  # the billing catalog stand-in: jobs/local/api/billing_routes.py
-    add_vtx_routes(app, executor, store)  # jobs/local/api/vtx_routes.py
-    add_pipeline_routes(app, pipelines, checked_parent, job_problems)  # pipeline_routes.py
-    add_model_routes(app, Models(store), checked_parent)  # ModelService: model_routes.py
-    add_endpoint_routes(app, endpoints, checked_parent)  # Endpoint/Prediction: endpoint_routes.py
+    add_custom_job_routes(app, executor, store)  # jobs/local/api/routes/custom_jobs.py
+    add_study_routes(app, studies, executor, store)  # jobs/local/api/routes/studies.py
+    add_quota_routes(app, executor)  # Cloud Quotas: jobs/local/api/routes/quotas.py
+    add_billing_routes(app)  # the billing catalog stand-in: jobs/local/api/routes/billing.py
+    add_vtx_routes(app, executor, store)  # jobs/local/api/routes/vtx.py
+    add_pipeline_routes(app, pipelines, checked_parent, job_problems)  # routes/pipelines.py
+    add_model_routes(app, Models(store), checked_parent)  # ModelService: routes/models.py
+    add_endpoint_routes(app, endpoints, checked_parent)  # Endpoint/Prediction: routes/endpoints.py
     add_persistent_resource_routes(app, PersistentResources(store, executor), checked_parent)
     return app
 

@@ -19,7 +19,7 @@ from PIL import Image
 from jobs.runs.goodput import CATEGORY, Goodput
 from tests.chromium import chromium
 from tests.jobs.runs.run_records import goodput, preempted_once, rest_job
-from vtx.views.goodput_page import goodput_page
+from vtx.views.goodput.run_page import goodput_page
 
 WIDTH_PX = 1100
 _SLACK_PX = 1.0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.local.api.vtx_routes import HEALTH_PATH
+from jobs.local.api.routes.vtx import HEALTH_PATH
 from jobs.local.platform.settings import LocalSettings
 from jobs.local.plumbing.ports import free_port
 from jobs.local.plumbing.processes import start_fresh, stop_platform

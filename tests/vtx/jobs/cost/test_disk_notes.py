@@ -17,8 +17,8 @@ from jobs.runs.watch import run_status
 from jobs.vertex.job_records import JobRecord
 from tests.jobs.core.price_tables import DISK_TABLE, disk_job, with_table
 from tests.jobs.runs.run_records import T0, preempted_once, rest_job
-from vtx.views.goodput import goodput_json, goodput_line
-from vtx.views.goodput_page import money_cells
+from vtx.views.goodput.run import goodput_json, goodput_line
+from vtx.views.goodput.run_page import money_cells
 from vtx.views.ladder import RungRow, ladder_table
 from vtx.views.runs import status_json, status_table
 from vtx.views.studies import study_cost

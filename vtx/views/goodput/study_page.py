@@ -2,7 +2,7 @@
 nothing fetched) of a study's goodput: a lane per trial (its CustomJob's phases) over the study's
 wall time from its creation, the summed figures, every category's seconds and dollars summed
 over the trials, and a row per trial. The lanes carry the run page's classes
-(`vtx.views.goodput_page`), ``g.lane`` with ``data-trial`` (the trial's id)."""
+(`vtx.views.goodput.run_page`), ``g.lane`` with ``data-trial`` (the trial's id)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from html import escape
 
 from jobs.core.formats import duration, money, share
 from jobs.tuning.study_goodput import StudyGoodput
-from vtx.views.goodput_page import (
+from vtx.views.goodput.run_page import (
     NAMES_NOTE,
     Lane,
     categories_table,

@@ -18,7 +18,6 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from jobs.local.api.model_routes import render_operation
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
     json_response,
@@ -28,6 +27,7 @@ from jobs.local.api.rest_forms import (
     render_message,
     wants_int_enums,
 )
+from jobs.local.api.routes.models import render_operation
 from jobs.local.custom_jobs.persistent_resources import COLLECTION, PersistentResources
 from jobs.local.custom_jobs.resource_pools import PoolError
 from jobs.local.plumbing.guard import error_body

@@ -13,7 +13,7 @@ under ``--timeline``, and the ``goodput`` object of ``--format json`` (`jobs.tun
     paid_s, productive_s, usd, usd_unknown_because, usd_excludes_disks
     tokens, tokens_per_usd, tokens_per_usd_unknown_because
     steps_trained, unique_steps, steps_lost
-    categories       as a run's (`vtx.views.goodput`), each summed over the trials
+    categories       as a run's (`vtx.views.goodput.run`), each summed over the trials
     trials           [{trial (its id), trial_state, custom_job, and the trial job's own goodput
                      object as `vtx status RUN` gives a run's: goodput, paid_goodput, wall_s,
                      ..., categories, attempts (its one attempt, with its phases)}]"""
@@ -26,7 +26,7 @@ from rich.text import Text
 
 from jobs.core.formats import duration, money, share
 from jobs.tuning.study_goodput import StudyGoodput, TrialGoodput
-from vtx.views.goodput import (
+from vtx.views.goodput.run import (
     BAR_WIDTH,
     bar,
     categories_json,

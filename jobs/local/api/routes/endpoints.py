@@ -21,7 +21,6 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from jobs.local.api.model_routes import render_operation
 from jobs.local.api.order_by import ENDPOINT_ORDER_FIELDS, page_in_order
 from jobs.local.api.rest_forms import (
     DEFAULT_PAGE_SIZE,
@@ -32,6 +31,7 @@ from jobs.local.api.rest_forms import (
     render_message,
     wants_int_enums,
 )
+from jobs.local.api.routes.models import render_operation
 from jobs.local.serving.endpoints import EndpointRef, Endpoints
 from jobs.local.serving.models import ModelError, invalid
 
@@ -44,7 +44,7 @@ def add_endpoint_routes(
     app: FastAPI, endpoints: Endpoints, parent_of: Callable[[str, str], str]
 ) -> None:
     """Mount the routes. ``parent_of(project, location)`` is server.py's (404/400 for what the
-    platform does not serve). ModelError's handler is model_routes.py's."""
+    platform does not serve). ModelError's handler is routes/models.py's."""
     from google.cloud.aiplatform_v1 import (
         DeployModelRequest,
         Endpoint,
