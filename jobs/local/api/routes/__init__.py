@@ -1,1 +1,2 @@
-"""The local control plane's REST routes, one module per service (mounted by `jobs.local.api.server`)."""
+"""The local control plane's REST routes, one module per service, mounted by
+`jobs.local.api.server`."""
