@@ -52,21 +52,6 @@ def confirmed(
     return None
 
 
-def plan_and_confirm(
-    out: Console,
-    show: Callable[[], None],
-    execute: Callable[[], int],
-    answer: Ask,
-    question: str,
-    *,
-    refusal: str | None = None,
-    refused: str = "not submitted",
-) -> int:
-    """``confirmed``, then ``execute``'s exit code when it says go ahead."""
-    stop = confirmed(out, show, answer, question, refusal=refusal, refused=refused)
-    return execute() if stop is None else stop
-
-
 def print_refused(out: Console, refused: Refused, label: str) -> int:
     """Every problem of a plan that was refused before anything was sent; the exit code, 1."""
     for problem in refused.problems:

@@ -13,7 +13,7 @@ from jobs.runs.logs import LogSource
 from jobs.spec.template import JobTemplate
 from jobs.vertex.client import Vertex
 from jobs.vertex.rest import VertexRest
-from vtx.confirm import Ask, plan_and_confirm
+from vtx.confirm import Ask, confirmed
 from vtx.flows import study_watch
 from vtx.flows.controlled import launch_controlled
 from vtx.flows.follow import LogView, follow_run, log_source
@@ -106,7 +106,8 @@ def launch_job(
             return code
         return upload_run_model(out, stack, plan.run_id, options.upload, answer)
 
-    return plan_and_confirm(
-        out, lambda: print_launch_plan(out, plan), submit, answer, question,
+    stop = confirmed(
+        out, lambda: print_launch_plan(out, plan), answer, question,
         refusal=plan.refusal, refused="error" if plan.ladder else "not submitted",
     )  # fmt: skip
+    return submit() if stop is None else stop
