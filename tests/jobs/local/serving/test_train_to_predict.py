@@ -2,8 +2,8 @@
 their own project: `CustomTrainingJob(script_path=...).run()` trains (here: puts the trainer's
 tiny export into AIP_MODEL_DIR) and returns the uploaded Model, `model.deploy()` starts its
 serving container's command (`python -m trainer.serve`) behind an endpoint, and
-`endpoint.predict()` answers with what transformers generates from that model. Trained and
-registered once; deployed and asked over each of the SDK's transports."""
+`endpoint.predict()` answers with what transformers generates from that model. Trained,
+registered and deployed once; asked over each of the SDK's transports."""
 
 from __future__ import annotations
 
@@ -65,9 +65,8 @@ def trained(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> str:
     """`CustomTrainingJob(script_path=...).run()` through the SDK's default transport (gRPC),
-    polling every 0.2 s: the uploaded Model's resource name. Trained once for the module: the
-    tests deploy it over each transport (test_training_pipelines.py runs CustomTrainingJob over
-    both)."""
+    polling every 0.2 s: the uploaded Model's resource name. (test_training_pipelines.py runs
+    CustomTrainingJob over both transports.)"""
     from google.cloud.aiplatform import jobs, training_jobs
 
     with pytest.MonkeyPatch.context() as patch:
@@ -92,33 +91,33 @@ def trained(
         return model.resource_name
 
 
-@pytest.fixture(params=SDK_TRANSPORTS)
-def sdk(
-    request: pytest.FixtureRequest,
+@pytest.mark.slow(cost_s=20)
+def test_a_local_script_is_trained_registered_deployed_and_answers(
+    trained: str,
+    exported: Path,
     local_platform: StackOutputs,
     local_platform_state: PlatformState,
     monkeypatch: pytest.MonkeyPatch,
-):
-    """The SDK over one transport, polling every 0.2 s."""
+) -> None:
     from google.cloud.aiplatform import jobs
 
     monkeypatch.setattr(jobs, "_JOB_WAIT_TIME", 0.2)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", local_platform.gcs_endpoint or "")
-    return init_sdk(request.param, local_platform, local_platform_state)
-
-
-@pytest.mark.slow(cost_s=20)
-def test_a_local_script_is_trained_registered_deployed_and_answers(
-    trained: str, sdk, exported: Path
-) -> None:
+    expected = reference_text(exported, "full", 8)
+    assert expected
+    sdk = init_sdk("grpc", local_platform, local_platform_state)
     model = sdk.Model(trained)
     assert model.gca_resource.container_spec.image_uri == SERVE_IMAGE
     endpoint = model.deploy(machine_type="n1-standard-4", min_replica_count=1)
     try:
-        prediction = endpoint.predict(instances=[PROMPT], parameters={"max_new_tokens": 8})
-        expected = reference_text(exported, "full", 8)
-        assert expected and prediction.predictions == [{"generated_text": expected}]
-        assert prediction.model_resource_name == model.resource_name
+        # One serving process (torch + transformers), asked over each transport; the REST
+        # deploy and undeploy of the trainer's model are test_endpoints_platform.py's.
+        for transport in SDK_TRANSPORTS:
+            sdk = init_sdk(transport, local_platform, local_platform_state)
+            endpoint = sdk.Endpoint(endpoint.resource_name)
+            prediction = endpoint.predict(instances=[PROMPT], parameters={"max_new_tokens": 8})
+            assert prediction.predictions == [{"generated_text": expected}], transport
+            assert prediction.model_resource_name == model.resource_name, transport
     finally:
         endpoint.undeploy_all()
         endpoint.delete()
