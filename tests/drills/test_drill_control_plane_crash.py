@@ -41,11 +41,16 @@ RUNNING, SUCCEEDED, FAILED = 3, 4, 5
 
 
 def _pool(argv: list[str]) -> dict[str, Any]:
-    """One replica running `argv` (a whole command, not only Python code as `pool` builds)."""
+    """One replica running `argv` (a whole command, not only Python code as `pool` builds), on
+    one thread: torch's threads spinning on a shared 2-core machine train many times slower."""
     return {
         "machine_spec": {"machine_type": "n1-standard-4"},
         "replica_count": 1,
-        "container_spec": {"image_uri": "local/drill:1", "command": argv},
+        "container_spec": {
+            "image_uri": "local/drill:1",
+            "command": argv,
+            "env": [{"name": "OMP_NUM_THREADS", "value": "1"}],
+        },
     }
 
 
