@@ -1,7 +1,8 @@
 """A control-plane crash loses nothing: `bring_up` (what `vtx local up` runs) starts only the
 control plane again, running replicas are re-attached, replicas that ended while it was down
 are accounted for by their recorded exit, and a replica whose machine vanished is restarted as
-Vertex restarts a lost worker."""
+Vertex restarts a lost worker; `vtx local down` afterwards stops the replicas still running,
+even when both servers died again."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from jobs.local.platform.settings import LocalSettings
-from jobs.local.platform.state import read_state, stack_outputs_for
+from jobs.local.platform.state import PlatformState, read_state, stack_outputs_for
 from jobs.local.platform.store import Store
 from jobs.local.plumbing.ports import free_port
 from jobs.local.plumbing.processes import bring_up, start_fresh, stop_platform
@@ -43,7 +44,12 @@ print("finished", flush=True)
 """
 
 
-def test_control_plane_crash_and_restart_loses_no_job(gcs_emulator: str, tmp_path: Path) -> None:
+def test_control_plane_crash_and_restart_loses_no_job_and_down_fails_the_running_ones(
+    gcs_emulator: str, tmp_path: Path
+) -> None:
+    """The crash and restart, then `vtx local down` with a job still running: its replicas are
+    stopped and it FAILED (one platform for both: a start of its own each cost as much as the
+    rest of either)."""
     repo = REPO
     data_dir = tmp_path / "platform"
     settings = LocalSettings(data_dir=data_dir, cwd=repo, port=free_port(), grace_s=5.0)
@@ -90,26 +96,13 @@ def test_control_plane_crash_and_restart_loses_no_job(gcs_emulator: str, tmp_pat
         assert "workerpool0-0 was lost (no exit recorded)" in service
         (tmp_path / "go-survives").write_text("go")
         assert wait_terminal(jobs, survives).state == 4
+
+        left = submit("left", "import time; time.sleep(600)")
+        wait_for(lambda: jobs.get_custom_job(name=left).state == 3)
     finally:
         stop_platform(data_dir)
-
-
-def test_down_stops_running_replicas_and_fails_their_jobs(
-    gcs_emulator: str, tmp_path: Path
-) -> None:
-    repo = REPO
-    data_dir = tmp_path / "platform"
-    settings = LocalSettings(data_dir=data_dir, cwd=repo, port=free_port(), grace_s=5.0)
-    state = start_fresh(settings, gcs_endpoint=gcs_emulator)
-    try:
-        jobs = client(state.vertex_endpoint)
-        job = jobs.create_custom_job(
-            parent=PARENT, custom_job=custom_job("left", pool("import time; time.sleep(600)"))
-        )
-        wait_for(lambda: jobs.get_custom_job(name=job.name).state == 3)
-    finally:
-        stop_platform(data_dir)
-    record = Store(data_dir / "jobs.sqlite").get_job(job.name.rsplit("/", 1)[1])
+    # `vtx local down` stops the replicas still running and fails their jobs.
+    record = Store(data_dir / "jobs.sqlite").get_job(left.rsplit("/", 1)[1])
     assert record is not None
     assert record["state"] == "JOB_STATE_FAILED"
     assert "vtx local down" in record["error"]["message"]
@@ -129,17 +122,22 @@ with urllib.request.urlopen(url, timeout=10) as resp:
 """
 
 
-def test_both_servers_killed_come_back_on_their_ports_and_a_running_job_keeps_its_storage(
+def test_both_servers_killed_come_back_on_their_ports_and_down_after_a_second_kill_stops_replicas(
     tmp_path: Path,
 ) -> None:
-    """kill -9 of the control plane and the emulator while a job runs: `vtx local up` (which
-    passes its own default or free ports) starts both on the recorded ports, and the job, whose
-    replicas outlived them, goes on and reaches its storage."""
+    """kill -9 of the control plane and the emulator while jobs run: `vtx local up` (which
+    passes its own default or free ports) starts both on the recorded ports, and a job, whose
+    replicas outlived them, goes on and reaches its storage. Then both are killed again and
+    `vtx local down` runs: no control plane is left to stop the replicas that outlived them, so
+    `down` stops them itself (the process groups the store records) rather than saying there is
+    nothing to stop. One platform for both: a start of its own cost as much as either."""
     data_dir = tmp_path / "platform"
     settings = LocalSettings(
         data_dir=data_dir, cwd=REPO, port=free_port(), gcs_port=free_port(), grace_s=5.0
     )
     state = start_fresh(settings)
+    processes: list[psutil.Process] = []
+    stopped = False
     try:
         jobs = client(state.vertex_endpoint)
         go = tmp_path / "go"
@@ -147,12 +145,13 @@ def test_both_servers_killed_come_back_on_their_ports_and_a_running_job_keeps_it
             parent=PARENT,
             custom_job=custom_job("outlives", pool(WAIT_THEN_LIST, env={"GO": str(go)})),
         )
+        left = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("left", pool(SLEEP)))
         platform = stack_outputs_for(state)
-        wait_for(lambda: replica_output(platform, job.name, "workerpool0-0"))
-        for pid in (state.server_pid, state.gcs_pid):
-            process = psutil.Process(pid)
-            process.kill()  # kill -9, as a crash
-            process.wait(timeout=10)
+        for name in (job.name, left.name):
+            wait_for(lambda name=name: replica_output(platform, name, "workerpool0-0"))
+        processes = replica_processes(data_dir, left.name)
+        assert len(processes) == 2  # the runner and its command
+        kill_both(state)
 
         started = bring_up(settings.replace(port=free_port(), gcs_port=free_port()))
         assert started.note and "both stopped" in started.note
@@ -162,39 +161,30 @@ def test_both_servers_killed_come_back_on_their_ports_and_a_running_job_keeps_it
         )
         assert started.state.token == state.token
         assert jobs.get_custom_job(name=job.name).state == 3  # still RUNNING, re-attached
+        assert jobs.get_custom_job(name=left.name).state == 3
         go.write_text("go")
         assert wait_terminal(jobs, job.name).state == 4
         assert replica_output(platform, job.name, "workerpool0-0") == [
             "waiting",
             "examples/tiny.jsonl",
         ]
-    finally:
-        stop_platform(data_dir)
 
-
-def test_down_after_both_servers_were_killed_stops_the_replicas_they_left(tmp_path: Path) -> None:
-    """kill -9 of the control plane and the emulator, then `vtx local down`: no control plane is
-    left to stop the replicas that outlived them, so `down` stops them itself (the process
-    groups the store records) rather than saying there is nothing to stop."""
-    data_dir = tmp_path / "platform"
-    settings = LocalSettings(
-        data_dir=data_dir, cwd=REPO, port=free_port(), gcs_port=free_port(), grace_s=5.0
-    )
-    state = start_fresh(settings)
-    processes: list[psutil.Process] = []
-    try:
-        jobs = client(state.vertex_endpoint)
-        job = jobs.create_custom_job(parent=PARENT, custom_job=custom_job("left", pool(SLEEP)))
-        wait_for(lambda: replica_output(stack_outputs_for(state), job.name, "workerpool0-0"))
-        processes = replica_processes(data_dir, job.name)
-        assert len(processes) == 2  # the runner and its command
-        for pid in (state.server_pid, state.gcs_pid):
-            process = psutil.Process(pid)
-            process.kill()  # kill -9, as a crash
-            process.wait(timeout=10)
-
+        assert still_running(processes) == processes  # `left`'s replicas outlived both again
+        kill_both(started.state)
+        stopped = True
         assert stop_platform(data_dir).data_dir == state.data_dir
         assert still_running(processes) == []
         assert read_state(data_dir) is None
     finally:
+        if not stopped:
+            stop_platform(data_dir)
         kill_leftovers(processes)
+
+
+def kill_both(state: PlatformState) -> None:
+    """kill -9 of the control plane and the emulator, as a crash."""
+    assert state.gcs_pid is not None  # the platform's own emulator, not a shared one
+    for pid in (state.server_pid, state.gcs_pid):
+        process = psutil.Process(pid)
+        process.kill()
+        process.wait(timeout=10)
