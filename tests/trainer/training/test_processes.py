@@ -1,4 +1,7 @@
-"""Real processes: the container entrypoint on two 'nodes' over gloo, SIGTERM and SIGKILL."""
+"""Real processes: the container entrypoint on two 'nodes' over gloo, and SIGTERM.
+
+A SIGKILL while a checkpoint commits is the drill tests/drills/test_drill_kill_during_checkpoint.py
+(blocking and background saves, each resumed from the previous committed step)."""
 
 from __future__ import annotations
 
@@ -15,16 +18,7 @@ import yaml
 
 from jobs.local.plumbing.ports import free_port
 from tests.conftest import HANG_S, REPO
-from tests.trainer.conftest import (
-    DATASET,
-    EXAMPLES,
-    assert_bit_identical,
-    final_weights,
-    read_json_lines,
-    run_in_process,
-    tiny_config,
-)
-from trainer.checkpoint.store import KILL_BEFORE_COMMIT_ENV
+from tests.trainer.conftest import DATASET, EXAMPLES, read_json_lines, tiny_config
 from trainer.config.env import VertexEnv
 from trainer.launch import EXIT_PREEMPTED, exit_code_for, torchrun_argv
 
@@ -165,40 +159,6 @@ def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bu
     fs.invalidate_cache()
     assert fs.exists(f"{gcs_bucket}/runs/demo/model/adapter_model.safetensors")
     assert fs.exists(f"{gcs_bucket}/runs/demo/model/merged/model.safetensors")
-
-
-@pytest.mark.slow
-def test_process_killed_while_committing_resumes_from_previous_checkpoint(tmp_path, small_dataset):
-    common = {"max_steps": 8, "save_steps": 2, "async_save": False}
-    straight = tiny_config(str(small_dataset), str(tmp_path / "straight"), **common)
-    assert run_in_process(straight) == 0
-
-    config = tmp_path / "killed.yaml"
-    config.write_text(
-        yaml.safe_dump(tiny_config(str(small_dataset), str(tmp_path / "killed"), **common))
-    )
-    command = [sys.executable, "-m", "trainer", "--config", str(config)]
-    env = {**os.environ, KILL_BEFORE_COMMIT_ENV: "4"}
-    first = subprocess.run(
-        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-    )
-    assert first.returncode == -signal.SIGKILL, first.stdout[-3000:] + first.stderr[-3000:]
-    checkpoints = tmp_path / "killed" / "checkpoints"
-    assert (checkpoints / "step-000000002" / "COMMITTED").exists()
-    assert (checkpoints / "step-000000004").exists() and not (
-        checkpoints / "step-000000004" / "COMMITTED"
-    ).exists()
-
-    env.pop(KILL_BEFORE_COMMIT_ENV)
-    second = subprocess.run(
-        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-    )
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    resumed = [e for e in read_json_lines(second.stdout) if e.get("message") == "resumed"]
-    assert resumed[0]["step"] == 2
-    assert_bit_identical(
-        final_weights(tmp_path / "straight" / "model"), final_weights(tmp_path / "killed" / "model")
-    )
 
 
 def _catches_sigterm(pid: int) -> bool:
