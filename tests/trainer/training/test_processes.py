@@ -97,7 +97,7 @@ def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bu
     replica's process group (worker first, then the chief), then a clean finish."""
     import gcsfs
 
-    max_steps = 40
+    max_steps = 20
     fs = gcsfs.GCSFileSystem(token="anon")
     fs.put_file(str(DATASET), f"{gcs_bucket}/examples/tiny.jsonl")
     run = f"gs://{gcs_bucket}/runs/demo"
@@ -116,19 +116,18 @@ def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bu
         "-m", "trainer.launch",
         "--config", str(EXAMPLES / "tiny-lora.yaml"),
         "--set", f"data.path=gs://{gcs_bucket}/examples/tiny.jsonl",
-        # Past the config's eval at step 30, so a node that missed the override below would
-        # hang there; no further: each step is two processes' all-reduce on a shared CPU.
-        "--set", f"max_steps={max_steps}",
         "--set", "logging_steps=1",
-        # As Vertex appends a tuning trial's parameter: both nodes must apply it (an eval at the
-        # config's step 30 on one node alone would leave the other waiting in its all-reduce).
-        "--eval_steps=50",
+        # As Vertex appends a tuning trial's parameter: both nodes must apply it (a node left at
+        # the config's 60 steps would still be stepping, in all-reduces its peer never joins,
+        # when the other evaluates and exports). A margin of steps after the second preemption
+        # for the SIGTERM to land, no more: each step is two processes' all-reduce on a shared CPU.
+        f"--max_steps={max_steps}",
     ]  # fmt: skip
 
     def start_job() -> list[Replica]:
         return [Replica(args, {**base_env, "RANK": str(rank)}) for rank in range(2)]
 
-    def preempt(victim_rank: int, at_step: int) -> int:
+    def preempt(victim_rank: int, at_step: int, resumes_from: int | None) -> int:
         replicas = start_job()
         victim = replicas[victim_rank]
         victim.watch_step = at_step
@@ -136,6 +135,8 @@ def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bu
         os.killpg(victim.proc.pid, signal.SIGTERM)  # what a preemption of that replica does
         for replica in replicas:
             assert replica.wait() == EXIT_PREEMPTED, replica.output()
+        resumed = [e["step"] for e in replicas[0].events() if e["message"] == "resumed"]
+        assert resumed == ([] if resumes_from is None else [resumes_from])
         stops = {
             e["rank"]: e["step"]
             for r in replicas
@@ -147,8 +148,8 @@ def test_two_nodes_stop_together_on_either_preemption_and_resume_from_gcs(gcs_bu
         assert fs.exists(f"{gcs_bucket}/runs/demo/checkpoints/step-{stops[0]:09d}/COMMITTED")
         return stops[0]
 
-    first_stop = preempt(victim_rank=1, at_step=3)
-    second_stop = preempt(victim_rank=0, at_step=first_stop + 3)
+    first_stop = preempt(victim_rank=1, at_step=3, resumes_from=None)
+    second_stop = preempt(victim_rank=0, at_step=first_stop + 3, resumes_from=first_stop)
     assert first_stop < second_stop < max_steps
 
     chief, worker = start_job()
