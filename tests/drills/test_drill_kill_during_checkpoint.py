@@ -5,8 +5,10 @@ at a seeded point: after a random number of bytes of its shard or `.metadata` (a
 file on disk), or with all data written but no commit marker. After each kill the half-written
 step must be uncommitted and the one before it committed; the next attempt must resume from
 that previous step (never from the broken one), and the run must end bit-identical to one
-that was never killed. Every attempt is a real process (SIGKILL cannot be survived in-process),
-forked from a server that has torch imported already.
+that was never killed. One of the before-marker kills hits a blocking save (`async_save: false`:
+the loop's own save commits), the other a background save's commit. Every attempt is a real
+process (SIGKILL cannot be survived in-process), forked from a server that has torch imported
+already.
 """
 
 from __future__ import annotations
@@ -21,17 +23,20 @@ from drill_support import (
     committed_steps,
     drill_config,
     final_weights,
+    read_json_lines,
     resumed_from,
     write_small_dataset,
 )
 
 from trainer.checkpoint.store import MARKER, step_dir
+from trainer.tracking.events import Event
 
 SEED = 7_2026
 SAVE_STEPS = 2
 KILLED_STEPS = [SAVE_STEPS * (i + 2) for i in range(10)]  # 4, 6, ..., 22
 MAX_STEPS = KILLED_STEPS[-1] + SAVE_STEPS
 BEFORE_COMMIT = {3, 8}  # attempts killed with every byte written, just before the marker
+BLOCKING = {3}  # attempts that save in the loop (async_save false) rather than in the background
 SIGKILLED = -9  # multiprocessing's exit code for death by SIGKILL
 
 
@@ -59,15 +64,20 @@ def test_kills_mid_checkpoint_resume_from_the_previous_committed_one(tmp_path: P
     run = tmp_path / "killed"
     checkpoints = run / "checkpoints"
     cfg = drill_config(str(dataset), str(run), **common)
+    blocking = {**cfg, "async_save": False}  # not part of what a checkpoint records
     previous: int | None = None
     for attempt, plan in enumerate(kill_plans(checkpoint_bytes)):
         log = tmp_path / f"attempt-{attempt}.log"
         where = f"attempt {attempt} ({plan}); log {log}"
-        assert run_child(ctx, cfg, str(log), plan) == SIGKILLED, where
+        attempt_cfg = blocking if attempt in BLOCKING else cfg
+        assert run_child(ctx, attempt_cfg, str(log), plan) == SIGKILLED, where
         assert resumed_from(log.read_text()) == previous, where
         broken = Path(step_dir(str(checkpoints), plan.step))
         assert broken.is_dir() and not (broken / MARKER).exists(), where
         assert committed_steps(checkpoints)[-1] == plan.step - SAVE_STEPS, where
+        if plan.after_bytes is None:  # the loop logs a save as started once its call returns
+            returned = plan.step in _started_saves(log.read_text())
+            assert returned == (attempt not in BLOCKING), where
         previous = plan.step - SAVE_STEPS
 
     log = tmp_path / "final.log"
@@ -76,6 +86,14 @@ def test_kills_mid_checkpoint_resume_from_the_previous_committed_one(tmp_path: P
     assert_bit_identical(final_weights(str(reference / "model")), final_weights(str(run / "model")))
     leftovers = [p.name for p in checkpoints.iterdir() if not (p / MARKER).exists()]
     assert leftovers == [], "uncommitted checkpoint directories were left behind"
+
+
+def _started_saves(log_text: str) -> list[int]:
+    return [
+        int(e["step"])
+        for e in read_json_lines(log_text)
+        if e.get("message") == Event.CHECKPOINT_STARTED
+    ]
 
 
 @pytest.mark.parametrize("after_bytes", [0, 1000])
