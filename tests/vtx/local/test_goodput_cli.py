@@ -21,21 +21,24 @@ from typer.testing import CliRunner
 
 from jobs.control.records import Records
 from jobs.core.stack import StackOutputs
-from jobs.local.platform.settings import DATA_DIR_ENV
-from jobs.local.plumbing.client import LocalApiError, preempt_replica, read_logs
+from jobs.local.plumbing.client import (
+    LocalApiError,
+    preempt_replica,
+    read_capacity,
+    read_logs,
+    set_capacity,
+)
 from jobs.vertex.rest import VertexRest
 from tests.conftest import HANG_S
-from tests.jobs.local.local_helpers import capacity_platform, wait_for
+from tests.jobs.local.local_helpers import wait_for
 from vtx.cli import app
 
 runner = CliRunner(env={"COLUMNS": "200"})
 STEPS = 150
 
 
-def vtx(*args: str, data_dir: Path | None = None) -> str:
-    """``data_dir``: the platform `--stack local` means, when it is not the session's."""
-    env = {DATA_DIR_ENV: str(data_dir)} if data_dir else None
-    result = runner.invoke(app, list(args), env=env)
+def vtx(*args: str) -> str:
+    result = runner.invoke(app, list(args))
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -182,21 +185,25 @@ LINES = [
 """Trainer-shaped lines: the ladder's test needs where the run waited, not a model."""
 
 
-@pytest.fixture(scope="module")
-def stocked_out(
-    gcs_emulator: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[StackOutputs, Path]]:
-    """A platform of its own whose Spot T4s are stocked out in us-central1, and its data dir."""
-    data_dir = tmp_path_factory.mktemp("goodput-ladder") / "platform"
-    with capacity_platform(data_dir, gcs_emulator, STOCKED_OUT) as stack:
-        yield stack, data_dir
+@pytest.fixture
+def stocked_out(local_platform: StackOutputs) -> Iterator[StackOutputs]:
+    """The session's platform with its Spot T4s stocked out in us-central1 for one test (its
+    capacity model replaced while it runs, as `vtx local capacity set` does), then put back: no
+    control plane of its own to start."""
+    endpoint, token = local_platform.vertex_endpoint or "", local_platform.local_token or ""
+    before = read_capacity(endpoint, token)["capacity"]
+    set_capacity(endpoint, token, STOCKED_OUT)
+    try:
+        yield local_platform
+    finally:
+        set_capacity(endpoint, token, before)
 
 
 @pytest.mark.slow
 def test_a_first_rung_that_stocks_out_shows_as_waiting_for_capacity(
-    stocked_out: tuple[StackOutputs, Path], tmp_path: Path
+    stocked_out: StackOutputs, tmp_path: Path
 ) -> None:
-    stack, data_dir = stocked_out
+    stack = stocked_out
     run_id = "goodput-ladder"
     code = "import json\n" + "".join(f"print(json.dumps({line!r}))\n" for line in LINES)
     template = tmp_path / "ladder.yaml"
@@ -214,7 +221,7 @@ def test_a_first_rung_that_stocks_out_shows_as_waiting_for_capacity(
         )
     )  # fmt: skip
     launched = vtx("launch", str(template), "--stack", "local", "--yes", "--run-id", run_id,
-                   "--poll-s", "0.2", data_dir=data_dir)  # fmt: skip
+                   "--poll-s", "0.2")  # fmt: skip
     assert "rung 1 us-central1 1xT4 SPOT: submitted" in launched  # the controller walks on
     records = Records(stack)
     done = wait_for(lambda: (s := records.read(run_id)) and s.record.outcome and s.record)
@@ -222,9 +229,7 @@ def test_a_first_rung_that_stocks_out_shows_as_waiting_for_capacity(
     rest = VertexRest(stack)
     wait_for(lambda: all(j.terminal for j in rest.list(run_id)))
 
-    found = json.loads(
-        vtx("status", run_id, "--stack", "local", "--format", "json", data_dir=data_dir)
-    )
+    found = json.loads(vtx("status", run_id, "--stack", "local", "--format", "json"))
     goodput = found["goodput"]
     assert_tiles(goodput)
     first, second = goodput["attempts"]
@@ -236,7 +241,7 @@ def test_a_first_rung_that_stocks_out_shows_as_waiting_for_capacity(
     assert abs(category(goodput, "waiting")["seconds"] - waited) < 1e-3
     assert category(goodput, "waiting")["usd"] == 0  # queued and stocked out: not billed
 
-    table = vtx("status", run_id, "--stack", "local", "--timeline", data_dir=data_dir)
+    table = vtx("status", run_id, "--stack", "local", "--timeline")
     row = next(line for line in table.splitlines() if line.startswith("a1 "))
     bar = row.split("|")[1]
     assert set(bar.strip()) == {"W"} and "waiting for capacity" in table

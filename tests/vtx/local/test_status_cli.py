@@ -6,7 +6,6 @@ the JSON/YAML documents."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,10 @@ import yaml
 from typer.testing import CliRunner
 
 from jobs.core.stack import StackOutputs
+from jobs.local.plumbing.client import read_logs
 from jobs.vertex.client import Vertex
 from jobs.vertex.rest import VertexRest
-from tests.conftest import HANG_S
+from tests.jobs.local.local_helpers import wait_for
 from vtx.cli import app
 
 pytestmark = pytest.mark.slow
@@ -50,14 +50,22 @@ def status(run_id: str) -> dict[str, Any]:
     return json.loads(vtx("status", run_id, "--stack", "local", "--format", "json"))
 
 
-def wait_for(run_id: str, done: Any, what: str) -> dict[str, Any]:
-    deadline = time.monotonic() + HANG_S  # only catches a hang
-    while time.monotonic() < deadline:
-        found = status(run_id)
-        if done(found):
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"run {run_id}: {what} never happened; last status {found}")
+# The waits below watch the event itself (the job's state, a log line) with a cheap request,
+# then read `vtx status` once: polling the whole command would redo its work (jobs, logs,
+# checkpoints, prices) a few times a second for the length of a run.
+
+
+def ended(stack: StackOutputs, ref: str) -> dict[str, Any]:
+    """`vtx status` of ``ref`` (a run id or job id) once its newest job has ended."""
+    rest = VertexRest(stack)
+    wait_for(lambda: rest.resolve(ref).terminal)
+    return status(ref)
+
+
+def logged(stack: StackOutputs, run_id: str, line: dict[str, Any]) -> bool:
+    """Whether the run's replicas have printed ``line`` (as the store holds it)."""
+    page = read_logs(stack.vertex_endpoint or "", stack.local_token or "", run_id=run_id)
+    return any(e["message"].strip() == json.dumps(line) for e in page["entries"])
 
 
 def test_the_real_trainers_progress_and_checkpoints_show_in_status_and_list(
@@ -67,7 +75,8 @@ def test_the_real_trainers_progress_and_checkpoints_show_in_status_and_list(
     for override in ("max_steps=10", "save_steps=5", "logging_steps=5", "eval_steps=10"):
         command += ["--set", override]
     launch(tmp_path, "tiny-status", command)
-    found = wait_for("tiny-status", lambda s: s["attempts"][0]["ended"], "the end")
+    found = ended(local_platform, "tiny-status")
+    assert found["attempts"][0]["ended"]
 
     assert found["state"] == "JOB_STATE_SUCCEEDED", found["error"]
     progress = found["progress"]
@@ -115,16 +124,19 @@ def test_a_running_job_has_an_eta_and_a_second_attempt_is_numbered_two(
         "time.sleep(300)\n"
     )
     launch(tmp_path, "eta-run", ["python", "-c", code])
-    found = wait_for("eta-run", lambda s: s["progress"]["step"] == 5, "step 5")
+    wait_for(lambda: logged(local_platform, "eta-run", lines[1]))
+    found = status("eta-run")
+    assert found["progress"]["step"] == 5
     assert found["state"] == "JOB_STATE_RUNNING"
     assert found["progress"]["total_steps"] == 100
     assert found["progress"]["eta_s"] > 0  # 95 steps at the pace since the start
     assert "ETA" in vtx("status", "eta-run", "--stack", "local")
 
     assert "cancel requested" in vtx("cancel", "eta-run", "--stack", "local")
-    wait_for("eta-run", lambda s: s["state"] == "JOB_STATE_CANCELLED", "the cancel")
+    assert ended(local_platform, "eta-run")["state"] == "JOB_STATE_CANCELLED"
     launch(tmp_path, "eta-run", ["python", "-c", "print('second')"])
-    found = wait_for("eta-run", lambda s: s["attempts"][-1]["ended"], "the second attempt's end")
+    found = ended(local_platform, "eta-run")
+    assert found["attempts"][-1]["ended"]
     assert [(a["attempt"], a["state"]) for a in found["attempts"]] == [
         (1, "JOB_STATE_CANCELLED"),
         (2, "JOB_STATE_SUCCEEDED"),
@@ -149,7 +161,8 @@ def test_a_job_launched_without_vtx_is_shown_alone(local_platform: StackOutputs)
         aiplatform_v1.CustomJob(display_name="plain", job_spec={"worker_pool_specs": [pool]})
     )
     job_id = job.name.rsplit("/", 1)[-1]
-    found = wait_for(job_id, lambda s: s["attempts"][0]["ended"], "the end")
+    found = ended(local_platform, job_id)
+    assert found["attempts"][0]["ended"]
     assert (found["run_id"], found["job"], found["state"]) == (
         None,
         job.name,
