@@ -39,6 +39,11 @@ def test_every_part_runs_and_reports(dry_run: tuple[dict, str]) -> None:
     for heading in ["The card", "0.5B full fine-tune", "0.5B LoRA", "Attention per bucket"]:
         assert f"#### {heading}" in markdown
     assert raw["figures"]["card"]["matmul_flops_per_s"] > 0
+    # The one place in the suite where the trainer's compiled path runs with its production
+    # backend (Inductor) end to end; tests/trainer/model/test_small_parts.py compares losses
+    # on aot_eager.
+    compiled = raw["figures"]["0.5B full"][gpu.OURS_COMPILED.name]
+    assert "error" not in compiled[0] and compiled[0]["tokens_per_s"] > 0, compiled
 
 
 def test_both_sides_train_every_case_on_equal_tokens(dry_run: tuple[dict, str]) -> None:
