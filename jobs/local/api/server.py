@@ -156,7 +156,7 @@ def create_app(settings: LocalSettings, token: str) -> FastAPI:
     add_quota_routes(app, executor)  # Cloud Quotas: jobs/local/api/routes/quotas.py
     add_billing_routes(app)  # the billing catalog stand-in: jobs/local/api/routes/billing.py
     add_vtx_routes(app, executor, store)  # jobs/local/api/routes/vtx.py
-    add_pipeline_routes(app, pipelines, checked_parent, job_problems)  # routes/pipelines.py
+    add_pipeline_routes(app, pipelines, job_problems)  # routes/pipelines.py
     add_model_routes(app, Models(store), checked_parent)  # ModelService: routes/models.py
     add_endpoint_routes(app, endpoints, checked_parent)  # Endpoint/Prediction: routes/endpoints.py
     add_persistent_resource_routes(app, PersistentResources(store, executor), checked_parent)

@@ -1,39 +1,23 @@
 """PipelineService v1's trainingPipelines over REST, as
 ``aiplatform_v1.PipelineServiceClient(transport="rest")`` calls them: create, get, list,
-``:cancel`` and delete under ``/v1/projects/{p}/locations/{l}/trainingPipelines``.
-jobs/local/custom_jobs/pipelines.py runs them.
+``:cancel`` and delete under ``/v1/projects/{p}/locations/{l}/trainingPipelines`` (mounted by
+jobs/local/api/job_collection.py). jobs/local/custom_jobs/pipelines.py runs them.
 
 Bodies go through protobuf's json_format against the real ``TrainingPipeline`` message (unknown
-fields are a 400, enums are ints when the client asks), as server.py does for CustomJobs. A
-create is checked as a custom task (pipelines.custom_job_spec_problems), then its
-``trainingTaskInputs`` by the customJobs checks, named at ``trainingTaskInputs``.
+fields are a 400, enums are ints when the client asks), as the CustomJob routes do. A create is
+checked as a custom task (pipelines.custom_job_spec_problems), then its ``trainingTaskInputs``
+by the customJobs checks, named at ``trainingTaskInputs``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastapi import FastAPI, Query, Request
-from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
+from fastapi import FastAPI
 
-from jobs.local.api.read_mask import ReadMaskError, apply_read_mask
-from jobs.local.api.rest_forms import (
-    DEFAULT_PAGE_SIZE,
-    list_response,
-    page_of,
-    parse_message,
-    render_message,
-    wants_int_enums,
-)
-from jobs.local.custom_jobs.pipelines import (
-    PipelineError,
-    Pipelines,
-    custom_job_spec_problems,
-    parse_job_spec,
-)
-from jobs.local.platform.filters import FilterError, parse_filter
-from jobs.local.platform.operations import deleted
+from jobs.local.api.api_errors import ApiError
+from jobs.local.api.job_collection import JobCollection, add_job_collection_routes
+from jobs.local.custom_jobs.pipelines import Pipelines, custom_job_spec_problems, parse_job_spec
 
 OUTPUT_ONLY = (
     "name",
@@ -50,27 +34,6 @@ JobChecks = Callable[[dict, str], list[str]]
 """(CustomJob in REST form, location) -> the customJobs create checks' problems."""
 
 
-def invalid(message: str) -> PipelineError:
-    return PipelineError(400, "INVALID_ARGUMENT", message)
-
-
-def not_found(name: str) -> PipelineError:
-    return PipelineError(404, "NOT_FOUND", f"TrainingPipeline {name} does not exist")
-
-
-def parse_pipeline(body: bytes) -> dict:
-    """Request body -> REST-form TrainingPipeline, through the real proto."""
-    from google.cloud.aiplatform_v1 import TrainingPipeline
-
-    return parse_message(TrainingPipeline, body)
-
-
-def render_pipeline(pipeline: dict, int_enums: bool, read_mask: str = "") -> str:
-    from google.cloud.aiplatform_v1 import TrainingPipeline
-
-    return render_message(TrainingPipeline, pipeline, int_enums, read_mask)
-
-
 def checked_job_spec(
     pipeline: dict, location: str, pipelines: Pipelines, job_checks: JobChecks
 ) -> None:
@@ -79,11 +42,11 @@ def checked_job_spec(
     then the customJobs checks on the spec."""
     problems = custom_job_spec_problems(pipeline)
     if problems:
-        raise invalid("; ".join(problems))
+        raise ApiError(400, "; ".join(problems))
     try:
         spec = parse_job_spec(pipeline["trainingTaskInputs"])
     except ValueError as exc:
-        raise invalid(str(exc)) from exc
+        raise ApiError(400, str(exc)) from exc
     pipelines.executor.check_fits({"jobSpec": spec})
     job = {"displayName": pipeline["displayName"], "jobSpec": spec}
     problems = [
@@ -91,92 +54,35 @@ def checked_job_spec(
         for p in job_checks(job, location)
     ]
     if problems:
-        raise invalid("; ".join(problems))
+        raise ApiError(400, "; ".join(problems))
 
 
-def add_pipeline_routes(
-    app: FastAPI,
-    pipelines: Pipelines,
-    parent_of: Callable[[str, str], str],
-    job_checks: JobChecks,
-) -> None:
-    """The five trainingPipelines routes; ``parent_of(project, location)`` is server.py's
-    ``checked_parent`` (the project's number, the served regions)."""
-    base = "/v1/projects/{project}/locations/{location}/trainingPipelines"
+def add_pipeline_routes(app: FastAPI, pipelines: Pipelines, job_checks: JobChecks) -> None:
+    """The five trainingPipelines routes; ``job_checks`` is job_requests.job_problems."""
 
-    def get_or_404(project: str, location: str, pipeline_id: str) -> dict:
-        parent = parent_of(project, location)
-        pipeline = pipelines.store.get_pipeline(pipeline_id)
-        if pipeline is None or not pipeline["name"].startswith(parent + "/"):
-            raise not_found(f"{parent}/trainingPipelines/{pipeline_id}")
-        return pipeline
-
-    def respond(request: Request, pipeline: dict) -> Response:
-        return Response(
-            render_pipeline(pipeline, wants_int_enums(request)), media_type="application/json"
-        )
-
-    @app.post(base)
-    async def create_training_pipeline(request: Request, project: str, location: str) -> Response:
-        parent = parent_of(project, location)
-        pipeline = parse_pipeline(await request.body())
+    def create(parent: str, location: str, pipeline: dict) -> dict:
         checked_job_spec(pipeline, location, pipelines, job_checks)
         for field in OUTPUT_ONLY:
             pipeline.pop(field, None)
         pipeline["name"] = f"{parent}/trainingPipelines/{pipelines.store.unused_id()}"
-        # The pipelines' lock is held by their thread: wait for it off the event loop.
-        return respond(request, await run_in_threadpool(pipelines.create, pipeline))
+        return pipelines.create(pipeline)
 
-    @app.get(base + "/{pipeline_id}")
-    def get_training_pipeline(
-        request: Request, project: str, location: str, pipeline_id: str
-    ) -> Response:
-        return respond(request, get_or_404(project, location, pipeline_id))
-
-    @app.get(base)
-    def list_training_pipelines(
-        request: Request,
-        project: str,
-        location: str,
-        filter: str = "",
-        pageSize: int = Query(DEFAULT_PAGE_SIZE, le=2**31 - 1),
-        pageToken: str = "",
-        readMask: str = "",
-    ) -> Response:
-        parent = parent_of(project, location)
-        try:
-            matches = parse_filter(filter)
-            apply_read_mask_check(readMask)
-        except (FilterError, ReadMaskError) as exc:
-            raise invalid(str(exc)) from exc
-        pipelines_here = [
-            (pos, p)
-            for pos, p in pipelines.store.list_pipelines()
-            if p["name"].startswith(parent + "/") and matches(p)
-        ]
-        found, token = page_of(pipelines_here, pageSize, pageToken)
-        rendered = [render_pipeline(p, wants_int_enums(request), readMask) for p in found]
-        return list_response("trainingPipelines", rendered, token)
-
-    # get_or_404 checks the parent; a delete racing these can still win: the service's answer,
-    # read under its lock, says so.
-    @app.post(base + "/{pipeline_id}:cancel")
-    def cancel_training_pipeline(project: str, location: str, pipeline_id: str) -> dict:
-        name = get_or_404(project, location, pipeline_id)["name"]
+    def cancel(pipeline_id: str, name: str) -> dict:
+        # The service refuses an ended pipeline itself (its FAILED_PRECONDITION); None: a
+        # delete won the race.
         if pipelines.cancel(pipeline_id) is None:
-            raise not_found(name)
+            raise ApiError(404, f"TrainingPipeline {name} does not exist")
         return {}
 
-    @app.delete(base + "/{pipeline_id}")
-    def delete_training_pipeline(project: str, location: str, pipeline_id: str) -> dict:
-        name = get_or_404(project, location, pipeline_id)["name"]
-        if not pipelines.delete(pipeline_id):
-            raise not_found(name)
-        return deleted(name)
-
-
-def apply_read_mask_check(read_mask: str) -> None:
-    """A list's readMask is checked once, against the TrainingPipeline message."""
-    from google.cloud.aiplatform_v1 import TrainingPipeline
-
-    apply_read_mask(TrainingPipeline, {}, read_mask)
+    add_job_collection_routes(
+        app,
+        JobCollection(
+            kind="TrainingPipeline",
+            segment="trainingPipelines",
+            get=pipelines.store.get_pipeline,
+            listed=pipelines.store.list_pipelines,
+            create=create,
+            cancel=cancel,
+            delete=pipelines.delete,
+        ),
+    )
