@@ -15,6 +15,7 @@ restarted executor re-attaches to them.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -270,7 +271,9 @@ class Executor:
             self._jobs[job.id] = job
             self._persist(job)
             self._service_log(job, f"job accepted: {len(slots)} replica(s)")
-        return resource
+            # The answer is rendered outside the lock while the supervisor's tick changes the
+            # job: a copy taken under it, never the live dict.
+            return copy.deepcopy(resource)
 
     def _check_quota(self, need: Need) -> None:
         """Vertex's 429 for a create the region's quota cannot take beside its active jobs."""

@@ -393,6 +393,17 @@ def _tick_until_terminal(executor: Executor, job_id: str, ticks: int = 100) -> d
     raise AssertionError(f"job {job_id} still {job['state']} after {ticks} ticks")
 
 
+def test_a_created_jobs_answer_is_a_copy_the_supervisor_does_not_change(tmp_path: Path) -> None:
+    """Before: the create's answer was the live job, rendered outside the lock while a tick
+    changed it ('dictionary changed size during iteration', a 500, once under load)."""
+    executor = _executor(tmp_path, cwd=tmp_path / "removed-checkout")
+    answer = executor.submit(_rest_job("1"))
+    assert answer["state"] == "JOB_STATE_QUEUED"
+    _tick_until_terminal(executor, "1")
+    assert answer["state"] == "JOB_STATE_QUEUED"
+    assert "endTime" not in answer
+
+
 def test_a_replica_that_cannot_start_fails_the_job_at_once(tmp_path: Path) -> None:
     """Before: Popen raised on every tick and the job stayed PENDING forever."""
     executor = _executor(tmp_path, cwd=tmp_path / "removed-checkout")
