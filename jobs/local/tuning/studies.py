@@ -199,7 +199,9 @@ class Studies:
             study = ActiveStudy(resource, StudyRuntime())
             self._studies[study.id] = study
             self._persist(study)
-            return resource
+            # Rendered outside the lock while the tick changes the study: a copy, as the
+            # executor's create answers.
+            return copy.deepcopy(resource)
 
     def cancel(self, study_id: str) -> JobState | None:
         """Cancel a study: its running trials' CustomJobs are cancelled, then it is CANCELLED.

@@ -157,6 +157,19 @@ def test_a_second_delete_and_a_cancel_of_what_a_race_removed_find_nothing(tmp_pa
     assert pipelines.delete("9") is False and pipelines.cancel("9") is None
 
 
+def test_a_created_studys_answer_is_a_copy_its_service_does_not_change(tmp_path: Path) -> None:
+    """The create's answer is rendered outside the studies' lock: it must not be the live
+    study a tick or a cancel changes meanwhile."""
+    store = Store(tmp_path / "jobs.sqlite")
+    settings = LocalSettings(data_dir=tmp_path, cwd=tmp_path, gcs_port=1, grace_s=1.0)
+    studies = Studies(store, Executor(store, settings), settings)
+    name = f"projects/{LOCAL_PROJECT_NUMBER}/locations/us-central1/hyperparameterTuningJobs/8"
+    answer = studies.create({"name": name, "displayName": "eight"})
+    assert answer["state"] == "JOB_STATE_QUEUED"
+    studies.cancel("8")
+    assert answer["state"] == "JOB_STATE_QUEUED"
+
+
 # -- predictions a model never answers, and its undeploy ---------------------------------------
 
 
