@@ -212,7 +212,7 @@ Labels = Annotated[dict[str, str], AfterValidator(_label_map)]
 
 class _Model(BaseModel):
     # Unknown keys are typos until proven otherwise.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 # --- the vtx:platform object -----------------------------------------------------------------

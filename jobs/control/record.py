@@ -27,7 +27,7 @@ Kind = Literal["job", "ladder", "study"]
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class RungRecord(Model):

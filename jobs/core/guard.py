@@ -48,7 +48,7 @@ GuardDuration = Annotated[str | int | float | None, BeforeValidator(_positive_du
 class Guard(BaseModel):
     """``guard:`` as a template or a stack config writes it; every key optional."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     no_progress: GuardDuration = None
     """How long a training run may go without a step before ``action``."""
@@ -63,7 +63,7 @@ class Guard(BaseModel):
 class RunGuard(BaseModel):
     """The guard one run is held to, in seconds: what its record carries."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     no_progress_s: float | None = None
     min_tokens_per_s: float | None = None

@@ -45,7 +45,7 @@ class Phase(StrEnum):
 class Heartbeat(BaseModel):
     """One beat. Times are the writer's clock, UTC."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     version: int = HEARTBEAT_VERSION
     job: str | None = None

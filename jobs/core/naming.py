@@ -36,46 +36,51 @@ RFC1035_NAME = re.compile(RFC1035_PATTERN)
 """Match with ``fullmatch``."""
 
 
-_LIMITS = vertex_limits()
-DISPLAY_NAME_MAX = _LIMITS.display_name_max_chars
-LABELS_MAX = _LIMITS.labels_max
-LABEL_MAX_CHARS = _LIMITS.label_max_chars
-LABEL_KEY = re.compile(_LIMITS.label_key_pattern)
-LABEL_VALUE = re.compile(_LIMITS.label_value_pattern)
+# The limits are read when a name is checked, not at import: every command imports this module,
+# and reading them builds their validator (the CLI's `--help` would pay it for nothing).
 _NOT_LABEL_CHARACTER = re.compile(r"[^a-z0-9_-]")
+
+
+def display_name_max() -> int:
+    """The most characters a Vertex display name may have."""
+    return vertex_limits().display_name_max_chars
 
 
 def display_name_problem(name: str) -> str | None:
     """Why Vertex refuses ``name`` as a resource's display name, or None."""
-    if 0 < len(name) <= DISPLAY_NAME_MAX:
+    most = display_name_max()
+    if 0 < len(name) <= most:
         return None
     length = f"{len(name)} characters" if name else "empty"
-    return f"{length}; a display name has 1 to {DISPLAY_NAME_MAX} characters"
+    return f"{length}; a display name has 1 to {most} characters"
 
 
 def label_key_problem(key: str) -> str | None:
     """Why Vertex refuses ``key`` as a label's key, or None."""
-    if LABEL_KEY.fullmatch(key) and len(key) <= LABEL_MAX_CHARS:
+    limits = vertex_limits()
+    if re.fullmatch(limits.label_key_pattern, key) and len(key) <= limits.label_max_chars:
         return None
     return (
         f"invalid label key {key!r}: lower case letters, digits, '_' and '-', starting with a "
-        f"letter, at most {LABEL_MAX_CHARS} characters"
+        f"letter, at most {limits.label_max_chars} characters"
     )
 
 
 def label_value_problem(value: str) -> str | None:
     """Why Vertex refuses ``value`` as a label's value, or None."""
-    if LABEL_VALUE.fullmatch(value) and len(value) <= LABEL_MAX_CHARS:
+    limits = vertex_limits()
+    if re.fullmatch(limits.label_value_pattern, value) and len(value) <= limits.label_max_chars:
         return None
     return (
         f"invalid label value {value!r}: lower case letters, digits, '_' and '-', at most "
-        f"{LABEL_MAX_CHARS} characters"
+        f"{limits.label_max_chars} characters"
     )
 
 
 def labels_count_problem(labels: dict[str, str]) -> str | None:
     """Why Vertex refuses a resource's ``labels`` for their number, or None."""
-    return f"more than {LABELS_MAX} labels" if len(labels) > LABELS_MAX else None
+    most = vertex_limits().labels_max
+    return f"more than {most} labels" if len(labels) > most else None
 
 
 def label_problems(labels: dict[str, str]) -> list[str]:
@@ -93,4 +98,4 @@ def label_problems(labels: dict[str, str]) -> list[str]:
 def label_value(text: str) -> str:
     """``text`` as a label may hold it: lower case, every other character '-', cut to the
     longest a label value may be."""
-    return _NOT_LABEL_CHARACTER.sub("-", text.lower())[:LABEL_MAX_CHARS]
+    return _NOT_LABEL_CHARACTER.sub("-", text.lower())[: vertex_limits().label_max_chars]

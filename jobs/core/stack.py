@@ -60,7 +60,7 @@ class StackError(Exception):
 class Buckets(BaseModel):
     """Bucket names (not URIs) created by the stack."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     data: str
     checkpoints: str
@@ -75,7 +75,7 @@ class RegionOutputs(BaseModel):
     for every region (a VPC and its peering range are global; buckets and images are read
     across regions)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     network_attachment: str | None = None
     """psc-interface stacks: the attachment in this region (an attachment serves its region)."""
@@ -94,7 +94,7 @@ class PrivateServing(BaseModel):
     """A stack whose deployed models are reached from its VPC only (``serving.private`` in the
     stack config). ``vtx deploy`` creates its endpoints accordingly."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: Literal["peering", "psc"]
     """peering: endpoints on the peered VPC (``Endpoint.network``); psc: Private Service Connect
@@ -113,7 +113,7 @@ class WarmPool(BaseModel):
     accelerator and boot disk type are the pool's and its replicas fit (docs/vertex-facts.md,
     "Persistent resources")."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     id: str
     machine_type: str
@@ -148,7 +148,7 @@ class PersistentResourceOutputs(BaseModel):
     """A persistent resource the stack provisions (``persistent_resources`` in the stack
     config): jobs that name it (``persistent_resource:`` in a template) run on its pools."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str
     """``projects/NUMBER/locations/REGION/persistentResources/ID``."""
@@ -160,7 +160,7 @@ class PersistentResourceOutputs(BaseModel):
 class StackOutputs(BaseModel):
     """What a provisioned stack offers to jobs. Field names are the exported JSON keys."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     project: str
     project_number: str

@@ -183,7 +183,7 @@ class _Read(BaseModel):
     """A part of a SKU as the API answers it: the fields read must have their type; others
     are not read."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class _Category(_Read):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobs.core.catalog import Catalog, load_catalog
 from jobs.core.contract import VTX_LABELS
-from jobs.core.naming import DISPLAY_NAME_MAX
+from jobs.core.naming import display_name_max
 from jobs.core.problems import Refused
 from jobs.core.stack import StackOutputs
 from jobs.custom_jobs.facts import JobFacts, PoolFacts
@@ -333,7 +333,7 @@ def deployed_model(
         spec |= {"acceleratorType": accelerator, "acceleratorCount": count or 1}
     return {
         "model": f"{model.name}@{model.version_id}",
-        "displayName": (model.display_name or model.model_id)[:DISPLAY_NAME_MAX],
+        "displayName": (model.display_name or model.model_id)[: display_name_max()],
         "dedicatedResources": {
             "machineSpec": spec,
             "minReplicaCount": min_replicas,
@@ -377,7 +377,7 @@ def plan_deploy(
     return DeployPlan(
         model=model,
         endpoint=endpoint,
-        endpoint_display_name=(display or model.model_id)[:DISPLAY_NAME_MAX],
+        endpoint_display_name=(display or model.model_id)[: display_name_max()],
         deployed_model=deployed_model(
             model,
             options.machine,

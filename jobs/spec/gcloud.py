@@ -43,7 +43,7 @@ from jobs.spec.template import (
     TemplateError,
 )
 
-_DEFAULT_DISK = BootDisk()
+_DEFAULT_DISK_GB = BootDisk.model_fields["size_gb"].default
 STACK_FIELDS = {
     "serviceAccount": "the stack's trainer service account",
     "network": "the stack's network",
@@ -82,7 +82,7 @@ def _pool_from_rest(spec: dict, role: str, notes: list[str]) -> dict[str, Any]:
         pool["reservation"] = _reservation_from_rest(machine["reservationAffinity"] or {})
     pool["replicas"] = int(spec.get("replicaCount", Pool.model_fields["replicas"].default))
     if disk:
-        pool["boot_disk"] = {"size_gb": int(disk.get("bootDiskSizeGb", _DEFAULT_DISK.size_gb))}
+        pool["boot_disk"] = {"size_gb": int(disk.get("bootDiskSizeGb", _DEFAULT_DISK_GB))}
         if "bootDiskType" in disk:  # else the machine's default, as Vertex picks it
             pool["boot_disk"]["type"] = disk["bootDiskType"]
     image = container.get("imageUri")

@@ -132,7 +132,7 @@ def _scale(value: Any) -> Any:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Metric(_Strict):
@@ -216,8 +216,6 @@ def _walk_one(param: Parameter, path: str) -> Iterator[tuple[str, Parameter]]:
     for j, c in enumerate(param.conditional):
         yield from _walk_one(c.parameter, f"{path}.conditional[{j}].parameter")
 
-
-Conditional.model_rebuild()
 
 STUDY_MODELS = (Study, Metric, Parameter, Conditional, EarlyStopping)
 """The study's models, for the template's "did you mean" field list."""

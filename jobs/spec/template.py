@@ -124,7 +124,7 @@ DiskSizeGb = Annotated[
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class BootDisk(_Strict):
@@ -166,7 +166,7 @@ class Pool(_Strict):
     """Left out on A2/A3/A4/G2/TPU machines: their built-in accelerators are filled in."""
     accelerator_count: AcceleratorCount | None = None
     replicas: Replicas = 1
-    boot_disk: BootDisk = BootDisk()
+    boot_disk: BootDisk = Field(default_factory=BootDisk)
     tpu_topology: str | None = None
     reservation: Reservation | None = None
     """Left out: Vertex's default (no reservation affinity is sent)."""
@@ -277,7 +277,7 @@ class JobTemplate(_Strict):
     secrets: dict[str, str] = Field(default_factory=dict)
     """Env var name -> Secret Manager secret name; the trainer resolves values at run time."""
     pools: Pools
-    scheduling: Scheduling = Scheduling()
+    scheduling: Scheduling = Field(default_factory=Scheduling)
     labels: dict[str, str] = Field(default_factory=dict)
     web_access: bool = False
     """Interactive shell into replicas; always off in prod stacks."""

@@ -47,7 +47,7 @@ nvidia_l4_gpus``); the metrics follow, joined by ', '."""
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class AcceleratorCapacity(_Model):

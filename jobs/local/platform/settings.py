@@ -32,7 +32,7 @@ def default_data_dir() -> Path:
 class LocalSettings(BaseModel):
     """How one local platform runs: where, on which ports, and the executor's knobs."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     data_dir: Path = Field(default_factory=default_data_dir)
     """Where jobs, logs, objects and the state file live (0700)."""

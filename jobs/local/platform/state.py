@@ -31,7 +31,9 @@ PROJECT_ID_PATTERN = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 """Google's project id rule: 6 to 30 lowercase letters, digits or hyphens, starting with a
 letter and not ending with a hyphen."""
 PROJECT_NUMBER_PATTERN = re.compile(r"[1-9][0-9]{0,17}")
-LOCAL_BUCKETS = Buckets(
+# Constructed, not validated: fixed names, and validating at import built the model's validator
+# for every command of the CLI.
+LOCAL_BUCKETS = Buckets.model_construct(
     data="vtx-local-data",
     checkpoints="vtx-local-checkpoints",
     staging="vtx-local-staging",
@@ -56,7 +58,7 @@ PRIVATE_UMASK = 0o077
 class PlatformState(BaseModel):
     """What `vtx local up` started, persisted so later commands can find and stop it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     data_dir: str
     cwd: str

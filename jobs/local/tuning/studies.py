@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from jobs.core.formats import now_rfc3339
-from jobs.core.naming import DISPLAY_NAME_MAX
+from jobs.core.naming import display_name_max
 from jobs.core.states import JobState
 from jobs.local.custom_jobs.executor import Executor, ExecutorError
 from jobs.local.custom_jobs.lifecycle import (
@@ -119,7 +119,7 @@ def trial_job(study: dict, trial_id: str, point: dict, name: str) -> dict:
     study_id = study["name"].rsplit("/", 1)[-1]
     job = {
         "name": name,
-        "displayName": f"{study['displayName']}-trial-{trial_id}"[-DISPLAY_NAME_MAX:],
+        "displayName": f"{study['displayName']}-trial-{trial_id}"[-display_name_max() :],
         "jobSpec": spec,
         "labels": {**study.get("labels", {}), LABEL_STUDY: study_id, LABEL_TRIAL: trial_id},
     }

@@ -266,6 +266,35 @@ def test_help_and_validate_import_no_heavy_library(args: list[str]) -> None:
     assert heavy_line == ["HEAVY:"], proc.stderr
 
 
+BUILT = """
+import sys
+import pydantic
+from vtx.cli import app
+sys.argv = ["vtx", "--help"]
+try:
+    app()
+except SystemExit:
+    pass
+def models(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from models(sub)
+ours = [m for m in models(pydantic.BaseModel) if m.__module__.split(".")[0] in ("jobs", "infra")]
+built = sorted(f"{m.__module__}.{m.__qualname__}" for m in ours if m.__pydantic_complete__)
+print("BUILT:" + ",".join(built), file=sys.stderr)
+"""
+
+
+def test_help_builds_no_model_validator() -> None:
+    """Every command imports nearly every model: each built at import (a validator, a model
+    instance or a validation at module level) is start-up time that `--help` pays for nothing."""
+    proc = subprocess.run(
+        [sys.executable, "-c", BUILT], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    built = [line for line in proc.stderr.splitlines() if line.startswith("BUILT:")]
+    assert built == ["BUILT:"], proc.stderr
+
+
 @pytest.mark.parametrize("content", [None, b"\xff\xfe not utf-8"], ids=["directory", "binary"])
 def test_unreadable_stack_file_is_an_error_message_not_a_traceback(
     tmp_path: Path, content: bytes | None

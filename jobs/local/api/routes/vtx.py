@@ -64,7 +64,7 @@ class HinderRequest(BaseModel):
     """``:stall`` and ``:slow``: which replica, how much slower (``:slow`` only), how long to
     wait for it to run."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     replica: str | None = None
     """e.g. workerpool0-0; None: the last replica."""
@@ -73,7 +73,7 @@ class HinderRequest(BaseModel):
 
 
 class PreemptRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     replica: str | None = None
     """e.g. workerpool1-0; None: the last replica."""
