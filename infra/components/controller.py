@@ -46,7 +46,7 @@ MAIN = f"from jobs.control.cloud_function import {ENTRY_POINT}  # noqa: F401\n"
 REQUIREMENTS = (
     "google-cloud-aiplatform>=1.100,<3\n"
     "google-cloud-storage>=2.18,<4\n"
-    "pydantic>=2.7,<3\n"
+    "pydantic>=2.14,<3\n"
     "pyyaml>=6,<7\n"
     "requests>=2.31,<3\n"
 )
