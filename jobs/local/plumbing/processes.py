@@ -382,6 +382,10 @@ def _restart(state: PlatformState, settings: LocalSettings) -> Started:
         gcs_port=gcs_port,
         grpc_port=grpc_port,
     )
+    # The controller watched the platform that stopped, and start_fresh starts its own: left
+    # running, the old one would outlive everything, recorded nowhere.
+    if controller_alive(state) and state.controller_pid is not None:
+        _terminate(state.controller_pid)
     state_path(data_dir).unlink(missing_ok=True)  # start_fresh records the new pids
     started = start_fresh(settings, token=state.token)
     note = (

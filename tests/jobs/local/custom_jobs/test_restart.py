@@ -13,7 +13,12 @@ from pathlib import Path
 import psutil
 
 from jobs.local.platform.settings import LocalSettings
-from jobs.local.platform.state import PlatformState, read_state, stack_outputs_for
+from jobs.local.platform.state import (
+    PlatformState,
+    controller_alive,
+    read_state,
+    stack_outputs_for,
+)
 from jobs.local.platform.store import Store
 from jobs.local.plumbing.ports import free_port
 from jobs.local.plumbing.processes import bring_up, start_fresh, stop_platform
@@ -160,6 +165,8 @@ def test_both_servers_killed_come_back_on_their_ports_and_down_after_a_second_ki
             state.gcs_port,
         )
         assert started.state.token == state.token
+        # One controller: the first, which outlived both servers, gave way to the new one's.
+        assert not controller_alive(state) and controller_alive(started.state)
         assert jobs.get_custom_job(name=job.name).state == 3  # still RUNNING, re-attached
         assert jobs.get_custom_job(name=left.name).state == 3
         go.write_text("go")
