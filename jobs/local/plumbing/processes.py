@@ -384,8 +384,7 @@ def _restart(state: PlatformState, settings: LocalSettings) -> Started:
     )
     # The controller watched the platform that stopped, and start_fresh starts its own: left
     # running, the old one would outlive everything, recorded nowhere.
-    if controller_alive(state) and state.controller_pid is not None:
-        _terminate(state.controller_pid)
+    _stop_controller(state)
     state_path(data_dir).unlink(missing_ok=True)  # start_fresh records the new pids
     started = start_fresh(settings, token=state.token)
     note = (
@@ -445,6 +444,12 @@ def _with_controller(state: PlatformState) -> PlatformState:
         state = _start_controller(state)
     write_state(state)
     return state
+
+
+def _stop_controller(state: PlatformState) -> None:
+    """Stop the controller ``state`` records, if it still runs."""
+    if controller_alive(state) and state.controller_pid is not None:
+        _terminate(state.controller_pid)
 
 
 def _terminate(pid: int, timeout_s: float = 10.0) -> None:
@@ -510,8 +515,8 @@ def stop_platform(data_dir: Path) -> PlatformState:
     stopped here."""
     data_dir = data_dir.resolve()
     state = read_state(data_dir)
-    if state is not None and controller_alive(state) and state.controller_pid is not None:
-        _terminate(state.controller_pid)  # first: it acts on the jobs the others stop
+    if state is not None:
+        _stop_controller(state)  # first: it acts on the jobs the others stop
     # Both dead: their replicas are stopped here, as bringing both back to stop them would first
     # restart those that died with them.
     both_dead = state is not None and not (server_alive(state) or gcs_alive(state))
@@ -525,8 +530,7 @@ def stop_platform(data_dir: Path) -> PlatformState:
         raise NotRunning(f"nothing to stop: no local platform is running from {data_dir}{detail}")
     if not server_alive(state):
         state = _recover(state, LocalSettings(), server_up=False).state
-        if state.controller_pid is not None:
-            _terminate(state.controller_pid)
+        _stop_controller(state)
     _terminate(state.server_pid, SHUTDOWN_TIMEOUT_S)
     if state.gcs_pid is not None:
         _terminate(state.gcs_pid)
